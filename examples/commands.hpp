@@ -1,0 +1,7 @@
+#pragma once
+// The sub-commands of the `starzero` program. Each takes the arguments after its own name
+// (argv[0] is the sub-command name) and returns the process exit code: 0 on success, 2 on bad
+// input (after a one-line error on stderr), 1 on a failure while running.
+namespace starzero {
+int plan_main(int argc, char** argv);
+}  // namespace starzero
