@@ -1,1 +1,37 @@
-int main(){return 0;}
+// The `starzero` command line: dispatches to one sub-command per verb.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "examples/commands.hpp"
+
+namespace {
+
+void print_usage(std::FILE* to) {
+  std::fputs(
+      "usage: starzero <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  plan    ZeRO memory and communication per rank for a model size or GPT config,\n"
+      "          per stage and data-parallel degree, with offload placements and fit checks\n"
+      "\n"
+      "Run `starzero <command> --help` for a command's options.\n",
+      to);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string_view command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (command == "plan") return starzero::plan_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
+  return 2;
+}

@@ -1,1 +1,115 @@
-// placeholder: being written
+#include "tasks/elementwise.hpp"
+
+#include <starpu.h>
+
+#include <stdexcept>
+
+#include "runtime/task_name.hpp"
+
+namespace starzero::tasks {
+
+void axpy_cpu(std::size_t n, float alpha, const float* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale_cpu(std::size_t n, float alpha, float* x) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+namespace {
+
+float unpack_alpha(void* cl_arg) {
+  float alpha = 0;
+  starpu_codelet_unpack_args(cl_arg, &alpha);
+  return alpha;
+}
+
+void axpy_cpu_func(void* buffers[], void* cl_arg) {
+  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+  axpy_cpu(n, unpack_alpha(cl_arg), reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+           reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])));
+}
+
+void scale_cpu_func(void* buffers[], void* cl_arg) {
+  scale_cpu(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
+            reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[0])));
+}
+
+#ifdef STARZERO_WITH_CUDA
+void axpy_cuda_func(void* buffers[], void* cl_arg) {
+  axpy_cuda(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
+            reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+            reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
+}
+
+void scale_cuda_func(void* buffers[], void* cl_arg) {
+  scale_cuda(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
+             reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[0])), starpu_cuda_get_local_stream());
+}
+#endif
+
+starpu_perfmodel axpy_model = [] {
+  starpu_perfmodel m{};
+  m.type = STARPU_HISTORY_BASED;
+  m.symbol = "starzero_axpy";
+  return m;
+}();
+
+starpu_perfmodel scale_model = [] {
+  starpu_perfmodel m{};
+  m.type = STARPU_HISTORY_BASED;
+  m.symbol = "starzero_scale";
+  return m;
+}();
+
+starpu_codelet axpy_codelet = [] {
+  starpu_codelet cl{};
+  cl.cpu_funcs[0] = axpy_cpu_func;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = axpy_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 2;
+  cl.modes[0] = STARPU_R;
+  cl.modes[1] = STARPU_RW;
+  cl.model = &axpy_model;
+  cl.name = "axpy";
+  return cl;
+}();
+
+starpu_codelet scale_codelet = [] {
+  starpu_codelet cl{};
+  cl.cpu_funcs[0] = scale_cpu_func;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = scale_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 1;
+  cl.modes[0] = STARPU_RW;
+  cl.model = &scale_model;
+  cl.name = "scale";
+  return cl;
+}();
+
+void check(int ret, const char* what) {
+  if (ret != 0) throw std::runtime_error(std::string("starpu_task_insert(") + what + ") failed: " + std::to_string(ret));
+}
+
+}  // namespace
+
+void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::string& name) {
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || x.count() != y.count())
+    throw std::invalid_argument("axpy: x and y must be fp32 tensors of one size");
+  check(starpu_task_insert(&axpy_codelet, STARPU_R, x.handle(), STARPU_RW, y.handle(), STARPU_VALUE, &alpha,
+                           sizeof alpha, STARPU_NAME, intern_task_name(name), 0),
+        "axpy");
+}
+
+void submit_scale(float alpha, const Tensor& x, const std::string& name) {
+  if (x.dtype() != DType::f32) throw std::invalid_argument("scale: x must be an fp32 tensor");
+  check(starpu_task_insert(&scale_codelet, STARPU_RW, x.handle(), STARPU_VALUE, &alpha, sizeof alpha, STARPU_NAME,
+                           intern_task_name(name), 0),
+        "scale");
+}
+
+}  // namespace starzero::tasks

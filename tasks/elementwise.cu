@@ -1,1 +1,37 @@
-// placeholder: being written
+// CUDA implementations of the element-wise codelets; launched on the StarPU worker's stream.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "tasks/elementwise_kernels.hpp"
+
+namespace starzero::tasks {
+
+namespace {
+
+__global__ void axpy_kernel(std::size_t n, float alpha, const float* x, float* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] += alpha * x[i];
+}
+
+__global__ void scale_kernel(std::size_t n, float alpha, float* x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    x[i] *= alpha;
+}
+
+unsigned blocks_for(std::size_t n) {
+  const std::size_t blocks = (n + 255) / 256;
+  return unsigned(blocks < 4096 ? (blocks ? blocks : 1) : 4096);
+}
+
+}  // namespace
+
+void axpy_cuda(std::size_t n, float alpha, const float* x, float* y, void* stream) {
+  axpy_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, alpha, x, y);
+}
+
+void scale_cuda(std::size_t n, float alpha, float* x, void* stream) {
+  scale_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, alpha, x);
+}
+
+}  // namespace starzero::tasks

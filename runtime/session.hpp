@@ -1,0 +1,47 @@
+#pragma once
+// RAII around starpu_init / starpu_shutdown. One Session may be alive per process at a time.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace starzero {
+
+struct SessionOptions {
+  // Scheduling policy by StarPU name (see scheduling_policies()); empty: $STARPU_SCHED or lws.
+  std::string policy;
+  int cpu_workers = -1;   // -1: StarPU's default (one per core, minus one per CUDA worker)
+  int cuda_workers = -1;  // -1: one per visible GPU; 0: none
+  std::size_t cpu_memory_limit_mib = 0;   // 0: no limit (STARPU_LIMIT_CPU_MEM)
+  std::size_t cuda_memory_limit_mib = 0;  // 0: no limit (STARPU_LIMIT_CUDA_MEM)
+  // FxT trace: off unless a directory is given. StarPU 1.3.10 traces by default and writes a
+  // 64 MiB file to /tmp; we switch that off. Only one traced session per process (StarPU
+  // writes its trace file once per process).
+  std::string trace_dir;
+  int trace_rank = 0;  // names the trace file: <trace_dir>/starzero_r<rank>_0
+};
+
+// The scheduling policies this StarPU offers, by name (from StarPU itself).
+std::vector<std::string> scheduling_policies();
+
+class Session {
+ public:
+  explicit Session(const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& policy() const { return policy_; }
+  int cpu_workers() const;
+  int cuda_workers() const;
+  // The FxT file this session writes at shutdown ("" when tracing is off).
+  const std::string& trace_file() const { return trace_file_; }
+
+  // Blocks until every submitted task has completed.
+  void wait_all() const;
+
+ private:
+  std::string policy_;
+  std::string trace_file_;
+};
+
+}  // namespace starzero

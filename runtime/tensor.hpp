@@ -1,0 +1,76 @@
+#pragma once
+// A typed, named 1-D tensor registered with StarPU as a vector data handle.
+//
+// Two kinds:
+//  - Tensor::host: owns a home buffer in main memory (starpu_malloc: pinned when CUDA workers
+//    exist) that survives tasks; read back with a HostView.
+//  - Tensor::transient: no home buffer; StarPU allocates it wherever the first writer runs and
+//    the graph frees it with invalidate_submit() after its last reader ("free right after use"
+//    is part of the task graph, not a side effect).
+// Every Tensor must be destroyed before the Session that created it.
+#include <starpu.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "runtime/dtype.hpp"
+
+namespace starzero {
+
+enum class Access { read, write, readwrite };
+
+class Tensor {
+ public:
+  static Tensor host(DType dtype, std::size_t count, std::string name);
+  static Tensor transient(DType dtype, std::size_t count, std::string name);
+
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor();
+
+  DType dtype() const { return dtype_; }
+  std::size_t count() const { return count_; }
+  std::size_t bytes() const { return count_ * dtype_size(dtype_); }
+  const std::string& name() const { return name_; }
+  starpu_data_handle_t handle() const { return handle_; }
+  bool is_transient() const { return home_ == nullptr; }
+
+  // Submits "the content is dead" after all tasks submitted so far that use it: StarPU frees
+  // its copies. A later writer makes it live again.
+  void invalidate_submit();
+
+  // Main-memory access from the application thread; waits for the tasks that touch the tensor
+  // and holds it until the view dies.
+  class HostView {
+   public:
+    HostView(starpu_data_handle_t handle, Access mode, std::size_t bytes);
+    HostView(const HostView&) = delete;
+    HostView& operator=(const HostView&) = delete;
+    ~HostView();
+    template <class T>
+    std::span<T> as() const {
+      return {static_cast<T*>(data_), bytes_ / sizeof(T)};
+    }
+
+   private:
+    starpu_data_handle_t handle_;
+    void* data_;
+    std::size_t bytes_;
+  };
+  HostView view(Access mode) const { return HostView(handle_, mode, bytes()); }
+
+ private:
+  Tensor(DType dtype, std::size_t count, std::string name, void* home);
+  void release() noexcept;
+
+  DType dtype_ = DType::f32;
+  std::size_t count_ = 0;
+  std::string name_;
+  void* home_ = nullptr;  // our starpu_malloc'd buffer, or nullptr for a transient tensor
+  starpu_data_handle_t handle_ = nullptr;
+};
+
+}  // namespace starzero

@@ -1,0 +1,17 @@
+#pragma once
+// Element-wise fp32 codelets: y += alpha * x (axpy) and x *= alpha (scale).
+// Each has a CPU and a CUDA implementation and a history-based performance model; the task
+// name given at submission shows in traces.
+#include <cstddef>
+#include <string>
+
+#include "runtime/tensor.hpp"
+#include "tasks/elementwise_kernels.hpp"
+
+namespace starzero::tasks {
+
+// Asynchronous submission; StarPU orders tasks by their data accesses.
+void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::string& name = "axpy");
+void submit_scale(float alpha, const Tensor& x, const std::string& name = "scale");
+
+}  // namespace starzero::tasks

@@ -1,0 +1,16 @@
+#pragma once
+// Element-wise fp32 kernels with explicit shapes: what the axpy and scale codelets run.
+// Plain C++17 (the CUDA file includes it too).
+#include <cstddef>
+
+namespace starzero::tasks {
+
+void axpy_cpu(std::size_t n, float alpha, const float* x, float* y);  // y += alpha * x
+void scale_cpu(std::size_t n, float alpha, float* x);                 // x *= alpha
+#ifdef STARZERO_WITH_CUDA
+// Launched on `stream` (a cudaStream_t: the StarPU worker's), asynchronously.
+void axpy_cuda(std::size_t n, float alpha, const float* x, float* y, void* stream);
+void scale_cuda(std::size_t n, float alpha, float* x, void* stream);
+#endif
+
+}  // namespace starzero::tasks
