@@ -1,0 +1,668 @@
+// `starzero plan`: the seeds' ZeRO memory and communication formulas per rank, for a parameter
+// count or a GPT config, per stage and data-parallel degree, with offload placements and a fit
+// check against given GPU/host memory. All numbers come from offload/planner.hpp; this file
+// only reads flags and prints.
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "examples/cli.hpp"
+#include "examples/commands.hpp"
+#include "offload/planner.hpp"
+
+namespace starzero {
+namespace {
+
+constexpr const char* kCommand = "plan";
+
+// ---- Formatting --------------------------------------------------------------------------------
+
+std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string strf(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? std::size_t(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+std::string with_commas(std::int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+// A whole number `units` shown with `decimals` digits after the point: (26250, 3) -> "26.250".
+std::string shift_point(long long units, int decimals) {
+  std::string digits = std::to_string(units);
+  if (decimals == 0) return digits;
+  if (int(digits.size()) <= decimals) digits.insert(0, std::size_t(decimals + 1 - int(digits.size())), '0');
+  digits.insert(digits.size() - std::size_t(decimals), ".");
+  return digits;
+}
+
+constexpr double kMaxExact = 9.0e18;  // llround's range, with margin
+
+// bytes in GB (1e9) with `decimals` digits, ties rounded up (26.25 -> "26.3", as the seeds
+// print it; printf would round the exact tie to even, "26.2").
+std::string gb_rounded(double bytes, int decimals) {
+  const double scale = std::pow(10.0, 9 - decimals);
+  const double units = bytes / scale;
+  if (!(std::fabs(units) < kMaxExact)) return strf("%.*f", decimals, bytes / 1e9);
+  return shift_point(std::llround(units), decimals);
+}
+
+// The seeds' table format: "%.1f" from 10 GB up, "%.2f" below.
+std::string gb_table(double bytes) { return gb_rounded(bytes, bytes >= 10e9 ? 1 : 2); }
+
+// Exact GB (to the byte), trailing zeros dropped but one decimal kept: "112.0", "29.3125",
+// "0.248951808"; zero is "0".
+std::string gb_exact(double bytes) {
+  if (bytes == 0) return "0";
+  if (!(std::fabs(bytes) < kMaxExact)) return strf("%.6g", bytes / 1e9);
+  std::string s = shift_point(std::llround(bytes), 9);
+  while (s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  return s;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  // Width in characters; "Ψ", "×", "→" and friends are 2-3 bytes but one column.
+  std::size_t columns = 0;
+  for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
+  if (columns < width) s.append(width - columns, ' ');
+  return s;
+}
+std::string rpad(std::string s, std::size_t width) {
+  std::size_t columns = 0;
+  for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
+  if (columns < width) s.insert(0, width - columns, ' ');
+  return s;
+}
+
+std::string k_text(double k) { return strf("%g", k); }
+
+std::string stage_name(int stage) { return "ZeRO-" + std::to_string(stage); }
+
+std::string option_name(int stage, OptimizerOffload opt, ParamOffload par) {
+  std::string s = stage_name(stage);
+  if (opt != OptimizerOffload::none) s += " + offload optimizer " + std::string(offload_name(opt));
+  if (par != ParamOffload::none) s += " + offload params " + std::string(offload_name(par));
+  return s;
+}
+
+// ---- JSON (hand-written) -------------------------------------------------------------------------
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return strf("%.0f", v);
+  return strf("%.17g", v);
+}
+std::string json_number(std::optional<double> v) { return v ? json_number(*v) : "null"; }
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += strf("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+std::string json_bool(bool b) { return b ? "true" : "false"; }
+
+std::string json_split(const ByteSplit& s) {
+  return "{\"params\": " + json_number(s.params) + ", \"grads\": " + json_number(s.grads) +
+         ", \"optimizer\": " + json_number(s.optimizer) + ", \"total\": " + json_number(s.total()) + "}";
+}
+
+// ---- Arguments -----------------------------------------------------------------------------------
+
+struct PlanArgs {
+  PlanInput base;                  // dp and stage are set per row
+  std::vector<std::int64_t> dps;
+  std::vector<int> stages;
+  MemoryLimits limits;
+  bool json = false;
+};
+
+cli::ArgParser make_parser() {
+  cli::ArgParser p(std::string("starzero ") + kCommand);
+  p.option("params", "N", "parameter count Ψ: 7e9, 1.5B, 125M, 70B, 7000000000")
+      .option("layers", "L", "GPT config (all six together, instead of --params): layers")
+      .option("hidden", "C", "  hidden size (channels)")
+      .option("heads", "NH", "  attention heads (must divide C)")
+      .option("vocab", "V", "  vocabulary (padded to a multiple of 128, like llm.c)")
+      .option("seq", "T", "  sequence length (= maxT, sizes the position embedding)")
+      .option("batch", "B", "  micro-batch size (activations are per micro-batch)")
+      .option("dp", "LIST", "data-parallel degrees N, e.g. 8 or 1,8,64 (default 1)")
+      .option("stage", "S", "ZeRO stage 0..3, or all (default all)")
+      .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
+      .option("k", "BYTES", "optimizer state bytes per parameter (default 12: fp32 master + Adam m, v)")
+      .flag("fp32-grad-accum", "count an fp32 gradient accumulation buffer (+4Ψ, or +4Ψ/N at stages 2-3)")
+      .option("offload-optimizer", "WHERE", "none|cpu|nvme: where the optimizer state lives (default none)")
+      .option("offload-params", "WHERE", "none|cpu: parameter shards in host memory (ZeRO-3 only)")
+      .option("prefetch-depth", "W", "ZeRO-3 layers all-gathered ahead of the current one (default 1)")
+      .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
+      .option("host-mem", "SIZE", "host memory per rank for the fit check")
+      .flag("json", "print machine-readable JSON on stdout instead of tables")
+      .flag("help", "show this help");
+  return p;
+}
+
+std::string usage(const cli::ArgParser& p) {
+  return "usage: starzero plan (--params N | --layers L --hidden C --heads NH --vocab V --seq T --batch B)\n"
+         "                     [--dp LIST] [--stage S] [options]\n"
+         "\n"
+         "ZeRO memory and communication per rank (the seeds' formulas): static model states per\n"
+         "stage (ZeRO-0 2Ψ+2Ψ+kΨ, ZeRO-1 2Ψ+2Ψ+kΨ/N, ZeRO-2 2Ψ+(2Ψ+kΨ)/N, ZeRO-3 (2Ψ+2Ψ+kΨ)/N),\n"
+         "their placement on GPU, host and NVMe under offload, activations and ZeRO-3 temporary\n"
+         "layers for a GPT config, communication (2Ψ, or 3Ψ for ZeRO-3) and, given --gpu-mem and/or\n"
+         "--host-mem, which stage and offload combinations fit. GB = 1e9 bytes.\n"
+         "\n"
+         "Flags take `--name value` or `--name=value`. Counts accept K M B T suffixes (1.5B, 125M),\n"
+         "sizes KB MB GB TB or KiB MiB GiB TiB (80GB, 24GiB). Bad input: one error line, exit code 2.\n"
+         "\n"
+         "options:\n" +
+         p.options_help() +
+         "\n"
+         "examples:\n"
+         "  starzero plan --params 7e9 --dp 1,8,64\n"
+         "  starzero plan --params 70e9 --dp 4 --gpu-mem 80GB\n"
+         "  starzero plan --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 8\n";
+}
+
+std::int64_t count_flag(const cli::ArgParser& p, const char* name) {
+  return cli::parse_count(name, *p.value(name));
+}
+
+PlanArgs read_args(const cli::ArgParser& p) {
+  PlanArgs a;
+  PlanInput& in = a.base;
+
+  static constexpr const char* kGptFlags[] = {"layers", "hidden", "heads", "vocab", "seq", "batch"};
+  std::string missing;
+  int gpt_given = 0;
+  for (const char* f : kGptFlags) {
+    if (p.given(f)) {
+      ++gpt_given;
+    } else {
+      missing += std::string(missing.empty() ? "" : " ") + "--" + f;
+    }
+  }
+  if (gpt_given > 0 && gpt_given < 6) {
+    throw UsageError("a GPT config needs all of --layers --hidden --heads --vocab --seq --batch (missing " +
+                     missing + ")");
+  }
+  if (gpt_given == 6 && p.given("params")) {
+    throw UsageError("give either --params or a GPT config, not both");
+  }
+  if (gpt_given == 0 && !p.given("params")) {
+    throw UsageError("give --params N or a GPT config (--layers --hidden --heads --vocab --seq --batch)");
+  }
+  if (gpt_given == 6) {
+    GptConfig g;
+    g.layers = count_flag(p, "layers");
+    g.hidden = count_flag(p, "hidden");
+    g.heads = count_flag(p, "heads");
+    g.vocab = count_flag(p, "vocab");
+    g.seq = count_flag(p, "seq");
+    g.batch = count_flag(p, "batch");
+    in.gpt = g;
+  } else {
+    in.params = count_flag(p, "params");
+  }
+
+  a.dps = p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
+  const std::string stage_text = p.value("stage").value_or("all");
+  if (stage_text == "all") {
+    a.stages = {0, 1, 2, 3};
+  } else {
+    a.stages = {std::stoi(cli::parse_choice("stage", stage_text, {"0", "1", "2", "3", "all"}))};
+  }
+  if (auto v = p.value("precision")) {
+    in.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
+  }
+  if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
+  in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  if (auto v = p.value("offload-optimizer")) {
+    in.offload_optimizer = *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
+  }
+  if (auto v = p.value("offload-params")) {
+    in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));
+  }
+  if (in.offload_params == ParamOffload::cpu && !(a.stages.size() == 1 && a.stages[0] == 3)) {
+    throw UsageError("--offload-params cpu needs --stage 3 (parameters are sharded only by ZeRO-3)");
+  }
+  if (auto v = p.value("prefetch-depth")) in.prefetch_depth = cli::parse_count("prefetch-depth", *v);
+  if (auto v = p.value("gpu-mem")) {
+    a.limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
+    if (*a.limits.gpu_bytes <= 0) throw UsageError("--gpu-mem: '" + cli::printable(*v) + "' must be > 0");
+  }
+  if (auto v = p.value("host-mem")) {
+    a.limits.host_bytes = cli::parse_bytes("host-mem", *v);
+    if (*a.limits.host_bytes <= 0) throw UsageError("--host-mem: '" + cli::printable(*v) + "' must be > 0");
+  }
+  a.json = p.flag_set("json");
+  return a;
+}
+
+// ---- Everything computed before anything is printed (errors leave stdout empty) --------------
+
+struct Row {
+  std::int64_t dp = 1;
+  int stage = 0;
+  MemoryPlan mem;
+  CommVolume comm;
+};
+
+struct Results {
+  std::int64_t params = 0;
+  std::vector<Row> rows;          // dp-major, then stage
+  std::vector<FitReport> fits;    // one per dp, when limits are given
+  std::optional<double> act_attention, act_logits;  // parts of the activations (GPT)
+};
+
+Results compute(const PlanArgs& a) {
+  Results r;
+  for (std::int64_t dp : a.dps) {
+    for (int stage : a.stages) {
+      PlanInput in = a.base;
+      in.dp = dp;
+      in.stage = stage;
+      r.rows.push_back({dp, stage, plan_memory(in), plan_communication(in)});
+    }
+  }
+  r.params = r.rows.front().mem.params;
+  if (a.limits.gpu_bytes || a.limits.host_bytes) {
+    for (std::int64_t dp : a.dps) {
+      PlanInput in = a.base;
+      in.dp = dp;
+      in.stage = 0;
+      in.offload_optimizer = OptimizerOffload::none;
+      in.offload_params = ParamOffload::none;
+      r.fits.push_back(check_fit(in, a.limits));
+    }
+  }
+  if (a.base.gpt) {
+    double attention = 0, logits = 0;
+    for (const auto& t : gpt_activation_tensors(*a.base.gpt)) {
+      if (t.name == "preatt" || t.name == "att") attention += double(t.count);
+      if (t.name == "logits" || t.name == "probs") logits += double(t.count);
+    }
+    const int prec = precision_bytes(a.base.precision);
+    r.act_attention = attention * prec;
+    r.act_logits = logits * prec;
+  }
+  return r;
+}
+
+const Row& row_at(const Results& r, std::int64_t dp, int stage) {
+  for (const Row& row : r.rows) {
+    if (row.dp == dp && row.stage == stage) return row;
+  }
+  throw std::logic_error("missing row");
+}
+
+// ---- Human output ----------------------------------------------------------------------------------
+
+std::string formula(int stage, const PlanInput& in) {
+  const std::string p = std::to_string(precision_bytes(in.precision)) + "Ψ";
+  const std::string g = in.fp32_grad_accum ? p + " + 4Ψ" : p;
+  const std::string k = k_text(in.k) + "Ψ";
+  switch (stage) {
+    case 0: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k;
+    case 1: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k + "/N";
+    case 2: return p + " + (" + g + " + " + k + ")/N";
+    default: return "(" + p + " + " + g + " + " + k + ")/N";
+  }
+}
+
+void print_human(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  const int prec = precision_bytes(in.precision);
+  const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
+
+  // Header.
+  out += "starzero plan: ZeRO memory and communication per rank\n";
+  if (in.gpt) {
+    const GptConfig& g = *in.gpt;
+    const NamedCount largest = gpt_largest_layer(g);
+    out += strf("model: GPT L=%lld C=%lld NH=%lld V=%lld (padded Vp=%lld) T=%lld B=%lld\n", (long long)g.layers,
+                (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)padded_vocab(g.vocab),
+                (long long)g.seq, (long long)g.batch);
+    out += "       Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C = " + with_commas(r.params) + " parameters; largest layer: " +
+           largest.name + " (" + with_commas(largest.count) + ")\n";
+  } else {
+    out += "model: Ψ = " + with_commas(r.params) + " parameters\n";
+  }
+  out += strf("precision: %s parameters, gradients and activations (%d bytes); optimizer state k = %s bytes/param\n",
+              std::string(precision_name(in.precision)).c_str(), prec, k_text(in.k).c_str());
+  if (in.fp32_grad_accum) out += "fp32 gradient accumulation buffer: counted under gradients\n";
+  if (offload) {
+    out += "offload: optimizer " + std::string(offload_name(in.offload_optimizer)) + ", parameters " +
+           std::string(offload_name(in.offload_params)) + "\n";
+  }
+  out += "GB = 1e9 bytes; N = data-parallel degree (dp); all memory is per rank.\n\n";
+
+  // The seeds' table.
+  out += offload ? "Static GPU memory per rank, GB (model states left on the GPU after offload):\n"
+                 : "Static GPU memory per rank, GB (model states: parameters + gradients + optimizer state):\n";
+  out += "  " + rpad("dp", 6);
+  for (int s : a.stages) out += rpad(stage_name(s), 9);
+  out += "\n";
+  for (std::int64_t dp : a.dps) {
+    out += "  " + rpad(std::to_string(dp), 6);
+    for (int s : a.stages) out += rpad(gb_table(row_at(r, dp, s).mem.gpu.total()), 9);
+    out += "\n";
+  }
+  out += "  formulas (bytes):";
+  bool first = true;
+  for (int s : a.stages) {
+    out += (first ? " " : "\n                    ") + pad(stage_name(s), 8) + formula(s, in);
+    first = false;
+  }
+  out += "\n\n";
+
+  // Breakdown per dp, stages as columns.
+  const bool any_nvme = in.offload_optimizer == OptimizerOffload::nvme;
+  const std::size_t label_w = 34, col_w = 14;
+  for (std::int64_t dp : a.dps) {
+    out += "Breakdown at dp " + std::to_string(dp) + ", GB (exact):\n";
+    out += "  " + pad("", label_w);
+    for (int s : a.stages) out += rpad(stage_name(s), col_w);
+    out += "\n";
+    auto line = [&](const std::string& label, auto&& value) {
+      out += "  " + pad(label, label_w);
+      for (int s : a.stages) out += rpad(value(row_at(r, dp, s).mem), col_w);
+      out += "\n";
+    };
+    line("GPU   parameters", [](const MemoryPlan& m) { return gb_exact(m.gpu.params); });
+    line("      gradients", [](const MemoryPlan& m) { return gb_exact(m.gpu.grads); });
+    line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.gpu.optimizer); });
+    line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
+    if (in.gpt) {
+      line(strf("      activations (B=%lld, T=%lld)", (long long)in.gpt->batch, (long long)in.gpt->seq),
+           [](const MemoryPlan& m) { return gb_exact(*m.activations); });
+      line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
+           [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
+      line("      total", [](const MemoryPlan& m) { return gb_exact(m.gpu_total()); });
+    }
+    if (offload) {
+      line("host  parameters", [](const MemoryPlan& m) { return gb_exact(m.host.params); });
+      line("      gradients (staging)", [](const MemoryPlan& m) { return gb_exact(m.host.grads); });
+      line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.host.optimizer); });
+      line("      total", [](const MemoryPlan& m) { return gb_exact(m.host_total()); });
+      if (any_nvme) line("NVMe  optimizer state", [](const MemoryPlan& m) { return gb_exact(m.nvme_total()); });
+      line("host<->GPU traffic per step", [](const MemoryPlan& m) { return gb_exact(m.offload_transfer_bytes); });
+    } else {
+      line("host  total (no offload)", [](const MemoryPlan& m) { return gb_exact(m.host_total()); });
+    }
+    out += "\n";
+  }
+
+  // Notes on what is and is not counted.
+  if (in.gpt) {
+    const double act = *r.rows.front().mem.activations;
+    out += "Activations: " + gb_exact(act) + " GB per micro-batch (llm.c layout), of which attention scores\n" +
+           "(preatt, att) " + gb_exact(*r.act_attention) + " GB and logits/probs " + gb_exact(*r.act_logits) +
+           " GB. ZeRO does not shard activations:\nevery rank holds its own micro-batch's, at every stage and dp.\n";
+    const NamedCount largest = gpt_largest_layer(*in.gpt);
+    out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
+           " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
+           "without parameter offload (the shard is the whole model).\n";
+  } else {
+    out += "Not included: activations (ZeRO does not shard them; each rank holds its own micro-batch's) and\n"
+           "ZeRO-3's temporary full layers; give a GPT config (--layers --hidden --heads --vocab --seq --batch)\n"
+           "to count them.\n";
+  }
+  if (in.offload_optimizer != OptimizerOffload::none) {
+    out += std::string("Optimizer offload: the optimizer state lives in ") +
+           (in.offload_optimizer == OptimizerOffload::cpu ? "host memory" : "NVMe") +
+           ";\nhost memory also holds the gradient shard that comes down and the updated parameter shard\n"
+           "that goes up (" +
+           std::to_string(prec) + "Ψ/N bytes each; " + std::to_string(prec) +
+           "Ψ at ZeRO-0), the ZeRO-Offload minimum transfer.\n";
+  }
+  if (in.offload_params == ParamOffload::cpu) {
+    out += "Parameter offload: the ZeRO-3 parameter shard lives in host memory; the GPU keeps only the\n"
+           "full layers being computed and prefetched.\n";
+  }
+  out += "Never counted, and left however large dp gets: the full gradient of the layer being\n"
+         "reduce-scattered (ZeRO-2/3), communication buckets, activation gradients and workspaces,\n"
+         "the CUDA context and allocator fragmentation.\n\n";
+
+  // Communication.
+  out += strf("Communication per rank per step (%s: %d bytes per element):\n",
+              std::string(precision_name(in.precision)).c_str(), prec);
+  const std::size_t what_w = 58;
+  for (int s : a.stages) {
+    const CommVolume& c = row_at(r, a.dps.front(), s).comm;
+    std::string what;
+    switch (s) {
+      case 0: what = "all-reduce of gradients"; break;
+      case 1:
+      case 2: what = "reduce-scatter of gradients + all-gather of parameters"; break;
+      default: what = "all-gather fwd + all-gather bwd + reduce-scatter grads"; break;
+    }
+    out += "  " + pad(stage_name(s), 8) + pad(what, what_w) + std::to_string(c.psi_multiple) + "Ψ = " +
+           with_commas(std::llround(c.elements)) + " elements = " + gb_exact(c.bytes) + " GB\n";
+  }
+  if (a.stages.size() > 1) {
+    out += "  ZeRO-1/2 move the same as DDP; ZeRO-3 moves 1.5× (its optimizer step needs none).\n";
+  }
+  out += "  Exact ring figures, × (N-1)/N, GB:\n";
+  out += "  " + rpad("dp", 6);
+  for (int s : a.stages) out += rpad(stage_name(s), col_w);
+  out += "\n";
+  for (std::int64_t dp : a.dps) {
+    out += "  " + rpad(std::to_string(dp), 6);
+    for (int s : a.stages) out += rpad(gb_exact(row_at(r, dp, s).comm.ring_bytes), col_w);
+    if (dp == 1) out += "   (N = 1: no collectives)";
+    out += "\n";
+  }
+
+  // Fit check.
+  if (!r.fits.empty()) {
+    out += "\nFit check per rank: GPU " +
+           (a.limits.gpu_bytes ? gb_exact(*a.limits.gpu_bytes) + " GB" : std::string("not limited")) + ", host " +
+           (a.limits.host_bytes ? gb_exact(*a.limits.host_bytes) + " GB" : std::string("not limited")) +
+           ", NVMe not limited.\n";
+    out += in.gpt ? "  GPU figures include activations and ZeRO-3 full layers.\n"
+                  : "  GPU figures are model states only (no GPT config: activations and ZeRO-3 full layers unknown).\n";
+    for (const FitReport& f : r.fits) {
+      out += "  dp " + std::to_string(f.dp) + ":\n";
+      out += "    " + pad("option", 52) + rpad("GPU GB", 14) + rpad("host GB", 14) + rpad("NVMe GB", 14) + "  fits\n";
+      for (const FitOption& o : f.options) {
+        std::string verdict = "yes";
+        if (!o.fits()) {
+          verdict = std::string("no (") + (o.fits_gpu ? "" : "GPU") + (!o.fits_gpu && !o.fits_host ? ", " : "") +
+                    (o.fits_host ? "" : "host") + ")";
+        }
+        out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params), 52) +
+               rpad(gb_exact(o.plan.gpu_total()), 14) + rpad(gb_exact(o.plan.host_total()), 14) +
+               rpad(gb_exact(o.plan.nvme_total()), 14) + "  " + verdict + "\n";
+      }
+      const auto& plain3 = f.min_dp_without_offload[3];
+      const std::string more_gpus =
+          plain3 ? "plain ZeRO-3 fits from dp " + std::to_string(*plain3)
+                 : "plain ZeRO-3 fits at no dp (what remains per rank is too large)";
+      std::string verdict;
+      if (!f.recommended) {
+        verdict = "nothing fits at dp " + std::to_string(f.dp) + ", not even with offload; " + more_gpus + ".";
+      } else {
+        const FitOption& o = f.options[*f.recommended];
+        const std::string where = "GPU " + gb_exact(o.plan.gpu_total()) + " GB" +
+                                  (o.offloaded() ? ", host " + gb_exact(o.plan.host_total()) + " GB" : "") +
+                                  (o.plan.nvme_total() > 0 ? ", NVMe " + gb_exact(o.plan.nvme_total()) + " GB" : "") +
+                                  " per rank";
+        if (!o.offloaded()) {
+          verdict = "fits without offload: " + stage_name(o.stage) + " (" + where + ").";
+        } else {
+          verdict = "does not fit without offload at dp " + std::to_string(f.dp) + "; use " +
+                    option_name(o.stage, o.offload_optimizer, o.offload_params) + " (" + where +
+                    "),\n             or more GPUs: " + more_gpus + ".";
+        }
+      }
+      out += "    verdict: " + verdict + "\n";
+    }
+    out += "  minimum dp at which each stage fits without offload:\n";
+    const FitReport& f0 = r.fits.front();
+    for (int s = 0; s <= 3; ++s) {
+      out += "    " + pad(stage_name(s), 8);
+      if (const auto& m = f0.min_dp_without_offload[s]) {
+        out += "dp " + std::to_string(*m);
+      } else {
+        // What stays per rank however large dp gets.
+        PlanInput plain = in;
+        plain.stage = s;
+        plain.offload_optimizer = OptimizerOffload::none;
+        plain.offload_params = ParamOffload::none;
+        out += "never: at least " + gb_exact(gpu_floor_bytes(plain)) + " GB per rank stay on the GPU at any dp";
+      }
+      out += "\n";
+    }
+  }
+}
+
+// ---- JSON output -----------------------------------------------------------------------------------
+
+void print_json(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  out += "{\n  \"model\": {\"params\": " + json_number(double(r.params)) + ", \"gpt\": ";
+  if (in.gpt) {
+    const GptConfig& g = *in.gpt;
+    const NamedCount largest = gpt_largest_layer(g);
+    out += strf("{\"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"vocab\": %lld, \"padded_vocab\": %lld, "
+                "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
+                (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab,
+                (long long)padded_vocab(g.vocab), (long long)g.seq, (long long)g.batch,
+                (long long)gpt_activation_elements(g));
+    out += "\"largest_layer\": {\"name\": " + json_string(largest.name) + ", \"params\": " +
+           std::to_string(largest.count) + "}}";
+  } else {
+    out += "null";
+  }
+  out += "},\n";
+  out += "  \"settings\": {\"precision\": " + json_string(precision_name(in.precision)) +
+         ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
+         ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
+         ", \"offload_optimizer\": " + json_string(offload_name(in.offload_optimizer)) +
+         ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
+         ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) + ", \"bytes_unit\": \"byte\"},\n";
+  out += "  \"plans\": [";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& row = r.rows[i];
+    const MemoryPlan& m = row.mem;
+    out += i ? ",\n    " : "\n    ";
+    out += "{\"dp\": " + std::to_string(row.dp) + ", \"stage\": " + std::to_string(row.stage) +
+           ", \"static\": " + json_split(m.seeds) + ",\n     \"gpu\": {\"params\": " + json_number(m.gpu.params) +
+           ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
+           ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
+           ", \"temporaries\": " + json_number(m.temporaries) + ", \"total\": " + json_number(m.gpu_total()) +
+           "},\n     \"host\": " + json_split(m.host) + ", \"nvme\": " + json_split(m.nvme) +
+           ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
+           ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
+           ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
+           ", \"ring_elements\": " + json_number(row.comm.ring_elements) +
+           ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "}}";
+  }
+  out += "\n  ],\n  \"fit\": ";
+  if (r.fits.empty()) {
+    out += "null\n}\n";
+    return;
+  }
+  out += "{\"gpu_mem\": " + json_number(a.limits.gpu_bytes) + ", \"host_mem\": " + json_number(a.limits.host_bytes) +
+         ", \"per_dp\": [";
+  for (std::size_t i = 0; i < r.fits.size(); ++i) {
+    const FitReport& f = r.fits[i];
+    out += i ? ",\n    " : "\n    ";
+    out += "{\"dp\": " + std::to_string(f.dp) + ", \"options\": [";
+    for (std::size_t j = 0; j < f.options.size(); ++j) {
+      const FitOption& o = f.options[j];
+      out += j ? ",\n      " : "\n      ";
+      out += "{\"stage\": " + std::to_string(o.stage) +
+             ", \"offload_optimizer\": " + json_string(offload_name(o.offload_optimizer)) +
+             ", \"offload_params\": " + json_string(offload_name(o.offload_params)) +
+             ", \"gpu_total\": " + json_number(o.plan.gpu_total()) +
+             ", \"host_total\": " + json_number(o.plan.host_total()) +
+             ", \"nvme_total\": " + json_number(o.plan.nvme_total()) + ", \"fits_gpu\": " + json_bool(o.fits_gpu) +
+             ", \"fits_host\": " + json_bool(o.fits_host) + ", \"fits\": " + json_bool(o.fits()) + "}";
+    }
+    out += "],\n     \"recommended\": ";
+    if (f.recommended) {
+      const FitOption& o = f.options[*f.recommended];
+      out += "{\"stage\": " + std::to_string(o.stage) +
+             ", \"offload_optimizer\": " + json_string(offload_name(o.offload_optimizer)) +
+             ", \"offload_params\": " + json_string(offload_name(o.offload_params)) + "}";
+    } else {
+      out += "null";
+    }
+    out += ", \"min_dp_without_offload\": [";
+    for (int s = 0; s <= 3; ++s) {
+      const auto& m = f.min_dp_without_offload[s];
+      out += (s ? ", " : "") + (m ? std::to_string(*m) : std::string("null"));
+    }
+    out += "]}";
+  }
+  out += "\n  ]}\n}\n";
+}
+
+bool wants_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int plan_main(int argc, char** argv) {
+  try {
+    cli::ArgParser parser = make_parser();
+    if (wants_help(argc, argv)) {
+      std::fputs(usage(parser).c_str(), stdout);
+      return 0;
+    }
+    parser.parse(argc, argv);
+    const PlanArgs args = read_args(parser);
+    const Results results = compute(args);
+    std::string out;
+    if (args.json) {
+      print_json(args, results, out);
+    } else {
+      print_human(args, results, out);
+    }
+    std::fputs(out.c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "starzero plan: error: %s\n", cli::printable(e.what(), std::string_view::npos).c_str());
+    return 2;
+  } catch (const PlanError& e) {
+    std::fprintf(stderr, "starzero plan: error: %s\n", cli::printable(e.what(), std::string_view::npos).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starzero plan: error: %s\n", cli::printable(e.what(), std::string_view::npos).c_str());
+    return 1;
+  }
+}
+
+}  // namespace starzero

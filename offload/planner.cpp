@@ -1,0 +1,387 @@
+#include "offload/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace starzero {
+namespace {
+
+// Overflow-checked int64 arithmetic: absurd configs give an error, not a wrapped number.
+std::int64_t mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw PlanError("model too large: element count overflows 64 bits");
+  return r;
+}
+std::int64_t add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) throw PlanError("model too large: element count overflows 64 bits");
+  return r;
+}
+template <typename... Rest>
+std::int64_t mul(std::int64_t a, std::int64_t b, Rest... rest) {
+  return mul(mul(a, b), rest...);
+}
+
+// Shard divisors per stage: what each stage shards (seeds' table).
+std::int64_t param_divisor(int stage, std::int64_t dp) { return stage >= 3 ? dp : 1; }
+std::int64_t grad_divisor(int stage, std::int64_t dp) { return stage >= 2 ? dp : 1; }
+std::int64_t optimizer_divisor(int stage, std::int64_t dp) { return stage >= 1 ? dp : 1; }
+
+void check_stage(int stage) {
+  if (stage < 0 || stage > 3) throw PlanError("stage must be 0..3, got " + std::to_string(stage));
+}
+
+// Seeds' static bytes, before placement. Each term is (whole bytes) / divisor.
+ByteSplit seeds_bytes(double psi, std::int64_t dp, int stage, double k, bool fp32_grad_accum,
+                      int prec) {
+  ByteSplit s;
+  s.params = prec * psi / double(param_divisor(stage, dp));
+  const double grad_div = double(grad_divisor(stage, dp));
+  s.grads = prec * psi / grad_div + (fp32_grad_accum ? 4.0 * psi / grad_div : 0.0);
+  s.optimizer = k * psi / double(optimizer_divisor(stage, dp));
+  return s;
+}
+
+}  // namespace
+
+int precision_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp32: return "fp32";
+  }
+  return "?";
+}
+
+std::optional<Precision> precision_from_name(std::string_view name) {
+  if (name == "bf16") return Precision::bf16;
+  if (name == "fp16") return Precision::fp16;
+  if (name == "fp32") return Precision::fp32;
+  return std::nullopt;
+}
+
+std::string_view offload_name(OptimizerOffload o) {
+  switch (o) {
+    case OptimizerOffload::none: return "none";
+    case OptimizerOffload::cpu: return "cpu";
+    case OptimizerOffload::nvme: return "nvme";
+  }
+  return "?";
+}
+
+std::string_view offload_name(ParamOffload o) { return o == ParamOffload::cpu ? "cpu" : "none"; }
+
+std::optional<OptimizerOffload> optimizer_offload_from_name(std::string_view name) {
+  if (name == "none") return OptimizerOffload::none;
+  if (name == "cpu") return OptimizerOffload::cpu;
+  if (name == "nvme") return OptimizerOffload::nvme;
+  return std::nullopt;
+}
+
+std::optional<ParamOffload> param_offload_from_name(std::string_view name) {
+  if (name == "none") return ParamOffload::none;
+  if (name == "cpu") return ParamOffload::cpu;
+  return std::nullopt;
+}
+
+// ---- GPT -------------------------------------------------------------------------------------
+
+void validate(const GptConfig& c) {
+  const std::pair<const char*, std::int64_t> fields[] = {
+      {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
+      {"vocab", c.vocab},   {"seq", c.seq},       {"batch", c.batch}};
+  for (const auto& [name, value] : fields) {
+    if (value <= 0) {
+      throw PlanError(std::string("GPT ") + name + " must be > 0, got " + std::to_string(value));
+    }
+  }
+  if (c.hidden % c.heads != 0) {
+    throw PlanError("GPT heads (" + std::to_string(c.heads) + ") must divide hidden (" +
+                    std::to_string(c.hidden) + ")");
+  }
+  // Overflow checks of everything derived below.
+  (void)gpt_param_count(c);
+  (void)gpt_activation_elements(c);
+}
+
+std::int64_t padded_vocab(std::int64_t vocab, std::int64_t multiple) {
+  if (vocab <= 0 || multiple <= 0) throw PlanError("vocab and its padding multiple must be > 0");
+  return mul(add(vocab, multiple - 1) / multiple, multiple);
+}
+
+std::vector<NamedCount> gpt_layer_kinds(const GptConfig& c) {
+  const std::int64_t C = c.hidden;
+  const std::int64_t Vp = padded_vocab(c.vocab);
+  return {
+      {"embedding", add(mul(Vp, C), mul(c.seq, C))},          // wte + wpe
+      {"block", add(mul(12, C, C), mul(13, C))},              // per transformer block
+      {"final layernorm", mul(2, C)},                         // lnfw + lnfb
+  };
+}
+
+std::int64_t gpt_param_count(const GptConfig& c) {
+  const auto kinds = gpt_layer_kinds(c);
+  return add(add(kinds[0].count, mul(c.layers, kinds[1].count)), kinds[2].count);
+}
+
+NamedCount gpt_largest_layer(const GptConfig& c) {
+  const auto kinds = gpt_layer_kinds(c);
+  return *std::max_element(kinds.begin(), kinds.end(),
+                           [](const NamedCount& a, const NamedCount& b) { return a.count < b.count; });
+}
+
+std::vector<NamedCount> gpt_activation_tensors(const GptConfig& c) {
+  const std::int64_t L = c.layers, B = c.batch, T = c.seq, C = c.hidden, NH = c.heads;
+  const std::int64_t Vp = padded_vocab(c.vocab);
+  return {
+      {"encoded", mul(B, T, C)},
+      {"ln1", mul(L, B, T, C)},
+      {"ln1_mean", mul(L, B, T)},
+      {"ln1_rstd", mul(L, B, T)},
+      {"qkv", mul(L, B, T, 3 * C)},
+      {"atty", mul(L, B, T, C)},
+      {"preatt", mul(L, B, NH, T, T)},
+      {"att", mul(L, B, NH, T, T)},
+      {"attproj", mul(L, B, T, C)},
+      {"residual2", mul(L, B, T, C)},
+      {"ln2", mul(L, B, T, C)},
+      {"ln2_mean", mul(L, B, T)},
+      {"ln2_rstd", mul(L, B, T)},
+      {"fch", mul(L, B, T, 4 * C)},
+      {"fch_gelu", mul(L, B, T, 4 * C)},
+      {"fcproj", mul(L, B, T, C)},
+      {"residual3", mul(L, B, T, C)},
+      {"lnf", mul(B, T, C)},
+      {"lnf_mean", mul(B, T)},
+      {"lnf_rstd", mul(B, T)},
+      {"logits", mul(B, T, Vp)},
+      {"probs", mul(B, T, Vp)},
+      {"losses", mul(B, T)},
+  };
+}
+
+std::int64_t gpt_activation_elements(const GptConfig& c) {
+  std::int64_t total = 0;
+  for (const auto& t : gpt_activation_tensors(c)) total = add(total, t.count);
+  return total;
+}
+
+// ---- One configuration ---------------------------------------------------------------------
+
+void validate(const PlanInput& in) {
+  if (in.gpt) {
+    validate(*in.gpt);
+    const std::int64_t count = gpt_param_count(*in.gpt);
+    if (in.params != 0 && in.params != count) {
+      throw PlanError("params (" + std::to_string(in.params) + ") disagrees with the GPT config (" +
+                      std::to_string(count) + "); give one or the other");
+    }
+  } else if (in.params <= 0) {
+    throw PlanError("params must be > 0, got " + std::to_string(in.params));
+  }
+  if (in.dp <= 0) throw PlanError("dp must be > 0, got " + std::to_string(in.dp));
+  check_stage(in.stage);
+  if (!(in.k >= 0) || !std::isfinite(in.k)) {
+    throw PlanError("k (optimizer bytes per parameter) must be >= 0, got " + std::to_string(in.k));
+  }
+  if (in.prefetch_depth < 0) {
+    throw PlanError("prefetch depth must be >= 0, got " + std::to_string(in.prefetch_depth));
+  }
+  if (in.offload_params != ParamOffload::none && in.stage != 3) {
+    throw PlanError("parameter offload needs ZeRO-3 (parameters are sharded only there), got stage " +
+                    std::to_string(in.stage));
+  }
+}
+
+std::int64_t model_params(const PlanInput& in) {
+  validate(in);
+  return in.gpt ? gpt_param_count(*in.gpt) : in.params;
+}
+
+double MemoryPlan::gpu_total() const {
+  return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0);
+}
+
+MemoryPlan plan_memory(const PlanInput& in) {
+  const std::int64_t psi_count = model_params(in);
+  const double psi = double(psi_count);
+  const int prec = precision_bytes(in.precision);
+
+  MemoryPlan p;
+  p.params = psi_count;
+  p.dp = in.dp;
+  p.stage = in.stage;
+  p.seeds = seeds_bytes(psi, in.dp, in.stage, in.k, in.fp32_grad_accum, prec);
+  p.gpu = p.seeds;
+
+  if (in.offload_optimizer != OptimizerOffload::none) {
+    ByteSplit& home = in.offload_optimizer == OptimizerOffload::cpu ? p.host : p.nvme;
+    home.optimizer = p.seeds.optimizer;
+    p.gpu.optimizer = 0;
+    // Staging: this rank's gradient shard comes down, its updated parameter shard goes up.
+    const double shard = prec * psi / double(optimizer_divisor(in.stage, in.dp));
+    p.host.grads += shard;
+    p.host.params += shard;
+    p.offload_transfer_bytes += 2 * shard;
+  }
+  if (in.offload_params == ParamOffload::cpu) {  // stage 3 (validated)
+    // The parameter shard lives on the host; with optimizer offload it is the staging buffer.
+    p.host.params = p.seeds.params;
+    p.gpu.params = 0;
+    // Each layer's shard goes up for the forward and again for the backward all-gather.
+    p.offload_transfer_bytes += 2 * p.seeds.params;
+  }
+
+  if (in.gpt) {
+    p.activations = double(gpt_activation_elements(*in.gpt)) * prec;
+    if (in.stage < 3) {
+      p.temporaries = 0.0;
+    } else if (in.dp == 1 && in.offload_params == ParamOffload::none) {
+      p.temporaries = 0.0;  // the "shard" is the whole model, already on the GPU
+    } else {
+      p.temporaries = double(in.prefetch_depth + 1) * double(gpt_largest_layer(*in.gpt).count) * prec;
+    }
+  } else if (in.stage < 3) {
+    p.temporaries = 0.0;
+  }
+  return p;
+}
+
+double gpu_floor_bytes(const PlanInput& input) {
+  PlanInput two = input;
+  two.dp = 2;  // any dp > 1: sets the ZeRO-3 temporaries; the unsharded terms do not depend on dp
+  const MemoryPlan p = plan_memory(two);
+  double floor = p.activations.value_or(0.0) + p.temporaries.value_or(0.0);
+  if (input.stage < 3) floor += p.gpu.params;
+  if (input.stage < 2) floor += p.gpu.grads;
+  if (input.stage < 1) floor += p.gpu.optimizer;
+  return floor;
+}
+
+double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k,
+                           bool fp32_grad_accum, int prec) {
+  if (prec != 2 && prec != 4) throw PlanError("precision bytes must be 2 or 4, got " + std::to_string(prec));
+  PlanInput in;
+  in.params = params;
+  in.dp = dp;
+  in.stage = stage;
+  in.k = k;
+  in.fp32_grad_accum = fp32_grad_accum;
+  validate(in);
+  return seeds_bytes(double(params), dp, stage, k, fp32_grad_accum, prec).total();
+}
+
+// ---- Communication -------------------------------------------------------------------------
+
+CommVolume zero_communication_volume(std::int64_t params, std::int64_t dp, int stage, Precision precision) {
+  PlanInput in;
+  in.params = params;
+  in.dp = dp;
+  in.stage = stage;
+  in.precision = precision;
+  return plan_communication(in);
+}
+
+CommVolume plan_communication(const PlanInput& in) {
+  const double psi = double(model_params(in));
+  CommVolume v;
+  // Stages 0-2: gradients reduced (Ψ) + parameters gathered (Ψ), or one all-reduce (2Ψ).
+  // Stage 3: parameters gathered in forward and again in backward, gradients reduce-scattered.
+  v.psi_multiple = in.stage == 3 ? 3 : 2;
+  v.elements = v.psi_multiple * psi;
+  v.bytes = v.elements * precision_bytes(in.precision);
+  v.ring_elements = v.elements * double(in.dp - 1) / double(in.dp);
+  v.ring_bytes = v.ring_elements * precision_bytes(in.precision);
+  return v;
+}
+
+// ---- Fit check -----------------------------------------------------------------------------
+
+int offload_rank(OptimizerOffload optimizer, ParamOffload params) {
+  const int opt = optimizer == OptimizerOffload::none ? 0 : optimizer == OptimizerOffload::cpu ? 1 : 4;
+  return opt + (params == ParamOffload::cpu ? 2 : 0);
+}
+
+namespace {
+
+void check_limits(const MemoryLimits& limits) {
+  for (const auto& limit : {limits.gpu_bytes, limits.host_bytes}) {
+    if (limit && !(*limit > 0 && std::isfinite(*limit))) {
+      throw PlanError("memory limits must be > 0 bytes");
+    }
+  }
+}
+
+FitOption evaluate(const PlanInput& input, const MemoryLimits& limits) {
+  FitOption o;
+  o.stage = input.stage;
+  o.offload_optimizer = input.offload_optimizer;
+  o.offload_params = input.offload_params;
+  o.plan = plan_memory(input);
+  o.fits_gpu = !limits.gpu_bytes || o.plan.gpu_total() <= *limits.gpu_bytes;
+  o.fits_host = !limits.host_bytes || o.plan.host_total() <= *limits.host_bytes;
+  return o;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> min_dp_to_fit(const PlanInput& input, const MemoryLimits& limits,
+                                          std::int64_t max_dp) {
+  check_limits(limits);
+  if (max_dp < 1) throw PlanError("max dp must be >= 1");
+  PlanInput probe = input;
+  probe.dp = 1;
+  if (evaluate(probe, limits).fits()) return 1;
+  // From dp = 2 on, every term is nonincreasing in dp (dp = 1 is special: no ZeRO-3
+  // temporaries), so the smallest fitting dp is found by bisection.
+  probe.dp = max_dp;
+  if (max_dp < 2 || !evaluate(probe, limits).fits()) return std::nullopt;
+  std::int64_t lo = 2, hi = max_dp;  // hi fits; find the smallest that does
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    probe.dp = mid;
+    if (evaluate(probe, limits).fits()) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return hi;
+}
+
+FitReport check_fit(const PlanInput& base, const MemoryLimits& limits) {
+  check_limits(limits);
+  FitReport report;
+  report.dp = base.dp;
+  PlanInput in = base;
+  for (int stage = 0; stage <= 3; ++stage) {
+    in.stage = stage;
+    for (ParamOffload par : {ParamOffload::none, ParamOffload::cpu}) {
+      if (par == ParamOffload::cpu && stage != 3) continue;
+      for (OptimizerOffload opt : {OptimizerOffload::none, OptimizerOffload::cpu, OptimizerOffload::nvme}) {
+        in.offload_optimizer = opt;
+        in.offload_params = par;
+        report.options.push_back(evaluate(in, limits));
+      }
+    }
+    in.offload_optimizer = OptimizerOffload::none;
+    in.offload_params = ParamOffload::none;
+    report.min_dp_without_offload[stage] = min_dp_to_fit(in, limits);
+  }
+  for (std::size_t i = 0; i < report.options.size(); ++i) {
+    const FitOption& o = report.options[i];
+    if (!o.fits()) continue;
+    const auto key = [](const FitOption& x) {
+      return std::make_tuple(offload_rank(x.offload_optimizer, x.offload_params), x.stage == 3 ? 3 : 2,
+                             x.plan.gpu_total());
+    };
+    if (!report.recommended || key(o) < key(report.options[*report.recommended])) report.recommended = i;
+  }
+  return report;
+}
+
+}  // namespace starzero

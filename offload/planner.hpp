@@ -1,0 +1,197 @@
+#pragma once
+// The memory and communication planner: the seeds' ZeRO formulas (shared/seeds/SUMMARY.md),
+// generalised to GPT configs, offload placements and fit checks. Plain structs, no I/O.
+//
+// Units: parameter counts and elements are integers; bytes are doubles. Every byte figure is
+// computed as (whole bytes) / N in double precision, which is exact whenever the result is a
+// whole number below 2^53 (e.g. 16 * 7e9 / 64 = 1.75e9 exactly).
+//
+// What the figures are, per rank:
+// - static: the seeds' model states. ZeRO-0: 2Ψ + 2Ψ + kΨ; ZeRO-1: 2Ψ + 2Ψ + kΨ/N;
+//   ZeRO-2: 2Ψ + (2Ψ + kΨ)/N; ZeRO-3: (2Ψ + 2Ψ + kΨ)/N, where "2" is the precision's bytes.
+//   An fp32 gradient accumulation buffer adds 4Ψ (stages 0-1) or 4Ψ/N (stages 2-3), counted
+//   under gradients.
+// - placement: where those bytes live (GPU, host, NVMe) given the offload options. Offloading
+//   the optimizer moves its state (kΨ/N; kΨ at ZeRO-0) to host memory (cpu) or to NVMe (nvme)
+//   and adds two host staging buffers of precision·Ψ/N each: the gradient shard that comes down
+//   for the CPU Adam step and the updated parameter shard that goes back up (ZeRO-Offload's
+//   minimum transfer: 2 + 2 bytes per parameter in bf16). The GPU keeps its own gradient and
+//   parameter copies, so the GPU figure is the seeds' figure minus the optimizer state.
+//   Offloading parameters (ZeRO-3 only) moves the parameter shard precision·Ψ/N to host
+//   memory; with optimizer offload too, that shard and the staging copy are the same buffer.
+// - activations (GPT config only): one micro-batch, llm.c's train_gpt2.c layout, at the
+//   precision's bytes per element. ZeRO does not shard activations: every rank holds its own.
+// - ZeRO-3 temporaries (GPT config only): the full parameters of the layers being computed and
+//   prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
+//   without parameter offload the shard is the whole model, nothing is gathered: 0.
+// Not counted anywhere (they remain however large dp is): the transient full gradient of the
+// layer being reduce-scattered (stages 2-3), communication buckets, activation gradients and
+// workspaces, CUDA context and allocator fragmentation.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace starzero {
+
+// Invalid planner input: params <= 0, dp <= 0, stage outside 0..3, k < 0, parameter offload
+// outside ZeRO-3, a GPT config with a non-positive field, ... The message is one line.
+class PlanError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Precision of parameters, gradients and activations (optimizer state is k bytes/param).
+enum class Precision { bf16, fp16, fp32 };
+int precision_bytes(Precision p);  // 2, 2, 4
+std::string_view precision_name(Precision p);
+std::optional<Precision> precision_from_name(std::string_view name);
+
+enum class OptimizerOffload { none, cpu, nvme };
+enum class ParamOffload { none, cpu };
+std::string_view offload_name(OptimizerOffload o);
+std::string_view offload_name(ParamOffload o);
+std::optional<OptimizerOffload> optimizer_offload_from_name(std::string_view name);
+std::optional<ParamOffload> param_offload_from_name(std::string_view name);
+
+// ---- GPT (llm.c GPT-2 layout) ----------------------------------------------------------------
+struct GptConfig {
+  std::int64_t layers = 0;  // L
+  std::int64_t hidden = 0;  // C (channels)
+  std::int64_t heads = 0;   // NH, must divide C
+  std::int64_t vocab = 0;   // V, padded to Vp
+  std::int64_t seq = 0;     // T = maxT (also sizes the position embedding)
+  std::int64_t batch = 0;   // B, micro-batch
+};
+
+struct NamedCount {
+  std::string name;
+  std::int64_t count = 0;
+};
+
+void validate(const GptConfig& config);  // throws PlanError
+// Vocabulary padded up to a multiple of `multiple` (llm.c: 128; 50257 -> 50304).
+std::int64_t padded_vocab(std::int64_t vocab, std::int64_t multiple = 128);
+// Vp·C + T·C + L·(12C² + 13C) + 2C.
+std::int64_t gpt_param_count(const GptConfig& config);
+// The parameter blocks ZeRO-3 gathers one at a time: "embedding" (Vp·C + T·C), "block"
+// (12C² + 13C, one entry standing for each of the L blocks), "final layernorm" (2C).
+std::vector<NamedCount> gpt_layer_kinds(const GptConfig& config);
+NamedCount gpt_largest_layer(const GptConfig& config);
+// Activation tensors of one micro-batch in train_gpt2.c's order, in elements.
+std::vector<NamedCount> gpt_activation_tensors(const GptConfig& config);
+std::int64_t gpt_activation_elements(const GptConfig& config);
+
+// ---- One configuration ---------------------------------------------------------------------
+struct PlanInput {
+  std::int64_t params = 0;        // Ψ; with a GPT config leave 0 (or equal to its count)
+  std::optional<GptConfig> gpt;   // gives Ψ, activations and ZeRO-3 temporaries
+  std::int64_t dp = 1;            // N
+  int stage = 0;                  // 0..3
+  Precision precision = Precision::bf16;
+  double k = 12;                  // optimizer state bytes per parameter
+  bool fp32_grad_accum = false;
+  OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  ParamOffload offload_params = ParamOffload::none;  // cpu only with stage 3
+  std::int64_t prefetch_depth = 1;  // W >= 0: ZeRO-3 layers gathered ahead of the current one
+};
+
+void validate(const PlanInput& input);  // throws PlanError
+std::int64_t model_params(const PlanInput& input);  // Ψ (validated)
+
+struct ByteSplit {
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+struct MemoryPlan {
+  std::int64_t params = 0;  // Ψ
+  std::int64_t dp = 1;
+  int stage = 0;
+  ByteSplit seeds;  // the seeds' static bytes per rank, wherever they are placed
+  ByteSplit gpu;    // placed: GPU
+  ByteSplit host;   // placed: host memory (includes the offload staging copies)
+  ByteSplit nvme;   // placed: NVMe
+  std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without GPT
+  std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
+                                      // unknown for ZeRO-3 without GPT config
+  double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
+  double gpu_static() const { return gpu.total(); }
+  double gpu_total() const;  // static + activations + temporaries (the known ones)
+  double host_total() const { return host.total(); }
+  double nvme_total() const { return nvme.total(); }
+};
+
+MemoryPlan plan_memory(const PlanInput& input);
+
+// GPU bytes per rank that no dp removes (the limit of gpu_total() as dp grows): the model
+// states a stage does not shard, plus activations and ZeRO-3 temporaries when known. The
+// seeds' point: memory does not go to zero as N grows.
+double gpu_floor_bytes(const PlanInput& input);
+
+// The seeds' exercise function: static bytes per GPU, no offload, no activations.
+double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k = 12,
+                           bool fp32_grad_accum = false, int precision_bytes = 2);
+
+// ---- Communication per training step per rank ------------------------------------------------
+struct CommVolume {
+  int psi_multiple = 0;        // 2 (stages 0-2) or 3 (stage 3)
+  double elements = 0;         // psi_multiple · Ψ
+  double bytes = 0;            // elements · precision bytes
+  double ring_elements = 0;    // elements · (N-1)/N (exact ring figure; 0 at N = 1)
+  double ring_bytes = 0;
+};
+CommVolume zero_communication_volume(std::int64_t params, std::int64_t dp, int stage,
+                                     Precision precision = Precision::bf16);
+CommVolume plan_communication(const PlanInput& input);
+
+// ---- Fit check ---------------------------------------------------------------------------------
+struct MemoryLimits {
+  std::optional<double> gpu_bytes;   // per rank
+  std::optional<double> host_bytes;  // per rank
+};
+
+struct FitOption {
+  int stage = 0;
+  OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  ParamOffload offload_params = ParamOffload::none;
+  MemoryPlan plan;
+  bool fits_gpu = true;
+  bool fits_host = true;
+  bool fits() const { return fits_gpu && fits_host; }
+  bool offloaded() const {
+    return offload_optimizer != OptimizerOffload::none || offload_params != ParamOffload::none;
+  }
+};
+
+struct FitReport {
+  std::int64_t dp = 1;
+  // Every valid combination: stages 0..3 × optimizer none/cpu/nvme, plus parameter offload
+  // cpu at stage 3; stage-major, least offload first.
+  std::vector<FitOption> options;
+  // The option to use: among those that fit, the least offload (none < optimizer cpu <
+  // parameters cpu < both cpu < optimizer nvme < nvme + parameters cpu), then the least
+  // communication (stages 0-2 move 2Ψ, stage 3 3Ψ), then the least GPU memory.
+  std::optional<std::size_t> recommended;
+  // Smallest dp at which each stage fits without any offload; nullopt: at no dp.
+  std::array<std::optional<std::int64_t>, 4> min_dp_without_offload;
+};
+
+// Offload cost rank used for the recommendation (0 = nothing offloaded).
+int offload_rank(OptimizerOffload optimizer, ParamOffload params);
+
+// Evaluates every combination at base.dp; base's stage and offload fields are ignored.
+// Limits must be positive when given (PlanError otherwise).
+FitReport check_fit(const PlanInput& base, const MemoryLimits& limits);
+
+// Smallest dp in [1, max_dp] at which `input` (its stage and offloads; dp ignored) fits;
+// nullopt if none. Memory per rank never grows with dp (from dp = 2 on): a bisection.
+std::optional<std::int64_t> min_dp_to_fit(const PlanInput& input, const MemoryLimits& limits,
+                                          std::int64_t max_dp = std::int64_t{1} << 30);
+
+}  // namespace starzero

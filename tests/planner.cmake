@@ -1,0 +1,14 @@
+# offload/planner and the `starzero plan` command line.
+# The flag parser (examples/cli.cpp) is compiled straight into the test: examples/ has no
+# library target for it.
+add_executable(test_planner test_planner.cpp ${PROJECT_SOURCE_DIR}/examples/cli.cpp)
+target_include_directories(test_planner PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(test_planner PRIVATE starzero_catch_main starzero_offload)
+# The prefix keeps every test case selectable with `ctest -R plan`.
+catch_discover_tests(test_planner TEST_PREFIX "planner/")
+
+# The built `starzero plan` end to end: the seeds' 7B table, one-line errors with exit code 2,
+# valid JSON, the 70B on 4 x 80 GB verdict.
+add_test(NAME plan_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/plan_cli_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(plan_cli PROPERTIES TIMEOUT 120)

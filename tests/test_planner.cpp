@@ -1,0 +1,643 @@
+// Tests of the memory/communication planner (offload/planner.hpp) and the flag parser
+// (examples/cli.hpp). Expected values are written as arithmetic from the seeds' formulas
+// (shared/seeds/SUMMARY.md), never computed by the code under test.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "examples/cli.hpp"
+#include "offload/planner.hpp"
+
+using namespace starzero;
+
+namespace {
+
+constexpr std::int64_t kPsi7B = 7'000'000'000;
+constexpr double kPsi = 7e9;
+
+PlanInput input7b(std::int64_t dp, int stage) {
+  PlanInput in;
+  in.params = kPsi7B;
+  in.dp = dp;
+  in.stage = stage;
+  return in;
+}
+
+GptConfig gpt2_124m(std::int64_t batch = 4) {
+  GptConfig g;
+  g.layers = 12;
+  g.hidden = 768;
+  g.heads = 12;
+  g.vocab = 50257;
+  g.seq = 1024;
+  g.batch = batch;
+  return g;
+}
+
+}  // namespace
+
+// ---- Static memory: the seeds' formulas -----------------------------------------------------------
+
+TEST_CASE("seeds' 7B table at dp 1, 8, 64 for every stage (exact bytes)", "[planner][seeds]") {
+  // ZeRO-0: 2Ψ + 2Ψ + 12Ψ = 16Ψ at every dp.
+  for (std::int64_t dp : {1, 8, 64}) CHECK(zero_memory_per_gpu(kPsi7B, dp, 0) == 16 * kPsi);
+  // ZeRO-1: 2Ψ + 2Ψ + 12Ψ/N.
+  CHECK(zero_memory_per_gpu(kPsi7B, 1, 1) == 112e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1) == 28e9 + 84e9 / 8);    // 38.5e9
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1) == 38.5e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 64, 1) == 28e9 + 84e9 / 64);  // 29.3125e9
+  CHECK(zero_memory_per_gpu(kPsi7B, 64, 1) == 29.3125e9);
+  // ZeRO-2: 2Ψ + (2Ψ + 12Ψ)/N.
+  CHECK(zero_memory_per_gpu(kPsi7B, 1, 2) == 112e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 2) == 26.25e9);     // 14e9 + 98e9/8
+  CHECK(zero_memory_per_gpu(kPsi7B, 64, 2) == 15.53125e9);  // 14e9 + 98e9/64
+  // ZeRO-3: (2Ψ + 2Ψ + 12Ψ)/N.
+  CHECK(zero_memory_per_gpu(kPsi7B, 1, 3) == 112e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 3) == 14e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 64, 3) == 1.75e9);  // 7e9/64*16 exactly
+}
+
+TEST_CASE("dp = 1: every stage equals ZeRO-0", "[planner][seeds]") {
+  for (std::int64_t psi : {std::int64_t{1}, std::int64_t{124'475'904}, kPsi7B, std::int64_t{70'000'000'000}}) {
+    for (bool accum : {false, true}) {
+      const double zero0 = zero_memory_per_gpu(psi, 1, 0, 12, accum);
+      for (int stage = 1; stage <= 3; ++stage) CHECK(zero_memory_per_gpu(psi, 1, stage, 12, accum) == zero0);
+    }
+  }
+}
+
+TEST_CASE("per-category split: what each stage shards", "[planner][seeds]") {
+  struct Expect {
+    int stage;
+    double params, grads, optimizer;
+  };
+  // Ψ = 7e9, N = 8, bf16, k = 12.
+  const Expect expect[] = {
+      {0, 14e9, 14e9, 84e9},
+      {1, 14e9, 14e9, 84e9 / 8},
+      {2, 14e9, 14e9 / 8, 84e9 / 8},
+      {3, 14e9 / 8, 14e9 / 8, 84e9 / 8},
+  };
+  for (const Expect& e : expect) {
+    INFO("stage " << e.stage);
+    const MemoryPlan p = plan_memory(input7b(8, e.stage));
+    CHECK(p.params == kPsi7B);
+    CHECK(p.seeds.params == e.params);
+    CHECK(p.seeds.grads == e.grads);
+    CHECK(p.seeds.optimizer == e.optimizer);
+    CHECK(p.seeds.total() == e.params + e.grads + e.optimizer);
+    // Without offload, everything is on the GPU.
+    CHECK(p.gpu.total() == p.seeds.total());
+    CHECK(p.host.total() == 0);
+    CHECK(p.nvme.total() == 0);
+    CHECK(p.offload_transfer_bytes == 0);
+    // No GPT config: activations unknown; temporaries 0 below ZeRO-3, unknown at ZeRO-3.
+    CHECK_FALSE(p.activations.has_value());
+    CHECK(p.temporaries.has_value() == (e.stage < 3));
+    CHECK(p.gpu_total() == p.gpu.total());
+  }
+}
+
+TEST_CASE("fp32 gradient accumulation: +4Ψ at stages 0-1, +4Ψ/N at stages 2-3", "[planner][seeds]") {
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 0, 12, true) == 112e9 + 28e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1, 12, true) == 38.5e9 + 28e9);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 2, 12, true) == 26.25e9 + 28e9 / 8);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 3, 12, true) == 14e9 + 28e9 / 8);
+  CHECK(zero_memory_per_gpu(kPsi7B, 64, 3, 12, true) == 1.75e9 + 28e9 / 64);
+  // Counted under gradients.
+  PlanInput in = input7b(8, 2);
+  in.fp32_grad_accum = true;
+  CHECK(plan_memory(in).seeds.grads == 14e9 / 8 + 28e9 / 8);
+  in.stage = 1;
+  CHECK(plan_memory(in).seeds.grads == 14e9 + 28e9);
+}
+
+TEST_CASE("precision and k change the byte counts", "[planner][seeds]") {
+  // fp32 params and grads: 4Ψ + 4Ψ + 12Ψ.
+  CHECK(zero_memory_per_gpu(kPsi7B, 1, 0, 12, false, 4) == 20 * kPsi);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 2, 12, false, 4) == 4 * kPsi + (4 * kPsi + 12 * kPsi) / 8);
+  PlanInput in = input7b(8, 3);
+  in.precision = Precision::fp16;
+  CHECK(plan_memory(in).seeds.total() == 16 * kPsi / 8);
+  in.precision = Precision::fp32;
+  CHECK(plan_memory(in).seeds.total() == 20 * kPsi / 8);
+  // k = 8 (e.g. an 8-byte optimizer), k = 0 (SGD without state).
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1, 8) == 4 * kPsi + 8 * kPsi / 8);
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1, 0) == 4 * kPsi);
+  CHECK(precision_bytes(Precision::bf16) == 2);
+  CHECK(precision_bytes(Precision::fp16) == 2);
+  CHECK(precision_bytes(Precision::fp32) == 4);
+  CHECK(precision_from_name("fp16") == Precision::fp16);
+  CHECK_FALSE(precision_from_name("fp8").has_value());
+}
+
+// ---- Communication ------------------------------------------------------------------------------
+
+TEST_CASE("communication: 2Ψ for stages 0-2, 3Ψ for stage 3, ring factor (N-1)/N", "[planner][comm]") {
+  for (int stage = 0; stage <= 2; ++stage) {
+    const CommVolume v = zero_communication_volume(kPsi7B, 8, stage);
+    CHECK(v.psi_multiple == 2);
+    CHECK(v.elements == 14e9);
+    CHECK(v.bytes == 28e9);                  // bf16
+    CHECK(v.ring_elements == 14e9 * 7 / 8);  // 12.25e9
+    CHECK(v.ring_bytes == 24.5e9);
+  }
+  const CommVolume z3 = zero_communication_volume(kPsi7B, 8, 3);
+  CHECK(z3.psi_multiple == 3);
+  CHECK(z3.elements == 21e9);
+  CHECK(z3.bytes == 42e9);
+  CHECK(z3.ring_elements == 21e9 * 7 / 8);
+  CHECK(z3.ring_bytes == 36.75e9);
+  // ZeRO-3 is 1.5x DDP.
+  CHECK(z3.elements == 1.5 * zero_communication_volume(kPsi7B, 8, 0).elements);
+  // dp = 1: no collectives in the ring figure.
+  CHECK(zero_communication_volume(kPsi7B, 1, 3).ring_bytes == 0);
+  CHECK(zero_communication_volume(kPsi7B, 64, 1).ring_bytes == 28e9 * 63 / 64);
+  // fp32: 4 bytes per element.
+  CHECK(zero_communication_volume(kPsi7B, 8, 0, Precision::fp32).bytes == 56e9);
+}
+
+// ---- GPT -----------------------------------------------------------------------------------------
+
+TEST_CASE("GPT-2 124M parameter count like llm.c", "[planner][gpt]") {
+  CHECK(padded_vocab(50257) == 50304);
+  CHECK(padded_vocab(50304) == 50304);
+  CHECK(padded_vocab(1) == 128);
+  CHECK(padded_vocab(129) == 256);
+  const GptConfig g = gpt2_124m();
+  CHECK(gpt_param_count(g) == 124'475'904);
+  CHECK(gpt_param_count(g) == 50304 * 768 + 1024 * 768 + 12 * (12 * 768 * 768 + 13 * 768) + 2 * 768);
+  // The batch does not change the parameter count.
+  CHECK(gpt_param_count(gpt2_124m(1)) == 124'475'904);
+}
+
+TEST_CASE("GPT layers and the largest one", "[planner][gpt]") {
+  const auto kinds = gpt_layer_kinds(gpt2_124m());
+  REQUIRE(kinds.size() == 3);
+  CHECK(kinds[0].count == 50304 * 768 + 1024 * 768);          // 39,419,904
+  CHECK(kinds[1].count == 12 * 768 * 768 + 13 * 768);         // 7,087,872
+  CHECK(kinds[2].count == 2 * 768);
+  CHECK(gpt_largest_layer(gpt2_124m()).name == "embedding");
+  CHECK(gpt_largest_layer(gpt2_124m()).count == 39'419'904);
+  // A wide model with a small vocabulary: a transformer block is the largest.
+  GptConfig wide = gpt2_124m();
+  wide.hidden = 8192;
+  wide.heads = 64;
+  wide.vocab = 1000;  // Vp = 1024
+  CHECK(gpt_largest_layer(wide).name == "block");
+  CHECK(gpt_largest_layer(wide).count == 12LL * 8192 * 8192 + 13LL * 8192);
+}
+
+TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
+  const std::int64_t L = 12, B = 4, T = 1024, C = 768, NH = 12, Vp = 50304;
+  const std::int64_t expected = B * T * C            // encoded
+                                + L * B * T * C      // ln1
+                                + L * B * T          // ln1_mean
+                                + L * B * T          // ln1_rstd
+                                + L * B * T * 3 * C  // qkv
+                                + L * B * T * C      // atty
+                                + L * B * NH * T * T // preatt
+                                + L * B * NH * T * T // att
+                                + L * B * T * C      // attproj
+                                + L * B * T * C      // residual2
+                                + L * B * T * C      // ln2
+                                + L * B * T          // ln2_mean
+                                + L * B * T          // ln2_rstd
+                                + L * B * T * 4 * C  // fch
+                                + L * B * T * 4 * C  // fch_gelu
+                                + L * B * T * C      // fcproj
+                                + L * B * T * C      // residual3
+                                + B * T * C          // lnf
+                                + B * T              // lnf_mean
+                                + B * T              // lnf_rstd
+                                + B * T * Vp         // logits
+                                + B * T * Vp         // probs
+                                + B * T;             // losses
+  CHECK(gpt_activation_elements(gpt2_124m()) == expected);
+  CHECK(gpt_activation_tensors(gpt2_124m()).size() == 23);
+
+  PlanInput in;
+  in.gpt = gpt2_124m();
+  in.dp = 8;
+  for (int stage = 0; stage <= 3; ++stage) {
+    in.stage = stage;
+    const MemoryPlan p = plan_memory(in);
+    REQUIRE(p.activations.has_value());
+    // bf16: 2 bytes per element, the same at every stage (ZeRO does not shard activations).
+    CHECK(*p.activations == 2.0 * double(expected));
+  }
+  in.precision = Precision::fp32;
+  CHECK(*plan_memory(in).activations == 4.0 * double(expected));
+  in.dp = 64;
+  CHECK(*plan_memory(in).activations == 4.0 * double(expected));
+}
+
+TEST_CASE("ZeRO-3 temporary full layers: (W+1) x largest layer x precision", "[planner][gpt]") {
+  const double largest = 50304.0 * 768 + 1024.0 * 768;
+  PlanInput in;
+  in.gpt = gpt2_124m();
+  in.dp = 8;
+  in.stage = 3;
+  CHECK(*plan_memory(in).temporaries == 2 * largest * 2);  // W = 1
+  in.prefetch_depth = 0;
+  CHECK(*plan_memory(in).temporaries == 1 * largest * 2);
+  in.prefetch_depth = 3;
+  CHECK(*plan_memory(in).temporaries == 4 * largest * 2);
+  in.precision = Precision::fp32;
+  CHECK(*plan_memory(in).temporaries == 4 * largest * 4);
+  // GPU total = model states + activations + temporaries.
+  const MemoryPlan p = plan_memory(in);
+  CHECK(p.gpu_total() == p.gpu.total() + *p.activations + *p.temporaries);
+  // dp = 1 without parameter offload: the shard is the model, nothing is gathered.
+  in.dp = 1;
+  CHECK(*plan_memory(in).temporaries == 0);
+  in.offload_params = ParamOffload::cpu;
+  CHECK(*plan_memory(in).temporaries == 4 * largest * 4);
+  // Stages 0-2 keep full parameters: no temporaries.
+  in.offload_params = ParamOffload::none;
+  in.dp = 8;
+  for (int stage = 0; stage <= 2; ++stage) {
+    in.stage = stage;
+    CHECK(*plan_memory(in).temporaries == 0);
+  }
+}
+
+// ---- Offload placement ---------------------------------------------------------------------------
+
+TEST_CASE("optimizer offload to cpu: state and staging copies on the host", "[planner][offload]") {
+  PlanInput in = input7b(8, 2);
+  in.offload_optimizer = OptimizerOffload::cpu;
+  const MemoryPlan p = plan_memory(in);
+  CHECK(p.seeds.total() == 26.25e9);  // the seeds' figure is unchanged
+  CHECK(p.gpu.params == 14e9);
+  CHECK(p.gpu.grads == 14e9 / 8);
+  CHECK(p.gpu.optimizer == 0);
+  CHECK(p.gpu.total() == 14e9 + 14e9 / 8);
+  CHECK(p.host.optimizer == 84e9 / 8);
+  CHECK(p.host.grads == 14e9 / 8);   // gradient shard, bf16
+  CHECK(p.host.params == 14e9 / 8);  // updated parameter shard, bf16
+  CHECK(p.nvme.total() == 0);
+  CHECK(p.offload_transfer_bytes == 2 * 14e9 / 8);
+
+  // ZeRO-0: the whole optimizer state and full-size staging copies.
+  in.stage = 0;
+  const MemoryPlan p0 = plan_memory(in);
+  CHECK(p0.gpu.total() == 28e9);
+  CHECK(p0.host.optimizer == 84e9);
+  CHECK(p0.host.grads == 14e9);
+  CHECK(p0.host.params == 14e9);
+
+  // ZeRO-1: shard of the optimizer; full gradients stay on the GPU.
+  in.stage = 1;
+  const MemoryPlan p1 = plan_memory(in);
+  CHECK(p1.gpu.total() == 28e9);
+  CHECK(p1.host.total() == 84e9 / 8 + 2 * 14e9 / 8);
+}
+
+TEST_CASE("optimizer offload to nvme: state on NVMe, staging on the host", "[planner][offload]") {
+  PlanInput in = input7b(8, 3);
+  in.offload_optimizer = OptimizerOffload::nvme;
+  const MemoryPlan p = plan_memory(in);
+  CHECK(p.gpu.total() == 28e9 / 8);
+  CHECK(p.nvme.optimizer == 84e9 / 8);
+  CHECK(p.nvme.total() == 84e9 / 8);
+  CHECK(p.host.optimizer == 0);
+  CHECK(p.host.total() == 2 * 14e9 / 8);
+}
+
+TEST_CASE("parameter offload (ZeRO-3): parameter shard on the host", "[planner][offload]") {
+  PlanInput in = input7b(8, 3);
+  in.offload_params = ParamOffload::cpu;
+  const MemoryPlan p = plan_memory(in);
+  CHECK(p.gpu.params == 0);
+  CHECK(p.gpu.grads == 14e9 / 8);
+  CHECK(p.gpu.optimizer == 84e9 / 8);
+  CHECK(p.host.params == 14e9 / 8);
+  CHECK(p.host.total() == 14e9 / 8);
+  CHECK(p.offload_transfer_bytes == 2 * 14e9 / 8);  // up for forward and for backward
+
+  // Both: the parameter shard on the host is also the optimizer's staging buffer (not twice).
+  in.offload_optimizer = OptimizerOffload::cpu;
+  const MemoryPlan both = plan_memory(in);
+  CHECK(both.gpu.total() == 14e9 / 8);
+  CHECK(both.host.params == 14e9 / 8);
+  CHECK(both.host.grads == 14e9 / 8);
+  CHECK(both.host.optimizer == 84e9 / 8);
+  CHECK(both.host.total() == (2 + 2 + 12) * kPsi / 8);
+}
+
+TEST_CASE("memory floor as dp grows", "[planner][seeds]") {
+  PlanInput in = input7b(8, 0);
+  CHECK(gpu_floor_bytes(in) == 112e9);
+  in.stage = 1;
+  CHECK(gpu_floor_bytes(in) == 28e9);  // 2Ψ + 2Ψ
+  in.stage = 2;
+  CHECK(gpu_floor_bytes(in) == 14e9);  // 2Ψ
+  in.stage = 3;
+  CHECK(gpu_floor_bytes(in) == 0);  // without a GPT config nothing else is known
+  PlanInput gpt;
+  gpt.gpt = gpt2_124m();
+  gpt.stage = 3;
+  const double act = 2.0 * double(gpt_activation_elements(gpt2_124m()));
+  CHECK(gpu_floor_bytes(gpt) == act + 2 * (50304.0 * 768 + 1024.0 * 768) * 2);
+}
+
+// ---- Fit check -----------------------------------------------------------------------------------
+
+TEST_CASE("70B on 4 x 80 GB: ZeRO-3 with offload, or plain ZeRO-3 from dp 14", "[planner][fit]") {
+  PlanInput in;
+  in.params = 70'000'000'000;
+  in.dp = 4;
+  MemoryLimits limits;
+  limits.gpu_bytes = 80e9;
+  const FitReport f = check_fit(in, limits);
+  CHECK(f.dp == 4);
+  CHECK(f.options.size() == 15);  // 4 stages x 3 optimizer placements + 3 with parameter offload
+  REQUIRE(f.recommended.has_value());
+  const FitOption& rec = f.options[*f.recommended];
+  CHECK(rec.stage == 3);
+  CHECK(rec.offload_optimizer == OptimizerOffload::cpu);
+  CHECK(rec.offload_params == ParamOffload::none);
+  CHECK(rec.plan.gpu_total() == 4 * 70e9 / 4);  // 2Ψ/N + 2Ψ/N = 70 GB
+  CHECK(rec.plan.host_total() == 16 * 70e9 / 4);  // 12Ψ/N + 2Ψ/N + 2Ψ/N = 280 GB
+  for (const FitOption& o : f.options) {
+    if (!o.offloaded()) CHECK_FALSE(o.fits());  // 1120, 490, 385, 280 GB
+  }
+  // 16Ψ/N <= 80e9 from N = 1120e9/80e9 = 14; stages 0-2 keep >= 2Ψ = 140 GB at any dp.
+  CHECK(f.min_dp_without_offload[3] == 14);
+  CHECK_FALSE(f.min_dp_without_offload[0].has_value());
+  CHECK_FALSE(f.min_dp_without_offload[1].has_value());
+  CHECK_FALSE(f.min_dp_without_offload[2].has_value());
+
+  // With only 100 GB of host memory per rank, the optimizer goes to NVMe.
+  limits.host_bytes = 100e9;
+  const FitReport f2 = check_fit(in, limits);
+  REQUIRE(f2.recommended.has_value());
+  CHECK(f2.options[*f2.recommended].stage == 3);
+  CHECK(f2.options[*f2.recommended].offload_optimizer == OptimizerOffload::nvme);
+}
+
+TEST_CASE("fit check prefers no offload, then less communication, then less memory", "[planner][fit]") {
+  MemoryLimits limits;
+  limits.gpu_bytes = 40e9;
+  const FitReport f = check_fit(input7b(8, 0), limits);
+  REQUIRE(f.recommended.has_value());
+  // ZeRO-1 (38.5), ZeRO-2 (26.25), ZeRO-3 (14) fit; ZeRO-2 moves 2Ψ (ZeRO-3: 3Ψ) and needs less than ZeRO-1.
+  CHECK(f.options[*f.recommended].stage == 2);
+  CHECK_FALSE(f.options[*f.recommended].offloaded());
+  CHECK(f.min_dp_without_offload[1] == 7);  // 28e9 + 84e9/N <= 40e9 from N = 7
+  CHECK(f.min_dp_without_offload[2] == 4);  // 14e9 + 98e9/N <= 40e9 from N = 98/26 -> 4
+  CHECK(f.min_dp_without_offload[3] == 3);  // 112e9/N <= 40e9 from N = 2.8 -> 3
+  CHECK(offload_rank(OptimizerOffload::none, ParamOffload::none) <
+        offload_rank(OptimizerOffload::cpu, ParamOffload::none));
+  CHECK(offload_rank(OptimizerOffload::cpu, ParamOffload::none) <
+        offload_rank(OptimizerOffload::none, ParamOffload::cpu));
+  CHECK(offload_rank(OptimizerOffload::cpu, ParamOffload::cpu) <
+        offload_rank(OptimizerOffload::nvme, ParamOffload::none));
+
+  // Nothing fits: 1 GB for 7B at dp 1.
+  limits.gpu_bytes = 1e9;
+  const FitReport none = check_fit(input7b(1, 0), limits);
+  CHECK_FALSE(none.recommended.has_value());
+  CHECK(none.min_dp_without_offload[3] == 112);  // 112e9/N <= 1e9
+}
+
+TEST_CASE("fit check with a GPT config counts activations and temporaries", "[planner][fit]") {
+  PlanInput in;
+  in.gpt = gpt2_124m();
+  in.dp = 8;
+  const double psi = 124'475'904.0;
+  const double act = 2.0 * double(gpt_activation_elements(gpt2_124m()));
+  const double temps = 2 * (50304.0 * 768 + 1024.0 * 768) * 2;
+  MemoryLimits limits;
+  limits.gpu_bytes = 16 * psi / 8 + act + temps;  // exactly plain ZeRO-3 at dp 8
+  const FitReport f = check_fit(in, limits);
+  for (const FitOption& o : f.options) {
+    if (o.stage == 3 && !o.offloaded()) CHECK(o.fits());
+    if (o.stage == 2 && !o.offloaded()) CHECK_FALSE(o.fits());  // 2Ψ + 14Ψ/8 + act > limit
+  }
+  CHECK(f.min_dp_without_offload[3] == 8);
+}
+
+// ---- Validation ----------------------------------------------------------------------------------
+
+TEST_CASE("invalid planner input throws PlanError", "[planner][errors]") {
+  CHECK_THROWS_AS(zero_memory_per_gpu(0, 8, 0), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(-7, 8, 0), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 0, 0), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, -1, 0), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 8, -1), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 8, 4), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 8, 1, -1), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 8, 1, std::nan("")), PlanError);
+  CHECK_THROWS_AS(zero_memory_per_gpu(kPsi7B, 8, 1, 12, false, 3), PlanError);
+  CHECK_THROWS_AS(zero_communication_volume(0, 8, 0), PlanError);
+  CHECK_THROWS_AS(zero_communication_volume(kPsi7B, 0, 0), PlanError);
+  CHECK_THROWS_AS(zero_communication_volume(kPsi7B, 8, 4), PlanError);
+
+  for (int stage = 0; stage <= 2; ++stage) {
+    PlanInput in = input7b(8, stage);
+    in.offload_params = ParamOffload::cpu;
+    CHECK_THROWS_AS(plan_memory(in), PlanError);
+  }
+  PlanInput in = input7b(8, 3);
+  in.prefetch_depth = -1;
+  CHECK_THROWS_AS(plan_memory(in), PlanError);
+
+  // GPT configs: non-positive fields, heads not dividing hidden, a disagreeing --params.
+  for (int field = 0; field < 6; ++field) {
+    PlanInput g;
+    g.gpt = gpt2_124m();
+    std::int64_t* fields[] = {&g.gpt->layers, &g.gpt->hidden, &g.gpt->heads,
+                              &g.gpt->vocab,  &g.gpt->seq,    &g.gpt->batch};
+    *fields[field] = 0;
+    CHECK_THROWS_AS(plan_memory(g), PlanError);
+  }
+  PlanInput g;
+  g.gpt = gpt2_124m();
+  g.gpt->heads = 7;
+  CHECK_THROWS_AS(plan_memory(g), PlanError);
+  g.gpt = gpt2_124m();
+  g.params = 1000;
+  CHECK_THROWS_AS(plan_memory(g), PlanError);
+  g.params = 124'475'904;  // agreeing is fine
+  CHECK_NOTHROW(plan_memory(g));
+  // Overflowing configs are errors, not wrapped numbers.
+  g.params = 0;
+  g.gpt->seq = std::int64_t{1} << 40;
+  CHECK_THROWS_AS(plan_memory(g), PlanError);
+
+  MemoryLimits bad;
+  bad.gpu_bytes = 0;
+  CHECK_THROWS_AS(check_fit(input7b(8, 0), bad), PlanError);
+  bad.gpu_bytes = -1;
+  CHECK_THROWS_AS(check_fit(input7b(8, 0), bad), PlanError);
+  bad.gpu_bytes.reset();
+  bad.host_bytes = 0;
+  CHECK_THROWS_AS(check_fit(input7b(8, 0), bad), PlanError);
+  CHECK_THROWS_AS(min_dp_to_fit(input7b(8, 0), MemoryLimits{}, 0), PlanError);
+  CHECK_THROWS_AS(check_fit(input7b(0, 0), MemoryLimits{}), PlanError);
+
+  // Messages are one line.
+  try {
+    zero_memory_per_gpu(kPsi7B, 8, 4);
+    FAIL("no throw");
+  } catch (const PlanError& e) {
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    CHECK(std::string(e.what()).find("stage") != std::string::npos);
+  }
+}
+
+// ---- Flag parsing (examples/cli.hpp) ---------------------------------------------------------
+
+TEST_CASE("cli: counts with suffixes", "[planner][cli]") {
+  CHECK(cli::parse_count("params", "7e9") == 7'000'000'000);
+  CHECK(cli::parse_count("params", "7000000000") == 7'000'000'000);
+  CHECK(cli::parse_count("params", "1.5B") == 1'500'000'000);
+  CHECK(cli::parse_count("params", "125M") == 125'000'000);
+  CHECK(cli::parse_count("params", "70B") == 70'000'000'000);
+  CHECK(cli::parse_count("params", "4K") == 4'000);
+  CHECK(cli::parse_count("params", "2T") == 2'000'000'000'000);
+  CHECK(cli::parse_count("params", "1.1B") == 1'100'000'000);
+  CHECK(cli::parse_count("params", "70e9") == 70'000'000'000);
+  CHECK(cli::parse_count("params", "0.5K") == 500);
+  CHECK(cli::parse_count("params", "1.5e3K") == 1'500'000);
+  CHECK(cli::parse_count("params", "0") == 0);
+  CHECK(cli::parse_number("k", "12") == 12.0);
+  CHECK(cli::parse_number("k", "0.5") == 0.5);
+}
+
+TEST_CASE("cli: byte sizes", "[planner][cli]") {
+  CHECK(cli::parse_bytes("gpu-mem", "80GB") == 80e9);
+  CHECK(cli::parse_bytes("gpu-mem", "80gb") == 80e9);
+  CHECK(cli::parse_bytes("gpu-mem", "80G") == 80e9);
+  CHECK(cli::parse_bytes("gpu-mem", "80e9") == 80e9);
+  CHECK(cli::parse_bytes("gpu-mem", "24GiB") == 24.0 * 1024 * 1024 * 1024);
+  CHECK(cli::parse_bytes("gpu-mem", "512MiB") == 512.0 * 1024 * 1024);
+  CHECK(cli::parse_bytes("gpu-mem", "4KiB") == 4096.0);
+  CHECK(cli::parse_bytes("gpu-mem", "1.5TB") == 1.5e12);
+  CHECK(cli::parse_bytes("gpu-mem", "2TiB") == 2.0 * 1024 * 1024 * 1024 * 1024);
+  CHECK(cli::parse_bytes("gpu-mem", "4096") == 4096.0);
+  CHECK(cli::parse_bytes("gpu-mem", "4096B") == 4096.0);
+  CHECK(cli::parse_bytes("gpu-mem", "141GB") == 141e9);
+}
+
+TEST_CASE("cli: lists and choices", "[planner][cli]") {
+  CHECK(cli::parse_count_list("dp", "1,8,64") == std::vector<std::int64_t>{1, 8, 64});
+  CHECK(cli::parse_count_list("dp", "4") == std::vector<std::int64_t>{4});
+  CHECK(cli::parse_count_list("dp", "1K,2K") == std::vector<std::int64_t>{1000, 2000});
+  CHECK(cli::parse_choice("precision", "fp16", {"bf16", "fp16", "fp32"}) == "fp16");
+  for (const char* bad : {"", ",", "1,", ",8", "1,,8", "1;8", "1, 8", "1,-8", "1,abc"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(cli::parse_count_list("dp", bad), UsageError);
+  }
+  CHECK_THROWS_AS(cli::parse_choice("precision", "fp8", {"bf16", "fp16", "fp32"}), UsageError);
+  CHECK_THROWS_AS(cli::parse_choice("precision", "", {"bf16"}), UsageError);
+}
+
+TEST_CASE("cli: bad numbers are UsageErrors naming the flag and the value", "[planner][cli]") {
+  const char* bad_counts[] = {"abc", "1.5X", "", "-3", "1e", "nan", "NaN", "inf", "-inf", "+3", "0x10",
+                              " 7", "7 ", "7e9x", ".", "e9", "1.5", "1e-3", "1e99999", "1e999",
+                              "99999999999999999999", "1.5BB", "7 B", "1e3e3"};
+  for (const char* text : bad_counts) {
+    INFO("'" << text << "'");
+    CHECK_THROWS_AS(cli::parse_count("params", text), UsageError);
+  }
+  const char* bad_sizes[] = {"abc", "1.5X", "", "-3", "1e", "nan", "inf", "80XB", "80GBB", "80 GB",
+                             "GB", "80bb", "80Gib!", "1e999GB"};
+  for (const char* text : bad_sizes) {
+    INFO("'" << text << "'");
+    CHECK_THROWS_AS(cli::parse_bytes("gpu-mem", text), UsageError);
+  }
+  for (const char* text : {"abc", "", "-1", "nan", "1e"}) {
+    INFO("'" << text << "'");
+    CHECK_THROWS_AS(cli::parse_number("k", text), UsageError);
+  }
+  try {
+    cli::parse_count("params", "1.5X");
+    FAIL("no throw");
+  } catch (const UsageError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("--params") != std::string::npos);
+    CHECK(msg.find("'1.5X'") != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  // Control characters in values never break the one-line message.
+  try {
+    cli::parse_count("params", "7\n9");
+    FAIL("no throw");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  }
+  // UsageError is a std::runtime_error.
+  CHECK_THROWS_AS(cli::parse_count("params", "abc"), std::runtime_error);
+}
+
+namespace {
+struct Argv {
+  std::vector<std::string> args;
+  std::vector<char*> ptrs;
+  explicit Argv(std::initializer_list<const char*> list) : args(list.begin(), list.end()) {
+    for (auto& a : args) ptrs.push_back(a.data());
+  }
+  int argc() const { return int(ptrs.size()); }
+  char** argv() { return ptrs.data(); }
+};
+
+cli::ArgParser test_parser() {
+  cli::ArgParser p("starzero test");
+  p.option("params", "N", "count").option("dp", "LIST", "degrees").flag("json", "json output");
+  return p;
+}
+}  // namespace
+
+TEST_CASE("cli: ArgParser forms", "[planner][cli]") {
+  {
+    cli::ArgParser p = test_parser();
+    Argv a{"test", "--params", "7e9", "--dp=1,8", "--json"};
+    p.parse(a.argc(), a.argv());
+    CHECK(p.value("params") == "7e9");
+    CHECK(p.value("dp") == "1,8");
+    CHECK(p.flag_set("json"));
+    CHECK(p.given("params"));
+  }
+  {
+    cli::ArgParser p = test_parser();
+    Argv a{"test", "--params=1", "--params", "2", "--json=false"};
+    p.parse(a.argc(), a.argv());
+    CHECK(p.value("params") == "2");  // last wins
+    CHECK_FALSE(p.flag_set("json"));
+    CHECK_FALSE(p.given("dp"));
+    CHECK_FALSE(p.value("dp").has_value());
+  }
+  {
+    cli::ArgParser p = test_parser();
+    Argv a{"test", "--params="};  // an empty value is a value (rejected later by parse_count)
+    p.parse(a.argc(), a.argv());
+    CHECK(p.value("params") == "");
+  }
+  {
+    cli::ArgParser p = test_parser();
+    Argv a{"test", "--params", "-3"};  // a negative value is taken, then rejected by parse_count
+    p.parse(a.argc(), a.argv());
+    CHECK(p.value("params") == "-3");
+  }
+  const std::initializer_list<const char*> bad[] = {
+      {"test", "--bogus"},           {"test", "--bogus=1"},        {"test", "--params"},
+      {"test", "--params", "--json"}, {"test", "7e9"},             {"test", "-p", "7"},
+      {"test", "--"},                {"test", "--json=maybe"},     {"test", "--dp", "8", "extra"},
+  };
+  for (const auto& args : bad) {
+    cli::ArgParser p = test_parser();
+    Argv a(args);
+    std::string joined;
+    for (const char* s : args) joined += std::string(s) + " ";
+    INFO(joined);
+    CHECK_THROWS_AS(p.parse(a.argc(), a.argv()), UsageError);
+  }
+  const std::string help = test_parser().options_help();
+  CHECK(help.find("--params N") != std::string::npos);
+  CHECK(help.find("--json") != std::string::npos);
+}
