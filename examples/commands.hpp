@@ -4,4 +4,6 @@
 // input (after a one-line error on stderr), 1 on a failure while running.
 namespace starzero {
 int plan_main(int argc, char** argv);
+int train_main(int argc, char** argv);
+int eval_main(int argc, char** argv);
 }  // namespace starzero

@@ -8,10 +8,13 @@
 
 namespace starzero {
 
-enum class DType : std::uint8_t { f32, bf16 };
+// f32 and bf16 are the floating-point types of tensors and collectives; i32 holds token ids.
+enum class DType : std::uint8_t { f32, bf16, i32 };
 
-constexpr std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
-constexpr std::string_view dtype_name(DType t) { return t == DType::f32 ? "fp32" : "bf16"; }
+constexpr std::size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
+constexpr std::string_view dtype_name(DType t) {
+  return t == DType::f32 ? "fp32" : t == DType::bf16 ? "bf16" : "int32";
+}
 
 // bf16 is stored as the upper 16 bits of an IEEE fp32 value.
 using bf16_bits = std::uint16_t;

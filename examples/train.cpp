@@ -1,0 +1,467 @@
+// `starzero train` and `starzero eval`: GPT-2 training and evaluation on one rank.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "examples/cli.hpp"
+#include "examples/commands.hpp"
+#include "models/data.hpp"
+#include "models/gpt.hpp"
+#include "models/llmc_files.hpp"
+#include "offload/engine.hpp"
+#include "runtime/session.hpp"
+#include "runtime/trace.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The text that ships with the checkout: docs and sources, sorted, so the demo needs no download.
+std::vector<fs::path> default_training_files() {
+  const fs::path root = STARZERO_SOURCE_DIR;
+  std::vector<fs::path> files;
+  for (const char* dir : {"", "runtime", "tasks", "optimizers", "offload", "models", "examples", "tests", "scripts"}) {
+    const fs::path folder = root / dir;
+    if (!fs::is_directory(folder)) continue;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      const auto ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".md" || ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".sh"))
+        files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::runtime_error("no default training text found under " + root.string());
+  return files;
+}
+
+bool is_token_shard(const fs::path& path) { return path.extension() == ".bin"; }
+
+TokenDataset load_dataset(const std::optional<std::string>& data, double validation_fraction) {
+  if (!data) return TokenDataset::from_text_files(default_training_files(), validation_fraction);
+  const fs::path path = *data;
+  if (!fs::exists(path)) throw UsageError("--data: no such file '" + cli::printable(*data) + "'");
+  return is_token_shard(path) ? TokenDataset::from_token_shard(path, validation_fraction)
+                              : TokenDataset::from_text_file(path, validation_fraction);
+}
+
+DType precision_flag(const cli::ArgParser& p) {
+  const std::string precision = cli::parse_choice("--precision", p.value("precision").value_or("bf16"), {"bf16", "fp32"});
+  return precision == "fp32" ? DType::f32 : DType::bf16;
+}
+
+int int_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback, std::int64_t min_value) {
+  const auto v = p.value(name);
+  const std::int64_t value = v ? cli::parse_count(std::string("--") + name, *v) : fallback;
+  if (value < min_value || value > (std::int64_t{1} << 30))
+    throw UsageError(std::string("--") + name + ": " + std::to_string(value) + " is out of range (at least " +
+                          std::to_string(min_value) + ")");
+  return int(value);
+}
+
+float real_flag(const cli::ArgParser& p, const char* name, double fallback) {
+  const auto v = p.value(name);
+  return float(v ? cli::parse_number(std::string("--") + name, *v) : fallback);
+}
+
+SessionOptions session_flags(const cli::ArgParser& p) {
+  SessionOptions options;
+  options.policy = p.value("sched").value_or("");
+  if (p.given("cpu-workers")) options.cpu_workers = int_flag(p, "cpu-workers", 0, 0);
+  if (p.given("cuda-workers")) options.cuda_workers = int_flag(p, "cuda-workers", 0, 0);
+  options.trace_dir = p.value("trace").value_or("");
+  return options;
+}
+
+// Loads every layer's fp32 master parameters from an llm.c checkpoint.
+void load_checkpoint_into(const fs::path& path, const GptModel& model, Engine& engine) {
+  const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, model.shape());
+  std::vector<std::vector<float>> layers(std::size_t(model.layers()));
+  std::vector<std::span<float>> views;
+  for (int l = 0; l < model.layers(); ++l) {
+    layers[std::size_t(l)].resize(model.layer_params(l));
+    views.push_back(layers[std::size_t(l)]);
+  }
+  model.llmc_to_layers(checkpoint.params, views);
+  engine.set_master_params(layers);
+}
+
+std::vector<float> llmc_params(const GptModel& model, const std::vector<std::vector<float>>& layers) {
+  std::vector<float> params(model.shape().param_count());
+  std::vector<std::span<const float>> views(layers.begin(), layers.end());
+  model.layers_to_llmc(views, params);
+  return params;
+}
+
+void save_checkpoint(const fs::path& path, const GptModel& model, const Engine& engine, int version) {
+  write_llmc_checkpoint(path, model.shape(), llmc_params(model, engine.master_params()), version);
+}
+
+fs::path state_path(const fs::path& checkpoint) { return checkpoint.string() + ".state"; }
+
+void save_training_state(const fs::path& checkpoint, const GptModel& model, const Engine& engine, std::uint64_t step) {
+  TrainingState state;
+  state.step = step;
+  state.data_position = step;  // training batches are a function of (seed, step)
+  for (const auto& layer : engine.optimizer_state()) {
+    state.master.insert(state.master.end(), layer.master.begin(), layer.master.end());
+    state.m.insert(state.m.end(), layer.m.begin(), layer.m.end());
+    state.v.insert(state.v.end(), layer.v.begin(), layer.v.end());
+  }
+  write_training_state(state_path(checkpoint), model.shape(), state);
+}
+
+std::uint64_t load_training_state(const fs::path& checkpoint, const GptModel& model, Engine& engine) {
+  const TrainingState state = read_training_state(state_path(checkpoint), model.shape());
+  std::vector<LayerOptimizerState> layers;
+  std::size_t offset = 0;
+  for (int l = 0; l < model.layers(); ++l) {
+    const std::size_t n = model.layer_params(l);
+    if (offset + n > state.master.size()) throw std::runtime_error(state_path(checkpoint).string() + ": too few values");
+    auto slice = [&](const std::vector<float>& all) {
+      return std::vector<float>(all.begin() + std::ptrdiff_t(offset), all.begin() + std::ptrdiff_t(offset + n));
+    };
+    layers.push_back({slice(state.master), slice(state.m), slice(state.v)});
+    offset += n;
+  }
+  engine.set_optimizer_state(layers);
+  return state.step;
+}
+
+double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data, int batches) {
+  const std::size_t available = data.sequential_batches(model.batch(), model.seq(), Split::validation);
+  const std::size_t n = std::min<std::size_t>(std::size_t(batches), available);
+  if (n == 0) return std::nan("");
+  double sum = 0;
+  for (std::size_t b = 0; b < n; ++b) {
+    const Batch batch = data.sequential_batch(model.batch(), model.seq(), b, Split::validation);
+    model.set_batch(batch.inputs, batch.targets);
+    engine.submit_forward();
+    sum += model.mean_loss();
+  }
+  return sum / double(n);
+}
+
+// Greedy-free sampling: multinomial from the softmax, with the model's B x T activations (the
+// prompt sits in row 0; the rest of the batch is ignored).
+std::string sample_text(GptModel& model, Engine& engine, const std::string& prompt, int tokens, std::uint64_t seed) {
+  std::vector<int> context = encode_bytes(prompt.empty() ? "\n" : prompt);
+  std::mt19937_64 rng(seed);
+  std::string out;
+  const std::size_t N = std::size_t(model.batch()) * std::size_t(model.seq());
+  for (int i = 0; i < tokens; ++i) {
+    const std::size_t window = std::min<std::size_t>(context.size(), std::size_t(model.seq()));
+    std::vector<int> inputs(N, 0);
+    std::copy(context.end() - std::ptrdiff_t(window), context.end(), inputs.begin());
+    model.set_batch(inputs, std::vector<int>(N, 0));
+    engine.submit_forward();
+    const std::vector<float> probs = model.probabilities(0, int(window) - 1);
+    std::discrete_distribution<int> pick(probs.begin(), probs.end());
+    const int next = pick(rng);
+    context.push_back(next);
+    out.push_back(char(next));
+  }
+  return out;
+}
+
+cli::ArgParser make_train_parser() {
+  cli::ArgParser p("starzero train");
+  p.option("preset", "NAME", "model shape: tiny (default), gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M")
+      .option("layers", "L", "override the preset's number of transformer blocks")
+      .option("channels", "C", "override the preset's hidden size")
+      .option("heads", "NH", "override the preset's attention heads (must divide C)")
+      .option("max-seq", "T", "override the preset's maximum sequence length")
+      .option("data", "FILE", "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
+      .option("batch", "B", "sequences per step (default 8)")
+      .option("seq", "T", "tokens per sequence (default: min(64, max-seq))")
+      .option("steps", "N", "optimizer steps (default 300)")
+      .option("lr", "LR", "peak learning rate (default 1e-3)")
+      .option("warmup", "N", "linear warm-up steps (default 20)")
+      .option("lr-final", "F", "cosine decay ends at lr*F (default 0.1)")
+      .option("weight-decay", "WD", "AdamW decoupled weight decay (default 0)")
+      .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
+      .option("seed", "S", "initialisation and batch order (default 1337)")
+      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)")
+      .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
+      .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
+      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("checkpoint-in", "FILE", "start from an llm.c checkpoint (resumes exactly when FILE.state exists)")
+      .option("checkpoint-out", "FILE", "write an llm.c checkpoint (and FILE.state) at the end")
+      .option("save-every", "N", "also write the checkpoint every N steps")
+      .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
+      .option("val-every", "N", "validation loss every N steps, 0: never (default 50)")
+      .option("val-batches", "N", "validation batches (default 4)")
+      .option("sample-every", "N", "print generated text every N steps, 0: never (default: at the end only)")
+      .option("sample-tokens", "N", "tokens per sample (default 64)")
+      .option("prompt", "TEXT", "sampling prompt (default: a newline)")
+      .option("trace", "DIR", "write an FxT trace and its paje.trace (ViTE) into DIR")
+      .flag("quiet", "print only the summary")
+      .flag("help", "show this help");
+  return p;
+}
+
+GptShape shape_from_flags(const cli::ArgParser& p, int vocab) {
+  GptShape shape = gpt_preset(p.value("preset").value_or("tiny"));
+  if (p.given("layers")) shape.layers = int_flag(p, "layers", 0, 1);
+  if (p.given("channels")) shape.channels = int_flag(p, "channels", 0, 1);
+  if (p.given("heads")) shape.heads = int_flag(p, "heads", 0, 1);
+  if (p.given("max-seq")) shape.max_seq = int_flag(p, "max-seq", 0, 1);
+  if (vocab != shape.vocab) {
+    // The data decides the vocabulary: bytes (256) or GPT-2 tokens (50257).
+    shape.vocab = vocab;
+    shape.padded_vocab = (vocab + 127) / 128 * 128;
+  }
+  try {
+    shape.validate();
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("invalid model shape: ") + e.what());
+  }
+  return shape;
+}
+
+struct ProgressLine {
+  bool tty = isatty(STDOUT_FILENO) != 0;
+  void step(int step, int total, const std::string& text) const {
+    if (!tty) {
+      std::printf("%s\n", text.c_str());
+      return;
+    }
+    const int width = 24;
+    const int filled = int(double(step) / double(total) * width);
+    std::printf("\r[%s%s] %s\033[K", std::string(std::size_t(filled), '#').c_str(),
+                std::string(std::size_t(width - filled), '.').c_str(), text.c_str());
+    if (step == total) std::printf("\n");
+    std::fflush(stdout);
+  }
+  void line(const std::string& text) const {
+    if (tty) std::printf("\r\033[K");
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+};
+
+int run_train(const cli::ArgParser& p) {
+  const Clock::time_point start = Clock::now();
+  const bool quiet = p.flag_set("quiet");
+  const DType dtype = precision_flag(p);
+  const TokenDataset data = load_dataset(p.value("data"), 0.1);
+  const GptShape shape = shape_from_flags(p, data.vocab());
+  const int B = int_flag(p, "batch", 8, 1);
+  const int T = int_flag(p, "seq", std::min(64, shape.max_seq), 1);
+  if (T > shape.max_seq) throw UsageError("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
+  const int steps = int_flag(p, "steps", 300, 1);
+  const float lr = real_flag(p, "lr", 1e-3);
+  const int warmup = int_flag(p, "warmup", 20, 0);
+  const float lr_final = real_flag(p, "lr-final", 0.1);
+  const int val_every = int_flag(p, "val-every", 50, 0);
+  const int val_batches = int_flag(p, "val-batches", 4, 1);
+  const int sample_every = int_flag(p, "sample-every", 0, 0);
+  const int sample_tokens = int_flag(p, "sample-tokens", 64, 1);
+  const int save_every = int_flag(p, "save-every", 0, 0);
+  const std::uint64_t seed = std::uint64_t(int_flag(p, "seed", 1337, 0));
+  const std::string checkpoint_precision =
+      cli::parse_choice("--checkpoint-precision", p.value("checkpoint-precision").value_or("fp32"), {"fp32", "bf16"});
+  const int checkpoint_version = checkpoint_precision == "fp32" ? kLlmcCheckpointFp32 : kLlmcCheckpointBf16;
+  const auto checkpoint_in = p.value("checkpoint-in");
+  const auto checkpoint_out = p.value("checkpoint-out");
+  if (checkpoint_in && !fs::exists(*checkpoint_in))
+    throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint_in) + "'");
+  if ((save_every > 0) && !checkpoint_out) throw UsageError("--save-every needs --checkpoint-out");
+  if (data.split_size(Split::train) < std::size_t(T) + 1)
+    throw UsageError("the training data has " + std::to_string(data.split_size(Split::train)) +
+                          " tokens: too few for --seq " + std::to_string(T));
+
+  EngineOptions engine_options;
+  engine_options.seed = seed;
+  engine_options.grad_clip = real_flag(p, "grad-clip", 1.0);
+  engine_options.adam.weight_decay = real_flag(p, "weight-decay", 0.0);
+
+  Session session(session_flags(p));
+  const std::string trace_file = session.trace_file();
+  std::printf("starzero train: %s, %zu parameters, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n",
+              shape.to_string().c_str(), shape.param_count(), dtype == DType::f32 ? "fp32" : "bf16 (fp32 master)", B,
+              T, steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
+  std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),
+              data.split_size(Split::validation), data.vocab());
+
+  GptModel model(shape, dtype, B, T);
+  Engine engine(model, engine_options);
+  std::uint64_t first_step = 1;
+  if (checkpoint_in) {
+    load_checkpoint_into(*checkpoint_in, model, engine);
+    if (fs::exists(state_path(*checkpoint_in))) {
+      first_step = load_training_state(*checkpoint_in, model, engine) + 1;
+      std::printf("resumed from %s at step %llu\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1));
+    } else {
+      std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", checkpoint_in->c_str());
+    }
+  }
+
+  const ProgressLine progress;
+  const double tokens_per_step = double(B) * double(T);
+  double first_loss = std::nan(""), last_loss = std::nan(""), last_val = std::nan("");
+  double train_seconds = 0;
+  int steps_done = 0;
+  auto save = [&](std::uint64_t step) {
+    save_checkpoint(*checkpoint_out, model, engine, checkpoint_version);
+    save_training_state(*checkpoint_out, model, engine, step);
+  };
+  const std::uint64_t last_step = first_step + std::uint64_t(steps) - 1;
+  for (std::uint64_t step = first_step; step <= last_step; ++step) {
+    const Clock::time_point step_start = Clock::now();
+    const Batch batch = data.train_batch(B, T, seed, step);
+    model.set_batch(batch.inputs, batch.targets);
+    const float step_lr = optim::learning_rate(int(step), lr, warmup, int(last_step), lr_final);
+    engine.submit_step(step_lr, int(step));
+    const double loss = model.mean_loss();
+    const float norm = engine.last_grad_norm();  // waits for the whole backward
+    const double step_seconds = seconds_since(step_start);
+    train_seconds += step_seconds;
+    ++steps_done;
+    if (std::isnan(first_loss)) first_loss = loss;
+    last_loss = loss;
+    if (!std::isfinite(loss)) throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
+    char line[256];
+    std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+                  (unsigned long long)step, (unsigned long long)last_step, loss, step_lr, norm, step_seconds * 1e3,
+                  tokens_per_step / step_seconds);
+    if (!quiet) progress.step(int(step - first_step + 1), steps, line);
+    if (val_every > 0 && (step % std::uint64_t(val_every) == 0 || step == last_step)) {
+      last_val = validation_loss(model, engine, data, val_batches);
+      if (!quiet) progress.line("  validation loss " + std::to_string(last_val));
+    }
+    if (data.vocab() == 256 && sample_every > 0 && step % std::uint64_t(sample_every) == 0 && !quiet)
+      progress.line("  sample: " + cli::printable(sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed + step), 400));
+    if (checkpoint_out && save_every > 0 && step % std::uint64_t(save_every) == 0 && step != last_step) save(step);
+  }
+  if (checkpoint_out) {
+    save(last_step);
+    std::printf("wrote %s (llm.c version %d) and %s\n", checkpoint_out->c_str(), checkpoint_version,
+                state_path(*checkpoint_out).c_str());
+  }
+  if (data.vocab() == 256 && !quiet)
+    std::printf("sample: %s\n",
+                cli::printable(sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed), 400).c_str());
+  std::printf("summary: %d steps, loss %.4f -> %.4f, validation %.4f, %.1f s training (%.0f tok/s), %.1f s total\n",
+              steps_done, first_loss, last_loss, last_val, train_seconds, tokens_per_step * steps_done / train_seconds,
+              seconds_since(start));
+  if (!trace_file.empty()) {
+    session.wait_all();
+    return -1;  // the caller converts the trace after the session ends
+  }
+  return 0;
+}
+
+cli::ArgParser make_eval_parser() {
+  cli::ArgParser p("starzero eval");
+  p.option("checkpoint", "FILE", "llm.c checkpoint (version 3 fp32 or 5 bf16)")
+      .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes)")
+      .option("batch", "B", "sequences per batch")
+      .option("seq", "T", "tokens per sequence")
+      .option("batches", "K", "number of batches, read sequentially from the start (default 1)")
+      .option("precision", "P", "fp32 (default) or bf16")
+      .option("sched", "POLICY", "StarPU scheduling policy")
+      .option("cpu-workers", "N", "StarPU CPU workers")
+      .option("cuda-workers", "N", "StarPU CUDA workers")
+      .flag("help", "show this help");
+  return p;
+}
+
+int run_eval(const cli::ArgParser& p) {
+  for (const char* required : {"checkpoint", "data", "batch", "seq"})
+    if (!p.given(required)) throw UsageError(std::string("--") + required + " is required");
+  const fs::path checkpoint_path = *p.value("checkpoint");
+  if (!fs::exists(checkpoint_path)) throw UsageError("--checkpoint: no such file '" + cli::printable(checkpoint_path.string()) + "'");
+  const DType dtype = cli::parse_choice("--precision", p.value("precision").value_or("fp32"), {"fp32", "bf16"}) == "fp32"
+                          ? DType::f32
+                          : DType::bf16;
+  const int B = int_flag(p, "batch", 0, 1), T = int_flag(p, "seq", 0, 1), K = int_flag(p, "batches", 1, 1);
+  const LlmcCheckpoint checkpoint = read_llmc_checkpoint(checkpoint_path);
+  if (T > checkpoint.shape.max_seq) throw UsageError("--seq exceeds the checkpoint's max-seq " + std::to_string(checkpoint.shape.max_seq));
+  const TokenDataset data = load_dataset(p.value("data"), 0.0);
+  if (data.vocab() > checkpoint.shape.vocab)
+    throw UsageError("the data's vocabulary (" + std::to_string(data.vocab()) + ") exceeds the checkpoint's (" +
+                          std::to_string(checkpoint.shape.vocab) + ")");
+  const std::size_t available = data.sequential_batches(B, T, Split::train);
+  if (available < std::size_t(K))
+    throw UsageError("--batches " + std::to_string(K) + ": the data holds only " + std::to_string(available) +
+                          " whole batches of B*T+1 tokens");
+
+  Session session(session_flags(p));
+  GptModel model(checkpoint.shape, dtype, B, T);
+  Engine engine(model, EngineOptions{});
+  load_checkpoint_into(checkpoint_path, model, engine);
+  double sum = 0;
+  for (int b = 0; b < K; ++b) {
+    const Batch batch = data.sequential_batch(B, T, std::size_t(b), Split::train);
+    model.set_batch(batch.inputs, batch.targets);
+    engine.submit_forward();
+    sum += model.mean_loss();
+  }
+  std::printf("eval: %s on %s: mean loss %.6f over %d batches of %dx%d (%s)\n", checkpoint_path.c_str(),
+              p.value("data")->c_str(), sum / K, K, B, T, dtype == DType::f32 ? "fp32" : "bf16");
+  return 0;
+}
+
+template <class Run>
+int guarded(const char* command, cli::ArgParser parser, int argc, char** argv, Run run) {
+  try {
+    parser.parse(argc, argv);
+    if (parser.flag_set("help")) {
+      std::printf("usage: starzero %s [options]\n\noptions:\n%s", command, parser.options_help().c_str());
+      return 0;
+    }
+    return run(parser);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
+    return 2;
+  } catch (const FileFormatError& e) {
+    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starzero %s: failed: %s\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  std::string trace_dir;
+  const int status = guarded("train", make_train_parser(), argc, argv, [&](const cli::ArgParser& p) {
+    trace_dir = p.value("trace").value_or("");
+    return run_train(p);
+  });
+  if (status != -1) return status;
+  // The session has ended: its FxT file is complete; turn it into paje.trace for ViTE.
+  try {
+    const std::string fxt = trace_dir + "/starzero_r0_0";
+    convert_fxt_trace(fxt, trace_dir);
+    std::printf("trace: %s/paje.trace (open with ViTE)\n", trace_dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starzero train: failed: trace conversion: %s\n", e.what());
+    return 1;
+  }
+}
+
+int eval_main(int argc, char** argv) { return guarded("eval", make_eval_parser(), argc, argv, run_eval); }
+
+}  // namespace starzero

@@ -1,0 +1,77 @@
+#pragma once
+// GPT-2 as llm.c lays it out, as layers the engine drives (offload/model.hpp):
+//   layer 0        embedding: [wte Vp·C | wpe maxT·C]; forward = encoder
+//   layers 1..L    transformer blocks: [ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb
+//                  fcprojw fcprojb], llm.c's per-layer slices, in that order
+//   layer L+1      final layernorm [lnfw lnfb], plus the classifier tied to wte (it reads layer
+//                  0's parameters and accumulates into layer 0's gradient) and the loss
+// The tied embedding's gradient gets the classifier's contribution (backward of layer L+1) and
+// then the encoder's (backward of layer 0) through the RW dependencies on layer 0's gradient.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/llmc_files.hpp"
+#include "offload/model.hpp"
+#include "runtime/tensor.hpp"
+#include "tasks/gpt_codelets.hpp"
+
+namespace starzero {
+
+// Presets: "tiny" (byte vocabulary, trains visibly on 2 CPU cores in minutes), "gpt2-124M",
+// "gpt2-350M", "gpt2-774M", "gpt2-1558M". Throws std::invalid_argument listing the names.
+GptShape gpt_preset(std::string_view name);
+std::vector<std::string> gpt_preset_names();
+
+class GptModel final : public Model {
+ public:
+  // Activations for micro-batches of B sequences of T <= max_seq tokens.
+  GptModel(const GptShape& shape, DType dtype, int B, int T);
+  ~GptModel() override;
+
+  int layers() const override { return shape_.layers + 2; }
+  std::size_t layer_params(int layer) const override;
+  std::string layer_name(int layer) const override;
+  DType dtype() const override { return dims_.dtype; }
+  std::vector<int> shared_groups(int layer) const override;
+  void init_layer(int layer, std::span<float> block, std::uint64_t seed) const override;
+  void submit_forward(int layer, const GroupHandles& groups) override;
+  void submit_backward(int layer, const GroupHandles& groups) override;
+
+  const GptShape& shape() const { return shape_; }
+  int batch() const { return dims_.B; }
+  int seq() const { return dims_.T; }
+
+  // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
+  void set_batch(std::span<const int> inputs, std::span<const int> targets);
+  // Mean loss of the last forward pass; waits only for that pass's loss task.
+  double mean_loss() const;
+  // Softmax probabilities of position t of sequence b after the last forward pass (the first V
+  // of them), for sampling; waits for that pass.
+  std::vector<float> probabilities(int b, int t) const;
+
+  // llm.c's flat parameter order <-> the layer blocks: where each element of each layer block
+  // sits in llm.c's params array (16 tensors, per-layer tensors stored layer-major).
+  void layers_to_llmc(const std::vector<std::span<const float>>& layer_blocks, std::span<float> llmc) const;
+  void llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_blocks) const;
+
+ private:
+  struct BlockActivations;
+  struct Buffers;
+  void submit_block_forward(int block, const GroupHandles& groups);
+  void submit_block_backward(int block, const GroupHandles& groups);
+  // For each layer: (llm.c tensor offset, layer block offset, count) runs.
+  struct Run {
+    std::size_t llmc_offset, block_offset, count;
+  };
+  std::vector<Run> layer_runs(int layer) const;
+
+  GptShape shape_;
+  tasks::GptDims dims_;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+}  // namespace starzero

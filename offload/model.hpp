@@ -1,0 +1,51 @@
+#pragma once
+// What the engine needs of a model, and nothing more: a sequence of layers, each with one flat
+// parameter block (its "group"), and functions that submit a layer's forward and backward
+// tasks on the data handles the engine gives it. The engine walks the layers forward, then
+// backward, and adds the collective and optimizer tasks around them (design.md); it never
+// looks inside a layer.
+#include <starpu.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.hpp"
+
+namespace starzero {
+
+// The parameter and gradient handles of the groups, as the engine holds them for this step.
+class GroupHandles {
+ public:
+  virtual ~GroupHandles() = default;
+  // Full parameters of group g in the model's dtype (valid while the layer's tasks are
+  // submitted; under ZeRO-3 the engine gathers them just before).
+  virtual starpu_data_handle_t param(int group) const = 0;
+  // Full gradient of group g: backward tasks ACCUMULATE into it (the engine zeroes it).
+  virtual starpu_data_handle_t grad(int group) const = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual int layers() const = 0;  // layers == parameter groups, in forward order
+  virtual std::size_t layer_params(int layer) const = 0;
+  virtual std::string layer_name(int layer) const = 0;
+  virtual DType dtype() const = 0;  // parameters, gradients and activations
+
+  // Groups other than its own whose parameters (and gradients) a layer's tasks touch, such as a
+  // classifier tied to the embedding. The engine makes them available too.
+  virtual std::vector<int> shared_groups(int /*layer*/) const { return {}; }
+
+  // Initial fp32 values of one layer's block (deterministic from the seed).
+  virtual void init_layer(int layer, std::span<float> block, std::uint64_t seed) const = 0;
+
+  // Submit the layer's tasks for the current micro-batch. Asynchronous: nothing waits.
+  virtual void submit_forward(int layer, const GroupHandles& groups) = 0;
+  virtual void submit_backward(int layer, const GroupHandles& groups) = 0;
+};
+
+}  // namespace starzero

@@ -1,0 +1,91 @@
+// CUDA AdamW (same math as adamw_cpu) and the sum of squares for global-norm clipping.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "optimizers/adamw.hpp"
+
+namespace starzero::optim {
+
+namespace {
+
+__device__ float load(float x) { return x; }
+__device__ float load(bf16 x) { return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(&x)); }
+__device__ void store(float* p, float x) { *p = x; }
+__device__ void store(bf16* p, float x) { *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(x); }
+
+template <class G, class P>
+__global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_scale, float* master, float* m, float* v,
+                             P* param, AdamWHyper hyper, float bias_correction1, float bias_correction2) {
+  const float scale = *grad_scale;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float g = load(grad[i]) * scale;
+    const float mi = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g;
+    const float vi = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float w = master[i];
+    w -= hyper.lr * hyper.weight_decay * w;
+    w -= hyper.lr * (mi / bias_correction1) / (sqrtf(vi / bias_correction2) + hyper.eps);
+    master[i] = w;
+    store(param + i, w);
+  }
+}
+
+template <class T>
+__global__ void sum_of_squares_kernel(std::size_t n, const T* x, float* sum) {
+  __shared__ float partial[256];
+  float local = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float value = load(x[i]);
+    local += value * value;
+  }
+  partial[threadIdx.x] = local;
+  __syncthreads();
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+}
+
+unsigned grid_for(std::size_t n) {
+  const std::size_t blocks = (n + 255) / 256;
+  return unsigned(blocks == 0 ? 1 : blocks < 2048 ? blocks : 2048);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+template <class G, class P>
+void adamw_cuda(std::size_t n, const G* grad, const float* grad_scale_device, float* master, float* m, float* v,
+                P* param, const AdamWHyper& hyper, void* stream) {
+  const float bias_correction1 = 1.0f - std::pow(hyper.beta1, float(hyper.step));
+  const float bias_correction2 = 1.0f - std::pow(hyper.beta2, float(hyper.step));
+  adamw_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, grad, grad_scale_device, master, m, v,
+                                                                           param, hyper, bias_correction1,
+                                                                           bias_correction2);
+  check_launch("adamw kernel");
+}
+
+template <class T>
+void sum_of_squares_cuda(std::size_t n, const T* x, float* sum_device, void* stream) {
+  sum_of_squares_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, x, sum_device);
+  check_launch("sum of squares kernel");
+}
+
+template void adamw_cuda<float, float>(std::size_t, const float*, const float*, float*, float*, float*, float*,
+                                       const AdamWHyper&, void*);
+template void adamw_cuda<bf16, bf16>(std::size_t, const bf16*, const float*, float*, float*, float*, bf16*,
+                                     const AdamWHyper&, void*);
+template void sum_of_squares_cuda<float>(std::size_t, const float*, float*, void*);
+template void sum_of_squares_cuda<bf16>(std::size_t, const bf16*, float*, void*);
+
+}  // namespace starzero::optim

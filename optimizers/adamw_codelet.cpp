@@ -1,0 +1,175 @@
+#include "optimizers/adamw_codelet.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/task_name.hpp"
+
+namespace starzero::optim {
+
+namespace {
+
+template <class T>
+T* ptr(void* buffer) {
+  return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
+}
+std::size_t count(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
+
+struct AdamArgs {
+  AdamWHyper hyper;
+  DType dtype;
+};
+
+void sum_of_squares_cpu(void* buffers[], void* cl_arg) {
+  DType dtype;
+  starpu_codelet_unpack_args(cl_arg, &dtype);
+  double sum = 0;  // double: the norm of millions of small gradients
+  const std::size_t n = count(buffers[0]);
+  if (dtype == DType::f32) {
+    for (const float* g = ptr<float>(buffers[0]); g != ptr<float>(buffers[0]) + n; ++g) sum += double(*g) * *g;
+  } else {
+    const bf16* g = ptr<bf16>(buffers[0]);
+    for (std::size_t i = 0; i < n; ++i) sum += double(to_float(g[i])) * to_float(g[i]);
+  }
+  *ptr<float>(buffers[1]) = float(sum);
+}
+
+void clip_scale_cpu(void* buffers[], void* cl_arg) {
+  float max_norm;
+  int nparts;
+  starpu_codelet_unpack_args(cl_arg, &max_norm, &nparts);
+  double sum = 0;
+  for (int i = 0; i < nparts; ++i) sum += *ptr<float>(buffers[2 + i]);
+  const float norm = float(std::sqrt(sum));
+  *ptr<float>(buffers[0]) = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0f;
+  *ptr<float>(buffers[1]) = norm;
+}
+
+void adamw_cpu_func(void* buffers[], void* cl_arg) {
+  AdamArgs a;
+  starpu_codelet_unpack_args(cl_arg, &a);
+  const std::size_t n = count(buffers[0]);
+  const float scale = *ptr<float>(buffers[5]);
+  if (a.dtype == DType::f32)
+    adamw_cpu(n, ptr<float>(buffers[0]), scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+              ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper);
+  else
+    adamw_cpu(n, ptr<bf16>(buffers[0]), scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+              ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper);
+}
+
+#ifdef STARZERO_WITH_CUDA
+void sum_of_squares_cuda_func(void* buffers[], void* cl_arg) {
+  DType dtype;
+  starpu_codelet_unpack_args(cl_arg, &dtype);
+  cudaStream_t stream = starpu_cuda_get_local_stream();
+  cudaMemsetAsync(ptr<float>(buffers[1]), 0, sizeof(float), stream);
+  if (dtype == DType::f32) sum_of_squares_cuda(count(buffers[0]), ptr<float>(buffers[0]), ptr<float>(buffers[1]), stream);
+  else sum_of_squares_cuda(count(buffers[0]), ptr<bf16>(buffers[0]), ptr<float>(buffers[1]), stream);
+}
+
+void adamw_cuda_func(void* buffers[], void* cl_arg) {
+  AdamArgs a;
+  starpu_codelet_unpack_args(cl_arg, &a);
+  const std::size_t n = count(buffers[0]);
+  void* stream = starpu_cuda_get_local_stream();
+  if (a.dtype == DType::f32)
+    adamw_cuda(n, ptr<float>(buffers[0]), ptr<float>(buffers[5]), ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+               ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper, stream);
+  else
+    adamw_cuda(n, ptr<bf16>(buffers[0]), ptr<float>(buffers[5]), ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+               ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper, stream);
+}
+#endif
+
+starpu_perfmodel make_model(const char* symbol) {
+  starpu_perfmodel m{};
+  m.type = STARPU_HISTORY_BASED;
+  m.symbol = symbol;
+  return m;
+}
+starpu_perfmodel sum_of_squares_model = make_model("starzero_sum_of_squares");
+starpu_perfmodel adamw_model = make_model("starzero_adamw");
+
+starpu_codelet sum_of_squares_codelet = [] {
+  starpu_codelet cl{};
+  cl.name = "sum_of_squares";
+  cl.cpu_funcs[0] = sum_of_squares_cpu;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = sum_of_squares_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 2;
+  cl.modes[0] = STARPU_R;
+  cl.modes[1] = STARPU_W;
+  cl.model = &sum_of_squares_model;
+  return cl;
+}();
+
+// Tiny: CPU only; the variable number of inputs comes with the task.
+starpu_codelet clip_scale_codelet = [] {
+  starpu_codelet cl{};
+  cl.name = "clip_scale";
+  cl.cpu_funcs[0] = clip_scale_cpu;
+  cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+  return cl;
+}();
+
+starpu_codelet adamw_codelet = [] {
+  starpu_codelet cl{};
+  cl.name = "adamw";
+  cl.cpu_funcs[0] = adamw_cpu_func;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = adamw_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 6;
+  cl.modes[0] = STARPU_R;
+  cl.modes[1] = STARPU_RW;
+  cl.modes[2] = STARPU_RW;
+  cl.modes[3] = STARPU_RW;
+  cl.modes[4] = STARPU_W;
+  cl.modes[5] = STARPU_R;
+  cl.model = &adamw_model;
+  return cl;
+}();
+
+void check(int ret, const std::string& name) {
+  if (ret != 0) throw std::runtime_error("submitting task " + name + " failed (StarPU code " + std::to_string(ret) + ")");
+}
+
+}  // namespace
+
+void submit_sum_of_squares(starpu_data_handle_t grad, DType dtype, starpu_data_handle_t sum_of_squares,
+                           const std::string& name) {
+  check(starpu_task_insert(&sum_of_squares_codelet, STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &dtype,
+                           sizeof dtype, STARPU_NAME, intern_task_name(name), 0),
+        name);
+}
+
+void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm,
+                       starpu_data_handle_t scale, starpu_data_handle_t norm, const std::string& name) {
+  std::vector<starpu_data_descr> buffers;
+  buffers.push_back({scale, STARPU_W});
+  buffers.push_back({norm, STARPU_W});
+  for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
+  const int nparts = int(partial_sums.size());
+  check(starpu_task_insert(&clip_scale_codelet, STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
+                           STARPU_VALUE, &max_norm, sizeof max_norm, STARPU_VALUE, &nparts, sizeof nparts,
+                           STARPU_NAME, intern_task_name(name), 0),
+        name);
+}
+
+void submit_adamw(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
+                  starpu_data_handle_t v, starpu_data_handle_t param, starpu_data_handle_t scale, DType dtype,
+                  const AdamWHyper& hyper, const std::string& name) {
+  const AdamArgs args{hyper, dtype};
+  check(starpu_task_insert(&adamw_codelet, STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_W,
+                           param, STARPU_R, scale, STARPU_VALUE, &args, sizeof args, STARPU_NAME,
+                           intern_task_name(name), 0),
+        name);
+}
+
+}  // namespace starzero::optim

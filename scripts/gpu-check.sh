@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Checks starzero on a machine with an NVIDIA GPU: prints nvidia-smi, configures a build with
+# -DSTARZERO_GPU_TESTS=ON, builds what the checks need with every core, runs the CUDA-vs-CPU
+# kernel test (CTest `kernels_cuda`), and ends with a table (step, result, time) on stdout and in
+# $OUT/gpu-check.md. Made for a machine without internet or apt: StarPU and the Debian libraries
+# are carried there, the StarPU prefix as built by scripts/bootstrap.sh and the Debian packages
+# unpacked with `dpkg -x PKG.deb DIR` into one folder (DIR/usr/lib/x86_64-linux-gnu, DIR/usr/include:
+# hwloc, openblas, openmpi, catch2, tbb, fxt...). Both may sit at other paths than where they were
+# made: pkg-config files are relocated into the build folder.
+#
+# Usage: scripts/gpu-check.sh [--starpu-prefix DIR] [--extra-prefix DIR] [--build-dir DIR] [--jobs N]
+# Environment (the options win):
+#   STARPU_PREFIX          StarPU 1.3 install prefix (required)
+#   STARZERO_EXTRA_PREFIX  folder where the .deb packages were unpacked (optional: system libraries
+#                          are used when it is not given)
+#   GPU_CHECK_BUILD_DIR    build folder (default ${TMPDIR:-/tmp}/starzero-gpu-check/build)
+#   CUDA_HOME              CUDA toolkit (default: the one holding `nvcc` on PATH, else /usr/local/cuda)
+#   CUDA_ARCHS             CMAKE_CUDA_ARCHITECTURES (default: the GPU's, from nvidia-smi, else the
+#                          project's default)
+#   OUT                    when set: gpu-check.md and the logs are written there
+# Exit status: 0 when every step passed, 1 when one failed, 2 on a usage or setup error.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+starpu_prefix=${STARPU_PREFIX:-}
+extra_prefix=${STARZERO_EXTRA_PREFIX:-}
+build=${GPU_CHECK_BUILD_DIR:-${TMPDIR:-/tmp}/starzero-gpu-check/build}
+jobs=$(nproc 2>/dev/null || echo 4)
+
+say() { echo "gpu-check: $*" >&2; }
+die() { echo "gpu-check: error: $*" >&2; exit 2; }
+usage() { sed -n '12,13p' "${BASH_SOURCE[0]}" | sed 's/^# //' >&2; exit 2; }
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --starpu-prefix) [ $# -ge 2 ] || usage; starpu_prefix=$2; shift 2 ;;
+    --starpu-prefix=*) starpu_prefix=${1#*=}; shift ;;
+    --extra-prefix) [ $# -ge 2 ] || usage; extra_prefix=$2; shift 2 ;;
+    --extra-prefix=*) extra_prefix=${1#*=}; shift ;;
+    --build-dir) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
+    --build-dir=*) build=${1#*=}; shift ;;
+    --jobs) [ $# -ge 2 ] || usage; jobs=$2; shift 2 ;;
+    --jobs=*) jobs=${1#*=}; shift ;;
+    -h|--help) usage ;;
+    *) say "unknown argument '$1'"; usage ;;
+  esac
+done
+
+# ---- where results go ----------------------------------------------------------------------------
+mkdir -p "$build" || die "cannot create the build folder $build"
+build=$(cd "$build" && pwd)
+work=$(dirname "$build")/gpu-check-work   # relocated pkg-config files, StarPU view
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT" || die "cannot create OUT=$OUT"
+  logs=$(cd "$OUT" && pwd)
+else
+  logs=$build/gpu-check-logs
+fi
+mkdir -p "$logs" "$work"
+say "build folder $build, logs in $logs"
+
+# ---- tools ---------------------------------------------------------------------------------------
+[ -n "$extra_prefix" ] && export PATH="$PATH:$extra_prefix/usr/bin"   # pkg-config, orterun if carried
+command -v cmake >/dev/null || die "cmake not found on PATH"
+command -v pkg-config >/dev/null || die "pkg-config not found: carry pkgconf (and libpkgconf3) in the extra prefix"
+if [ -z "${CUDA_HOME:-}" ]; then
+  if command -v nvcc >/dev/null; then CUDA_HOME=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+  else CUDA_HOME=/usr/local/cuda; fi
+fi
+nvcc=$CUDA_HOME/bin/nvcc
+[ -x "$nvcc" ] || die "nvcc not found at $nvcc: set CUDA_HOME"
+say "CUDA toolkit $CUDA_HOME ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+
+# ---- StarPU, relocatable -------------------------------------------------------------------------
+[ -n "$starpu_prefix" ] || die "no StarPU prefix: pass --starpu-prefix DIR or set STARPU_PREFIX"
+[ -d "$starpu_prefix" ] || die "StarPU prefix $starpu_prefix is not a folder"
+starpu_prefix=$(cd "$starpu_prefix" && pwd -P)
+starpu_pc=$starpu_prefix/lib/pkgconfig/starpu-1.3.pc
+[ -f "$starpu_pc" ] || die "no $starpu_pc: STARPU_PREFIX must be the install prefix of a StarPU 1.3 build"
+# A view of the prefix (symbolic links) whose pkg-config files name the view itself and this
+# machine's CUDA: the prefix recorded at build time may not exist here.
+starpu_view=$work/starpu
+rm -rf "$starpu_view"
+mkdir -p "$starpu_view/lib/pkgconfig"
+for e in "$starpu_prefix"/*; do [ "$(basename "$e")" = lib ] || ln -s "$e" "$starpu_view/"; done
+for e in "$starpu_prefix"/lib/*; do [ "$(basename "$e")" = pkgconfig ] || ln -s "$e" "$starpu_view/lib/"; done
+for f in "$starpu_prefix"/lib/pkgconfig/*.pc; do
+  sed -e "s#^prefix=.*#prefix=$starpu_view#" -e "s#/usr/local/cuda\\b#$CUDA_HOME#g" "$f" \
+    > "$starpu_view/lib/pkgconfig/$(basename "$f")"
+done
+
+# ---- the unpacked Debian packages ------------------------------------------------------------------
+cmake_args=()
+ld_dirs=("$starpu_prefix/lib" "$CUDA_HOME/lib64" "$CUDA_HOME/lib")
+pc_dirs=()
+if [ -n "$extra_prefix" ]; then
+  [ -d "$extra_prefix/usr" ] || die "STARZERO_EXTRA_PREFIX=$extra_prefix has no usr/ folder (expected dpkg -x output)"
+  extra_prefix=$(cd "$extra_prefix" && pwd -P)
+  E=$extra_prefix/usr
+  arch=x86_64-linux-gnu
+  # pkg-config files say prefix=/usr: copies that point into the extra prefix. Links into
+  # /etc/alternatives (not unpacked by dpkg -x) are skipped; the first file of a name wins.
+  pc_extra=$work/pkgconfig
+  rm -rf "$pc_extra"
+  mkdir -p "$pc_extra"
+  for d in "$E/lib/$arch/pkgconfig" "$E/lib/$arch/openblas-pthread/pkgconfig" "$E/lib/$arch/openmpi/lib/pkgconfig" \
+           "$E/lib/pkgconfig" "$E/share/pkgconfig"; do
+    [ -d "$d" ] || continue
+    for f in "$d"/*.pc; do
+      [ -f "$f" ] || continue
+      [ -e "$pc_extra/$(basename "$f")" ] && continue
+      sed -E "s#(^[A-Za-z_]+=|-I|-L)/usr(/|\$)#\\1$E\\2#g" "$f" > "$pc_extra/$(basename "$f")"
+    done
+  done
+  pc_dirs+=("$pc_extra")
+  cmake_args+=("-DCMAKE_PREFIX_PATH=$E")   # TBB, Catch2 (CMake config files), cblas.h, NCCL if carried
+  export CMAKE_LIBRARY_PATH="$E/lib/$arch/openblas-pthread:$E/lib/$arch${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}"
+  ld_dirs+=("$E/lib/$arch" "$E/lib/$arch/openblas-pthread" "$E/lib/$arch/openmpi/lib" "$E/lib")
+  # Open MPI: its wrapper compilers hold /usr paths; give FindMPI the files instead.
+  ompi=$E/lib/$arch/openmpi
+  if [ -f "$ompi/include/mpi.h" ] && [ -e "$ompi/lib/libmpi.so" ]; then
+    mpi_libs="$ompi/lib/libmpi.so"
+    [ -e "$ompi/lib/libmpi_cxx.so" ] && mpi_libs="$ompi/lib/libmpi_cxx.so;$mpi_libs"
+    cmake_args+=("-DMPI_CXX_ADDITIONAL_INCLUDE_DIRS=$ompi/include" "-DMPI_CXX_LIBRARIES=$mpi_libs"
+                 "-DMPI_CXX_SKIP_MPICXX=ON")
+    [ -x "$E/bin/orterun" ] && cmake_args+=("-DMPIEXEC_EXECUTABLE=$E/bin/orterun")
+    # Relocated Open MPI finds its plugins and help files through these (used by later MPI runs).
+    export OPAL_PREFIX=$E OPAL_LIBDIR=$ompi/lib OPAL_DATADIR=$E/share OPAL_PKGDATADIR=$E/share/openmpi
+  fi
+fi
+export PKG_CONFIG_PATH="$starpu_view/lib/pkgconfig${pc_dirs[*]:+:$(IFS=:; echo "${pc_dirs[*]}")}${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+LD_LIBRARY_PATH="$(IFS=:; echo "${ld_dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+say "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+for need in hwloc starpu-1.3; do
+  pkg-config --exists "$need" || say "warning: pkg-config does not find '$need' (configure will fail)"
+done
+if ! ls "$CUDA_HOME"/lib*/libnccl.so* >/dev/null 2>&1 && ! ls "${E:-/nonexistent}"/lib/*/libnccl.so* >/dev/null 2>&1 \
+   && ! ldconfig -p 2>/dev/null | grep -q libnccl.so; then
+  say "warning: libnccl.so not found in $CUDA_HOME nor the extra prefix (configure needs NCCL)"
+fi
+
+# ---- steps and the result table ----------------------------------------------------------------------
+rows=()
+failed=0
+# step NAME LOG CMD...: runs CMD with output to LOG, records result and wall time.
+step() {
+  local name=$1 log=$2
+  shift 2
+  say "== $name (log: $log)"
+  local start end rc=0
+  start=$(date +%s.%N)
+  "$@" > "$log" 2>&1 || rc=$?
+  end=$(date +%s.%N)
+  local secs
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f s", b - a }')
+  if [ $rc -eq 0 ]; then
+    rows+=("| $name | passed | $secs |")
+  else
+    rows+=("| $name | FAILED (exit $rc) | $secs |")
+    failed=1
+    say "$name FAILED (exit $rc); last lines of $log:"
+    tail -n 40 "$log" >&2 || true
+  fi
+  return $rc
+}
+skip() { rows+=("| $1 | skipped ($2) | - |"); say "$1 skipped: $2"; }
+
+# 1. the GPU
+gpu_ok=1
+if command -v nvidia-smi >/dev/null; then
+  step "nvidia-smi" "$logs/nvidia-smi.txt" nvidia-smi || gpu_ok=0
+  cat "$logs/nvidia-smi.txt"
+else
+  rows+=("| nvidia-smi | FAILED (not found) | - |"); failed=1; gpu_ok=0
+  say "nvidia-smi not found: no NVIDIA driver on this machine?"
+fi
+if [ -z "${CUDA_ARCHS:-}" ] && [ $gpu_ok = 1 ]; then
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)
+  [[ $cap =~ ^[0-9]+$ ]] && CUDA_ARCHS=$cap
+fi
+[ -n "${CUDA_ARCHS:-}" ] && cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
+
+# 2. configure and build. Targets the checks need; a later step appends its own here.
+build_targets=(test_gpt_kernels_cuda)
+# (training-step timing: add its target to build_targets, see the marked section below)
+
+built=0
+if step "configure" "$logs/configure.log" \
+     cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$starpu_view" -DSTARZERO_CUDA=ON -DSTARZERO_GPU_TESTS=ON \
+       -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" "${cmake_args[@]}"; then
+  step "build (${build_targets[*]}, -j$jobs)" "$logs/build.log" \
+    cmake --build "$build" --target "${build_targets[@]}" -j "$jobs" && built=1
+else
+  skip "build" "configure failed"
+fi
+
+# 3. CUDA kernels against the CPU ones
+if [ $built = 1 ]; then
+  if ldd "$build/tests/test_gpt_kernels_cuda" | grep -q "not found"; then
+    say "warning: unresolved libraries of test_gpt_kernels_cuda:"
+    ldd "$build/tests/test_gpt_kernels_cuda" | grep "not found" >&2 || true
+  fi
+  step "kernels_cuda (CUDA vs CPU kernels)" "$logs/kernels_cuda.log" \
+    ctest --test-dir "$build" -R '^kernels_cuda$' --no-tests=error --output-on-failure -V --timeout 600 || true
+else
+  skip "kernels_cuda (CUDA vs CPU kernels)" "not built"
+fi
+
+# ==== TRAINING-STEP TIMING: to be added by a later step ==============================================
+# Add the training program's target to build_targets above, then time one or a few steps here, e.g.
+#   if [ $built = 1 ]; then step "train step (...)" "$logs/train.log" <command> || true; fi
+# and append any measured numbers as extra table rows: rows+=("| name | result | time |").
+# ====================================================================================================
+
+# ---- summary ---------------------------------------------------------------------------------------
+{
+  echo "# starzero gpu-check"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), GPU: $( (nvidia-smi --query-gpu=name,driver_version \
+    --format=csv,noheader 2>/dev/null || echo none) | head -n1), CUDA ${CUDA_ARCHS:+sm_$CUDA_ARCHS, }$("$nvcc" --version \
+    | sed -n 's/.*release \([0-9.]*\).*/nvcc \1/p')"
+  echo
+  echo "| step | result | time |"
+  echo "|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "Logs: $logs"
+} | tee "$logs/gpu-check.md"
+
+exit $failed

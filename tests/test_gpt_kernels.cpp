@@ -1,0 +1,734 @@
+// tasks/gpt_kernels (CPU): every forward against a naive double-precision reference written here,
+// every backward against central finite differences of L = Σ dout ⊙ forward(x) computed with that
+// reference, the ACCUMULATE contract of the backward kernels, and the bf16 instantiations against
+// the float ones. Shapes are deliberately not multiples of 8 or 16.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.hpp"
+#include "tasks/gpt_kernels.hpp"
+
+using namespace starzero;
+namespace k = starzero::kernels;
+
+namespace {
+
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+
+// Shapes shared by the tests.
+constexpr int B = 2, Tn = 5, N = B * Tn;
+constexpr int C = 12, NH = 3;  // attention: hs = 4
+constexpr int Cm = 20, OC = 7;  // matmul
+constexpr int V = 11, Vp = 16;  // vocabulary, padded
+
+// Gradients: |kernel − finite difference| <= kGradRtol·|fd| + kGradAtol.
+constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5;
+// Float forwards against the double reference.
+constexpr double kFwdRtol = 1e-5, kFwdAtol = 1e-5;
+// bf16 kernels against float kernels fed the same bf16-rounded inputs.
+constexpr double kBf16Rtol = 1e-2, kBf16Atol = 1e-6;
+
+Vec uniform(std::mt19937& rng, std::size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  Vec v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Vec normal(std::mt19937& rng, std::size_t n, float stddev = 1.0f) {
+  std::normal_distribution<float> d(0.0f, stddev);
+  Vec v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<int> random_ints(std::mt19937& rng, std::size_t n, int hi) {
+  std::uniform_int_distribution<int> d(0, hi - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+DVec to_d(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+template <class T>
+std::vector<T> to_T(const Vec& v) {
+  std::vector<T> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = from_float<T>(v[i]);
+  return r;
+}
+
+template <class T>
+Vec to_f(const std::vector<T>& v) {
+  Vec r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = to_float(v[i]);
+  return r;
+}
+
+Vec round_bf16(const Vec& v) { return to_f(to_T<bf16>(v)); }
+
+// Elementwise |got − want| <= rtol·|want| + atol; reports the count and the worst element.
+void check_close(const Vec& got, const DVec& want, double rtol, double atol, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]);
+    const double tol = rtol * std::abs(want[i]) + atol;
+    if (!(err <= tol)) ++bad;
+    if (err - tol > worst_excess || std::isnan(err)) {
+      worst_excess = err - tol;
+      worst = i;
+    }
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " out of tolerance (rtol " << rtol << ", atol " << atol
+            << "); worst [" << worst << "] got " << got[worst] << " want " << want[worst]);
+  CHECK(bad == 0);
+}
+
+double dot(const DVec& a, const DVec& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Central finite differences, in double, of a scalar function at x.
+DVec fd_gradient(const std::function<double(const DVec&)>& L, DVec x, double h = 1e-5) {
+  DVec g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double lp = L(x);
+    x[i] = x0 - h;
+    const double lm = L(x);
+    x[i] = x0;
+    g[i] = (lp - lm) / (2 * h);
+  }
+  return g;
+}
+
+// Runs a backward kernel through `call`, which must add its gradients into the buffers it is given
+// (one per gradient, of the given sizes). Returns the gradients from zeroed buffers, after checking
+// the ACCUMULATE contract: with random pre-filled buffers P, one call leaves P + g and a second
+// P + 2g (to float rounding of the additions).
+std::vector<Vec> backward_grads(const std::vector<std::size_t>& sizes, const std::function<void(std::vector<Vec>&)>& call,
+                                std::mt19937& rng) {
+  std::vector<Vec> g;
+  for (auto n : sizes) g.emplace_back(n, 0.0f);
+  call(g);
+
+  std::vector<Vec> prefill, acc;
+  for (auto n : sizes) prefill.push_back(uniform(rng, n, -2.0f, 2.0f));
+  acc = prefill;
+  for (int times = 1; times <= 2; ++times) {
+    call(acc);
+    for (std::size_t j = 0; j < sizes.size(); ++j) {
+      DVec want(sizes[j]);
+      for (std::size_t i = 0; i < sizes[j]; ++i) want[i] = double(prefill[j][i]) + times * double(g[j][i]);
+      check_close(acc[j], want, 1e-6, 1e-6,
+                  "gradient " + std::to_string(j) + " after " + std::to_string(times) + " call(s) on pre-filled buffers");
+    }
+  }
+  return g;
+}
+
+// ---- double-precision references (independent of the code under test) ------------------------------
+
+DVec ref_encoder(const std::vector<int>& tokens, const DVec& wte, const DVec& wpe) {
+  DVec out(std::size_t(N) * C);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t)
+      for (int c = 0; c < C; ++c)
+        out[(b * Tn + t) * C + c] = wte[tokens[b * Tn + t] * C + c] + wpe[t * C + c];
+  return out;
+}
+
+DVec ref_layernorm(const DVec& inp, const DVec& w, const DVec* bias, int rows, int cols, DVec* mean = nullptr,
+                   DVec* rstd = nullptr) {
+  DVec out(inp.size());
+  for (int r = 0; r < rows; ++r) {
+    double m = 0;
+    for (int c = 0; c < cols; ++c) m += inp[r * cols + c];
+    m /= cols;
+    double v = 0;
+    for (int c = 0; c < cols; ++c) v += (inp[r * cols + c] - m) * (inp[r * cols + c] - m);
+    v /= cols;
+    const double s = 1.0 / std::sqrt(v + 1e-5);
+    for (int c = 0; c < cols; ++c)
+      out[r * cols + c] = (inp[r * cols + c] - m) * s * w[c] + (bias ? (*bias)[c] : 0.0);
+    if (mean) (*mean)[r] = m;
+    if (rstd) (*rstd)[r] = s;
+  }
+  return out;
+}
+
+DVec ref_matmul(const DVec& inp, const DVec& w, const DVec* bias, int rows, int cin, int cout) {
+  DVec out(std::size_t(rows) * cout);
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < cout; ++o) {
+      double s = bias ? (*bias)[o] : 0.0;
+      for (int c = 0; c < cin; ++c) s += inp[r * cin + c] * w[o * cin + c];
+      out[r * cout + o] = s;
+    }
+  return out;
+}
+
+// inp[B,T,3C] = q|k|v; returns out[B,T,C]; att[B,NH,T,T] if asked.
+DVec ref_attention(const DVec& inp, DVec* att = nullptr) {
+  const int hs = C / NH;
+  DVec out(std::size_t(N) * C, 0.0);
+  auto q = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + h * hs + i]; };
+  auto kk = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + C + h * hs + i]; };
+  auto v = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + 2 * C + h * hs + i]; };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < Tn; ++t) {
+        DVec p(Tn, 0.0);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int u = 0; u <= t; ++u) {
+          double s = 0;
+          for (int i = 0; i < hs; ++i) s += q(b, t, h, i) * kk(b, u, h, i);
+          p[u] = s / std::sqrt(double(hs));
+          mx = std::max(mx, p[u]);
+        }
+        double z = 0;
+        for (int u = 0; u <= t; ++u) z += (p[u] = std::exp(p[u] - mx));
+        for (int u = 0; u <= t; ++u) p[u] /= z;
+        for (int i = 0; i < hs; ++i) {
+          double s = 0;
+          for (int u = 0; u <= t; ++u) s += p[u] * v(b, u, h, i);
+          out[(b * Tn + t) * C + h * hs + i] = s;
+        }
+        if (att)
+          for (int u = 0; u < Tn; ++u) (*att)[((b * NH + h) * Tn + t) * Tn + u] = p[u];
+      }
+  return out;
+}
+
+DVec ref_gelu(const DVec& x) {
+  DVec y(x.size());
+  const double pi = std::acos(-1.0);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    y[i] = 0.5 * x[i] * (1 + std::tanh(std::sqrt(2 / pi) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+  return y;
+}
+
+// Per-row cross-entropy over the first V columns; probs[N,Vp] (0 in padding) if asked.
+DVec ref_losses(const DVec& logits, const std::vector<int>& targets, DVec* probs = nullptr) {
+  DVec losses(N);
+  for (int n = 0; n < N; ++n) {
+    const double* l = logits.data() + n * Vp;
+    double mx = *std::max_element(l, l + V);
+    double z = 0;
+    for (int i = 0; i < V; ++i) z += std::exp(l[i] - mx);
+    losses[n] = -((l[targets[n]] - mx) - std::log(z));
+    if (probs)
+      for (int i = 0; i < Vp; ++i) (*probs)[n * Vp + i] = i < V ? std::exp(l[i] - mx) / z : 0.0;
+  }
+  return losses;
+}
+
+double mean_loss(const DVec& logits, const std::vector<int>& targets) {
+  DVec l = ref_losses(logits, targets);
+  double s = 0;
+  for (double x : l) s += x;
+  return s / N;
+}
+
+}  // namespace
+
+// ---- bf16 -------------------------------------------------------------------------------------------
+
+TEST_CASE("bf16 conversions round to nearest even and round-trip representable values") {
+  auto bits = [](float f) { return from_float<bf16>(f).bits; };
+  auto f32 = [](std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  CHECK(bits(1.0f) == 0x3F80);
+  CHECK(bits(-2.5f) == 0xC020);
+  CHECK(bits(0.0f) == 0x0000);
+  CHECK(bits(-0.0f) == 0x8000);
+  // 1 + 2^-8 lies halfway between 1 (0x3F80, even) and 1 + 2^-7 (0x3F81): ties to even -> down.
+  CHECK(bits(1.0f + 0x1p-8f) == 0x3F80);
+  // 1 + 3·2^-8 lies halfway between 0x3F81 (odd) and 0x3F82 (even): ties to even -> up.
+  CHECK(bits(1.0f + 3 * 0x1p-8f) == 0x3F82);
+  // Just above / below the halfway point round to the nearer neighbour.
+  CHECK(bits(f32(0x3F808001u)) == 0x3F81);
+  CHECK(bits(f32(0x3F807FFFu)) == 0x3F80);
+  // The largest float rounds up into infinity; infinities and NaN stay what they are.
+  CHECK(bits(std::numeric_limits<float>::max()) == 0x7F80);
+  CHECK(bits(std::numeric_limits<float>::infinity()) == 0x7F80);
+  CHECK(bits(-std::numeric_limits<float>::infinity()) == 0xFF80);
+  CHECK(std::isnan(to_float(from_float<bf16>(std::numeric_limits<float>::quiet_NaN()))));
+  // A NaN whose payload sits only in the low 16 bits must not become infinity.
+  CHECK(std::isnan(to_float(from_float<bf16>(f32(0x7F800001u)))));
+  // Values with 8 significant bits round-trip exactly.
+  for (float x : {1.0f, -3.0f, 0.5f, 1.0078125f, 65280.0f, -0x1p-100f, 0x1.fep127f})
+    CHECK(to_float(from_float<bf16>(x)) == x);
+  // Rounding error is at most half a bf16 ulp: 8 significant bits, so 2^-8 relative.
+  std::mt19937 rng(7);
+  for (float x : normal(rng, 1000, 100.0f)) CHECK(std::abs(to_float(from_float<bf16>(x)) - x) <= std::abs(x) * 0x1p-8f);
+}
+
+// ---- encoder ----------------------------------------------------------------------------------------
+
+TEST_CASE("encoder forward matches the double reference") {
+  std::mt19937 rng(1);
+  const auto tokens = random_ints(rng, N, V);
+  const Vec wte = normal(rng, V * C), wpe = normal(rng, Tn * C);
+  Vec out(N * C);
+  k::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
+  check_close(out, ref_encoder(tokens, to_d(wte), to_d(wpe)), kFwdRtol, kFwdAtol, "encoder out");
+}
+
+TEST_CASE("encoder backward matches finite differences and accumulates") {
+  std::mt19937 rng(2);
+  auto tokens = random_ints(rng, N, V);
+  tokens[7] = tokens[3] = tokens[1];  // repeated tokens, in both sequences and at different positions
+  const Vec wte = normal(rng, V * C), wpe = normal(rng, Tn * C), dout = normal(rng, N * C);
+  const auto g = backward_grads(
+      {wte.size(), wpe.size()},
+      [&](std::vector<Vec>& d) { k::encoder_backward(d[0].data(), d[1].data(), dout.data(), tokens.data(), B, Tn, C); },
+      rng);
+  const DVec dd = to_d(dout);
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_encoder(tokens, x, to_d(wpe))); }, to_d(wte)),
+              kGradRtol, kGradAtol, "dwte");
+  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_encoder(tokens, to_d(wte), x)); }, to_d(wpe)),
+              kGradRtol, kGradAtol, "dwpe");
+}
+
+// ---- layernorm --------------------------------------------------------------------------------------
+
+TEST_CASE("layernorm forward matches the double reference") {
+  std::mt19937 rng(3);
+  const Vec inp = uniform(rng, N * C, -3.0f, 5.0f), w = normal(rng, C), b = normal(rng, C);
+  Vec out(N * C), mean(N), rstd(N);
+  DVec rmean(N), rrstd(N);
+  SECTION("with bias") {
+    k::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    const DVec db = to_d(b);
+    check_close(out, ref_layernorm(to_d(inp), to_d(w), &db, N, C, &rmean, &rrstd), kFwdRtol, kFwdAtol, "ln out");
+  }
+  SECTION("without bias") {
+    k::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), (const float*)nullptr, N, C);
+    check_close(out, ref_layernorm(to_d(inp), to_d(w), nullptr, N, C, &rmean, &rrstd), kFwdRtol, kFwdAtol, "ln out");
+  }
+  check_close(mean, rmean, kFwdRtol, kFwdAtol, "ln mean");
+  check_close(rstd, rrstd, kFwdRtol, kFwdAtol, "ln rstd");
+}
+
+TEST_CASE("layernorm backward matches finite differences and accumulates") {
+  std::mt19937 rng(4);
+  const Vec inp = uniform(rng, N * C, -3.0f, 5.0f), w = normal(rng, C), b = normal(rng, C), dout = normal(rng, N * C);
+  Vec out(N * C), mean(N), rstd(N);
+  k::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+  const auto g = backward_grads(
+      {inp.size(), w.size(), b.size()},
+      [&](std::vector<Vec>& d) {
+        k::layernorm_backward(d[0].data(), d[1].data(), d[2].data(), dout.data(), inp.data(), w.data(), mean.data(),
+                              rstd.data(), N, C);
+      },
+      rng);
+  const DVec dd = to_d(dout), di = to_d(inp), dw = to_d(w), db = to_d(b);
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(x, dw, &db, N, C)); }, di),
+              kGradRtol, kGradAtol, "ln dinp");
+  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, x, &db, N, C)); }, dw),
+              kGradRtol, kGradAtol, "ln dweight");
+  check_close(g[2], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, dw, &x, N, C)); }, db),
+              kGradRtol, kGradAtol, "ln dbias");
+}
+
+// ---- matmul -----------------------------------------------------------------------------------------
+
+TEST_CASE("matmul forward matches the double reference") {
+  std::mt19937 rng(5);
+  SECTION("small, with and without bias") {
+    const Vec inp = normal(rng, N * Cm), w = normal(rng, OC * Cm), b = normal(rng, OC);
+    const DVec db = to_d(b);
+    Vec out(N * OC, 123.0f);  // stale contents must be overwritten
+    k::matmul_forward(out.data(), inp.data(), w.data(), b.data(), N, Cm, OC);
+    check_close(out, ref_matmul(to_d(inp), to_d(w), &db, N, Cm, OC), kFwdRtol, kFwdAtol, "matmul out (bias)");
+    std::fill(out.begin(), out.end(), 123.0f);
+    k::matmul_forward(out.data(), inp.data(), w.data(), (const float*)nullptr, N, Cm, OC);
+    check_close(out, ref_matmul(to_d(inp), to_d(w), nullptr, N, Cm, OC), kFwdRtol, kFwdAtol, "matmul out (no bias)");
+  }
+  SECTION("larger odd shape") {
+    const int rows = 37, cin = 70, cout = 45;
+    const Vec inp = normal(rng, rows * cin), w = normal(rng, cout * cin), b = normal(rng, cout);
+    const DVec db = to_d(b);
+    Vec out(rows * cout);
+    k::matmul_forward(out.data(), inp.data(), w.data(), b.data(), rows, cin, cout);
+    check_close(out, ref_matmul(to_d(inp), to_d(w), &db, rows, cin, cout), kFwdRtol, 1e-4, "matmul out (37x70x45)");
+  }
+}
+
+TEST_CASE("matmul backward matches finite differences and accumulates") {
+  std::mt19937 rng(6);
+  const Vec inp = normal(rng, N * Cm), w = normal(rng, OC * Cm), b = normal(rng, OC), dout = normal(rng, N * OC);
+  const DVec dd = to_d(dout), di = to_d(inp), dw = to_d(w), db = to_d(b);
+  SECTION("with bias") {
+    const auto g = backward_grads(
+        {inp.size(), w.size(), b.size()},
+        [&](std::vector<Vec>& d) {
+          k::matmul_backward(d[0].data(), d[1].data(), d[2].data(), dout.data(), inp.data(), w.data(), N, Cm, OC);
+        },
+        rng);
+    check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_matmul(x, dw, &db, N, Cm, OC)); }, di),
+                kGradRtol, kGradAtol, "matmul dinp");
+    check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_matmul(di, x, &db, N, Cm, OC)); }, dw),
+                kGradRtol, kGradAtol, "matmul dweight");
+    check_close(g[2], fd_gradient([&](const DVec& x) { return dot(dd, ref_matmul(di, dw, &x, N, Cm, OC)); }, db),
+                kGradRtol, kGradAtol, "matmul dbias");
+  }
+  SECTION("without bias") {
+    const auto g = backward_grads(
+        {inp.size(), w.size()},
+        [&](std::vector<Vec>& d) {
+          k::matmul_backward(d[0].data(), d[1].data(), (float*)nullptr, dout.data(), inp.data(), w.data(), N, Cm, OC);
+        },
+        rng);
+    check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_matmul(x, dw, nullptr, N, Cm, OC)); }, di),
+                kGradRtol, kGradAtol, "matmul dinp");
+    check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_matmul(di, x, nullptr, N, Cm, OC)); }, dw),
+                kGradRtol, kGradAtol, "matmul dweight");
+  }
+}
+
+// ---- attention --------------------------------------------------------------------------------------
+
+TEST_CASE("attention forward matches the double reference") {
+  std::mt19937 rng(8);
+  const Vec inp = normal(rng, N * 3 * C);
+  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
+  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
+  DVec ratt(att.size());
+  check_close(out, ref_attention(to_d(inp), &ratt), kFwdRtol, kFwdAtol, "attention out");
+  check_close(att, ratt, kFwdRtol, 1e-6, "attention probabilities");
+}
+
+TEST_CASE("attention is causal: future tokens do not change earlier outputs") {
+  std::mt19937 rng(9);
+  Vec inp = normal(rng, N * 3 * C);
+  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
+  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
+  // Masked probabilities are exactly 0 and every row sums to 1.
+  for (int r = 0; r < B * NH * Tn; ++r) {
+    const int t = r % Tn;
+    double sum = 0;
+    for (int t2 = 0; t2 < Tn; ++t2) {
+      if (t2 > t) CHECK(att[r * Tn + t2] == 0.0f);
+      sum += att[r * Tn + t2];
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-6));
+  }
+  // Change q, k and v of position t = 3 in both sequences: rows t < 3 stay bit-identical.
+  const int tf = 3;
+  Vec inp2 = inp;
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < 3 * C; ++i) inp2[(b * Tn + tf) * 3 * C + i] += 0.75f + 0.01f * float(i);
+  Vec out2(N * C), att2(att.size());
+  k::attention_forward(out2.data(), preatt.data(), att2.data(), inp2.data(), B, Tn, C, NH);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t) {
+      const bool same = std::equal(out.begin() + (b * Tn + t) * C, out.begin() + (b * Tn + t + 1) * C,
+                                   out2.begin() + (b * Tn + t) * C);
+      INFO("b=" << b << " t=" << t);
+      CHECK(same == (t < tf));
+    }
+}
+
+TEST_CASE("attention backward matches finite differences and accumulates") {
+  std::mt19937 rng(10);
+  const Vec inp = normal(rng, N * 3 * C), dout = normal(rng, N * C);
+  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
+  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
+  // Scratch is overwritten, never read: start it with garbage.
+  Vec dpreatt = uniform(rng, att.size(), -1e30f, 1e30f), datt = uniform(rng, att.size(), -1e30f, 1e30f);
+  const auto g = backward_grads(
+      {inp.size()},
+      [&](std::vector<Vec>& d) {
+        k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn, C,
+                              NH);
+      },
+      rng);
+  const DVec dd = to_d(dout);
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_attention(x)); }, to_d(inp)), kGradRtol,
+              kGradAtol, "attention dinp");
+}
+
+// ---- GELU -------------------------------------------------------------------------------------------
+
+TEST_CASE("gelu forward matches the double reference") {
+  std::mt19937 rng(11);
+  Vec x = uniform(rng, 101, -5.0f, 5.0f);
+  x[0] = 12.0f;  // saturated tails
+  x[1] = -12.0f;
+  Vec y(x.size());
+  k::gelu_forward(y.data(), x.data(), x.size());
+  check_close(y, ref_gelu(to_d(x)), kFwdRtol, 1e-6, "gelu out");
+}
+
+TEST_CASE("gelu backward matches finite differences and accumulates") {
+  std::mt19937 rng(12);
+  Vec x = uniform(rng, 101, -5.0f, 5.0f);
+  x[0] = 12.0f;
+  x[1] = -12.0f;
+  const Vec dout = normal(rng, x.size());
+  const auto g = backward_grads(
+      {x.size()}, [&](std::vector<Vec>& d) { k::gelu_backward(d[0].data(), x.data(), dout.data(), x.size()); }, rng);
+  const DVec dd = to_d(dout);
+  check_close(g[0], fd_gradient([&](const DVec& v) { return dot(dd, ref_gelu(v)); }, to_d(x)), kGradRtol, kGradAtol,
+              "gelu dinp");
+}
+
+// ---- residual ---------------------------------------------------------------------------------------
+
+TEST_CASE("residual forward and backward") {
+  std::mt19937 rng(13);
+  const std::size_t n = 37;
+  const Vec a = normal(rng, n), b = normal(rng, n), dout = normal(rng, n);
+  Vec out(n);
+  k::residual_forward(out.data(), a.data(), b.data(), n);
+  DVec want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = double(a[i]) + double(b[i]);
+  check_close(out, want, kFwdRtol, 1e-7, "residual out");
+
+  const auto g = backward_grads(
+      {n, n}, [&](std::vector<Vec>& d) { k::residual_backward(d[0].data(), d[1].data(), dout.data(), n); }, rng);
+  const DVec dd = to_d(dout);
+  auto ref = [](const DVec& p, const DVec& q) {
+    DVec r(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) r[i] = p[i] + q[i];
+    return r;
+  };
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref(x, to_d(b))); }, to_d(a)), kGradRtol,
+              kGradAtol, "residual dinp1");
+  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref(to_d(a), x)); }, to_d(b)), kGradRtol,
+              kGradAtol, "residual dinp2");
+}
+
+// ---- softmax + cross-entropy ------------------------------------------------------------------------
+
+TEST_CASE("softmax-crossentropy forward matches -log softmax and zeroes the padding") {
+  std::mt19937 rng(14);
+  Vec logits = normal(rng, N * Vp, 3.0f);
+  for (int n = 0; n < N; ++n)
+    for (int i = V; i < Vp; ++i) logits[n * Vp + i] = 50.0f;  // padding must be ignored whatever it holds
+  logits[0] = 80.0f;  // a large logit: the max subtraction keeps exp finite
+  const auto targets = random_ints(rng, N, V);
+  Vec losses(N), probs(N * Vp, -1.0f);
+  k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+  DVec rprobs(probs.size());
+  check_close(losses, ref_losses(to_d(logits), targets, &rprobs), kFwdRtol, 1e-6, "losses");
+  check_close(probs, rprobs, kFwdRtol, 1e-7, "probs");
+  for (int n = 0; n < N; ++n)
+    for (int i = V; i < Vp; ++i) CHECK(probs[n * Vp + i] == 0.0f);
+}
+
+TEST_CASE("softmax-crossentropy backward matches finite differences of the mean loss") {
+  std::mt19937 rng(15);
+  const Vec logits = normal(rng, N * Vp, 2.0f);
+  const auto targets = random_ints(rng, N, V);
+  Vec losses(N), probs(N * Vp);
+  k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+  const auto g = backward_grads(
+      {logits.size()},
+      [&](std::vector<Vec>& d) {
+        k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp);
+      },
+      rng);
+  check_close(g[0], fd_gradient([&](const DVec& x) { return mean_loss(x, targets); }, to_d(logits)), kGradRtol,
+              kGradAtol, "dlogits");
+  // Padding columns get no gradient: pre-filled values stay bit-identical.
+  Vec dl = uniform(rng, logits.size());
+  const Vec before = dl;
+  k::softmax_crossentropy_backward(dl.data(), probs.data(), targets.data(), N, V, Vp);
+  for (int n = 0; n < N; ++n)
+    for (int i = V; i < Vp; ++i) CHECK(dl[n * Vp + i] == before[n * Vp + i]);
+}
+
+// ---- bf16 instantiations against float ------------------------------------------------------------
+// The bf16 kernel gets bf16 inputs, the float kernel the same values as floats: results differ by the
+// bf16 rounding of the stored outputs only. Float-typed outputs (mean/rstd, att, probs, losses) match
+// to float rounding.
+
+TEST_CASE("bf16 forwards match the float kernels") {
+  std::mt19937 rng(16);
+  auto cmp = [](const Vec& got, const Vec& want, const char* what, double rtol = kBf16Rtol) {
+    check_close(got, to_d(want), rtol, kBf16Atol, what);
+  };
+  SECTION("encoder") {
+    const auto tokens = random_ints(rng, N, V);
+    const Vec wte = round_bf16(normal(rng, V * C)), wpe = round_bf16(normal(rng, Tn * C));
+    Vec of(N * C);
+    std::vector<bf16> ob(N * C);
+    k::encoder_forward(of.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
+    k::encoder_forward(ob.data(), tokens.data(), to_T<bf16>(wte).data(), to_T<bf16>(wpe).data(), B, Tn, C);
+    cmp(to_f(ob), of, "encoder");
+  }
+  SECTION("layernorm") {
+    const Vec inp = round_bf16(uniform(rng, N * C, -3.0f, 5.0f)), w = round_bf16(normal(rng, C)),
+              b = round_bf16(normal(rng, C));
+    Vec of(N * C), mf(N), rf(N), mb(N), rb(N);
+    std::vector<bf16> ob(N * C);
+    k::layernorm_forward(of.data(), mf.data(), rf.data(), inp.data(), w.data(), b.data(), N, C);
+    k::layernorm_forward(ob.data(), mb.data(), rb.data(), to_T<bf16>(inp).data(), to_T<bf16>(w).data(),
+                         to_T<bf16>(b).data(), N, C);
+    cmp(to_f(ob), of, "layernorm out");
+    cmp(mb, mf, "layernorm mean", 1e-6);
+    cmp(rb, rf, "layernorm rstd", 1e-6);
+  }
+  SECTION("matmul") {
+    const Vec inp = round_bf16(normal(rng, N * Cm)), w = round_bf16(normal(rng, OC * Cm)),
+              b = round_bf16(normal(rng, OC));
+    Vec of(N * OC);
+    std::vector<bf16> ob(N * OC);
+    k::matmul_forward(of.data(), inp.data(), w.data(), b.data(), N, Cm, OC);
+    k::matmul_forward(ob.data(), to_T<bf16>(inp).data(), to_T<bf16>(w).data(), to_T<bf16>(b).data(), N, Cm, OC);
+    cmp(to_f(ob), of, "matmul");
+    k::matmul_forward(of.data(), inp.data(), w.data(), (const float*)nullptr, N, Cm, OC);
+    k::matmul_forward(ob.data(), to_T<bf16>(inp).data(), to_T<bf16>(w).data(), (const bf16*)nullptr, N, Cm, OC);
+    cmp(to_f(ob), of, "matmul (no bias)");
+  }
+  SECTION("attention") {
+    const Vec inp = round_bf16(normal(rng, N * 3 * C));
+    Vec of(N * C), pf(B * NH * Tn * Tn), af(pf.size()), pb(pf.size()), ab(pf.size());
+    std::vector<bf16> ob(N * C);
+    k::attention_forward(of.data(), pf.data(), af.data(), inp.data(), B, Tn, C, NH);
+    k::attention_forward(ob.data(), pb.data(), ab.data(), to_T<bf16>(inp).data(), B, Tn, C, NH);
+    cmp(to_f(ob), of, "attention out");
+    cmp(ab, af, "attention probabilities", 1e-6);
+  }
+  SECTION("gelu and residual") {
+    const Vec x = round_bf16(uniform(rng, 101, -5.0f, 5.0f)), y = round_bf16(normal(rng, 101));
+    Vec of(x.size());
+    std::vector<bf16> ob(x.size());
+    k::gelu_forward(of.data(), x.data(), x.size());
+    k::gelu_forward(ob.data(), to_T<bf16>(x).data(), x.size());
+    cmp(to_f(ob), of, "gelu");
+    k::residual_forward(of.data(), x.data(), y.data(), x.size());
+    k::residual_forward(ob.data(), to_T<bf16>(x).data(), to_T<bf16>(y).data(), x.size());
+    cmp(to_f(ob), of, "residual");
+  }
+  SECTION("softmax-crossentropy") {
+    const Vec logits = round_bf16(normal(rng, N * Vp, 3.0f));
+    const auto targets = random_ints(rng, N, V);
+    Vec lf(N), pf(N * Vp), lb(N), pb(N * Vp);
+    k::softmax_crossentropy_forward(lf.data(), pf.data(), logits.data(), targets.data(), N, V, Vp);
+    k::softmax_crossentropy_forward(lb.data(), pb.data(), to_T<bf16>(logits).data(), targets.data(), N, V, Vp);
+    cmp(lb, lf, "losses", 1e-6);
+    cmp(pb, pf, "probs", 1e-6);
+  }
+}
+
+TEST_CASE("bf16 backwards match the float kernels and accumulate") {
+  std::mt19937 rng(17);
+  // Runs `call` once on float buffers and once on bf16 buffers, both pre-filled with the same
+  // bf16-representable values, and compares.
+  auto both = [&](const std::vector<std::size_t>& sizes, const std::function<void(std::vector<Vec>&)>& call_f,
+                  const std::function<void(std::vector<std::vector<bf16>>&)>& call_b, const char* what) {
+    std::vector<Vec> f;
+    std::vector<std::vector<bf16>> b;
+    for (auto n : sizes) {
+      f.push_back(round_bf16(uniform(rng, n, -1.0f, 1.0f)));
+      b.push_back(to_T<bf16>(f.back()));
+    }
+    call_f(f);
+    call_b(b);
+    for (std::size_t j = 0; j < sizes.size(); ++j)
+      check_close(to_f(b[j]), to_d(f[j]), kBf16Rtol, kBf16Atol, std::string(what) + " gradient " + std::to_string(j));
+  };
+  SECTION("encoder") {
+    auto tokens = random_ints(rng, N, V);
+    tokens[7] = tokens[3] = tokens[1];
+    const Vec dout = round_bf16(normal(rng, N * C));
+    const auto doutb = to_T<bf16>(dout);
+    both(
+        {std::size_t(V * C), std::size_t(Tn * C)},
+        [&](auto& d) { k::encoder_backward(d[0].data(), d[1].data(), dout.data(), tokens.data(), B, Tn, C); },
+        [&](auto& d) { k::encoder_backward(d[0].data(), d[1].data(), doutb.data(), tokens.data(), B, Tn, C); },
+        "encoder");
+  }
+  SECTION("layernorm") {
+    const Vec inp = round_bf16(uniform(rng, N * C, -3.0f, 5.0f)), w = round_bf16(normal(rng, C)),
+              b = round_bf16(normal(rng, C)), dout = round_bf16(normal(rng, N * C));
+    Vec out(N * C), mean(N), rstd(N);
+    k::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    const auto inpb = to_T<bf16>(inp), wb = to_T<bf16>(w), doutb = to_T<bf16>(dout);
+    both(
+        {inp.size(), w.size(), b.size()},
+        [&](auto& d) {
+          k::layernorm_backward(d[0].data(), d[1].data(), d[2].data(), dout.data(), inp.data(), w.data(), mean.data(),
+                                rstd.data(), N, C);
+        },
+        [&](auto& d) {
+          k::layernorm_backward(d[0].data(), d[1].data(), d[2].data(), doutb.data(), inpb.data(), wb.data(),
+                                mean.data(), rstd.data(), N, C);
+        },
+        "layernorm");
+  }
+  SECTION("matmul") {
+    const Vec inp = round_bf16(normal(rng, N * Cm)), w = round_bf16(normal(rng, OC * Cm)),
+              dout = round_bf16(normal(rng, N * OC));
+    const auto inpb = to_T<bf16>(inp), wb = to_T<bf16>(w), doutb = to_T<bf16>(dout);
+    both(
+        {inp.size(), w.size(), std::size_t(OC)},
+        [&](auto& d) {
+          k::matmul_backward(d[0].data(), d[1].data(), d[2].data(), dout.data(), inp.data(), w.data(), N, Cm, OC);
+        },
+        [&](auto& d) {
+          k::matmul_backward(d[0].data(), d[1].data(), d[2].data(), doutb.data(), inpb.data(), wb.data(), N, Cm, OC);
+        },
+        "matmul");
+  }
+  SECTION("attention") {
+    const Vec inp = round_bf16(normal(rng, N * 3 * C)), dout = round_bf16(normal(rng, N * C));
+    Vec out(N * C), preatt(B * NH * Tn * Tn), att(preatt.size()), dpreatt(att.size()), datt(att.size());
+    k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
+    const auto inpb = to_T<bf16>(inp), doutb = to_T<bf16>(dout);
+    both(
+        {inp.size()},
+        [&](auto& d) {
+          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn,
+                                C, NH);
+        },
+        [&](auto& d) {
+          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), doutb.data(), inpb.data(), att.data(), B,
+                                Tn, C, NH);
+        },
+        "attention");
+  }
+  SECTION("gelu, residual, softmax-crossentropy") {
+    const std::size_t n = 101;
+    const Vec x = round_bf16(uniform(rng, n, -5.0f, 5.0f)), dout = round_bf16(normal(rng, n));
+    const auto xb = to_T<bf16>(x), doutb = to_T<bf16>(dout);
+    both(
+        {n}, [&](auto& d) { k::gelu_backward(d[0].data(), x.data(), dout.data(), n); },
+        [&](auto& d) { k::gelu_backward(d[0].data(), xb.data(), doutb.data(), n); }, "gelu");
+    both(
+        {n, n}, [&](auto& d) { k::residual_backward(d[0].data(), d[1].data(), dout.data(), n); },
+        [&](auto& d) { k::residual_backward(d[0].data(), d[1].data(), doutb.data(), n); }, "residual");
+    const Vec logits = normal(rng, N * Vp, 2.0f);
+    const auto targets = random_ints(rng, N, V);
+    Vec losses(N), probs(N * Vp);
+    k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+    both(
+        {logits.size()},
+        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp); },
+        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp); },
+        "softmax-crossentropy");
+  }
+}

@@ -1,0 +1,472 @@
+// CUDA-vs-CPU tests of the GPT-2 kernels (tasks/gpt_kernels.hpp): every CUDA kernel, forward and
+// backward, float and bf16 storage, on seeded random inputs with shapes that are not multiples of
+// 8, compared with the CPU kernel on the same inputs.
+//
+// Tolerance: |cuda - cpu| <= tol · (|cpu| + mean |cpu|) per element, tol = 1e-4 for float
+// results (fp32 storage, and the float outputs of the bf16 kernels: mean/rstd, preatt/att, probs,
+// losses), 2e-2 for bf16 results. Backward kernels start from the same random non-zero gradients on
+// both sides, which checks that they accumulate.
+//
+// Needs an NVIDIA GPU: without a usable one every test FAILS with the reason (the CTest entry only
+// exists with -DSTARZERO_GPU_TESTS=ON).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tasks/gpt_kernels.hpp"
+
+namespace {
+
+namespace cpu = starzero::kernels;
+namespace gpu = starzero::kernels::cuda;
+using starzero::bf16;
+using starzero::from_float;
+using starzero::to_float;
+using std::size_t;
+
+constexpr double kTolF32 = 1e-4;
+constexpr double kTolBf16 = 2e-2;
+template <class T>
+constexpr double kTol = std::is_same_v<T, float> ? kTolF32 : kTolBf16;
+template <class T>
+const char* type_name() {
+  return std::is_same_v<T, float> ? "fp32" : "bf16";
+}
+
+// ---- the GPU, or the reason there is none ---------------------------------------------------------
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::string error;  // non-empty: no usable GPU, and why
+};
+
+Gpu& gpu_state() {
+  static Gpu g = [] {
+    Gpu s;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      s.error = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+      return s;
+    }
+    if (count == 0) {
+      s.error = "cudaGetDeviceCount found no CUDA device";
+      return s;
+    }
+    cudaDeviceProp prop{};
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+        (e = cudaStreamCreate(&s.stream)) != cudaSuccess) {
+      s.error = std::string("CUDA device 0 unusable: ") + cudaGetErrorString(e);
+      return s;
+    }
+    cublasStatus_t cs = cublasCreate(&s.cublas);
+    if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetStream(s.cublas, s.stream);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+      s.error = std::string("cuBLAS unusable: ") + cublasGetStatusString(cs);
+      return s;
+    }
+    std::printf("test_gpt_kernels_cuda: device 0 of %d: %s (sm_%d%d, %.1f GiB)\n", count, prop.name, prop.major,
+                prop.minor, double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    return s;
+  }();
+  return g;
+}
+
+// Every test needs a GPU: without one it fails, saying why (never a silent pass).
+Gpu& require_gpu() {
+  Gpu& g = gpu_state();
+  if (!g.error.empty())
+    FAIL("no usable CUDA GPU (" << g.error
+                                << "): test_gpt_kernels_cuda compares the CUDA kernels with the CPU ones and "
+                                   "must run on a machine with an NVIDIA GPU and driver");
+  return g;
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) FAIL(what << " failed: " << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")");
+}
+
+// Waits for the stream and reports any asynchronous error.
+void sync(const Gpu& g) {
+  cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize");
+  cuda_ok(cudaGetLastError(), "a kernel on the test stream");
+}
+
+// ---- device arrays ------------------------------------------------------------------------------
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes() ? bytes() : 1), "cudaMalloc");
+    cuda_ok(cudaMemset(ptr_, 0, bytes()), "cudaMemset");
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    cuda_ok(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+  }
+  ~DeviceArray() { (void)cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() { return ptr_; }
+  std::vector<T> download(const Gpu& g) const {
+    sync(g);
+    std::vector<T> host(n_);
+    cuda_ok(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    return host;
+  }
+
+ private:
+  size_t bytes() const { return n_ * sizeof(T); }
+  T* ptr_ = nullptr;
+  size_t n_;
+};
+
+// ---- data and comparison ------------------------------------------------------------------------
+template <class T>
+std::vector<T> random_array(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    float f = dist(rng);
+    if (f == 0.0f) f = 0.5f * hi;  // non-zero
+    x = from_float<T>(f);
+  }
+  return v;
+}
+
+std::vector<int> random_tokens(size_t n, int V, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(0, V - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = dist(rng);
+  if (n > 5) v[5] = v[0];  // at least one repeated token
+  return v;
+}
+
+// Checks got ≈ want element-wise (see the tolerance at the top); reports the worst element.
+template <class T>
+void check_close(const std::string& what, const std::vector<T>& got, const std::vector<T>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double mean_abs = 0.0;
+  for (const T& w : want) mean_abs += std::fabs(double(to_float(w)));
+  mean_abs /= want.empty() ? 1.0 : double(want.size());
+  double worst = 0.0;
+  size_t worst_at = 0, bad = 0, non_finite = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = to_float(got[i]), w = to_float(want[i]);
+    if (!std::isfinite(g) || !std::isfinite(w)) {
+      ++non_finite;
+      continue;
+    }
+    const double err = std::fabs(g - w) / (std::fabs(w) + mean_abs + 1e-30);
+    if (err > tol) ++bad;
+    if (err > worst) {
+      worst = err;
+      worst_at = i;
+    }
+  }
+  std::ostringstream msg;
+  msg << what << ": " << got.size() << " elements, worst relative error " << worst << " at [" << worst_at << "] (cuda "
+      << (got.empty() ? 0.0f : to_float(got[worst_at])) << ", cpu " << (want.empty() ? 0.0f : to_float(want[worst_at]))
+      << "), " << bad << " over tolerance " << tol << ", " << non_finite << " non-finite";
+  INFO(msg.str());
+  CHECK(non_finite == 0);
+  CHECK(bad == 0);
+}
+
+// The entries t2 <= t of [B, NH, T, T] score rows (the rest set to 0): what preatt must agree on.
+std::vector<float> causal_part(std::vector<float> v, int rows, int Tn) {
+  for (int r = 0; r < rows; ++r) {
+    const int t = r % Tn;
+    for (int t2 = t + 1; t2 < Tn; ++t2) v[size_t(r) * Tn + t2] = 0.0f;
+  }
+  return v;
+}
+
+// The shapes of the brief: not multiples of 8.
+constexpr int kB = 2, kT = 37, kC = 48, kNH = 4, kOC = 72, kV = 101, kVp = 128;
+constexpr int kN = kB * kT;
+
+}  // namespace
+
+TEST_CASE("a CUDA GPU is usable", "[cuda]") {
+  Gpu& g = require_gpu();
+  CHECK(g.stream != nullptr);
+  CHECK(g.cublas != nullptr);
+}
+
+TEMPLATE_TEST_CASE("cuda encoder_forward / encoder_backward match the CPU", "[cuda][encoder]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int B, Tn, C, V;
+  };
+  // The second shape repeats tokens heavily over more positions than one block scans at a time.
+  for (const Shape s : {Shape{kB, kT, kC, kV}, Shape{2, 300, 40, 7}}) {
+    INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " C=" << s.C << " V=" << s.V);
+    std::mt19937 rng(1001);
+    const size_t N = size_t(s.B) * s.Tn;
+    const auto tokens = random_tokens(N, s.V, rng);
+    const auto wte = random_array<T>(size_t(s.V) * s.C, rng);
+    const auto wpe = random_array<T>(size_t(s.Tn) * s.C, rng);
+    DeviceArray<int> d_tokens(tokens);
+    DeviceArray<T> d_wte(wte), d_wpe(wpe);
+
+    std::vector<T> out(N * s.C);
+    cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), s.B, s.Tn, s.C);
+    DeviceArray<T> d_out(out.size());
+    gpu::encoder_forward(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), s.B, s.Tn, s.C, g.stream);
+    check_close("encoder_forward out", d_out.download(g), out, kTol<T>);
+
+    const auto dout = random_array<T>(N * s.C, rng);
+    auto dwte = random_array<T>(wte.size(), rng);
+    auto dwpe = random_array<T>(wpe.size(), rng);
+    DeviceArray<T> d_dout(dout), d_dwte(dwte), d_dwpe(dwpe);
+    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), s.B, s.Tn, s.C);
+    gpu::encoder_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tokens.get(), s.B, s.Tn, s.C, g.stream);
+    check_close("encoder_backward dwte", d_dwte.download(g), dwte, kTol<T>);
+    check_close("encoder_backward dwpe", d_dwpe.download(g), dwpe, kTol<T>);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda layernorm_forward / layernorm_backward match the CPU", "[cuda][layernorm]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  INFO(type_name<T>() << " N=" << kN << " C=" << kC);
+  std::mt19937 rng(2002);
+  const auto inp = random_array<T>(size_t(kN) * kC, rng, -2.0f, 3.0f);
+  const auto weight = random_array<T>(kC, rng, 0.5f, 1.5f);
+  const auto bias = random_array<T>(kC, rng);
+  DeviceArray<T> d_inp(inp), d_weight(weight), d_bias(bias);
+
+  std::vector<T> out(inp.size());
+  std::vector<float> mean(kN), rstd(kN);
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), kN, kC);
+  DeviceArray<T> d_out(out.size());
+  DeviceArray<float> d_mean(kN), d_rstd(kN);
+  gpu::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_inp.get(), d_weight.get(), d_bias.get(), kN, kC,
+                         g.stream);
+  check_close("layernorm_forward out", d_out.download(g), out, kTol<T>);
+  check_close("layernorm_forward mean", d_mean.download(g), mean, kTolF32);
+  check_close("layernorm_forward rstd", d_rstd.download(g), rstd, kTolF32);
+
+  // Backward from the CPU's mean/rstd, into random non-zero gradients.
+  const auto dout = random_array<T>(inp.size(), rng);
+  auto dinp = random_array<T>(inp.size(), rng);
+  auto dweight = random_array<T>(kC, rng);
+  auto dbias = random_array<T>(kC, rng);
+  DeviceArray<T> d_dout(dout), d_dinp(dinp), d_dweight(dweight), d_dbias(dbias);
+  DeviceArray<float> d_mean_cpu(mean), d_rstd_cpu(rstd);
+  cpu::layernorm_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
+                          mean.data(), rstd.data(), kN, kC);
+  gpu::layernorm_backward(d_dinp.get(), d_dweight.get(), d_dbias.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                          d_mean_cpu.get(), d_rstd_cpu.get(), kN, kC, g.stream);
+  check_close("layernorm_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+  check_close("layernorm_backward dweight", d_dweight.download(g), dweight, kTol<T>);
+  check_close("layernorm_backward dbias", d_dbias.download(g), dbias, kTol<T>);
+}
+
+TEMPLATE_TEST_CASE("cuda matmul_forward / matmul_backward match the CPU", "[cuda][matmul]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  for (const bool with_bias : {true, false}) {
+    INFO(type_name<T>() << " N=" << kN << " C=" << kC << " OC=" << kOC << (with_bias ? " with" : " without")
+                        << " bias");
+    std::mt19937 rng(3003);
+    const auto inp = random_array<T>(size_t(kN) * kC, rng);
+    const auto weight = random_array<T>(size_t(kOC) * kC, rng);
+    const auto bias = random_array<T>(kOC, rng);
+    DeviceArray<T> d_inp(inp), d_weight(weight), d_bias(bias);
+    const T* bias_cpu = with_bias ? bias.data() : nullptr;
+    const T* bias_gpu = with_bias ? d_bias.get() : nullptr;
+
+    std::vector<T> out(size_t(kN) * kOC);
+    cpu::matmul_forward(out.data(), inp.data(), weight.data(), bias_cpu, kN, kC, kOC);
+    DeviceArray<T> d_out(out.size());
+    gpu::matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), bias_gpu, kN, kC, kOC, g.cublas, g.stream);
+    check_close("matmul_forward out", d_out.download(g), out, kTol<T>);
+
+    const auto dout = random_array<T>(out.size(), rng);
+    auto dinp = random_array<T>(inp.size(), rng);
+    auto dweight = random_array<T>(weight.size(), rng);
+    auto dbias = random_array<T>(kOC, rng);
+    DeviceArray<T> d_dout(dout), d_dinp(dinp), d_dweight(dweight), d_dbias(dbias);
+    cpu::matmul_backward(dinp.data(), dweight.data(), with_bias ? dbias.data() : nullptr, dout.data(), inp.data(),
+                         weight.data(), kN, kC, kOC);
+    gpu::matmul_backward(d_dinp.get(), d_dweight.get(), with_bias ? d_dbias.get() : nullptr, d_dout.get(), d_inp.get(),
+                         d_weight.get(), kN, kC, kOC, g.cublas, g.stream);
+    check_close("matmul_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+    check_close("matmul_backward dweight", d_dweight.download(g), dweight, kTol<T>);
+    check_close("matmul_backward dbias", d_dbias.download(g), dbias, kTol<T>);  // untouched without bias
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda attention_forward / attention_backward match the CPU", "[cuda][attention]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int B, Tn, C, NH;
+  };
+  // hs = 12 (under a warp) and hs = 80 (over two warps' worth of lanes, not a multiple of 32).
+  for (const Shape s : {Shape{kB, kT, kC, kNH}, Shape{1, 45, 160, 2}}) {
+    INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " C=" << s.C << " NH=" << s.NH);
+    std::mt19937 rng(4004);
+    const size_t N = size_t(s.B) * s.Tn;
+    const int rows = s.B * s.NH * s.Tn;
+    const size_t scores = size_t(rows) * s.Tn;
+    const auto inp = random_array<T>(N * 3 * s.C, rng);
+    DeviceArray<T> d_inp(inp);
+
+    std::vector<T> out(N * s.C);
+    std::vector<float> preatt(scores), att(scores);
+    cpu::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), s.B, s.Tn, s.C, s.NH);
+    DeviceArray<T> d_out(out.size());
+    DeviceArray<float> d_preatt(scores), d_att(scores);
+    gpu::attention_forward(d_out.get(), d_preatt.get(), d_att.get(), d_inp.get(), s.B, s.Tn, s.C, s.NH, g.stream);
+    check_close("attention_forward out", d_out.download(g), out, kTol<T>);
+    check_close("attention_forward att", d_att.download(g), att, kTolF32);
+    check_close("attention_forward preatt (t2 <= t)", causal_part(d_preatt.download(g), rows, s.Tn),
+                causal_part(preatt, rows, s.Tn), kTolF32);
+
+    // Backward from the CPU's att; dpreatt/datt are scratch and not compared.
+    const auto dout = random_array<T>(out.size(), rng);
+    auto dinp = random_array<T>(inp.size(), rng);
+    std::vector<float> dpreatt(scores), datt(scores);
+    DeviceArray<T> d_dout(dout), d_dinp(dinp);
+    DeviceArray<float> d_att_cpu(att), d_dpreatt(scores), d_datt(scores);
+    cpu::attention_backward(dinp.data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), s.B, s.Tn,
+                            s.C, s.NH);
+    gpu::attention_backward(d_dinp.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_inp.get(), d_att_cpu.get(),
+                            s.B, s.Tn, s.C, s.NH, g.stream);
+    check_close("attention_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda gelu and residual kernels match the CPU", "[cuda][gelu][residual]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  const size_t n = size_t(kN) * kC + 5;
+  INFO(type_name<T>() << " n=" << n);
+  std::mt19937 rng(5005);
+  const auto inp = random_array<T>(n, rng, -4.0f, 4.0f);
+  const auto inp2 = random_array<T>(n, rng);
+  const auto dout = random_array<T>(n, rng);
+  DeviceArray<T> d_inp(inp), d_inp2(inp2), d_dout(dout);
+
+  std::vector<T> out(n);
+  DeviceArray<T> d_out(n);
+  cpu::gelu_forward(out.data(), inp.data(), n);
+  gpu::gelu_forward(d_out.get(), d_inp.get(), n, g.stream);
+  check_close("gelu_forward out", d_out.download(g), out, kTol<T>);
+
+  auto dinp = random_array<T>(n, rng);
+  DeviceArray<T> d_dinp(dinp);
+  cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), n);
+  gpu::gelu_backward(d_dinp.get(), d_inp.get(), d_dout.get(), n, g.stream);
+  check_close("gelu_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+
+  cpu::residual_forward(out.data(), inp.data(), inp2.data(), n);
+  gpu::residual_forward(d_out.get(), d_inp.get(), d_inp2.get(), n, g.stream);
+  check_close("residual_forward out", d_out.download(g), out, kTol<T>);
+
+  auto dinp1 = random_array<T>(n, rng);
+  auto dinp2 = random_array<T>(n, rng);
+  DeviceArray<T> d_dinp1(dinp1), d_dinp2(dinp2);
+  cpu::residual_backward(dinp1.data(), dinp2.data(), dout.data(), n);
+  gpu::residual_backward(d_dinp1.get(), d_dinp2.get(), d_dout.get(), n, g.stream);
+  check_close("residual_backward dinp1", d_dinp1.download(g), dinp1, kTol<T>);
+  check_close("residual_backward dinp2", d_dinp2.download(g), dinp2, kTol<T>);
+}
+
+TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU", "[cuda][softmax]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int N, V, Vp;
+  };
+  // The second vocabulary is wider than one block of threads.
+  for (const Shape s : {Shape{kN, kV, kVp}, Shape{5, 1001, 1024}}) {
+    INFO(type_name<T>() << " N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
+    std::mt19937 rng(6006);
+    const size_t n = size_t(s.N) * s.Vp;
+    const auto logits = random_array<T>(n, rng, -4.0f, 4.0f);  // padding columns hold garbage too
+    const auto targets = random_tokens(s.N, s.V, rng);
+    DeviceArray<T> d_logits(logits);
+    DeviceArray<int> d_targets(targets);
+
+    std::vector<float> losses(s.N), probs(n);
+    cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V, s.Vp);
+    DeviceArray<float> d_losses(s.N), d_probs(n);
+    gpu::softmax_crossentropy_forward(d_losses.get(), d_probs.get(), d_logits.get(), d_targets.get(), s.N, s.V, s.Vp,
+                                      g.stream);
+    const auto probs_gpu = d_probs.download(g);
+    check_close("softmax_crossentropy_forward losses", d_losses.download(g), losses, kTolF32);
+    check_close("softmax_crossentropy_forward probs", probs_gpu, probs, kTolF32);
+    size_t padding_nonzero = 0;
+    for (int r = 0; r < s.N; ++r)
+      for (int i = s.V; i < s.Vp; ++i) padding_nonzero += probs_gpu[size_t(r) * s.Vp + i] != 0.0f;
+    CHECK(padding_nonzero == 0);
+
+    const auto dlogits0 = random_array<T>(n, rng);
+    auto dlogits = dlogits0;
+    DeviceArray<T> d_dlogits(dlogits0);
+    DeviceArray<float> d_probs_cpu(probs);
+    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), s.N, s.V, s.Vp);
+    gpu::softmax_crossentropy_backward(d_dlogits.get(), d_probs_cpu.get(), d_targets.get(), s.N, s.V, s.Vp, g.stream);
+    const auto dlogits_gpu = d_dlogits.download(g);
+    check_close("softmax_crossentropy_backward dlogits", dlogits_gpu, dlogits, kTol<T>);
+    size_t padding_changed = 0;
+    for (int r = 0; r < s.N; ++r)
+      for (int i = s.V; i < s.Vp; ++i) {
+        const size_t k = size_t(r) * s.Vp + i;
+        padding_changed += to_float(dlogits_gpu[k]) != to_float(dlogits0[k]);
+      }
+    CHECK(padding_changed == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda backward kernels are deterministic", "[cuda][determinism]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  std::mt19937 rng(7007);
+  // Heavily repeated tokens over many positions; the same gradients twice must be bit-identical.
+  const int B = 4, Tn = 300, C = 40, V = 5;
+  const size_t N = size_t(B) * Tn;
+  const auto tokens = random_tokens(N, V, rng);
+  const auto dout = random_array<T>(N * C, rng);
+  const auto dwte0 = random_array<T>(size_t(V) * C, rng);
+  const auto dwpe0 = random_array<T>(size_t(Tn) * C, rng);
+  const auto inp = random_array<T>(N * C, rng);
+  const auto weight = random_array<T>(C, rng);
+  std::vector<float> mean(N), rstd(N);
+  std::vector<T> ln_out(N * C);
+  cpu::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), weight.data(), int(N), C);
+  DeviceArray<int> d_tokens(tokens);
+  DeviceArray<T> d_dout(dout), d_inp(inp), d_weight(weight);
+  DeviceArray<float> d_mean(mean), d_rstd(rstd);
+
+  auto run = [&] {
+    DeviceArray<T> dwte(dwte0), dwpe(dwpe0), dweight{size_t(C)}, dbias{size_t(C)};
+    gpu::encoder_backward(dwte.get(), dwpe.get(), d_dout.get(), d_tokens.get(), B, Tn, C, g.stream);
+    gpu::layernorm_backward<T>(nullptr, dweight.get(), dbias.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                               d_mean.get(), d_rstd.get(), int(N), C, g.stream);
+    std::vector<std::vector<T>> r{dwte.download(g), dwpe.download(g), dweight.download(g), dbias.download(g)};
+    return r;
+  };
+  const auto first = run();
+  const auto second = run();
+  for (size_t k = 0; k < first.size(); ++k) {
+    size_t differ = 0;
+    for (size_t i = 0; i < first[k].size(); ++i) differ += to_float(first[k][i]) != to_float(second[k][i]);
+    INFO(type_name<T>() << " result " << k << " (dwte, dwpe, ln dweight, ln dbias)");
+    CHECK(differ == 0);
+  }
+}

@@ -1,0 +1,644 @@
+// llm.c checkpoints and token shards, the training state file, and atomic writes: real files in
+// a temporary directory; layouts are checked against the raw bytes, independently of the reader.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "models/llmc_files.hpp"
+#include "runtime/dtype.hpp"
+
+using namespace starzero;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("starzero_llmc_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+  // Names of the entries, to show that no temporary file is left behind.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<char> read_raw(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_raw(const fs::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  REQUIRE(out);
+}
+
+template <class T>
+T raw_at(const std::vector<char>& bytes, std::size_t offset) {
+  REQUIRE(offset + sizeof(T) <= bytes.size());
+  T value;
+  std::memcpy(&value, bytes.data() + offset, sizeof value);
+  return value;
+}
+
+template <class T>
+void set_raw(std::vector<char>& bytes, std::size_t offset, T value) {
+  REQUIRE(offset + sizeof(T) <= bytes.size());
+  std::memcpy(bytes.data() + offset, &value, sizeof value);
+}
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float float_of(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// A small model: maxT 8, V 10 padded to 16, 2 layers, 2 heads, 4 channels.
+GptShape tiny_shape() {
+  GptShape s;
+  s.max_seq = 8;
+  s.vocab = 10;
+  s.padded_vocab = 16;
+  s.layers = 2;
+  s.heads = 2;
+  s.channels = 4;
+  return s;
+}
+
+// Random values plus the cases bf16 rounding must get right: ties to even both ways, values that
+// round up into the next exponent, denormals, infinities, NaN, signed zero.
+std::vector<float> test_params(std::size_t n, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  std::vector<float> p(n);
+  for (auto& x : p) x = normal(rng);
+  const std::vector<float> special = {
+      float_of(0x3F808000u),  // 1 + 2^-8: exact tie, even below -> 0x3F80
+      float_of(0x3F818000u),  // tie with odd low bit -> rounds up to 0x3F82
+      float_of(0x3F80C000u),  // above the tie -> 0x3F81
+      float_of(0x3FFFFFFFu),  // rounds up into the next exponent -> 0x4000
+      float_of(0x00000001u),  // smallest denormal
+      std::numeric_limits<float>::infinity(),
+      -std::numeric_limits<float>::infinity(),
+      std::numeric_limits<float>::quiet_NaN(),
+      -0.0f,
+      65504.f,
+  };
+  for (std::size_t i = 0; i < special.size() && i < n; ++i) p[i * 7 % n] = special[i];
+  return p;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Runs `fn`, requires a FileFormatError whose message names the file and contains `what`.
+void require_format_error(const std::function<void()>& fn, const fs::path& file, const std::string& what) {
+  try {
+    fn();
+    FAIL("expected FileFormatError mentioning \"" << what << "\" for " << file);
+  } catch (const FileFormatError& e) {
+    const std::string msg = e.what();
+    INFO("message: " << msg);
+    CHECK(msg.find(file.filename().string()) != std::string::npos);
+    CHECK(msg.find(what) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GptShape: parameter count, validation and llm.c tensor specs", "[llmc]") {
+  const GptShape gpt2 = GptShape::gpt2_124m();
+  CHECK(gpt2.max_seq == 1024);
+  CHECK(gpt2.vocab == 50257);
+  CHECK(gpt2.padded_vocab == 50304);
+  CHECK(gpt2.layers == 12);
+  CHECK(gpt2.heads == 12);
+  CHECK(gpt2.channels == 768);
+  CHECK(gpt2.param_count() == 124'475'904u);
+  CHECK_NOTHROW(gpt2.validate());
+
+  const GptShape tiny = tiny_shape();
+  CHECK(tiny.param_count() == 16 * 4 + 8 * 4 + 2 * (12 * 16 + 13 * 4) + 2 * 4);
+
+  const auto specs = llmc_tensor_specs(gpt2);
+  const std::vector<std::string> names = {"wte",  "wpe",      "ln1w",     "ln1b",   "qkvw",    "qkvb",
+                                          "attprojw", "attprojb", "ln2w", "ln2b", "fcw",     "fcb",
+                                          "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
+  REQUIRE(specs.size() == names.size());
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    CHECK(specs[i].name == names[i]);
+    CHECK(specs[i].offset == offset);
+    const bool per_layer = i >= 2 && i < 14;
+    CHECK(specs[i].per_layer == per_layer);
+    if (per_layer) CHECK(specs[i].count % 12 == 0);
+    offset += specs[i].count;
+  }
+  CHECK(offset == gpt2.param_count());
+  const std::size_t C = 768;
+  CHECK(specs[0].count == 50304 * C);
+  CHECK(specs[1].count == 1024 * C);
+  CHECK(specs[4].layer_count(12) == 3 * C * C);
+  CHECK(specs[5].layer_count(12) == 3 * C);
+  CHECK(specs[10].layer_count(12) == 4 * C * C);
+  CHECK(specs[12].layer_count(12) == 4 * C * C);
+  CHECK(specs[14].layer_count(12) == C);
+
+  GptShape bad = tiny;
+  bad.heads = 3;  // 4 % 3 != 0
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad = tiny;
+  bad.padded_vocab = 9;  // < V
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad = tiny;
+  bad.layers = 0;
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad = tiny;
+  bad.channels = -4;
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad = tiny;
+  bad.channels = 1 << 30;  // parameter bytes overflow 63 bits
+  bad.heads = 1;
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+}
+
+TEST_CASE("llm.c checkpoint: fp32 (version 3) round trip is bit-exact with llm.c's layout", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const std::vector<float> params = test_params(shape.param_count());
+  const fs::path file = dir / "model.bin";
+  write_llmc_checkpoint(file, shape, params, 3);
+
+  const std::vector<char> raw = read_raw(file);
+  REQUIRE(raw.size() == 1024 + 4 * shape.param_count());
+  CHECK(raw_at<std::int32_t>(raw, 0) == 20240326);
+  CHECK(raw_at<std::int32_t>(raw, 4) == 3);
+  CHECK(raw_at<std::int32_t>(raw, 8) == 8);    // maxT
+  CHECK(raw_at<std::int32_t>(raw, 12) == 10);  // V
+  CHECK(raw_at<std::int32_t>(raw, 16) == 2);   // L
+  CHECK(raw_at<std::int32_t>(raw, 20) == 2);   // NH
+  CHECK(raw_at<std::int32_t>(raw, 24) == 4);   // C
+  CHECK(raw_at<std::int32_t>(raw, 28) == 16);  // Vp
+  for (std::size_t i = 8; i < 256; ++i) CHECK(raw_at<std::int32_t>(raw, 4 * i) == 0);
+  CHECK(std::memcmp(raw.data() + 1024, params.data(), params.size() * 4) == 0);
+
+  const LlmcCheckpoint back = read_llmc_checkpoint(file);
+  CHECK(back.shape == shape);
+  CHECK(back.version == 3);
+  CHECK(same_bits(back.params, params));
+  CHECK(same_bits(read_llmc_checkpoint(file, shape).params, params));
+  CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
+}
+
+TEST_CASE("llm.c checkpoint: bf16 (version 5) stores rounded params, read back widened exactly", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const std::vector<float> params = test_params(shape.param_count(), 2);
+  const fs::path file = dir / "model_bf16.bin";
+  write_llmc_checkpoint(file, shape, params, 5);
+
+  const std::vector<char> raw = read_raw(file);
+  REQUIRE(raw.size() == 1024 + 2 * shape.param_count());
+  CHECK(raw_at<std::int32_t>(raw, 0) == 20240326);
+  CHECK(raw_at<std::int32_t>(raw, 4) == 5);
+  CHECK(raw_at<std::int32_t>(raw, 24) == 4);
+  CHECK(raw_at<std::int32_t>(raw, 28) == 16);
+
+  // Round to nearest even, checked on hand-made cases independently of float_to_bf16.
+  auto stored = [&](std::size_t i) { return raw_at<std::uint16_t>(raw, 1024 + 2 * i); };
+  const std::size_t n = params.size();
+  CHECK(stored(0 * 7 % n) == 0x3F80);
+  CHECK(stored(1 * 7 % n) == 0x3F82);
+  CHECK(stored(2 * 7 % n) == 0x3F81);
+  CHECK(stored(3 * 7 % n) == 0x4000);
+  CHECK(stored(5 * 7 % n) == 0x7F80);  // +inf
+  CHECK(stored(6 * 7 % n) == 0xFF80);  // -inf
+  CHECK((stored(7 * 7 % n) & 0x7F80) == 0x7F80);  // NaN stays NaN
+  CHECK((stored(7 * 7 % n) & 0x007F) != 0);
+  CHECK(stored(8 * 7 % n) == 0x8000);  // -0
+  for (std::size_t i = 0; i < n; ++i) CHECK(stored(i) == float_to_bf16(params[i]));
+
+  const LlmcCheckpoint back = read_llmc_checkpoint(file, shape);
+  CHECK(back.version == 5);
+  CHECK(back.shape == shape);
+  REQUIRE(back.params.size() == n);
+  std::vector<float> rounded(n);
+  for (std::size_t i = 0; i < n; ++i) rounded[i] = float_of(std::uint32_t(float_to_bf16(params[i])) << 16);
+  CHECK(same_bits(back.params, rounded));
+  // Exactly representable values survive bf16 untouched.
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isnan(params[i]) && (bits_of(params[i]) & 0xFFFFu) == 0) CHECK(back.params[i] == params[i]);
+}
+
+TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the file", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const fs::path good = dir / "good.bin";
+  write_llmc_checkpoint(good, shape, test_params(shape.param_count()), 3);
+  const std::vector<char> bytes = read_raw(good);
+  const fs::path bad = dir / "broken_ckpt.bin";
+  auto read_bad = [&] { read_llmc_checkpoint(bad); };
+
+  SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
+  SECTION("truncated header") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.begin() + 100));
+    require_format_error(read_bad, bad, "truncated header");
+  }
+  SECTION("empty file") {
+    write_raw(bad, {});
+    require_format_error(read_bad, bad, "truncated header");
+  }
+  SECTION("wrong magic") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 0, 12345);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "wrong magic 12345");
+  }
+  SECTION("a token shard is not a checkpoint") {
+    write_token_shard(bad, std::vector<std::uint16_t>(600, 1));
+    require_format_error(read_bad, bad, "token shard");
+  }
+  SECTION("unknown version") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 4, 4);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "unknown version 4");
+  }
+  SECTION("invalid shape") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 20, 3);  // NH = 3 does not divide C = 4
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "invalid shape");
+  }
+  SECTION("negative dimension") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 16, -2);  // L
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "invalid shape");
+  }
+  SECTION("truncated data") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.end() - 4));
+    require_format_error(read_bad, bad, "truncated data");
+  }
+  SECTION("header only") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.begin() + 1024));
+    require_format_error(read_bad, bad, "truncated data");
+  }
+  SECTION("trailing bytes") {
+    auto b = bytes;
+    b.push_back('x');
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "trailing data");
+  }
+  SECTION("a bf16 header on fp32 data is trailing data") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 4, 5);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "trailing data");
+  }
+  SECTION("shape mismatch lists both shapes") {
+    write_raw(bad, bytes);
+    GptShape other = shape;
+    other.layers = 3;
+    require_format_error([&] { read_llmc_checkpoint(bad, other); }, bad, "shape mismatch");
+    try {
+      read_llmc_checkpoint(bad, other);
+    } catch (const FileFormatError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find(shape.to_string()) != std::string::npos);
+      CHECK(msg.find(other.to_string()) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("llm.c checkpoint: invalid arguments to the writer touch no file", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const fs::path file = dir / "model.bin";
+  CHECK_THROWS_AS(write_llmc_checkpoint(file, shape, test_params(shape.param_count() - 1), 3), std::invalid_argument);
+  CHECK_THROWS_AS(write_llmc_checkpoint(file, shape, test_params(shape.param_count()), 4), std::invalid_argument);
+  GptShape bad = shape;
+  bad.heads = 3;
+  CHECK_THROWS_AS(write_llmc_checkpoint(file, bad, test_params(shape.param_count()), 3), std::invalid_argument);
+  CHECK(dir.entries().empty());
+}
+
+namespace {
+// Lowers the file-size limit for this process and ignores SIGXFSZ, so writes past the limit
+// fail with EFBIG: a real I/O error in the middle of a write. Restores both on destruction.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_) == 0);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lower = old_;
+    lower.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lower) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_{};
+};
+}  // namespace
+
+TEST_CASE("atomic writes: a failed write leaves the old target byte-identical and no temp file", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const fs::path target = dir / "model.bin";
+  write_llmc_checkpoint(target, shape, test_params(shape.param_count(), 1), 3);
+  const std::vector<char> before = read_raw(target);
+  const std::vector<float> other = test_params(shape.param_count(), 99);
+
+  SECTION("the writer throws halfway") {
+    CHECK_THROWS_WITH(write_file_atomically(target,
+                                            [](std::ostream& os) {
+                                              os << "partial content";
+                                              throw std::runtime_error("writer failed");
+                                            }),
+                      "writer failed");
+  }
+  SECTION("an I/O error in the middle (file size limit, EFBIG)") {
+    FileSizeLimit limit(2048);  // the checkpoint needs 1024 + 4 * 592 bytes
+    CHECK_THROWS_AS(write_llmc_checkpoint(target, shape, other, 3), std::system_error);
+  }
+  SECTION("the rename fails (target replaced by a non-empty directory)") {
+    const fs::path dir_target = dir / "occupied";
+    fs::create_directories(dir_target / "inside");
+    CHECK_THROWS_AS(write_llmc_checkpoint(dir_target, shape, other, 3), std::system_error);
+    CHECK(fs::is_directory(dir_target / "inside"));
+    fs::remove_all(dir_target);
+  }
+  SECTION("the target directory does not exist") {
+    const fs::path missing = dir / "no_such_dir" / "model.bin";
+    try {
+      write_llmc_checkpoint(missing, shape, other, 3);
+      FAIL("expected an error");
+    } catch (const std::system_error& e) {
+      CHECK(std::string(e.what()).find("no_such_dir") != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(dir / "no_such_dir"));
+  }
+  CHECK(read_raw(target) == before);
+  CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
+
+  // And a successful write replaces the target.
+  write_llmc_checkpoint(target, shape, other, 3);
+  CHECK(same_bits(read_llmc_checkpoint(target).params, other));
+  CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
+}
+
+TEST_CASE("llm.c token shard: round trip and raw layout", "[llmc]") {
+  TempDir dir;
+  const fs::path file = dir / "tokens.bin";
+  std::vector<std::uint16_t> tokens = {0, 1, 50256, 65535, 198, 13};
+  for (int i = 0; i < 1000; ++i) tokens.push_back(std::uint16_t((i * 7919) % 50257));
+  write_token_shard(file, tokens);
+
+  const std::vector<char> raw = read_raw(file);
+  REQUIRE(raw.size() == 1024 + 2 * tokens.size());
+  CHECK(raw_at<std::int32_t>(raw, 0) == 20240520);
+  CHECK(raw_at<std::int32_t>(raw, 4) == 1);
+  CHECK(raw_at<std::int32_t>(raw, 8) == std::int32_t(tokens.size()));
+  for (std::size_t i = 3; i < 256; ++i) CHECK(raw_at<std::int32_t>(raw, 4 * i) == 0);
+  CHECK(std::memcmp(raw.data() + 1024, tokens.data(), tokens.size() * 2) == 0);
+  CHECK(read_token_shard(file) == tokens);
+
+  write_token_shard(file, {});
+  CHECK(read_token_shard(file).empty());
+  CHECK(dir.entries() == std::vector<std::string>{"tokens.bin"});
+}
+
+TEST_CASE("llm.c token shard: malformed files throw FileFormatError naming the file", "[llmc]") {
+  TempDir dir;
+  const fs::path good = dir / "good.bin";
+  write_token_shard(good, std::vector<std::uint16_t>(100, 7));
+  const std::vector<char> bytes = read_raw(good);
+  const fs::path bad = dir / "broken_shard.bin";
+  auto read_bad = [&] { read_token_shard(bad); };
+
+  SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
+  SECTION("truncated header") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.begin() + 1000));
+    require_format_error(read_bad, bad, "truncated header");
+  }
+  SECTION("wrong magic") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 0, 20240326);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "wrong magic 20240326");
+  }
+  SECTION("wrong version") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 4, 2);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "unknown version 2");
+  }
+  SECTION("count larger than the file") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 8, 101);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "truncated data");
+  }
+  SECTION("count smaller than the file") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 8, 99);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "trailing data");
+  }
+  SECTION("odd trailing byte") {
+    auto b = bytes;
+    b.push_back(1);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "inconsistent with the file size");
+  }
+  SECTION("negative count") {
+    auto b = bytes;
+    set_raw<std::int32_t>(b, 8, -1);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "negative token count");
+  }
+}
+
+namespace {
+TrainingState test_state(std::size_t n) {
+  TrainingState s;
+  s.step = 123456789012345ull;
+  s.data_position = 987654321ull;
+  s.rng.seed(42);
+  s.rng.discard(1000);
+  s.master = test_params(n, 3);
+  s.m = test_params(n, 4);
+  s.v = test_params(n, 5);
+  return s;
+}
+
+void require_same_state(const TrainingState& a, TrainingState b) {
+  CHECK(a.step == b.step);
+  CHECK(a.data_position == b.data_position);
+  CHECK(a.rng == b.rng);
+  CHECK(same_bits(a.master, b.master));
+  CHECK(same_bits(a.m, b.m));
+  CHECK(same_bits(a.v, b.v));
+  std::mt19937_64 rng = a.rng;
+  CHECK(rng() == b.rng());  // continues the same sequence
+}
+}  // namespace
+
+TEST_CASE("training state: round trip restores everything exactly", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const fs::path file = dir / "state.szts";
+
+  SECTION("full parameter vector") {
+    const TrainingState state = test_state(shape.param_count());
+    write_training_state(file, shape, state);
+    const std::vector<char> raw = read_raw(file);
+    CHECK(std::string(raw.data(), 4) == "SZTS");
+    CHECK(raw_at<std::uint32_t>(raw, 4) == kTrainingStateVersion);
+    CHECK(raw_at<std::int32_t>(raw, 8) == 8);    // maxT
+    CHECK(raw_at<std::int32_t>(raw, 28) == 16);  // Vp
+    CHECK(raw_at<std::uint64_t>(raw, 32) == state.step);
+    CHECK(raw_at<std::uint64_t>(raw, 40) == state.data_position);
+    CHECK(raw_at<std::uint64_t>(raw, 48) == shape.param_count());
+    const auto rng_bytes = raw_at<std::uint64_t>(raw, 56);
+    CHECK(raw.size() == 64 + rng_bytes + 12 * shape.param_count());
+    require_same_state(state, read_training_state(file, shape));
+  }
+  SECTION("one rank's shard") {
+    const TrainingState state = test_state(100);
+    write_training_state(file, shape, state);
+    require_same_state(state, read_training_state(file, shape));
+  }
+  SECTION("empty vectors") {
+    const TrainingState state = test_state(0);
+    write_training_state(file, shape, state);
+    require_same_state(state, read_training_state(file, shape));
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"state.szts"});
+}
+
+TEST_CASE("training state: malformed files and bad arguments", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const fs::path good = dir / "good.szts";
+  write_training_state(good, shape, test_state(shape.param_count()));
+  const std::vector<char> bytes = read_raw(good);
+  const fs::path bad = dir / "broken_state.szts";
+  auto read_bad = [&] { read_training_state(bad, shape); };
+
+  SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
+  SECTION("truncated header") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.begin() + 40));
+    require_format_error(read_bad, bad, "truncated header");
+  }
+  SECTION("wrong magic") {
+    auto b = bytes;
+    b[3] = 'X';
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "wrong magic");
+  }
+  SECTION("an llm.c checkpoint is not a training state") {
+    write_llmc_checkpoint(bad, shape, test_params(shape.param_count()), 3);
+    require_format_error(read_bad, bad, "wrong magic");
+  }
+  SECTION("wrong version") {
+    auto b = bytes;
+    set_raw<std::uint32_t>(b, 4, 9);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "unknown version 9");
+  }
+  SECTION("shape mismatch lists both shapes") {
+    write_raw(bad, bytes);
+    GptShape other = shape;
+    other.channels = 8;
+    try {
+      read_training_state(bad, other);
+      FAIL("expected a shape mismatch");
+    } catch (const FileFormatError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find("broken_state.szts") != std::string::npos);
+      CHECK(msg.find("shape mismatch") != std::string::npos);
+      CHECK(msg.find(shape.to_string()) != std::string::npos);
+      CHECK(msg.find(other.to_string()) != std::string::npos);
+    }
+  }
+  SECTION("truncated data") {
+    write_raw(bad, std::vector<char>(bytes.begin(), bytes.end() - 1));
+    require_format_error(read_bad, bad, "truncated data");
+  }
+  SECTION("trailing bytes") {
+    auto b = bytes;
+    b.insert(b.end(), 4, '\0');
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "trailing data");
+  }
+  SECTION("length larger than the parameter count") {
+    auto b = bytes;
+    set_raw<std::uint64_t>(b, 48, shape.param_count() + 1);
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "exceeds the parameter count");
+  }
+  SECTION("corrupt RNG text") {
+    auto b = bytes;
+    b[64] = 'z';
+    write_raw(bad, b);
+    require_format_error(read_bad, bad, "RNG");
+  }
+  SECTION("writer rejects master/m/v of different sizes or too long") {
+    TrainingState s = test_state(10);
+    s.v.pop_back();
+    CHECK_THROWS_AS(write_training_state(bad, shape, s), std::invalid_argument);
+    TrainingState big = test_state(shape.param_count() + 1);
+    CHECK_THROWS_AS(write_training_state(bad, shape, big), std::invalid_argument);
+    CHECK_FALSE(fs::exists(bad));
+  }
+}
