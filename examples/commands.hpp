@@ -6,4 +6,5 @@ namespace starzero {
 int plan_main(int argc, char** argv);
 int train_main(int argc, char** argv);
 int eval_main(int argc, char** argv);
+int bench_main(int argc, char** argv);
 }  // namespace starzero

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "optimizers/adamw_codelet.hpp"
-#include "tasks/gpt_codelets.hpp"
+#include "tasks/elementwise.hpp"
 
 namespace starzero {
 
@@ -81,14 +81,31 @@ void Engine::submit_forward() {
   for (int l = 0; l < model_.layers(); ++l) model_.submit_forward(l, *handles_);
 }
 
-void Engine::submit_step(float lr, int step) {
-  if (step < 1) throw std::invalid_argument("optimizer step must be >= 1");
+void Engine::submit_gradients() {
   for (Layer& layer : layers_) tasks::submit_zero(layer.grad.handle(), "zero_" + layer.grad.name());
   submit_forward();
-  std::vector<starpu_data_handle_t> partial_sums;
-  for (int l = model_.layers() - 1; l >= 0; --l) {
-    model_.submit_backward(l, *handles_);
+  for (int l = model_.layers() - 1; l >= 0; --l) model_.submit_backward(l, *handles_);
+}
+
+std::vector<std::vector<float>> Engine::gradients() const {
+  std::vector<std::vector<float>> out;
+  for (const Layer& layer : layers_) {
+    auto view = layer.grad.view(Access::read);
+    if (layer.grad.dtype() == DType::f32) {
+      out.emplace_back(view.as<float>().begin(), view.as<float>().end());
+    } else {
+      std::vector<float> values;
+      for (bf16 g : view.as<bf16>()) values.push_back(to_float(g));
+      out.push_back(std::move(values));
+    }
   }
+  return out;
+}
+
+void Engine::submit_step(float lr, int step) {
+  if (step < 1) throw std::invalid_argument("optimizer step must be >= 1");
+  submit_gradients();
+  std::vector<starpu_data_handle_t> partial_sums;
   // A layer's gradient is complete once every backward that touches it has been submitted:
   // its own and those of later layers sharing it (e.g. the tied embedding).
   for (int l = model_.layers() - 1; l >= 0; --l) {

@@ -39,6 +39,10 @@ class Engine {
   void submit_step(float lr, int step);
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
+  // Zeroed gradients, forward and backward of the current micro-batch: no update.
+  void submit_gradients();
+  // Every layer's gradient as fp32 (waits for the backward).
+  std::vector<std::vector<float>> gradients() const;
 
   // Global gradient norm (before clipping) of the last step; waits for it.
   float last_grad_norm() const;

@@ -75,11 +75,14 @@ Session::Session(const SessionOptions& options) {
   const int ret = starpu_init(&conf);
   if (ret == -ENODEV) throw std::runtime_error("starpu_init: no worker available for this configuration");
   if (ret != 0) throw std::runtime_error("starpu_init failed with code " + std::to_string(ret));
+  // One cuBLAS handle per CUDA worker, bound to its stream (starpu_cublas_get_local_handle).
+  if (starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
   session_alive = true;
 }
 
 Session::~Session() {
   starpu_task_wait_for_all();
+  if (starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
   starpu_shutdown();
   session_alive = false;
 }

@@ -6,13 +6,23 @@
 # are carried there, the StarPU prefix as built by scripts/bootstrap.sh and the Debian packages
 # unpacked with `dpkg -x PKG.deb DIR` into one folder (DIR/usr/lib/x86_64-linux-gnu, DIR/usr/include:
 # hwloc, openblas, openmpi, catch2, tbb, fxt...). Both may sit at other paths than where they were
-# made: pkg-config files are relocated into the build folder.
+# made: pkg-config files are relocated into the build folder. The packages may also come as the
+# .deb files themselves (17 MB for the list below, against ~130 MB unpacked): --debs DIR unpacks
+# them first (dpkg-deb, or python3 where dpkg-deb is missing).
+# Debian 12 packages the build needs where the machine lacks them: libhwloc-dev libhwloc15
+# libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libopenmpi-dev
+# libopenmpi3 openmpi-bin catch2 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libfxt2
+# (libtbbbind-2-5 too: TBB's CMake files refuse to load without it), and pkgconf pkgconf-bin
+# libpkgconf3 where pkg-config is missing.
 #
-# Usage: scripts/gpu-check.sh [--starpu-prefix DIR] [--extra-prefix DIR] [--build-dir DIR] [--jobs N]
+# Usage: scripts/gpu-check.sh [--starpu-prefix DIR] [--extra-prefix DIR] [--debs DIR] [--build-dir DIR]
+#                             [--jobs N]
 # Environment (the options win):
 #   STARPU_PREFIX          StarPU 1.3 install prefix (required)
 #   STARZERO_EXTRA_PREFIX  folder where the .deb packages were unpacked (optional: system libraries
 #                          are used when it is not given)
+#   STARZERO_EXTRA_DEBS    folder of .deb files, unpacked into STARZERO_EXTRA_PREFIX (default for
+#                          that then: a folder next to the build folder)
 #   GPU_CHECK_BUILD_DIR    build folder (default ${TMPDIR:-/tmp}/starzero-gpu-check/build)
 #   CUDA_HOME              CUDA toolkit (default: the one holding `nvcc` on PATH, else /usr/local/cuda)
 #   CUDA_ARCHS             CMAKE_CUDA_ARCHITECTURES (default: the GPU's, from nvidia-smi, else the
@@ -24,12 +34,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 starpu_prefix=${STARPU_PREFIX:-}
 extra_prefix=${STARZERO_EXTRA_PREFIX:-}
+extra_debs=${STARZERO_EXTRA_DEBS:-}
 build=${GPU_CHECK_BUILD_DIR:-${TMPDIR:-/tmp}/starzero-gpu-check/build}
 jobs=$(nproc 2>/dev/null || echo 4)
 
 say() { echo "gpu-check: $*" >&2; }
 die() { echo "gpu-check: error: $*" >&2; exit 2; }
-usage() { sed -n '12,13p' "${BASH_SOURCE[0]}" | sed 's/^# //' >&2; exit 2; }
+usage() { sed -n '/^# Usage:/,/^# Exit status/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -37,6 +48,8 @@ while [ $# -gt 0 ]; do
     --starpu-prefix=*) starpu_prefix=${1#*=}; shift ;;
     --extra-prefix) [ $# -ge 2 ] || usage; extra_prefix=$2; shift 2 ;;
     --extra-prefix=*) extra_prefix=${1#*=}; shift ;;
+    --debs) [ $# -ge 2 ] || usage; extra_debs=$2; shift 2 ;;
+    --debs=*) extra_debs=${1#*=}; shift ;;
     --build-dir) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
     --build-dir=*) build=${1#*=}; shift ;;
     --jobs) [ $# -ge 2 ] || usage; jobs=$2; shift 2 ;;
@@ -59,10 +72,53 @@ fi
 mkdir -p "$logs" "$work"
 say "build folder $build, logs in $logs"
 
+# ---- .deb files, unpacked ------------------------------------------------------------------------
+# unpack_deb DEB DIR: `dpkg -x`, with python3 (ar archive holding data.tar.{xz,gz,bz2}) as fallback.
+unpack_deb() {
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$1" "$2"
+  elif command -v python3 >/dev/null; then
+    python3 - "$1" "$2" <<'PY'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+if data[:8] != b"!<arch>\n":
+    sys.exit(f"{deb}: not a .deb (ar) archive")
+pos = 8
+while pos + 60 <= len(data):
+    name = data[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(data[pos + 48:pos + 58].decode().strip())
+    if name.startswith("data.tar"):
+        with tarfile.open(fileobj=io.BytesIO(data[pos + 60:pos + 60 + size]), mode="r:*") as t:
+            if hasattr(tarfile, "fully_trusted_filter"):
+                t.extractall(dest, filter="fully_trusted")
+            else:
+                t.extractall(dest)
+        sys.exit(0)
+    pos += 60 + size + (size & 1)
+sys.exit(f"{deb}: no data.tar member")
+PY
+  else
+    die "cannot unpack $1: neither dpkg-deb nor python3 on this machine"
+  fi
+}
+if [ -n "$extra_debs" ]; then
+  [ -d "$extra_debs" ] || die "--debs / STARZERO_EXTRA_DEBS: $extra_debs is not a folder"
+  [ -n "$extra_prefix" ] || extra_prefix=$work/extra
+  mkdir -p "$extra_prefix"
+  n=0
+  for deb in "$extra_debs"/*.deb; do
+    [ -f "$deb" ] || continue
+    unpack_deb "$deb" "$extra_prefix" || die "unpacking $deb failed"
+    n=$((n + 1))
+  done
+  [ $n -gt 0 ] || die "no .deb files in $extra_debs"
+  say "unpacked $n .deb files from $extra_debs into $extra_prefix"
+fi
+
 # ---- tools ---------------------------------------------------------------------------------------
 [ -n "$extra_prefix" ] && export PATH="$PATH:$extra_prefix/usr/bin"   # pkg-config, orterun if carried
 command -v cmake >/dev/null || die "cmake not found on PATH"
-command -v pkg-config >/dev/null || die "pkg-config not found: carry pkgconf (and libpkgconf3) in the extra prefix"
 if [ -z "${CUDA_HOME:-}" ]; then
   if command -v nvcc >/dev/null; then CUDA_HOME=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
   else CUDA_HOME=/usr/local/cuda; fi
@@ -85,7 +141,7 @@ mkdir -p "$starpu_view/lib/pkgconfig"
 for e in "$starpu_prefix"/*; do [ "$(basename "$e")" = lib ] || ln -s "$e" "$starpu_view/"; done
 for e in "$starpu_prefix"/lib/*; do [ "$(basename "$e")" = pkgconfig ] || ln -s "$e" "$starpu_view/lib/"; done
 for f in "$starpu_prefix"/lib/pkgconfig/*.pc; do
-  sed -e "s#^prefix=.*#prefix=$starpu_view#" -e "s#/usr/local/cuda\\b#$CUDA_HOME#g" "$f" \
+  sed -E -e "s#^prefix=.*#prefix=$starpu_view#" -e "s#/usr/local/cuda(/| |\$)#$CUDA_HOME\\1#g" "$f" \
     > "$starpu_view/lib/pkgconfig/$(basename "$f")"
 done
 
@@ -132,6 +188,7 @@ export PKG_CONFIG_PATH="$starpu_view/lib/pkgconfig${pc_dirs[*]:+:$(IFS=:; echo "
 LD_LIBRARY_PATH="$(IFS=:; echo "${ld_dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 say "PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+command -v pkg-config >/dev/null || die "pkg-config not found: carry pkgconf, pkgconf-bin and libpkgconf3 too"
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 for need in hwloc starpu-1.3; do
   pkg-config --exists "$need" || say "warning: pkg-config does not find '$need' (configure will fail)"
@@ -187,6 +244,7 @@ build_targets=(test_gpt_kernels_cuda)
 # (training-step timing: add its target to build_targets, see the marked section below)
 
 built=0
+rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
 if step "configure" "$logs/configure.log" \
      cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$starpu_view" -DSTARZERO_CUDA=ON -DSTARZERO_GPU_TESTS=ON \
        -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" "${cmake_args[@]}"; then

@@ -2,6 +2,7 @@
 
 #include <starpu.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "runtime/task_name.hpp"
@@ -91,6 +92,32 @@ starpu_codelet scale_codelet = [] {
   return cl;
 }();
 
+void zero_cpu_func(void* buffers[], void*) {
+  std::memset(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0,
+              STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+}
+
+#ifdef STARZERO_WITH_CUDA
+void zero_cuda_func(void* buffers[], void*) {
+  cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0,
+                  STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]),
+                  starpu_cuda_get_local_stream());
+}
+#endif
+
+starpu_codelet zero_codelet = [] {
+  starpu_codelet cl{};
+  cl.cpu_funcs[0] = zero_cpu_func;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = zero_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 1;
+  cl.modes[0] = STARPU_W;
+  cl.name = "zero";
+  return cl;
+}();
+
 void check(int ret, const char* what) {
   if (ret != 0) throw std::runtime_error(std::string("starpu_task_insert(") + what + ") failed: " + std::to_string(ret));
 }
@@ -103,6 +130,10 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
   check(starpu_task_insert(&axpy_codelet, STARPU_R, x.handle(), STARPU_RW, y.handle(), STARPU_VALUE, &alpha,
                            sizeof alpha, STARPU_NAME, intern_task_name(name), 0),
         "axpy");
+}
+
+void submit_zero(starpu_data_handle_t x, const std::string& name) {
+  check(starpu_task_insert(&zero_codelet, STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
 }
 
 void submit_scale(float alpha, const Tensor& x, const std::string& name) {

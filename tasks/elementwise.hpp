@@ -13,5 +13,7 @@ namespace starzero::tasks {
 // Asynchronous submission; StarPU orders tasks by their data accesses.
 void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::string& name = "axpy");
 void submit_scale(float alpha, const Tensor& x, const std::string& name = "scale");
+// Any vector handle set to zero bytes (a W task: it also allocates a transient handle).
+void submit_zero(starpu_data_handle_t x, const std::string& name);
 
 }  // namespace starzero::tasks

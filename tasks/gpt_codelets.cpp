@@ -201,23 +201,15 @@ STARZERO_CODELET(residual_backward_cl, residual_backward, STARPU_RW, STARPU_RW, 
 STARZERO_CODELET(crossentropy_forward_cl, crossentropy_forward, STARPU_W, STARPU_W, STARPU_R, STARPU_R);
 STARZERO_CODELET(crossentropy_backward_cl, crossentropy_backward, STARPU_RW, STARPU_R, STARPU_R);
 
-// ---- zero and load_tokens: byte-level, CPU and CUDA ----------------------------------------
-void zero_cpu(void* buffers[], void*) {
-  std::memset(at<char>(buffers[0]), 0, elements(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
-}
+// ---- load_tokens: CPU and CUDA ----------------------------------------
 void load_tokens_cpu(void* buffers[], void* cl_arg) {
   std::memcpy(at<int>(buffers[0]), cl_arg, elements(buffers[0]) * sizeof(int));
 }
 #ifdef STARZERO_WITH_CUDA
-void zero_cuda(void* buffers[], void*) {
-  cudaMemsetAsync(at<char>(buffers[0]), 0, elements(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]),
-                  starpu_cuda_get_local_stream());
-}
 void load_tokens_cuda(void* buffers[], void* cl_arg) {
   cudaMemcpyAsync(at<int>(buffers[0]), cl_arg, elements(buffers[0]) * sizeof(int), cudaMemcpyHostToDevice,
                   starpu_cuda_get_local_stream());
 }
-Codelet zero_cl("zero", zero_cpu, zero_cuda, {STARPU_W});
 // The tokens come from the task's argument buffer in host memory: the CUDA copy must finish
 // before StarPU frees that buffer, so it is not STARPU_CUDA_ASYNC.
 Codelet load_tokens_cl = [] {
@@ -226,7 +218,6 @@ Codelet load_tokens_cl = [] {
   return c;
 }();
 #else
-Codelet zero_cl("zero", zero_cpu, nullptr, {STARPU_W});
 Codelet load_tokens_cl("load_tokens", load_tokens_cpu, nullptr, {STARPU_W});
 #endif
 
@@ -241,10 +232,6 @@ Args args_for(const GptDims& d) {
 }
 
 }  // namespace
-
-void submit_zero(starpu_data_handle_t x, const std::string& name) {
-  check(starpu_task_insert(&zero_cl.codelet, STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), name);
-}
 
 void submit_load_tokens(starpu_data_handle_t tokens, const int* values, std::size_t count, const std::string& name) {
   if (count != starpu_vector_get_nx(tokens)) throw std::invalid_argument(name + ": token count does not match");

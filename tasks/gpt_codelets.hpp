@@ -12,6 +12,7 @@
 #include <string>
 
 #include "runtime/dtype.hpp"
+#include "tasks/elementwise.hpp"
 
 namespace starzero::tasks {
 
@@ -29,8 +30,8 @@ struct GptDims {
   int N() const { return B * T; }
 };
 
-// A task writes its output handles (W) and accumulates into gradient handles (RW).
-void submit_zero(starpu_data_handle_t x, const std::string& name);
+// A task writes its output handles (W) and accumulates into gradient handles (RW); gradients
+// are zeroed with submit_zero (tasks/elementwise.hpp).
 // tokens: a vector of B*T int32; copies `values` into it (asynchronously, a task).
 void submit_load_tokens(starpu_data_handle_t tokens, const int* values, std::size_t count, const std::string& name);
 

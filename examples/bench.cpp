@@ -1,0 +1,182 @@
+// `starzero bench step`: time training steps of a GPT-2 preset and report model FLOP utilisation
+// against this machine's peak as measured in the same run (a GEMM probe on every worker).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "examples/cli.hpp"
+#include "examples/commands.hpp"
+#include "models/gpt.hpp"
+#include "offload/engine.hpp"
+#include "runtime/session.hpp"
+#include "runtime/tensor.hpp"
+#include "tasks/gpt_codelets.hpp"
+
+namespace starzero {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Training FLOPs per token (PaLM appendix B): 6 per parameter (forward 2, backward 4) plus the
+// attention score and value products, 12·L·C·T.
+double flops_per_token(const GptShape& s, int T) {
+  return 6.0 * double(s.param_count()) + 12.0 * s.layers * double(s.channels) * T;
+}
+
+struct ProbeResult {
+  double flops_per_second = 0;
+  int tasks = 0;
+  double seconds = 0;
+};
+
+// Peak matrix-multiply throughput as the model's own kernels see it: independent square GEMMs
+// (the matmul codelet), enough to keep every worker busy, timed from submission to completion.
+ProbeResult gemm_probe(DType dtype, int size, int tasks_per_worker, int workers) {
+  const int tasks = std::max(1, tasks_per_worker * workers);
+  const std::size_t elements = std::size_t(size) * std::size_t(size);
+  Tensor weights = Tensor::host(dtype, elements, "probe_weights");
+  std::vector<Tensor> inputs, outputs;
+  {
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> value(-1, 1);
+    auto w = weights.view(Access::write);
+    for (std::size_t i = 0; i < elements; ++i) {
+      if (dtype == DType::f32) w.as<float>()[i] = value(rng);
+      else w.as<bf16>()[i] = from_float<bf16>(value(rng));
+    }
+  }
+  for (int t = 0; t < tasks; ++t) {
+    inputs.push_back(Tensor::transient(dtype, elements, "probe_in[" + std::to_string(t) + "]"));
+    outputs.push_back(Tensor::transient(dtype, elements, "probe_out[" + std::to_string(t) + "]"));
+    tasks::submit_zero(inputs.back().handle(), "probe_zero");
+  }
+  starpu_task_wait_for_all();
+  const tasks::GptDims dims{dtype, 1, size, size, 1, 1, 1};  // N = B·T = size rows
+  auto run = [&] {
+    const Clock::time_point start = Clock::now();
+    for (int t = 0; t < tasks; ++t)
+      tasks::submit_matmul_forward(dims, outputs[std::size_t(t)].handle(), inputs[std::size_t(t)].handle(),
+                                   {weights.handle(), 0, -1}, size, size, "gemm_probe");
+    starpu_task_wait_for_all();
+    return seconds_since(start);
+  };
+  run();  // warm-up: first touches, calibration of the performance model
+  ProbeResult result;
+  result.tasks = tasks;
+  result.seconds = run();
+  result.flops_per_second = 2.0 * double(size) * size * size * tasks / result.seconds;
+  return result;
+}
+
+cli::ArgParser make_parser() {
+  cli::ArgParser p("starzero bench");
+  p.option("preset", "NAME", "model shape (default gpt2-124M)")
+      .option("batch", "B", "sequences per step (default 4)")
+      .option("seq", "T", "tokens per sequence (default 64)")
+      .option("precision", "P", "fp32 (default) or bf16")
+      .option("steps", "N", "timed steps after one warm-up step (default 3)")
+      .option("probe-size", "S", "side of the square GEMMs of the peak probe (default 1024)")
+      .option("sched", "POLICY", "StarPU scheduling policy")
+      .option("cpu-workers", "N", "StarPU CPU workers")
+      .option("cuda-workers", "N", "StarPU CUDA workers")
+      .flag("help", "show this help");
+  return p;
+}
+
+int count_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback) {
+  const auto v = p.value(name);
+  const std::int64_t value = v ? cli::parse_count(std::string("--") + name, *v) : fallback;
+  if (value < 1 || value > (1 << 20)) throw UsageError(std::string("--") + name + " must be between 1 and 2^20");
+  return int(value);
+}
+
+int run_step_bench(const cli::ArgParser& p) {
+  const GptShape shape = gpt_preset(p.value("preset").value_or("gpt2-124M"));
+  const int B = count_flag(p, "batch", 4), T = count_flag(p, "seq", 64), steps = count_flag(p, "steps", 3);
+  const int probe_size = count_flag(p, "probe-size", 1024);
+  if (T > shape.max_seq) throw UsageError("--seq exceeds the preset's max-seq " + std::to_string(shape.max_seq));
+  const std::string precision = cli::parse_choice("--precision", p.value("precision").value_or("fp32"), {"fp32", "bf16"});
+  const DType dtype = precision == "fp32" ? DType::f32 : DType::bf16;
+
+  SessionOptions options;
+  options.policy = p.value("sched").value_or("");
+  if (auto v = p.value("cpu-workers")) options.cpu_workers = int(cli::parse_count("--cpu-workers", *v));
+  if (auto v = p.value("cuda-workers")) options.cuda_workers = int(cli::parse_count("--cuda-workers", *v));
+  Session session(options);
+  const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
+  std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %d CPU + %d CUDA workers\n",
+              shape.to_string().c_str(), shape.param_count(), precision.c_str(), B, T, session.policy().c_str(),
+              session.cpu_workers(), session.cuda_workers());
+
+  std::printf("peak probe: %d independent %dx%dx%d GEMMs ...\n", std::max(1, 4 * workers), probe_size, probe_size,
+              probe_size);
+  std::fflush(stdout);
+  const ProbeResult probe = gemm_probe(dtype, probe_size, 4, workers);
+  std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
+              probe.seconds);
+
+  GptModel model(shape, dtype, B, T);
+  EngineOptions engine_options;
+  Engine engine(model, engine_options);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> token(0, shape.vocab - 1);
+  std::vector<int> inputs(std::size_t(B) * std::size_t(T)), targets(inputs.size());
+  std::vector<double> times;
+  for (int step = 1; step <= steps + 1; ++step) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i] = token(rng), targets[i] = token(rng);
+    const Clock::time_point start = Clock::now();
+    model.set_batch(inputs, targets);
+    engine.submit_step(1e-4f, step);
+    starpu_task_wait_for_all();
+    const double seconds = seconds_since(start);
+    std::printf("  step %d%s: %.3f s, loss %.4f\n", step, step == 1 ? " (warm-up)" : "", seconds, model.mean_loss());
+    std::fflush(stdout);
+    if (step > 1) times.push_back(seconds);
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double tokens = double(B) * T;
+  const double model_flops = flops_per_token(shape, T) * tokens / median;
+  std::printf("\n| metric | value |\n|---|---|\n");
+  std::printf("| step time (median of %d) | %.3f s |\n", steps, median);
+  std::printf("| tokens/s | %.0f |\n", tokens / median);
+  std::printf("| model FLOP/s (6Ψ + 12LCT per token) | %.1f GFLOP/s |\n", model_flops / 1e9);
+  std::printf("| peak (GEMM probe, same run) | %.1f GFLOP/s |\n", probe.flops_per_second / 1e9);
+  std::printf("| MFU vs probe | %.1f %% |\n", 100.0 * model_flops / probe.flops_per_second);
+  return 0;
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "step") {
+    std::fprintf(stderr, "starzero bench: error: usage: starzero bench step [options] (try `starzero bench step --help`)\n");
+    return 2;
+  }
+  cli::ArgParser parser = make_parser();
+  try {
+    parser.parse(argc - 1, argv + 1);
+    if (parser.flag_set("help")) {
+      std::printf("usage: starzero bench step [options]\n\noptions:\n%s", parser.options_help().c_str());
+      return 0;
+    }
+    return run_step_bench(parser);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "starzero bench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "starzero bench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starzero bench: failed: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace starzero

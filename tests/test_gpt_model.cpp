@@ -1,0 +1,456 @@
+// models/gpt (GptModel) driven by offload/engine (Engine) on CPU workers, end to end:
+// - the fp32 loss against an independent double-precision GPT-2 (reference_gpt2.hpp);
+// - every parameter's gradient against central finite differences of that reference;
+// - bf16 storage against fp32; the initial loss of the default initialisation; overfitting one
+//   batch with AdamW; bitwise determinism across runs and scheduling policies' repeated runs;
+//   updates only through AdamW; the llm.c parameter layout of the layer blocks.
+// Every TEST_CASE starts its own StarPU Session (CTest runs each case in its own process). Shapes
+// are deliberately not multiples of 8.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iomanip>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/gpt.hpp"
+#include "models/llmc_files.hpp"
+#include "offload/engine.hpp"
+#include "reference_gpt2.hpp"
+#include "runtime/session.hpp"
+
+using namespace starzero;
+
+namespace {
+
+using Layers = std::vector<std::vector<float>>;
+
+// Two CPU workers (the test machine has 2 cores), no GPU.
+SessionOptions cpu_session(const std::string& policy = "lws") {
+  SessionOptions o;
+  o.policy = policy;
+  o.cpu_workers = 2;
+  o.cuda_workers = 0;
+  return o;
+}
+
+// The micro model of the loss, gradient and bf16 tests: {maxT, V, Vp, L, NH, C}; hs = 4.
+const GptShape kMicro{8, 11, 16, 2, 3, 12};
+constexpr int kB = 2, kT = 5;  // T < maxT: the last wpe rows are unused (zero gradient)
+
+// Forward loss: fp32 model vs the double reference, relative.
+constexpr double kLossRtol = 1e-5;
+// Gradients: |engine − finite difference| <= kGradRtol·|fd| + kGradAtol; step kFdStep (double).
+constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
+// bf16 model vs fp32 model on the same parameters.
+constexpr double kBf16LossRtol = 2e-2, kBf16MinCosine = 0.99;
+
+std::vector<int> random_tokens(std::mt19937& rng, std::size_t n, int vocab) {
+  std::uniform_int_distribution<int> d(0, vocab - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Random llm.c-order parameters: N(0, 0.1) weights and biases (padding rows of wte included:
+// they must not matter), layernorm gains around 1 (U(0.5, 1.5)) and N(0, 0.1) layernorm biases.
+std::vector<float> random_llmc_params(const GptShape& shape, std::uint32_t seed) {
+  const reference::GptOffsets off(shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::uniform_real_distribution<float> gain(0.5f, 1.5f);
+  std::vector<float> p(off.total);
+  for (auto& x : p) x = normal(rng);
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
+  for (std::size_t start : {off.ln1w, off.ln2w})
+    for (std::size_t i = 0; i < L * C; ++i) p[start + i] = gain(rng);
+  for (std::size_t i = 0; i < C; ++i) p[off.lnfw + i] = gain(rng);
+  return p;
+}
+
+Layers to_layers(const GptModel& model, const std::vector<float>& llmc) {
+  Layers layers;
+  for (int l = 0; l < model.layers(); ++l) layers.emplace_back(model.layer_params(l));
+  std::vector<std::span<float>> spans(layers.begin(), layers.end());
+  model.llmc_to_layers(llmc, spans);
+  return layers;
+}
+
+std::vector<float> to_llmc(const GptModel& model, const Layers& layers) {
+  std::vector<float> llmc(model.shape().param_count());
+  std::vector<std::span<const float>> spans(layers.begin(), layers.end());
+  model.layers_to_llmc(spans, llmc);
+  return llmc;
+}
+
+// "qkvw[l=1][37]": which llm.c tensor (and layer) element k of the flat vector belongs to.
+std::string llmc_name(const GptShape& shape, std::size_t k) {
+  const reference::GptOffsets o(shape);
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
+  const struct {
+    const char* name;
+    std::size_t start, count;
+    bool per_layer;
+  } tensors[] = {{"wte", o.wte, o.wpe - o.wte, false},        {"wpe", o.wpe, o.ln1w - o.wpe, false},
+                 {"ln1w", o.ln1w, L * C, true},               {"ln1b", o.ln1b, L * C, true},
+                 {"qkvw", o.qkvw, L * 3 * C * C, true},       {"qkvb", o.qkvb, L * 3 * C, true},
+                 {"attprojw", o.attprojw, L * C * C, true},   {"attprojb", o.attprojb, L * C, true},
+                 {"ln2w", o.ln2w, L * C, true},               {"ln2b", o.ln2b, L * C, true},
+                 {"fcw", o.fcw, L * 4 * C * C, true},         {"fcb", o.fcb, L * 4 * C, true},
+                 {"fcprojw", o.fcprojw, L * 4 * C * C, true}, {"fcprojb", o.fcprojb, L * C, true},
+                 {"lnfw", o.lnfw, C, false},                  {"lnfb", o.lnfb, C, false}};
+  for (const auto& t : tensors) {
+    if (k < t.start || k >= t.start + t.count) continue;
+    const std::size_t i = k - t.start;
+    std::ostringstream s;
+    if (t.per_layer) s << t.name << "[l=" << i / (t.count / L) << "][" << i % (t.count / L) << "]";
+    else s << t.name << "[" << i << "]";
+    return s.str();
+  }
+  return "?";
+}
+
+bool bitwise_equal(const Layers& a, const Layers& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t l = 0; l < a.size(); ++l)
+    if (a[l].size() != b[l].size() || std::memcmp(a[l].data(), b[l].data(), a[l].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * double(b[i]);
+    aa += double(a[i]) * double(a[i]);
+    bb += double(b[i]) * double(b[i]);
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+}  // namespace
+
+TEST_CASE("fp32 forward loss matches the double-precision reference", "[gpt][loss]") {
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+
+  std::mt19937 rng(11);
+  for (std::uint32_t trial = 0; trial < 3; ++trial) {
+    const std::vector<float> params = random_llmc_params(kMicro, 100 + trial);
+    const auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+    const auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
+    engine.set_master_params(to_layers(model, params));
+    model.set_batch(inputs, targets);
+    engine.submit_forward();
+    const double loss = model.mean_loss();
+    const double expected = reference::gpt2_loss(params, kMicro, inputs, targets, kB, kT);
+    INFO("trial " << trial << ": model " << std::setprecision(10) << loss << ", reference " << expected
+                  << ", relative error " << std::abs(loss - expected) / std::abs(expected));
+    CHECK(std::isfinite(loss));
+    CHECK(std::abs(loss - expected) <= kLossRtol * std::abs(expected));
+
+    // The forward inside submit_gradients computes the same loss.
+    engine.submit_gradients();
+    CHECK(std::abs(model.mean_loss() - expected) <= kLossRtol * std::abs(expected));
+  }
+}
+
+TEST_CASE("every parameter's gradient matches finite differences of the reference", "[gpt][gradient]") {
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+
+  std::mt19937 rng(5);
+  const std::vector<float> params = random_llmc_params(kMicro, 42);
+  // Token 3 both as an input and a target: its wte row gets encoder and classifier gradients.
+  auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+  auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
+  inputs[1] = 3;
+  targets[6] = 3;
+  engine.set_master_params(to_layers(model, params));
+  model.set_batch(inputs, targets);
+  engine.submit_gradients();
+  const std::vector<float> grad = to_llmc(model, engine.gradients());
+  REQUIRE(grad.size() == kMicro.param_count());
+
+  // Central differences of the double reference at the same (float-valued) parameters.
+  std::vector<double> p(params.begin(), params.end());
+  std::size_t failures = 0, significant = 0;
+  double worst = 0;
+  std::ostringstream report;
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    const double saved = p[k];
+    p[k] = saved + kFdStep;
+    const double up = reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
+    p[k] = saved - kFdStep;
+    const double down = reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
+    p[k] = saved;
+    const double fd = (up - down) / (2 * kFdStep);
+    const double err = std::abs(double(grad[k]) - fd);
+    const double bound = kGradRtol * std::abs(fd) + kGradAtol;
+    if (std::abs(fd) > 1e-4) ++significant;
+    worst = std::max(worst, err / bound);
+    if (!(err <= bound)) {
+      if (++failures <= 20) report << llmc_name(kMicro, k) << ": engine " << grad[k] << ", fd " << fd << "\n";
+    }
+  }
+  INFO("parameters " << p.size() << ", |fd| > 1e-4: " << significant << ", worst err/bound " << worst);
+  INFO("first failures:\n" << report.str());
+  CHECK(failures == 0);
+  // Not vacuous: most parameters have a clearly non-zero gradient.
+  CHECK(significant > p.size() / 2);
+
+  // The tied embedding and the positions, specifically (covered above; named here).
+  const reference::GptOffsets off(kMicro);
+  const std::size_t C = std::size_t(kMicro.channels);
+  // Padding rows of wte and wpe rows at t >= T take no part: exactly zero gradient.
+  for (std::size_t i = std::size_t(kMicro.vocab) * C; i < off.wpe; ++i) REQUIRE(grad[i] == 0.0f);
+  for (std::size_t i = off.wpe + std::size_t(kT) * C; i < off.ln1w; ++i) REQUIRE(grad[i] == 0.0f);
+  // A token that is never an input: its wte row only has the classifier's gradient, still non-zero.
+  std::vector<bool> is_input(std::size_t(kMicro.vocab), false);
+  for (int t : inputs) is_input[std::size_t(t)] = true;
+  for (std::size_t v = 0; v < std::size_t(kMicro.vocab); ++v) {
+    double row = 0;
+    for (std::size_t c = 0; c < C; ++c) row += std::abs(double(grad[off.wte + v * C + c]));
+    INFO("wte row " << v << (is_input[v] ? " (input)" : " (classifier only)"));
+    CHECK(row > 0);
+  }
+}
+
+TEST_CASE("bf16 model follows the fp32 model", "[gpt][bf16]") {
+  Session session(cpu_session());
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  std::mt19937 rng(9);
+  const std::vector<float> params = random_llmc_params(kMicro, 77);
+  const auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+  const auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
+
+  auto loss_and_grad = [&](DType dtype) {
+    GptModel model(kMicro, dtype, kB, kT);
+    Engine engine(model, opts);
+    engine.set_master_params(to_layers(model, params));
+    model.set_batch(inputs, targets);
+    engine.submit_gradients();
+    const double loss = model.mean_loss();
+    return std::make_pair(loss, to_llmc(model, engine.gradients()));
+  };
+  const auto [loss32, grad32] = loss_and_grad(DType::f32);
+  const auto [loss16, grad16] = loss_and_grad(DType::bf16);
+
+  INFO("fp32 loss " << std::setprecision(8) << loss32 << ", bf16 loss " << loss16);
+  CHECK(std::abs(loss16 - loss32) <= kBf16LossRtol * std::abs(loss32));
+  CHECK(std::all_of(grad16.begin(), grad16.end(), [](float g) { return std::isfinite(g); }));
+  const double cos = cosine(grad16, grad32);
+  INFO("gradient cosine similarity " << cos);
+  CHECK(cos > kBf16MinCosine);
+}
+
+TEST_CASE("the default initialisation starts at loss ln(V)", "[gpt][init]") {
+  Session session(cpu_session());
+  const GptShape shape = gpt_preset("tiny");
+  REQUIRE(shape.vocab == 256);
+  constexpr int B = 4, T = 32;
+  GptModel model(shape, DType::f32, B, T);
+  EngineOptions opts;
+  opts.seed = 2024;
+  Engine engine(model, opts);
+  std::mt19937 rng(3);
+  model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
+  engine.submit_forward();
+  const double loss = model.mean_loss();
+  INFO("loss " << loss << ", ln 256 = " << std::log(256.0));
+  CHECK(std::abs(loss - std::log(256.0)) < 0.1);
+}
+
+TEST_CASE("AdamW overfits one fixed batch", "[gpt][train]") {
+  // One batch of random tokens, memorised. With these values the loss is ~kOverfitSeenLoss after
+  // kOverfitSteps (measured on CPU), kOverfitThreshold leaves a margin of more than 2x.
+  constexpr int kOverfitSteps = 150;
+  constexpr float kOverfitLr = 3e-3f;
+  constexpr double kOverfitThreshold = 0.1;
+  const GptShape shape{16, 64, 64, 2, 4, 32};  // {maxT, V, Vp, L, NH, C}
+  constexpr int B = 2, T = 16;
+
+  Session session(cpu_session());
+  GptModel model(shape, DType::f32, B, T);
+  EngineOptions opts;
+  opts.seed = 3;
+  Engine engine(model, opts);
+  std::mt19937 rng(19);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  const double initial = model.mean_loss();
+  std::ostringstream trajectory;  // the loss every 25 steps (of the parameters before that step)
+  for (int step = 1; step <= kOverfitSteps; ++step) {
+    model.set_batch(inputs, targets);
+    engine.submit_step(kOverfitLr, step);
+    if (step % 25 == 0) trajectory << " " << step << ":" << model.mean_loss();
+  }
+  // The loss of the final parameters.
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  const double loss = model.mean_loss();
+  INFO("initial loss " << initial << ", after " << kOverfitSteps << " steps " << loss << "; trajectory"
+                       << trajectory.str());
+  CHECK(loss < kOverfitThreshold);
+}
+
+namespace {
+
+struct RunResult {
+  std::vector<double> losses;
+  Layers master;
+};
+
+// A complete run in its own Session: 20 AdamW steps on seeded batches.
+RunResult train_run(const std::string& policy) {
+  Session session(cpu_session(policy));
+  const GptShape shape{16, 37, 40, 2, 2, 10};
+  constexpr int B = 2, T = 12, kSteps = 20;
+  GptModel model(shape, DType::f32, B, T);
+  EngineOptions opts;
+  opts.seed = 99;
+  opts.adam.weight_decay = 0.1f;
+  Engine engine(model, opts);  // default grad_clip: the clipping path is exercised too
+  std::mt19937 rng(1234);
+  RunResult result;
+  for (int step = 1; step <= kSteps; ++step) {
+    model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
+    engine.submit_step(1e-2f, step);
+    result.losses.push_back(model.mean_loss());
+  }
+  result.master = engine.master_params();
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("training is bitwise deterministic on CPU workers", "[gpt][determinism]") {
+  for (const std::string policy : {"lws", "dmdas"}) {
+    DYNAMIC_SECTION("policy " << policy) {
+      const RunResult first = train_run(policy);
+      const RunResult second = train_run(policy);
+      REQUIRE(first.losses.size() == 20);
+      CHECK(first.losses == second.losses);  // exact comparison of doubles
+      CHECK(bitwise_equal(first.master, second.master));
+      // It trained: the parameters moved and the losses are finite.
+      CHECK(std::all_of(first.losses.begin(), first.losses.end(), [](double l) { return std::isfinite(l); }));
+    }
+  }
+}
+
+TEST_CASE("parameters change only through AdamW", "[gpt][adamw]") {
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT);
+  EngineOptions opts;
+  opts.seed = 5;
+  opts.adam.weight_decay = 0.0f;
+  Engine engine(model, opts);
+  std::mt19937 rng(21);
+  const auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+  const auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
+  const Layers before = engine.master_params();
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  const double loss_before = model.mean_loss();
+
+  // lr = 0, no weight decay: forward, backward, norm and Adam run, nothing moves.
+  model.set_batch(inputs, targets);
+  engine.submit_step(0.0f, 1);
+  CHECK(bitwise_equal(engine.master_params(), before));
+  // The model's own parameter copy did not move either: same forward loss, bit for bit.
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  CHECK(model.mean_loss() == loss_before);
+
+  // lr > 0: every layer moves, and the loss on this batch goes down.
+  model.set_batch(inputs, targets);
+  engine.submit_step(1e-2f, 2);
+  const Layers after = engine.master_params();
+  for (std::size_t l = 0; l < after.size(); ++l) {
+    INFO("layer " << l);
+    CHECK(std::memcmp(after[l].data(), before[l].data(), after[l].size() * sizeof(float)) != 0);
+  }
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  CHECK(model.mean_loss() < loss_before);
+}
+
+TEST_CASE("layer blocks <-> llm.c order: identity round trip at llm.c offsets", "[gpt][layout]") {
+  // Host-side only, but GptModel registers StarPU data: a Session is needed.
+  Session session(cpu_session());
+  const GptShape shape = kMicro;
+  GptModel model(shape, DType::f32, kB, kT);
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
+  const std::size_t Vp = std::size_t(shape.padded_vocab), maxT = std::size_t(shape.max_seq);
+  const reference::GptOffsets off(shape);
+  REQUIRE(shape.param_count() == off.total);
+  std::size_t sum = 0;
+  for (int l = 0; l < model.layers(); ++l) sum += model.layer_params(l);
+  REQUIRE(sum == shape.param_count());
+  REQUIRE(model.layers() == int(L) + 2);
+
+  // Every element of every block labelled by its own position: value = 100000·layer + index.
+  Layers labelled;
+  for (int l = 0; l < model.layers(); ++l) {
+    labelled.emplace_back(model.layer_params(l));
+    for (std::size_t i = 0; i < labelled.back().size(); ++i) labelled.back()[i] = float(100000 * l + int(i));
+  }
+  const std::vector<float> llmc = to_llmc(model, labelled);
+  auto label = [](int layer, std::size_t index) { return float(100000 * layer + int(index)); };
+
+  SECTION("hand-computed offsets") {
+    CHECK(llmc[0] == label(0, 0));                                    // wte
+    CHECK(llmc[Vp * C] == label(0, Vp * C));                          // wpe starts at Vp·C
+    CHECK(llmc[Vp * C + maxT * C] == label(1, 0));                    // ln1w of block 0
+    CHECK(llmc[Vp * C + maxT * C + C] == label(2, 0));                // ln1w of block 1
+    CHECK(llmc[Vp * C + maxT * C + L * C] == label(1, C));            // ln1b of block 0
+    CHECK(llmc[Vp * C + maxT * C + 2 * L * C] == label(1, 2 * C));    // qkvw of block 0
+    CHECK(llmc[Vp * C + maxT * C + 2 * L * C + 3 * C * C] == label(2, 2 * C));  // qkvw of block 1
+    CHECK(llmc[shape.param_count() - 2 * C] == label(int(L) + 1, 0));  // lnfw at param_count − 2C
+    CHECK(llmc[shape.param_count() - C] == label(int(L) + 1, C));      // lnfb
+    CHECK(llmc[shape.param_count() - 2 * C - 1] == label(int(L), 12 * C * C + 13 * C - 1));  // last fcprojb
+  }
+
+  SECTION("every block tensor at its llm.c offset") {
+    // (llm.c tensor start, per-layer size) in block order.
+    const std::pair<std::size_t, std::size_t> tensors[] = {
+        {off.ln1w, C},         {off.ln1b, C},     {off.qkvw, 3 * C * C}, {off.qkvb, 3 * C},
+        {off.attprojw, C * C}, {off.attprojb, C}, {off.ln2w, C},         {off.ln2b, C},
+        {off.fcw, 4 * C * C},  {off.fcb, 4 * C},  {off.fcprojw, 4 * C * C}, {off.fcprojb, C}};
+    for (std::size_t l = 0; l < L; ++l) {
+      std::size_t in_block = 0;
+      for (const auto& [start, size] : tensors) {
+        for (std::size_t i = 0; i < size; ++i)
+          REQUIRE(llmc[start + l * size + i] == label(int(l) + 1, in_block + i));
+        in_block += size;
+      }
+      REQUIRE(in_block == model.layer_params(int(l) + 1));
+    }
+    for (std::size_t i = 0; i < off.ln1w; ++i) REQUIRE(llmc[i] == label(0, i));
+    for (std::size_t i = 0; i < 2 * C; ++i) REQUIRE(llmc[off.lnfw + i] == label(int(L) + 1, i));
+  }
+
+  SECTION("round trips are the identity") {
+    CHECK(bitwise_equal(to_layers(model, llmc), labelled));
+    const std::vector<float> random = random_llmc_params(shape, 3);
+    const std::vector<float> back = to_llmc(model, to_layers(model, random));
+    CHECK(std::memcmp(back.data(), random.data(), random.size() * sizeof(float)) == 0);
+  }
+}
