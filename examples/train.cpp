@@ -87,9 +87,8 @@ SessionOptions session_flags(const cli::ArgParser& p) {
   return options;
 }
 
-// Loads every layer's fp32 master parameters from an llm.c checkpoint.
-void load_checkpoint_into(const fs::path& path, const GptModel& model, Engine& engine) {
-  const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, model.shape());
+// Sets every layer's fp32 master parameters from an llm.c checkpoint.
+void load_checkpoint_into(const LlmcCheckpoint& checkpoint, const GptModel& model, Engine& engine) {
   std::vector<std::vector<float>> layers(std::size_t(model.layers()));
   std::vector<std::span<float>> views;
   for (int l = 0; l < model.layers(); ++l) {
@@ -125,13 +124,12 @@ void save_training_state(const fs::path& checkpoint, const GptModel& model, cons
   write_training_state(state_path(checkpoint), model.shape(), state);
 }
 
-std::uint64_t load_training_state(const fs::path& checkpoint, const GptModel& model, Engine& engine) {
-  const TrainingState state = read_training_state(state_path(checkpoint), model.shape());
+std::uint64_t load_training_state(const TrainingState& state, const GptModel& model, Engine& engine) {
   std::vector<LayerOptimizerState> layers;
   std::size_t offset = 0;
   for (int l = 0; l < model.layers(); ++l) {
     const std::size_t n = model.layer_params(l);
-    if (offset + n > state.master.size()) throw std::runtime_error(state_path(checkpoint).string() + ": too few values");
+    if (offset + n > state.master.size()) throw FileFormatError("training state: fewer values than the model has");
     auto slice = [&](const std::vector<float>& all) {
       return std::vector<float>(all.begin() + std::ptrdiff_t(offset), all.begin() + std::ptrdiff_t(offset + n));
     };
@@ -173,7 +171,8 @@ std::string sample_text(GptModel& model, Engine& engine, const std::string& prom
     std::discrete_distribution<int> pick(probs.begin(), probs.end());
     const int next = pick(rng);
     context.push_back(next);
-    out.push_back(char(next));
+    // Byte-level samples can cut UTF-8 sequences: show ASCII, '?' for the rest.
+    out.push_back(next < 128 ? char(next) : '?');
   }
   return out;
 }
@@ -285,6 +284,14 @@ int run_train(const cli::ArgParser& p) {
     throw UsageError("the training data has " + std::to_string(data.split_size(Split::train)) +
                           " tokens: too few for --seq " + std::to_string(T));
 
+  // Read and check the files before StarPU starts: a bad file is an input error, found early.
+  std::optional<LlmcCheckpoint> checkpoint;
+  std::optional<TrainingState> training_state;
+  if (checkpoint_in) {
+    checkpoint = read_llmc_checkpoint(*checkpoint_in, shape);
+    if (fs::exists(state_path(*checkpoint_in))) training_state = read_training_state(state_path(*checkpoint_in), shape);
+  }
+
   EngineOptions engine_options;
   engine_options.seed = seed;
   engine_options.grad_clip = real_flag(p, "grad-clip", 1.0);
@@ -301,10 +308,10 @@ int run_train(const cli::ArgParser& p) {
   GptModel model(shape, dtype, B, T);
   Engine engine(model, engine_options);
   std::uint64_t first_step = 1;
-  if (checkpoint_in) {
-    load_checkpoint_into(*checkpoint_in, model, engine);
-    if (fs::exists(state_path(*checkpoint_in))) {
-      first_step = load_training_state(*checkpoint_in, model, engine) + 1;
+  if (checkpoint) {
+    load_checkpoint_into(*checkpoint, model, engine);
+    if (training_state) {
+      first_step = load_training_state(*training_state, model, engine) + 1;
       std::printf("resumed from %s at step %llu\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1));
     } else {
       std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", checkpoint_in->c_str());
@@ -356,9 +363,10 @@ int run_train(const cli::ArgParser& p) {
   if (data.vocab() == 256 && !quiet)
     std::printf("sample: %s\n",
                 cli::printable(sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed), 400).c_str());
-  std::printf("summary: %d steps, loss %.4f -> %.4f, validation %.4f, %.1f s training (%.0f tok/s), %.1f s total\n",
-              steps_done, first_loss, last_loss, last_val, train_seconds, tokens_per_step * steps_done / train_seconds,
-              seconds_since(start));
+  const std::string validation = std::isnan(last_val) ? "none" : std::to_string(last_val);
+  std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
+              steps_done, first_loss, last_loss, validation.c_str(), train_seconds,
+              tokens_per_step * steps_done / train_seconds, seconds_since(start));
   if (!trace_file.empty()) {
     session.wait_all();
     return -1;  // the caller converts the trace after the session ends
@@ -393,9 +401,10 @@ int run_eval(const cli::ArgParser& p) {
   const LlmcCheckpoint checkpoint = read_llmc_checkpoint(checkpoint_path);
   if (T > checkpoint.shape.max_seq) throw UsageError("--seq exceeds the checkpoint's max-seq " + std::to_string(checkpoint.shape.max_seq));
   const TokenDataset data = load_dataset(p.value("data"), 0.0);
-  if (data.vocab() > checkpoint.shape.vocab)
-    throw UsageError("the data's vocabulary (" + std::to_string(data.vocab()) + ") exceeds the checkpoint's (" +
-                          std::to_string(checkpoint.shape.vocab) + ")");
+  const int largest_token = *std::max_element(data.tokens().begin(), data.tokens().end());
+  if (largest_token >= checkpoint.shape.vocab)
+    throw UsageError("the data holds token " + std::to_string(largest_token) + ", outside the checkpoint's vocabulary of " +
+                     std::to_string(checkpoint.shape.vocab));
   const std::size_t available = data.sequential_batches(B, T, Split::train);
   if (available < std::size_t(K))
     throw UsageError("--batches " + std::to_string(K) + ": the data holds only " + std::to_string(available) +
@@ -404,7 +413,7 @@ int run_eval(const cli::ArgParser& p) {
   Session session(session_flags(p));
   GptModel model(checkpoint.shape, dtype, B, T);
   Engine engine(model, EngineOptions{});
-  load_checkpoint_into(checkpoint_path, model, engine);
+  load_checkpoint_into(checkpoint, model, engine);
   double sum = 0;
   for (int b = 0; b < K; ++b) {
     const Batch batch = data.sequential_batch(B, T, std::size_t(b), Split::train);

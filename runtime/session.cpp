@@ -48,6 +48,8 @@ Session::Session(const SessionOptions& options) {
     throw std::invalid_argument("worker counts must be >= 0 (or -1 for StarPU's default)");
 
   // These settings are read from the environment by starpu_init (1.3 has no conf fields).
+  // StarPU's start-up chatter (e.g. the FxT build warning) is off unless the user asks.
+  setenv("STARPU_SILENT", "1", 0);
   if (options.trace_dir.empty()) {
     set_env("STARPU_FXT_TRACE", "0");
   } else {

@@ -2,8 +2,8 @@
 // - the fp32 loss against an independent double-precision GPT-2 (reference_gpt2.hpp);
 // - every parameter's gradient against central finite differences of that reference;
 // - bf16 storage against fp32; the initial loss of the default initialisation; overfitting one
-//   batch with AdamW; bitwise determinism across runs and scheduling policies' repeated runs;
-//   updates only through AdamW; the llm.c parameter layout of the layer blocks.
+//   batch with AdamW; bitwise determinism across runs (lws and dmdas); updates only through
+//   AdamW; the llm.c parameter layout of the layer blocks.
 // Every TEST_CASE starts its own StarPU Session (CTest runs each case in its own process). Shapes
 // are deliberately not multiples of 8.
 #include <catch2/catch.hpp>
@@ -277,8 +277,9 @@ TEST_CASE("the default initialisation starts at loss ln(V)", "[gpt][init]") {
 }
 
 TEST_CASE("AdamW overfits one fixed batch", "[gpt][train]") {
-  // One batch of random tokens, memorised. With these values the loss is ~kOverfitSeenLoss after
-  // kOverfitSteps (measured on CPU), kOverfitThreshold leaves a margin of more than 2x.
+  // One batch of random tokens, memorised. Measured on CPU workers: ln 64 = 4.16 -> ~1.6 after 25
+  // steps, ~0.06 after 75, ~0.015 after 150 (0.014-0.016 over four seeds), so kOverfitThreshold
+  // leaves a margin of more than 6x.
   constexpr int kOverfitSteps = 150;
   constexpr float kOverfitLr = 3e-3f;
   constexpr double kOverfitThreshold = 0.1;
@@ -288,9 +289,9 @@ TEST_CASE("AdamW overfits one fixed batch", "[gpt][train]") {
   Session session(cpu_session());
   GptModel model(shape, DType::f32, B, T);
   EngineOptions opts;
-  opts.seed = 3;
+  opts.seed = 1;
   Engine engine(model, opts);
-  std::mt19937 rng(19);
+  std::mt19937 rng(17);
   const auto inputs = random_tokens(rng, B * T, shape.vocab);
   const auto targets = random_tokens(rng, B * T, shape.vocab);
   model.set_batch(inputs, targets);
@@ -315,7 +316,7 @@ namespace {
 
 struct RunResult {
   std::vector<double> losses;
-  Layers master;
+  Layers initial, master;
 };
 
 // A complete run in its own Session: 20 AdamW steps on seeded batches.
@@ -330,6 +331,7 @@ RunResult train_run(const std::string& policy) {
   Engine engine(model, opts);  // default grad_clip: the clipping path is exercised too
   std::mt19937 rng(1234);
   RunResult result;
+  result.initial = engine.master_params();
   for (int step = 1; step <= kSteps; ++step) {
     model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
     engine.submit_step(1e-2f, step);
@@ -342,16 +344,20 @@ RunResult train_run(const std::string& policy) {
 }  // namespace
 
 TEST_CASE("training is bitwise deterministic on CPU workers", "[gpt][determinism]") {
-  for (const std::string policy : {"lws", "dmdas"}) {
-    DYNAMIC_SECTION("policy " << policy) {
-      const RunResult first = train_run(policy);
-      const RunResult second = train_run(policy);
-      REQUIRE(first.losses.size() == 20);
-      CHECK(first.losses == second.losses);  // exact comparison of doubles
-      CHECK(bitwise_equal(first.master, second.master));
-      // It trained: the parameters moved and the losses are finite.
-      CHECK(std::all_of(first.losses.begin(), first.losses.end(), [](double l) { return std::isfinite(l); }));
-    }
+  // Every gradient accumulation is ordered by task submission (sequential consistency), so the
+  // results must not depend on which worker ran what, nor on the scheduling policy.
+  const RunResult reference_run = train_run("lws");
+  REQUIRE(reference_run.losses.size() == 20);
+  // It trained: the parameters moved and the losses are finite.
+  CHECK_FALSE(bitwise_equal(reference_run.initial, reference_run.master));
+  CHECK(std::all_of(reference_run.losses.begin(), reference_run.losses.end(),
+                    [](double l) { return std::isfinite(l); }));
+  for (const std::string policy : {"lws", "dmdas", "dmdas"}) {
+    const RunResult run = train_run(policy);
+    INFO("policy " << policy << " against the first lws run");
+    CHECK(bitwise_equal(run.initial, reference_run.initial));
+    CHECK(run.losses == reference_run.losses);  // exact comparison of doubles
+    CHECK(bitwise_equal(run.master, reference_run.master));
   }
 }
 
