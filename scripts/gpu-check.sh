@@ -240,8 +240,7 @@ fi
 [ -n "${CUDA_ARCHS:-}" ] && cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
 
 # 2. configure and build. Targets the checks need; a later step appends its own here.
-build_targets=(test_gpt_kernels_cuda)
-# (training-step timing: add its target to build_targets, see the marked section below)
+build_targets=(test_gpt_kernels_cuda starzero)
 
 built=0
 rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
@@ -266,11 +265,23 @@ else
   skip "kernels_cuda (CUDA vs CPU kernels)" "not built"
 fi
 
-# ==== TRAINING-STEP TIMING: to be added by a later step ==============================================
-# Add the training program's target to build_targets above, then time one or a few steps here, e.g.
-#   if [ $built = 1 ]; then step "train step (...)" "$logs/train.log" <command> || true; fi
-# and append any measured numbers as extra table rows: rows+=("| name | result | time |").
-# ====================================================================================================
+# 4. Training: a few steps of the tiny model on the GPU (loss must fall), then the gpt2-124M
+#    step benchmark in fp32 and bf16 (tokens/s and MFU against a GEMM probe in the same run).
+if [ $built = 1 ]; then
+  step "train tiny, 50 steps on 1 CUDA worker" "$logs/train_tiny.log" \
+    "$build/examples/starzero" train --preset tiny --steps 50 --cuda-workers 1 --val-every 25 || true
+  for precision in fp32 bf16; do
+    step "bench step gpt2-124M B=4 T=64 $precision" "$logs/bench_$precision.log" \
+      "$build/examples/starzero" bench step --preset gpt2-124M --batch 4 --seq 64 --precision $precision \
+      --cuda-workers 1 --steps 5 || true
+    if [ -f "$logs/bench_$precision.log" ]; then
+      while IFS= read -r row; do rows+=("| bench $precision: ${row#| }"); done \
+        < <(grep -E '^\| (step time|tokens/s|model FLOP|peak|MFU)' "$logs/bench_$precision.log" | sed 's/ |$/ | |/')
+    fi
+  done
+else
+  skip "train / bench" "not built"
+fi
 
 # ---- summary ---------------------------------------------------------------------------------------
 {
