@@ -18,6 +18,8 @@
 #include "models/gpt.hpp"
 #include "models/llmc_files.hpp"
 #include "offload/engine.hpp"
+#include "offload/planner.hpp"
+#include "runtime/comm.hpp"
 #include "runtime/session.hpp"
 #include "runtime/trace.hpp"
 
@@ -110,7 +112,12 @@ void save_checkpoint(const fs::path& path, const GptModel& model, const Engine& 
   write_llmc_checkpoint(path, model.shape(), llmc_params(model, engine.master_params()), version);
 }
 
-fs::path state_path(const fs::path& checkpoint) { return checkpoint.string() + ".state"; }
+// Each rank keeps its own optimizer shard: FILE.state with one rank, FILE.rank<r>-of-<N>.state with N.
+int g_state_rank = 0, g_state_ranks = 1;
+fs::path state_path(const fs::path& checkpoint) {
+  if (g_state_ranks == 1) return checkpoint.string() + ".state";
+  return checkpoint.string() + ".rank" + std::to_string(g_state_rank) + "-of-" + std::to_string(g_state_ranks) + ".state";
+}
 
 void save_training_state(const fs::path& checkpoint, const GptModel& model, const Engine& engine, std::uint64_t step) {
   TrainingState state;
@@ -140,18 +147,121 @@ std::uint64_t load_training_state(const TrainingState& state, const GptModel& mo
   return state.step;
 }
 
-double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data, int batches) {
-  const std::size_t available = data.sequential_batches(model.batch(), model.seq(), Split::validation);
+// The data-parallel ranks of this run: mpirun's world, or one rank.
+struct Ranks {
+  std::unique_ptr<MpiComm> engine;   // the engine's collectives (inside tasks)
+  std::unique_ptr<MpiComm> control;  // this thread's own: losses, reports
+  int rank = 0, size = 1;
+  bool leader() const { return rank == 0; }
+  // Mean over ranks of a per-rank value (every rank gets it).
+  double average(double value) const {
+    if (size == 1) return value;
+    float v = float(value);
+    control->all_reduce(&v, 1, DType::f32);
+    return double(v) / size;
+  }
+};
+
+int mpirun_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+// Rows [rank·B/N, (rank+1)·B/N) of a global batch: each rank's own slice.
+Batch slice_rows(const Batch& global, int T, int rank, int local_batch) {
+  const std::size_t begin = std::size_t(rank) * std::size_t(local_batch) * std::size_t(T);
+  const std::size_t end = begin + std::size_t(local_batch) * std::size_t(T);
+  return Batch{{global.inputs.begin() + std::ptrdiff_t(begin), global.inputs.begin() + std::ptrdiff_t(end)},
+               {global.targets.begin() + std::ptrdiff_t(begin), global.targets.begin() + std::ptrdiff_t(end)}};
+}
+
+double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data, int batches, const Ranks& ranks) {
+  const int global_batch = model.batch() * ranks.size;
+  const std::size_t available = data.sequential_batches(global_batch, model.seq(), Split::validation);
   const std::size_t n = std::min<std::size_t>(std::size_t(batches), available);
   if (n == 0) return std::nan("");
   double sum = 0;
   for (std::size_t b = 0; b < n; ++b) {
-    const Batch batch = data.sequential_batch(model.batch(), model.seq(), b, Split::validation);
+    const Batch batch =
+        slice_rows(data.sequential_batch(global_batch, model.seq(), b, Split::validation), model.seq(), ranks.rank,
+                   model.batch());
     model.set_batch(batch.inputs, batch.targets);
     engine.submit_forward();
-    sum += model.mean_loss();
+    sum += ranks.average(model.mean_loss());
   }
   return sum / double(n);
+}
+
+// The end-of-run table: what each rank held and sent, next to `starzero plan`'s prediction for
+// this configuration and the same prediction with the collectives' padding accounted.
+void print_zero_report(const Engine& engine, const GptModel& model, const Ranks& ranks, const CommStats& step_traffic) {
+  const MemoryLedger& ledger = engine.ledger();
+  // After the run every transient buffer is gone: live = what is held for good.
+  const std::vector<std::int64_t> mine = {
+      ledger.live(MemoryCategory::params),     ledger.live(MemoryCategory::grads),
+      ledger.live(MemoryCategory::optimizer),  ledger.peak(MemoryCategory::grads),
+      ledger.peak(MemoryCategory::temporaries), ledger.peak_items(MemoryCategory::temporaries),
+      std::int64_t(step_traffic[CommOp::all_gather].bytes_sent),
+      std::int64_t(step_traffic[CommOp::reduce_scatter].bytes_sent),
+      std::int64_t(step_traffic[CommOp::all_reduce].bytes_sent)};
+  std::vector<std::int64_t> all(mine.size() * std::size_t(ranks.size));
+  MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0,
+             ranks.control->native());
+  if (!ranks.leader()) return;
+
+  const int N = ranks.size, stage = engine.stage();
+  const auto bytes = double(dtype_size(model.dtype()));
+  PlanInput input;
+  input.params = std::int64_t(engine.parameter_count());
+  input.dp = N;
+  input.stage = stage;
+  input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
+  const MemoryPlan plan = plan_memory(input);
+  PlanInput padded_input = input;
+  padded_input.params = std::int64_t(engine.padded_parameter_count());
+  const MemoryPlan padded_plan = plan_memory(padded_input);
+  const CommVolume volume = plan_communication(input);
+
+  std::printf("\nZeRO-%d on %d ranks, per rank, bytes held for good (after the run) next to `starzero plan`:\n", stage, N);
+  std::printf("  %-5s %12s %12s %12s | %12s %12s %12s | %12s %12s %12s\n", "rank", "params", "grads", "optimizer",
+              "plan", "plan", "plan", "plan+pad", "plan+pad", "plan+pad");
+  for (int r = 0; r < N; ++r) {
+    const std::int64_t* row = all.data() + std::size_t(r) * mine.size();
+    std::printf("  %-5d %12lld %12lld %12lld | %12.0f %12.0f %12.0f | %12.0f %12.0f %12.0f\n", r, (long long)row[0],
+                (long long)row[1], (long long)row[2], plan.gpu.params, plan.gpu.grads, plan.gpu.optimizer,
+                padded_plan.gpu.params, padded_plan.gpu.grads, padded_plan.gpu.optimizer);
+  }
+  std::printf("  plan+pad: the same formulas with each layer padded to a multiple of N = %d elements (Ψ %zu -> %zu)\n",
+              N, engine.parameter_count(), engine.padded_parameter_count());
+  for (int r = 0; r < N; ++r) {
+    const std::int64_t* row = all.data() + std::size_t(r) * mine.size();
+    if (stage >= 2)
+      std::printf("  rank %d: peak gradients %lld bytes (its shard plus the full gradients of the layers being "
+                  "reduce-scattered, freed right after)\n", r, (long long)row[3]);
+    if (stage == 3)
+      std::printf("  rank %d: ZeRO-3 temporary full parameters: peak %lld bytes, peak %lld layers in flight "
+                  "(prefetch window)\n", r, (long long)row[4], (long long)row[5]);
+  }
+  const double padded_ring = double(N - 1) / N * double(engine.padded_parameter_count()) * bytes;
+  const double regather = double(N - 1) / N * double(engine.regathered_elements_per_step()) * bytes;
+  std::printf("collective bytes sent per step (the last), next to (N-1)/N * %dΨ * %g bytes = %.0f:\n",
+              volume.psi_multiple, bytes, volume.ring_bytes);
+  for (int r = 0; r < N; ++r) {
+    const std::int64_t* row = all.data() + std::size_t(r) * mine.size();
+    std::printf("  rank %d: all-gather %lld, reduce-scatter %lld, all-reduce %lld\n", r, (long long)row[6],
+                (long long)row[7], (long long)row[8]);
+  }
+  if (stage == 0) {
+    std::printf("  all-reduce: the ring sends 2(N-1)/N of the (padded) gradients; over all ranks exactly "
+                "2(N-1)*%zu*bytes = %.0f\n", engine.padded_parameter_count(),
+                2.0 * (N - 1) * double(engine.padded_parameter_count()) * bytes);
+  } else {
+    std::printf("  expected with padding: all-gather %.0f, reduce-scatter %.0f per rank%s; all-reduce: a few bytes, the\n"
+                "  gradient norm's sum of squares (one fp32 value)\n",
+                (stage == 3 ? 2 : 1) * padded_ring + regather, padded_ring,
+                regather > 0 ? " (all-gather includes the tied embedding gathered again for the classifier)" : "");
+  }
 }
 
 // Greedy-free sampling: multinomial from the softmax, with the model's B x T activations (the
@@ -198,6 +308,8 @@ cli::ArgParser make_train_parser() {
       .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
+      .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
       .option("checkpoint-in", "FILE", "start from an llm.c checkpoint (resumes exactly when FILE.state exists)")
       .option("checkpoint-out", "FILE", "write an llm.c checkpoint (and FILE.state) at the end")
       .option("save-every", "N", "also write the checkpoint every N steps")
@@ -260,6 +372,15 @@ int run_train(const cli::ArgParser& p) {
   const TokenDataset data = load_dataset(p.value("data"), 0.1);
   const GptShape shape = shape_from_flags(p, data.vocab());
   const int B = int_flag(p, "batch", 8, 1);
+  const int stage = int_flag(p, "stage", 0, 0);
+  if (stage > 3) throw UsageError("--stage " + std::to_string(stage) + " is not a ZeRO stage (0..3)");
+  const int prefetch_depth = int_flag(p, "prefetch-depth", 1, 0);
+  const int world = mpirun_world_size();
+  if (B % world != 0)
+    throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) +
+                     " ranks (each rank trains B/N sequences)");
+  const int local_batch = B / world;
+  g_state_ranks = world;
   const int T = int_flag(p, "seq", std::min(64, shape.max_seq), 1);
   if (T > shape.max_seq) throw UsageError("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
   const int steps = int_flag(p, "steps", 300, 1);
@@ -292,28 +413,52 @@ int run_train(const cli::ArgParser& p) {
     if (fs::exists(state_path(*checkpoint_in))) training_state = read_training_state(state_path(*checkpoint_in), shape);
   }
 
+  Ranks ranks;
+  if (world > 1) {
+    ranks.engine = std::make_unique<MpiComm>();
+    ranks.control = std::make_unique<MpiComm>();
+    ranks.rank = ranks.engine->rank();
+    ranks.size = ranks.engine->size();
+    g_state_rank = ranks.rank;
+  }
+  const bool leader = ranks.leader();
+  // With several ranks, an error on one must end them all (the others would wait in a collective
+  // forever): MPI_Abort, naming the rank, instead of unwinding into MPI_Finalize.
+  try {
+
   EngineOptions engine_options;
   engine_options.seed = seed;
   engine_options.grad_clip = real_flag(p, "grad-clip", 1.0);
   engine_options.adam.weight_decay = real_flag(p, "weight-decay", 0.0);
+  engine_options.stage = stage;
+  engine_options.prefetch_depth = prefetch_depth;
+  engine_options.comm = ranks.engine.get();
 
-  Session session(session_flags(p));
+  SessionOptions session_options = session_flags(p);
+  session_options.trace_rank = ranks.rank;
+  Session session(session_options);
   const std::string trace_file = session.trace_file();
-  std::printf("starzero train: %s, %zu parameters, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n",
-              shape.to_string().c_str(), shape.param_count(), dtype == DType::f32 ? "fp32" : "bf16 (fp32 master)", B,
-              T, steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
-  std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),
-              data.split_size(Split::validation), data.vocab());
+  if (leader) {
+    std::printf("starzero train: %s, %zu parameters, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n",
+                shape.to_string().c_str(), shape.param_count(), dtype == DType::f32 ? "fp32" : "bf16 (fp32 master)", B,
+                T, steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
+    if (world > 1)
+      std::printf("data parallel: %d ranks (MPI), ZeRO-%d, %d sequences per rank%s\n", world, stage, local_batch,
+                  stage == 3 ? (", prefetch depth " + std::to_string(prefetch_depth)).c_str() : "");
+    std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),
+                data.split_size(Split::validation), data.vocab());
+  }
 
-  GptModel model(shape, dtype, B, T);
+  GptModel model(shape, dtype, local_batch, T);
   Engine engine(model, engine_options);
   std::uint64_t first_step = 1;
   if (checkpoint) {
     load_checkpoint_into(*checkpoint, model, engine);
     if (training_state) {
       first_step = load_training_state(*training_state, model, engine) + 1;
-      std::printf("resumed from %s at step %llu\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1));
-    } else {
+      if (leader)
+        std::printf("resumed from %s at step %llu\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1));
+    } else if (leader) {
       std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", checkpoint_in->c_str());
     }
   }
@@ -324,18 +469,29 @@ int run_train(const cli::ArgParser& p) {
   double train_seconds = 0;
   int steps_done = 0;
   auto save = [&](std::uint64_t step) {
-    save_checkpoint(*checkpoint_out, model, engine, checkpoint_version);
+    const auto params = llmc_params(model, engine.master_params());  // collective when sharded
+    if (leader) write_llmc_checkpoint(*checkpoint_out, model.shape(), params, checkpoint_version);
     save_training_state(*checkpoint_out, model, engine, step);
   };
+  CommStats traffic_before{}, step_traffic{};
   const std::uint64_t last_step = first_step + std::uint64_t(steps) - 1;
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
     const Clock::time_point step_start = Clock::now();
-    const Batch batch = data.train_batch(B, T, seed, step);
+    const Batch batch = slice_rows(data.train_batch(B, T, seed, step), T, ranks.rank, local_batch);
     model.set_batch(batch.inputs, batch.targets);
     const float step_lr = optim::learning_rate(int(step), lr, warmup, int(last_step), lr_final);
+    if (ranks.engine) traffic_before = ranks.engine->stats();
     engine.submit_step(step_lr, int(step));
-    const double loss = model.mean_loss();
+    const double loss = ranks.average(model.mean_loss());
     const float norm = engine.last_grad_norm();  // waits for the whole backward
+    if (ranks.engine) {
+      starpu_task_wait_for_all();  // this step's collectives, for the byte count
+      const CommStats after = ranks.engine->stats();
+      for (std::size_t op = 0; op < kCommOpCount; ++op) {
+        step_traffic.ops[op].bytes_sent = after.ops[op].bytes_sent - traffic_before.ops[op].bytes_sent;
+        step_traffic.ops[op].calls = after.ops[op].calls - traffic_before.ops[op].calls;
+      }
+    }
     const double step_seconds = seconds_since(step_start);
     train_seconds += step_seconds;
     ++steps_done;
@@ -346,25 +502,31 @@ int run_train(const cli::ArgParser& p) {
     std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
                   (unsigned long long)step, (unsigned long long)last_step, loss, step_lr, norm, step_seconds * 1e3,
                   tokens_per_step / step_seconds);
-    if (!quiet) progress.step(int(step - first_step + 1), steps, line);
+    if (!quiet && leader) progress.step(int(step - first_step + 1), steps, line);
     if (val_every > 0 && (step % std::uint64_t(val_every) == 0 || step == last_step)) {
-      last_val = validation_loss(model, engine, data, val_batches);
-      if (!quiet) progress.line("  validation loss " + std::to_string(last_val));
+      last_val = validation_loss(model, engine, data, val_batches, ranks);
+      if (!quiet && leader) progress.line("  validation loss " + std::to_string(last_val));
     }
-    if (data.vocab() == 256 && sample_every > 0 && step % std::uint64_t(sample_every) == 0 && !quiet)
-      progress.line("  sample: " + cli::printable(sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed + step), 400));
+    // Every rank samples (ZeRO-3 forwards are collective); the same seed gives the same text.
+    if (data.vocab() == 256 && sample_every > 0 && step % std::uint64_t(sample_every) == 0 && !quiet) {
+      const std::string text = sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed + step);
+      if (leader) progress.line("  sample: " + cli::printable(text, 400));
+    }
     if (checkpoint_out && save_every > 0 && step % std::uint64_t(save_every) == 0 && step != last_step) save(step);
   }
   if (checkpoint_out) {
     save(last_step);
-    std::printf("wrote %s (llm.c version %d) and %s\n", checkpoint_out->c_str(), checkpoint_version,
-                state_path(*checkpoint_out).c_str());
+    if (leader)
+      std::printf("wrote %s (llm.c version %d) and %s\n", checkpoint_out->c_str(), checkpoint_version,
+                  state_path(*checkpoint_out).c_str());
   }
-  if (data.vocab() == 256 && !quiet)
-    std::printf("sample: %s\n",
-                cli::printable(sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed), 400).c_str());
+  if (data.vocab() == 256 && !quiet) {
+    const std::string text = sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed);
+    if (leader) std::printf("sample: %s\n", cli::printable(text, 400).c_str());
+  }
+  if (world > 1) print_zero_report(engine, model, ranks, step_traffic);
   const std::string validation = std::isnan(last_val) ? "none" : std::to_string(last_val);
-  std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
+  if (leader) std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               steps_done, first_loss, last_loss, validation.c_str(), train_seconds,
               tokens_per_step * steps_done / train_seconds, seconds_since(start));
   if (!trace_file.empty()) {
@@ -372,6 +534,17 @@ int run_train(const cli::ArgParser& p) {
     return -1;  // the caller converts the trace after the session ends
   }
   return 0;
+  } catch (const std::exception& e) {
+    if (world > 1) {
+      const bool usage = dynamic_cast<const UsageError*>(&e) || dynamic_cast<const FileFormatError*>(&e) ||
+                         dynamic_cast<const std::invalid_argument*>(&e);
+      std::fprintf(stderr, "starzero train: rank %d of %d %s: %s\n", ranks.rank, world, usage ? "error" : "failed",
+                   e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, usage ? 2 : 1);
+    }
+    throw;
+  }
 }
 
 cli::ArgParser make_eval_parser() {

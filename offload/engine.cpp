@@ -1,24 +1,49 @@
 #include "offload/engine.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "optimizers/adamw_codelet.hpp"
+#include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
+#include "tasks/marks.hpp"
 
 namespace starzero {
 
-// One layer's buffers: its parameters in the model's dtype, their gradient, the fp32 master
-// copy and Adam moments, and the partial sum of squares for the global norm.
+namespace {
+
+std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
+
+}  // namespace
+
+// One layer's buffers (see engine.hpp for which exist at which stage).
 struct Engine::Layer {
-  Tensor param, grad, master, m, v, sum_of_squares;
-  Layer(const Model& model, int layer)
-      : param(Tensor::host(model.dtype(), model.layer_params(layer), "param[" + std::to_string(layer) + "]")),
-        grad(Tensor::transient(model.dtype(), model.layer_params(layer), "grad[" + std::to_string(layer) + "]")),
-        master(Tensor::host(DType::f32, model.layer_params(layer), "master[" + std::to_string(layer) + "]")),
-        m(Tensor::host(DType::f32, model.layer_params(layer), "adam_m[" + std::to_string(layer) + "]")),
-        v(Tensor::host(DType::f32, model.layer_params(layer), "adam_v[" + std::to_string(layer) + "]")),
-        sum_of_squares(Tensor::transient(DType::f32, 1, "grad_sumsq[" + std::to_string(layer) + "]")) {}
+  std::size_t count = 0;   // the model's parameters in this layer
+  std::size_t shard = 0;   // ceil(count / N)
+  std::size_t padded = 0;  // N · shard: the size of full buffers
+  std::size_t own_offset = 0;  // rank · shard
+  Tensor param, grad;
+  std::optional<Tensor> param_shard, grad_shard;
+  Tensor master, m, v, sum_of_squares;
+
+  Layer(const Model& model, int layer, int ranks, int rank, int stage)
+      : count(model.layer_params(layer)),
+        shard((count + std::size_t(ranks) - 1) / std::size_t(ranks)),
+        padded(shard * std::size_t(ranks)),
+        own_offset(shard * std::size_t(rank)),
+        param(stage == 3 && ranks > 1 ? Tensor::transient(model.dtype(), padded, at("param", layer))
+                                      : Tensor::host(model.dtype(), padded, at("param", layer))),
+        grad(Tensor::transient(model.dtype(), padded, at("grad", layer))),
+        master(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("master", layer))),
+        m(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("adam_m", layer))),
+        v(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("adam_v", layer))),
+        sum_of_squares(Tensor::transient(DType::f32, 1, at("grad_sumsq", layer))) {
+    if (ranks > 1 && stage == 3) param_shard.emplace(Tensor::host(model.dtype(), shard, at("param_shard", layer)));
+    if (ranks > 1 && stage >= 2) grad_shard.emplace(Tensor::transient(model.dtype(), shard, at("grad_shard", layer)));
+  }
+  std::size_t optimizer_count(int ranks, int stage) const { return ranks > 1 && stage >= 1 ? shard : padded; }
 };
 
 class Engine::Handles final : public GroupHandles {
@@ -33,24 +58,27 @@ class Engine::Handles final : public GroupHandles {
 
 namespace {
 
-void write_param_copy(Tensor& param, std::span<const float> values) {
-  auto view = param.view(Access::write);
-  if (param.dtype() == DType::f32) {
-    std::copy(values.begin(), values.end(), view.as<float>().begin());
+void write_values(Tensor& tensor, std::span<const float> values, std::size_t offset = 0) {
+  auto view = tensor.view(Access::readwrite);
+  if (tensor.dtype() == DType::f32) {
+    std::copy(values.begin(), values.end(), view.as<float>().begin() + std::ptrdiff_t(offset));
   } else {
     auto out = view.as<bf16>();
-    for (std::size_t i = 0; i < values.size(); ++i) out[i] = from_float<bf16>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) out[offset + i] = from_float<bf16>(values[i]);
   }
-}
-
-void write_f32(Tensor& tensor, std::span<const float> values) {
-  auto view = tensor.view(Access::write);
-  std::copy(values.begin(), values.end(), view.as<float>().begin());
 }
 
 std::vector<float> read_f32(const Tensor& tensor) {
   auto view = tensor.view(Access::read);
   return {view.as<float>().begin(), view.as<float>().end()};
+}
+
+// The part of a full layer (count values) that falls into shard [offset, offset + shard),
+// zero-padded past the end of the layer.
+std::vector<float> shard_of(std::span<const float> full, std::size_t offset, std::size_t shard) {
+  std::vector<float> out(shard, 0.0f);
+  for (std::size_t i = 0; i < shard && offset + i < full.size(); ++i) out[i] = full[offset + i];
+  return out;
 }
 
 }  // namespace
@@ -59,71 +87,239 @@ Engine::Engine(Model& model, const EngineOptions& options)
     : model_(model),
       options_(options),
       clip_scale_(Tensor::host(DType::f32, 1, "clip_scale")),
-      grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")) {
-  layers_.reserve(std::size_t(model.layers()));
-  for (int l = 0; l < model.layers(); ++l) {
-    layers_.emplace_back(model, l);
-    Layer& layer = layers_.back();
-    std::vector<float> init(model.layer_params(l));
-    model.init_layer(l, init, options.seed);
-    write_f32(layer.master, init);
-    write_param_copy(layer.param, init);
-    std::fill(init.begin(), init.end(), 0.0f);
-    write_f32(layer.m, init);
-    write_f32(layer.v, init);
+      grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")),
+      grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")) {
+  if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
+  if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
+  if (options.comm) {
+    ranks_ = options.comm->size();
+    rank_ = options.comm->rank();
   }
+  if (ranks_ > 1) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
+  const int L = model.layers();
+  layers_.reserve(std::size_t(L));
+  for (int l = 0; l < L; ++l) layers_.emplace_back(model, l, ranks_, rank_, options.stage);
   handles_ = std::make_unique<Handles>(layers_);
+
+  // Which backward layers touch each group's gradient: its own and those sharing it.
+  first_toucher_.resize(std::size_t(L));
+  last_toucher_.resize(std::size_t(L));
+  for (int g = 0; g < L; ++g) first_toucher_[std::size_t(g)] = last_toucher_[std::size_t(g)] = g;
+  for (int l = 0; l < L; ++l)
+    for (int g : model.shared_groups(l)) {
+      first_toucher_.at(std::size_t(g)) = std::max(first_toucher_[std::size_t(g)], l);
+      last_toucher_.at(std::size_t(g)) = std::min(last_toucher_[std::size_t(g)], l);
+    }
+
+  // Every rank initialises every layer from the same seed and keeps its own part.
+  std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    initial[std::size_t(l)].resize(layers_[std::size_t(l)].count);
+    model.init_layer(l, initial[std::size_t(l)], options.seed);
+  }
+  set_master_params(initial);
+  for (Layer& layer : layers_) {
+    const std::vector<float> zeros(layer.m.count(), 0.0f);
+    write_values(layer.m, zeros);
+    write_values(layer.v, zeros);
+  }
+
+  // The bytes this rank holds for good; transient ones are added and removed as the graph runs.
+  const std::int64_t dtype_bytes = std::int64_t(dtype_size(model.dtype()));
+  for (const Layer& layer : layers_) {
+    if (!layer.param.is_transient()) ledger_.add(MemoryCategory::params, std::int64_t(layer.padded) * dtype_bytes);
+    if (layer.param_shard) ledger_.add(MemoryCategory::params, std::int64_t(layer.shard) * dtype_bytes);
+    if (layer.grad_shard) ledger_.add(MemoryCategory::grads, std::int64_t(layer.shard) * dtype_bytes);
+    else ledger_.add(MemoryCategory::grads, std::int64_t(layer.padded) * dtype_bytes);
+    ledger_.add(MemoryCategory::optimizer, 3 * std::int64_t(layer.master.bytes()));
+  }
+  if (options.stage == 3 && ranks_ > 1)
+    for (int slot = 0; slot <= options.prefetch_depth; ++slot)
+      window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() { starpu_task_wait_for_all(); }
 
-void Engine::submit_forward() {
-  for (int l = 0; l < model_.layers(); ++l) model_.submit_forward(l, *handles_);
+std::vector<int> Engine::uses(int layer) const {
+  std::vector<int> groups{layer};
+  for (int g : model_.shared_groups(layer))
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  return groups;
 }
+
+// ZeRO-3: all-gather the full parameters a layer needs. The mark waits for the window slot
+// (the release of the gather W+1 before this one) and counts the layers as live.
+void Engine::gather(int layer, const char* pass) {
+  if (!(options_.stage == 3 && ranks_ > 1)) return;
+  const std::vector<int> groups = uses(layer);
+  std::vector<starpu_data_handle_t> handles{window_slots_[gathers_ % window_slots_.size()].handle()};
+  std::int64_t bytes = 0;
+  for (int g : groups) {
+    handles.push_back(layers_[std::size_t(g)].param.handle());
+    bytes += std::int64_t(layers_[std::size_t(g)].param.bytes());
+  }
+  // Items count layers in flight (a layer may need several groups: the tied classifier).
+  tasks::submit_mark(
+      handles,
+      [this, bytes] {
+        ledger_.add(MemoryCategory::temporaries, bytes);
+        ledger_.add_item(MemoryCategory::temporaries);
+      },
+      at((std::string("window_") + pass).c_str(), layer));
+  for (int g : groups) {
+    Layer& l = layers_[std::size_t(g)];
+    tasks::submit_all_gather(*order_, l.param_shard->handle(), l.param.handle(), l.count, model_.dtype(),
+                             at((std::string("all_gather_") + pass).c_str(), g));
+  }
+}
+
+void Engine::release(int layer, const char* pass) {
+  if (!(options_.stage == 3 && ranks_ > 1)) return;
+  const std::vector<int> groups = uses(layer);
+  std::vector<starpu_data_handle_t> handles{window_slots_[gathers_ % window_slots_.size()].handle()};
+  ++gathers_;
+  std::int64_t bytes = 0;
+  for (int g : groups) {
+    handles.push_back(layers_[std::size_t(g)].param.handle());
+    bytes += std::int64_t(layers_[std::size_t(g)].param.bytes());
+  }
+  tasks::submit_mark(
+      handles,
+      [this, bytes] {
+        ledger_.remove(MemoryCategory::temporaries, bytes);
+        ledger_.remove_item(MemoryCategory::temporaries);
+      },
+      at((std::string("release_") + pass).c_str(), layer));
+  for (int g : groups) layers_[std::size_t(g)].param.invalidate_submit();
+}
+
+// ZeRO-2/3: the full gradient of a group comes to life just before its first backward, and
+// only once the full gradient freed two reductions ago is gone (at most ~3 alive at once).
+void Engine::allocate_gradient(int group) {
+  Layer& layer = layers_[std::size_t(group)];
+  const bool transient = ranks_ > 1 && options_.stage >= 2;
+  if (transient) {
+    std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
+    if (recently_reduced_.size() >= 2) handles.push_back(recently_reduced_[recently_reduced_.size() - 2]);
+    const auto bytes = std::int64_t(layer.grad.bytes());
+    tasks::submit_mark(handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); },
+                       at("grad_alloc", group));
+  }
+  tasks::submit_zero(layer.grad.handle(), at("zero_grad", group));
+}
+
+void Engine::reduce_gradient(int group) {
+  if (ranks_ == 1) return;
+  Layer& layer = layers_[std::size_t(group)];
+  const DType dtype = model_.dtype();
+  switch (options_.stage) {
+    case 0:
+      tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
+      return;
+    case 1:
+      tasks::submit_reduce_scatter_in_place(*order_, layer.grad.handle(), layer.count, dtype,
+                                            at("reduce_scatter_grad", group));
+      return;
+    default: {
+      tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
+                                   at("reduce_scatter_grad", group));
+      const auto bytes = std::int64_t(layer.grad.bytes());
+      tasks::submit_mark({layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); },
+                         at("grad_free", group));
+      layer.grad.invalidate_submit();
+      recently_reduced_.push_back(layer.grad.handle());
+      return;
+    }
+  }
+}
+
+void Engine::submit_forward_walk() {
+  for (int l = 0; l < model_.layers(); ++l) {
+    gather(l, "fwd");
+    model_.submit_forward(l, *handles_);
+    release(l, "fwd");
+  }
+}
+
+void Engine::submit_backward_walk() {
+  recently_reduced_.clear();
+  for (int l = model_.layers() - 1; l >= 0; --l) {
+    for (int g = 0; g < model_.layers(); ++g)
+      if (first_toucher_[std::size_t(g)] == l) allocate_gradient(g);
+    gather(l, "bwd");
+    model_.submit_backward(l, *handles_);
+    release(l, "bwd");
+    for (int g = 0; g < model_.layers(); ++g)
+      if (last_toucher_[std::size_t(g)] == l) reduce_gradient(g);
+  }
+}
+
+void Engine::submit_forward() { submit_forward_walk(); }
 
 void Engine::submit_gradients() {
-  for (Layer& layer : layers_) tasks::submit_zero(layer.grad.handle(), "zero_" + layer.grad.name());
-  submit_forward();
-  for (int l = model_.layers() - 1; l >= 0; --l) model_.submit_backward(l, *handles_);
+  if (sharded() && options_.stage >= 2)
+    throw std::logic_error("submit_gradients: full gradients are not kept at ZeRO-2/3 with several ranks");
+  submit_forward_walk();
+  submit_backward_walk();
 }
 
 std::vector<std::vector<float>> Engine::gradients() const {
   std::vector<std::vector<float>> out;
   for (const Layer& layer : layers_) {
     auto view = layer.grad.view(Access::read);
-    if (layer.grad.dtype() == DType::f32) {
-      out.emplace_back(view.as<float>().begin(), view.as<float>().end());
-    } else {
-      std::vector<float> values;
-      for (bf16 g : view.as<bf16>()) values.push_back(to_float(g));
-      out.push_back(std::move(values));
-    }
+    std::vector<float> values(layer.count);
+    for (std::size_t i = 0; i < layer.count; ++i)
+      values[i] = layer.grad.dtype() == DType::f32 ? view.as<float>()[i] : to_float(view.as<bf16>()[i]);
+    out.push_back(std::move(values));
   }
   return out;
 }
 
 void Engine::submit_step(float lr, int step) {
   if (step < 1) throw std::invalid_argument("optimizer step must be >= 1");
-  submit_gradients();
+  submit_forward_walk();
+  submit_backward_walk();
+
+  // Global gradient norm over the reduced gradients: each rank's shard, summed across ranks.
+  const DType dtype = model_.dtype();
   std::vector<starpu_data_handle_t> partial_sums;
-  // A layer's gradient is complete once every backward that touches it has been submitted:
-  // its own and those of later layers sharing it (e.g. the tied embedding).
   for (int l = model_.layers() - 1; l >= 0; --l) {
     Layer& layer = layers_[std::size_t(l)];
-    optim::submit_sum_of_squares(layer.grad.handle(), model_.dtype(), layer.sum_of_squares.handle(),
-                                 "grad_sumsq[" + std::to_string(l) + "]");
+    const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
+    const optim::Slice slice = layer.grad_shard ? optim::Slice{0, layer.shard}
+                               : sharded()      ? optim::Slice{layer.own_offset, layer.shard}
+                                                : optim::Slice{0, layer.padded};
+    optim::submit_sum_of_squares(grad, slice, dtype, layer.sum_of_squares.handle(), at("grad_sumsq", l));
     partial_sums.push_back(layer.sum_of_squares.handle());
   }
-  // Exact global-norm clipping is a global point: every Adam waits for every gradient.
-  optim::submit_clip_scale(partial_sums, options_.grad_clip, clip_scale_.handle(), grad_norm_.handle(), "clip_scale");
+  if (sharded()) {
+    optim::submit_sum_scalars(partial_sums, grad_sumsq_total_.handle(), "grad_sumsq_local");
+    tasks::submit_all_reduce(*order_, grad_sumsq_total_.handle(), DType::f32, "all_reduce_grad_sumsq");
+    partial_sums = {grad_sumsq_total_.handle()};
+  }
+  // Exact clipping is a global point: every AdamW waits for the norm of all gradients.
+  optim::submit_clip_scale(partial_sums, options_.grad_clip, float(ranks_), clip_scale_.handle(), grad_norm_.handle(),
+                           "clip_scale");
+
   optim::AdamWHyper hyper = options_.adam;
   hyper.lr = lr;
   hyper.step = step;
   for (int l = model_.layers() - 1; l >= 0; --l) {
     Layer& layer = layers_[std::size_t(l)];
-    optim::submit_adamw(layer.grad.handle(), layer.master.handle(), layer.m.handle(), layer.v.handle(),
-                        layer.param.handle(), clip_scale_.handle(), model_.dtype(), hyper,
-                        "adamw[" + std::to_string(l) + "]");
+    const std::string name = at("adamw", l);
+    if (!sharded()) {
+      optim::submit_adamw(layer.grad.handle(), 0, layer.master.handle(), layer.m.handle(), layer.v.handle(),
+                          layer.param.handle(), 0, clip_scale_.handle(), dtype, hyper, name);
+    } else if (options_.stage == 3) {
+      optim::submit_adamw(layer.grad_shard->handle(), 0, layer.master.handle(), layer.m.handle(), layer.v.handle(),
+                          layer.param_shard->handle(), 0, clip_scale_.handle(), dtype, hyper, name);
+    } else {
+      const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
+      const std::size_t grad_offset = layer.grad_shard ? 0 : layer.own_offset;
+      optim::submit_adamw(grad, grad_offset, layer.master.handle(), layer.m.handle(), layer.v.handle(),
+                          layer.param.handle(), layer.own_offset, clip_scale_.handle(), dtype, hyper, name);
+      tasks::submit_all_gather_in_place(*order_, layer.param.handle(), layer.count, dtype, at("all_gather_param", l));
+    }
   }
 }
 
@@ -133,43 +329,91 @@ float Engine::last_grad_norm() const {
 }
 
 std::vector<std::vector<float>> Engine::master_params() const {
+  // Direct collectives below must not run while collective tasks use the communicator.
+  if (sharded()) starpu_task_wait_for_all();
   std::vector<std::vector<float>> out;
-  for (const Layer& layer : layers_) out.push_back(read_f32(layer.master));
+  for (const Layer& layer : layers_) {
+    std::vector<float> mine = read_f32(layer.master);
+    if (!sharded()) {
+      mine.resize(layer.count);
+      out.push_back(std::move(mine));
+      continue;
+    }
+    std::vector<float> full(layer.padded);
+    options_.comm->all_gather(mine.data(), full.data(), layer.count, DType::f32);
+    full.resize(layer.count);
+    out.push_back(std::move(full));
+  }
   return out;
 }
 
 void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
   if (values.size() != layers_.size()) throw std::invalid_argument("set_master_params: wrong number of layers");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    if (values[l].size() != layers_[l].master.count())
+    Layer& layer = layers_[l];
+    if (values[l].size() != layer.count)
       throw std::invalid_argument("set_master_params: wrong size for layer " + std::to_string(l));
-    write_f32(layers_[l].master, values[l]);
-    write_param_copy(layers_[l].param, values[l]);
+    const std::vector<float> full = shard_of(values[l], 0, layer.padded);
+    write_values(layer.master, sharded() ? shard_of(values[l], layer.own_offset, layer.shard) : full);
+    if (layer.param_shard) write_values(*layer.param_shard, shard_of(values[l], layer.own_offset, layer.shard));
+    if (!layer.param.is_transient()) write_values(layer.param, full);
   }
 }
 
 std::vector<LayerOptimizerState> Engine::optimizer_state() const {
   std::vector<LayerOptimizerState> out;
-  for (const Layer& layer : layers_) out.push_back({read_f32(layer.master), read_f32(layer.m), read_f32(layer.v)});
+  for (const Layer& layer : layers_) {
+    LayerOptimizerState state{read_f32(layer.master), read_f32(layer.m), read_f32(layer.v)};
+    if (!sharded())  // the full state, without the collectives' padding
+      for (auto* values : {&state.master, &state.m, &state.v}) values->resize(layer.count);
+    out.push_back(std::move(state));
+  }
   return out;
 }
 
 void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) {
   if (state.size() != layers_.size()) throw std::invalid_argument("set_optimizer_state: wrong number of layers");
+  if (sharded()) starpu_task_wait_for_all();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const std::size_t n = layers_[l].master.count();
+    Layer& layer = layers_[l];
+    const std::size_t n = sharded() ? layer.master.count() : layer.count;
     if (state[l].master.size() != n || state[l].m.size() != n || state[l].v.size() != n)
       throw std::invalid_argument("set_optimizer_state: wrong size for layer " + std::to_string(l));
-    write_f32(layers_[l].master, state[l].master);
-    write_param_copy(layers_[l].param, state[l].master);
-    write_f32(layers_[l].m, state[l].m);
-    write_f32(layers_[l].v, state[l].v);
+    // Unsharded state comes without padding; the padding stays zero.
+    write_values(layer.master, shard_of(state[l].master, 0, layer.master.count()));
+    write_values(layer.m, shard_of(state[l].m, 0, layer.master.count()));
+    write_values(layer.v, shard_of(state[l].v, 0, layer.master.count()));
+    // The model's parameters follow the master weights.
+    if (layer.param_shard) write_values(*layer.param_shard, state[l].master);
+    if (!layer.param.is_transient()) {
+      if (sharded()) {
+        std::vector<float> full(layer.padded);
+        options_.comm->all_gather(state[l].master.data(), full.data(), layer.count, DType::f32);
+        write_values(layer.param, full);
+      } else {
+        write_values(layer.param, shard_of(state[l].master, 0, layer.padded));
+      }
+    }
   }
+}
+
+std::size_t Engine::padded_parameter_count() const {
+  std::size_t n = 0;
+  for (const Layer& layer : layers_) n += layer.padded;
+  return n;
+}
+
+std::size_t Engine::regathered_elements_per_step() const {
+  if (!(options_.stage == 3 && ranks_ > 1)) return 0;
+  std::size_t n = 0;
+  for (int l = 0; l < model_.layers(); ++l)
+    for (int g : model_.shared_groups(l)) n += 2 * layers_[std::size_t(g)].padded;  // forward and backward
+  return n;
 }
 
 std::size_t Engine::parameter_count() const {
   std::size_t n = 0;
-  for (const Layer& layer : layers_) n += layer.master.count();
+  for (const Layer& layer : layers_) n += layer.count;
   return n;
 }
 

@@ -1,10 +1,23 @@
 #pragma once
-// The training engine: walks a Model's layers and submits one training step as a task graph
-// (design.md): forward of every layer, backward in reverse order, then per layer the gradient
-// norm and the AdamW update on fp32 master weights. Nothing waits inside a step.
+// The ZeRO engine: walks a Model's layers and submits one training step as a task graph
+// (design.md): forward of every layer, backward in reverse order, and per layer the collective
+// and optimizer tasks of the chosen ZeRO stage. Nothing waits inside a step.
 //
-// This is the single-rank engine (no collectives); the ZeRO stages add their per-layer
-// collective tasks around the same walk.
+// Buffers per layer l, N ranks, s = ceil(count/N) (collective buffers are padded to N·s):
+//   param[l]        full, model dtype      stages 0-2: persistent; 3: gathered before each use
+//   param_shard[l]  s, model dtype         stages 1-3 (N > 1)
+//   grad[l]         full, model dtype      stages 0-1: persistent; 2-3: freed after its
+//                                          reduce-scatter
+//   grad_shard[l]   s, model dtype         stages 1-3 (N > 1)
+//   master/m/v[l]   fp32, s (stage 0: full)
+// Stage 0: all-reduce of each layer's gradient, AdamW on the full (replicated) state.
+// Stages 1-2: reduce-scatter, AdamW on the own shard, all-gather of the updated parameters.
+// Stage 3: all-gather before forward and again before backward, freed after use, with a
+// prefetch window: gather k+W+1 waits for the release of gather k (at most W+1 live).
+// With one rank (or no communicator) there are no collectives and all stages are the same.
+//
+// Gradient clipping by global norm is exact: every AdamW waits for the norm over all gradient
+// shards (a global point; the ZeRO-Offload overlap of Adam with backward needs it off or delayed).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,17 +25,26 @@
 
 #include "offload/model.hpp"
 #include "optimizers/adamw.hpp"
+#include "runtime/comm.hpp"
+#include "runtime/ledger.hpp"
 #include "runtime/tensor.hpp"
 
 namespace starzero {
+
+namespace tasks {
+class CollectiveOrder;
+}
 
 struct EngineOptions {
   optim::AdamWHyper adam;     // lr and step are set per step
   float grad_clip = 1.0f;     // global-norm clipping threshold; <= 0: no clipping
   std::uint64_t seed = 1337;  // parameter initialisation
+  int stage = 0;              // ZeRO stage 0..3
+  Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
+  int prefetch_depth = 1;     // ZeRO-3: layers gathered ahead of the one being computed
 };
 
-// Optimizer state of one layer (fp32), for checkpoints and exact resume.
+// Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.
 struct LayerOptimizerState {
   std::vector<float> master, m, v;
 };
@@ -35,35 +57,64 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Forward and backward of the current micro-batch (the model's inputs must be set), the
-  // global gradient norm, and AdamW at learning rate `lr` as optimizer step `step` (1-based).
+  // collectives of the stage, the global gradient norm, and AdamW at learning rate `lr` as
+  // optimizer step `step` (1-based).
   void submit_step(float lr, int step);
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
-  // Zeroed gradients, forward and backward of the current micro-batch: no update.
+  // Zeroed gradients, forward and backward of the current micro-batch: no reduction, no update.
+  // Single rank (or stage 0-1) only: the full gradients stay for gradients().
   void submit_gradients();
-  // Every layer's gradient as fp32 (waits for the backward).
+  // Every layer's full gradient as fp32 (waits for the backward).
   std::vector<std::vector<float>> gradients() const;
 
   // Global gradient norm (before clipping) of the last step; waits for it.
   float last_grad_norm() const;
 
-  // fp32 master parameters per layer (waits for pending updates).
+  // Full fp32 master parameters per layer, gathered from every rank's shard (waits). Collective
+  // when the optimizer state is sharded: every rank must call it.
   std::vector<std::vector<float>> master_params() const;
-  // Replaces master and model parameters (e.g. from a checkpoint); resets nothing else.
+  // Replaces master and model parameters from full per-layer values (every rank passes the same).
   void set_master_params(const std::vector<std::vector<float>>& layers);
+  // This rank's optimizer state per layer (its shards), and its inverse.
   std::vector<LayerOptimizerState> optimizer_state() const;
   void set_optimizer_state(const std::vector<LayerOptimizerState>& state);
 
-  std::size_t parameter_count() const;
+  std::size_t parameter_count() const;  // Ψ of the model
+  // Σ over layers of N·ceil(count/N): what the collectives move (the padding is < N per layer).
+  std::size_t padded_parameter_count() const;
+  // ZeRO-3: elements gathered per step beyond once per layer and pass (groups shared by another
+  // layer, e.g. the tied embedding gathered again for the classifier).
+  std::size_t regathered_elements_per_step() const;
+  int ranks() const { return ranks_; }
+  int rank() const { return rank_; }
+  int stage() const { return options_.stage; }
+  bool sharded() const { return ranks_ > 1 && options_.stage >= 1; }
+  const MemoryLedger& ledger() const { return ledger_; }
 
  private:
   class Handles;
   struct Layer;
+  void submit_forward_walk();
+  void submit_backward_walk();
+  std::vector<int> uses(int layer) const;  // its own group and the groups it shares
+  void gather(int layer, const char* pass);
+  void release(int layer, const char* pass);
+  void allocate_gradient(int group);
+  void reduce_gradient(int group);
+
   Model& model_;
   EngineOptions options_;
+  int ranks_ = 1, rank_ = 0;
   std::vector<Layer> layers_;
   std::unique_ptr<Handles> handles_;
-  Tensor clip_scale_, grad_norm_;
+  std::unique_ptr<tasks::CollectiveOrder> order_;
+  Tensor clip_scale_, grad_norm_, grad_sumsq_total_;
+  std::vector<Tensor> window_slots_;  // ZeRO-3 prefetch window tokens
+  std::uint64_t gathers_ = 0;         // ZeRO-3 gathers submitted (selects the window slot)
+  std::vector<int> first_toucher_, last_toucher_;  // per group: backward layers touching it
+  std::vector<starpu_data_handle_t> recently_reduced_;  // ZeRO-2/3: full gradients just freed
+  MemoryLedger ledger_;
 };
 
 }  // namespace starzero

@@ -20,67 +20,92 @@ std::size_t count(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
 struct AdamArgs {
   AdamWHyper hyper;
   DType dtype;
+  std::size_t grad_offset, param_offset;
 };
 
-void sum_of_squares_cpu(void* buffers[], void* cl_arg) {
+struct SumArgs {
   DType dtype;
-  starpu_codelet_unpack_args(cl_arg, &dtype);
+  Slice slice;
+};
+
+std::size_t slice_count(void* buffer, const Slice& slice) {
+  return slice.count ? slice.count : count(buffer) - slice.offset;
+}
+
+void sum_of_squares_cpu(void* buffers[], void* cl_arg) {
+  SumArgs a;
+  starpu_codelet_unpack_args(cl_arg, &a);
   double sum = 0;  // double: the norm of millions of small gradients
-  const std::size_t n = count(buffers[0]);
-  if (dtype == DType::f32) {
-    for (const float* g = ptr<float>(buffers[0]); g != ptr<float>(buffers[0]) + n; ++g) sum += double(*g) * *g;
+  const std::size_t n = slice_count(buffers[0], a.slice);
+  if (a.dtype == DType::f32) {
+    const float* g = ptr<float>(buffers[0]) + a.slice.offset;
+    for (std::size_t i = 0; i < n; ++i) sum += double(g[i]) * g[i];
   } else {
-    const bf16* g = ptr<bf16>(buffers[0]);
+    const bf16* g = ptr<bf16>(buffers[0]) + a.slice.offset;
     for (std::size_t i = 0; i < n; ++i) sum += double(to_float(g[i])) * to_float(g[i]);
   }
   *ptr<float>(buffers[1]) = float(sum);
 }
 
 void clip_scale_cpu(void* buffers[], void* cl_arg) {
-  float max_norm;
+  float max_norm, divisor;
   int nparts;
-  starpu_codelet_unpack_args(cl_arg, &max_norm, &nparts);
+  starpu_codelet_unpack_args(cl_arg, &max_norm, &divisor, &nparts);
   double sum = 0;
   for (int i = 0; i < nparts; ++i) sum += *ptr<float>(buffers[2 + i]);
-  const float norm = float(std::sqrt(sum));
-  *ptr<float>(buffers[0]) = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0f;
+  const float norm = float(std::sqrt(sum) / divisor);
+  const float clip = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0f;
+  *ptr<float>(buffers[0]) = clip / divisor;
   *ptr<float>(buffers[1]) = norm;
+}
+
+void sum_scalars_cpu(void* buffers[], void* cl_arg) {
+  int nparts;
+  starpu_codelet_unpack_args(cl_arg, &nparts);
+  double sum = 0;
+  for (int i = 0; i < nparts; ++i) sum += *ptr<float>(buffers[1 + i]);
+  *ptr<float>(buffers[0]) = float(sum);
 }
 
 void adamw_cpu_func(void* buffers[], void* cl_arg) {
   AdamArgs a;
   starpu_codelet_unpack_args(cl_arg, &a);
-  const std::size_t n = count(buffers[0]);
+  const std::size_t n = count(buffers[1]);
   const float scale = *ptr<float>(buffers[5]);
   if (a.dtype == DType::f32)
-    adamw_cpu(n, ptr<float>(buffers[0]), scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-              ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper);
+    adamw_cpu(n, ptr<float>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+              ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper);
   else
-    adamw_cpu(n, ptr<bf16>(buffers[0]), scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-              ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper);
+    adamw_cpu(n, ptr<bf16>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
+              ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper);
 }
 
 #ifdef STARZERO_WITH_CUDA
 void sum_of_squares_cuda_func(void* buffers[], void* cl_arg) {
-  DType dtype;
-  starpu_codelet_unpack_args(cl_arg, &dtype);
+  SumArgs a;
+  starpu_codelet_unpack_args(cl_arg, &a);
   cudaStream_t stream = starpu_cuda_get_local_stream();
+  const std::size_t n = slice_count(buffers[0], a.slice);
   cudaMemsetAsync(ptr<float>(buffers[1]), 0, sizeof(float), stream);
-  if (dtype == DType::f32) sum_of_squares_cuda(count(buffers[0]), ptr<float>(buffers[0]), ptr<float>(buffers[1]), stream);
-  else sum_of_squares_cuda(count(buffers[0]), ptr<bf16>(buffers[0]), ptr<float>(buffers[1]), stream);
+  if (a.dtype == DType::f32)
+    sum_of_squares_cuda(n, ptr<float>(buffers[0]) + a.slice.offset, ptr<float>(buffers[1]), stream);
+  else
+    sum_of_squares_cuda(n, ptr<bf16>(buffers[0]) + a.slice.offset, ptr<float>(buffers[1]), stream);
 }
 
 void adamw_cuda_func(void* buffers[], void* cl_arg) {
   AdamArgs a;
   starpu_codelet_unpack_args(cl_arg, &a);
-  const std::size_t n = count(buffers[0]);
+  const std::size_t n = count(buffers[1]);
   void* stream = starpu_cuda_get_local_stream();
   if (a.dtype == DType::f32)
-    adamw_cuda(n, ptr<float>(buffers[0]), ptr<float>(buffers[5]), ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-               ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper, stream);
+    adamw_cuda(n, ptr<float>(buffers[0]) + a.grad_offset, ptr<float>(buffers[5]), ptr<float>(buffers[1]),
+               ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper,
+               stream);
   else
-    adamw_cuda(n, ptr<bf16>(buffers[0]), ptr<float>(buffers[5]), ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-               ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper, stream);
+    adamw_cuda(n, ptr<bf16>(buffers[0]) + a.grad_offset, ptr<float>(buffers[5]), ptr<float>(buffers[1]),
+               ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper,
+               stream);
 }
 #endif
 
@@ -117,6 +142,14 @@ starpu_codelet clip_scale_codelet = [] {
   return cl;
 }();
 
+starpu_codelet sum_scalars_codelet = [] {
+  starpu_codelet cl{};
+  cl.name = "sum_scalars";
+  cl.cpu_funcs[0] = sum_scalars_cpu;
+  cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
+  return cl;
+}();
+
 starpu_codelet adamw_codelet = [] {
   starpu_codelet cl{};
   cl.name = "adamw";
@@ -130,7 +163,7 @@ starpu_codelet adamw_codelet = [] {
   cl.modes[1] = STARPU_RW;
   cl.modes[2] = STARPU_RW;
   cl.modes[3] = STARPU_RW;
-  cl.modes[4] = STARPU_W;
+  cl.modes[4] = STARPU_RW;  // only this rank's slice is written: the rest must stay
   cl.modes[5] = STARPU_R;
   cl.model = &adamw_model;
   return cl;
@@ -142,14 +175,25 @@ void check(int ret, const std::string& name) {
 
 }  // namespace
 
-void submit_sum_of_squares(starpu_data_handle_t grad, DType dtype, starpu_data_handle_t sum_of_squares,
+void submit_sum_of_squares(starpu_data_handle_t grad, Slice slice, DType dtype, starpu_data_handle_t sum_of_squares,
                            const std::string& name) {
-  check(starpu_task_insert(&sum_of_squares_codelet, STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &dtype,
-                           sizeof dtype, STARPU_NAME, intern_task_name(name), 0),
+  const SumArgs args{dtype, slice};
+  check(starpu_task_insert(&sum_of_squares_codelet, STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &args,
+                           sizeof args, STARPU_NAME, intern_task_name(name), 0),
         name);
 }
 
-void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm,
+void submit_sum_scalars(const std::vector<starpu_data_handle_t>& partial_sums, starpu_data_handle_t total,
+                        const std::string& name) {
+  std::vector<starpu_data_descr> buffers{{total, STARPU_W}};
+  for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
+  const int nparts = int(partial_sums.size());
+  check(starpu_task_insert(&sum_scalars_codelet, STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
+                           STARPU_VALUE, &nparts, sizeof nparts, STARPU_NAME, intern_task_name(name), 0),
+        name);
+}
+
+void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm, float grad_divisor,
                        starpu_data_handle_t scale, starpu_data_handle_t norm, const std::string& name) {
   std::vector<starpu_data_descr> buffers;
   buffers.push_back({scale, STARPU_W});
@@ -157,16 +201,17 @@ void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, fl
   for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
   const int nparts = int(partial_sums.size());
   check(starpu_task_insert(&clip_scale_codelet, STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
-                           STARPU_VALUE, &max_norm, sizeof max_norm, STARPU_VALUE, &nparts, sizeof nparts,
+                           STARPU_VALUE, &max_norm, sizeof max_norm, STARPU_VALUE, &grad_divisor, sizeof grad_divisor,
+                           STARPU_VALUE, &nparts, sizeof nparts,
                            STARPU_NAME, intern_task_name(name), 0),
         name);
 }
 
-void submit_adamw(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
-                  starpu_data_handle_t v, starpu_data_handle_t param, starpu_data_handle_t scale, DType dtype,
-                  const AdamWHyper& hyper, const std::string& name) {
-  const AdamArgs args{hyper, dtype};
-  check(starpu_task_insert(&adamw_codelet, STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_W,
+void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_data_handle_t master,
+                  starpu_data_handle_t m, starpu_data_handle_t v, starpu_data_handle_t param, std::size_t param_offset,
+                  starpu_data_handle_t scale, DType dtype, const AdamWHyper& hyper, const std::string& name) {
+  const AdamArgs args{hyper, dtype, grad_offset, param_offset};
+  check(starpu_task_insert(&adamw_codelet, STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_RW,
                            param, STARPU_R, scale, STARPU_VALUE, &args, sizeof args, STARPU_NAME,
                            intern_task_name(name), 0),
         name);

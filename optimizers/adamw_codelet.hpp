@@ -10,16 +10,29 @@
 
 namespace starzero::optim {
 
-// sum_of_squares (fp32 [1]) = Σ grad²  (grad: fp32 or bf16).
-void submit_sum_of_squares(starpu_data_handle_t grad, DType dtype, starpu_data_handle_t sum_of_squares,
+// A slice [offset, offset + count) of a vector handle (count 0: to the end).
+struct Slice {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+// sum_of_squares (fp32 [1]) = Σ grad²  over the slice (grad: fp32 or bf16).
+void submit_sum_of_squares(starpu_data_handle_t grad, Slice slice, DType dtype, starpu_data_handle_t sum_of_squares,
                            const std::string& name);
-// scale (fp32 [1]) = min(1, max_norm / sqrt(Σ partial sums)); norm (fp32 [1]) = the global norm.
-// max_norm <= 0: scale = 1 (no clipping), the norm is still computed.
-void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm,
+// total (fp32 [1]) = Σ partial sums (then all-reduced across ranks when each holds a shard).
+void submit_sum_scalars(const std::vector<starpu_data_handle_t>& partial_sums, starpu_data_handle_t total,
+                        const std::string& name);
+// The gradients summed over `grad_divisor` ranks are divided by it (data-parallel average):
+// norm (fp32 [1]) = sqrt(Σ partial sums) / grad_divisor, the global norm of the average;
+// scale (fp32 [1]) = min(1, max_norm / norm) / grad_divisor, what AdamW multiplies the summed
+// gradient by. max_norm <= 0: no clipping (the norm is still computed).
+void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm, float grad_divisor,
                        starpu_data_handle_t scale, starpu_data_handle_t norm, const std::string& name);
-// One AdamW step on a group (see adamw.hpp), gradients multiplied by *scale.
-void submit_adamw(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
-                  starpu_data_handle_t v, starpu_data_handle_t param, starpu_data_handle_t scale, DType dtype,
-                  const AdamWHyper& hyper, const std::string& name);
+// One AdamW step (see adamw.hpp) on master/m/v (n elements each), reading the gradient from
+// `grad` at grad_offset and writing the parameter copy into `param` at param_offset (a ZeRO
+// shard lives inside the full buffer); gradients multiplied by *scale.
+void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_data_handle_t master,
+                  starpu_data_handle_t m, starpu_data_handle_t v, starpu_data_handle_t param, std::size_t param_offset,
+                  starpu_data_handle_t scale, DType dtype, const AdamWHyper& hyper, const std::string& name);
 
 }  // namespace starzero::optim
