@@ -7,4 +7,5 @@ int plan_main(int argc, char** argv);
 int train_main(int argc, char** argv);
 int eval_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
+int consolidate_main(int argc, char** argv);
 }  // namespace starzero

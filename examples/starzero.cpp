@@ -17,6 +17,7 @@ void print_usage(std::FILE* to) {
       "  train   train a GPT-2 model (default: `tiny` on this checkout's own docs and sources)\n"
       "  eval    mean loss of an llm.c checkpoint over the first K batches of a token file\n"
       "  bench   `bench step`: training-step time, tokens/s and MFU against a GEMM probe\n"
+      "  consolidate  merge the per-rank shards of a ZeRO run into one llm.c checkpoint\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   if (command == "train") return starzero::train_main(argc - 1, argv + 1);
   if (command == "eval") return starzero::eval_main(argc - 1, argv + 1);
   if (command == "bench") return starzero::bench_main(argc - 1, argv + 1);
+  if (command == "consolidate") return starzero::consolidate_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

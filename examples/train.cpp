@@ -17,6 +17,7 @@
 #include "models/data.hpp"
 #include "models/gpt.hpp"
 #include "models/llmc_files.hpp"
+#include "models/sharded_state.hpp"
 #include "offload/engine.hpp"
 #include "offload/planner.hpp"
 #include "runtime/comm.hpp"
@@ -112,14 +113,11 @@ void save_checkpoint(const fs::path& path, const GptModel& model, const Engine& 
   write_llmc_checkpoint(path, model.shape(), llmc_params(model, engine.master_params()), version);
 }
 
-// Each rank keeps its own optimizer shard: FILE.state with one rank, FILE.rank<r>-of-<N>.state with N.
-int g_state_rank = 0, g_state_ranks = 1;
-fs::path state_path(const fs::path& checkpoint) {
-  if (g_state_ranks == 1) return checkpoint.string() + ".state";
-  return checkpoint.string() + ".rank" + std::to_string(g_state_rank) + "-of-" + std::to_string(g_state_ranks) + ".state";
-}
-
-void save_training_state(const fs::path& checkpoint, const GptModel& model, const Engine& engine, std::uint64_t step) {
+// Each rank keeps its own optimizer shard: FILE.state with one rank, FILE.rank<r>-of-<N>.state
+// with N (models/sharded_state.hpp). Files of another rank count beside it are removed once the
+// new ones are written, so a resume never mixes runs.
+void save_training_state(const fs::path& checkpoint, const GptModel& model, const Engine& engine, std::uint64_t step,
+                         int rank, int ranks) {
   TrainingState state;
   state.step = step;
   state.data_position = step;  // training batches are a function of (seed, step)
@@ -128,23 +126,37 @@ void save_training_state(const fs::path& checkpoint, const GptModel& model, cons
     state.m.insert(state.m.end(), layer.m.begin(), layer.m.end());
     state.v.insert(state.v.end(), layer.v.begin(), layer.v.end());
   }
-  write_training_state(state_path(checkpoint), model.shape(), state);
+  write_training_state(training_state_path(checkpoint, rank, ranks), model.shape(), state);
 }
 
-std::uint64_t load_training_state(const TrainingState& state, const GptModel& model, Engine& engine) {
+void remove_other_training_states(const fs::path& checkpoint, int ranks) {
+  const fs::path dir = checkpoint.has_parent_path() ? checkpoint.parent_path() : fs::path(".");
+  const std::string prefix = checkpoint.filename().string() + ".";
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() < 6 || name.substr(name.size() - 6) != ".state") continue;
+    bool mine = false;
+    for (int r = 0; r < ranks; ++r) mine = mine || entry.path() == training_state_path(checkpoint, r, ranks);
+    if (!mine) fs::remove(entry.path());
+  }
+}
+
+// This rank's part of a saved state, whatever number of ranks wrote it (re-sharding).
+std::uint64_t load_training_state(const ShardedTrainingState& saved, const GptModel& model, Engine& engine) {
   std::vector<LayerOptimizerState> layers;
-  std::size_t offset = 0;
   for (int l = 0; l < model.layers(); ++l) {
-    const std::size_t n = model.layer_params(l);
-    if (offset + n > state.master.size()) throw FileFormatError("training state: fewer values than the model has");
-    auto slice = [&](const std::vector<float>& all) {
-      return std::vector<float>(all.begin() + std::ptrdiff_t(offset), all.begin() + std::ptrdiff_t(offset + n));
-    };
-    layers.push_back({slice(state.master), slice(state.m), slice(state.v)});
-    offset += n;
+    const std::size_t count = model.layer_params(l);
+    const std::size_t shard = (count + std::size_t(engine.ranks()) - 1) / std::size_t(engine.ranks());
+    const std::size_t begin = engine.sharded() ? shard * std::size_t(engine.rank()) : 0;
+    const std::size_t n = engine.sharded() ? shard : count;
+    LayerOptimizerState state{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)};
+    saved.read(l, ShardedTrainingState::Array::master, begin, state.master);
+    saved.read(l, ShardedTrainingState::Array::m, begin, state.m);
+    saved.read(l, ShardedTrainingState::Array::v, begin, state.v);
+    layers.push_back(std::move(state));
   }
   engine.set_optimizer_state(layers);
-  return state.step;
+  return saved.step();
 }
 
 // The data-parallel ranks of this run: mpirun's world, or one rank.
@@ -380,7 +392,7 @@ int run_train(const cli::ArgParser& p) {
     throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) +
                      " ranks (each rank trains B/N sequences)");
   const int local_batch = B / world;
-  g_state_ranks = world;
+
   const int T = int_flag(p, "seq", std::min(64, shape.max_seq), 1);
   if (T > shape.max_seq) throw UsageError("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
   const int steps = int_flag(p, "steps", 300, 1);
@@ -407,10 +419,10 @@ int run_train(const cli::ArgParser& p) {
 
   // Read and check the files before StarPU starts: a bad file is an input error, found early.
   std::optional<LlmcCheckpoint> checkpoint;
-  std::optional<TrainingState> training_state;
+  std::optional<ShardedTrainingState> training_state;
   if (checkpoint_in) {
     checkpoint = read_llmc_checkpoint(*checkpoint_in, shape);
-    if (fs::exists(state_path(*checkpoint_in))) training_state = read_training_state(state_path(*checkpoint_in), shape);
+    training_state = ShardedTrainingState::find(*checkpoint_in, shape);
   }
 
   Ranks ranks;
@@ -419,7 +431,6 @@ int run_train(const cli::ArgParser& p) {
     ranks.control = std::make_unique<MpiComm>();
     ranks.rank = ranks.engine->rank();
     ranks.size = ranks.engine->size();
-    g_state_rank = ranks.rank;
   }
   const bool leader = ranks.leader();
   // With several ranks, an error on one must end them all (the others would wait in a collective
@@ -457,7 +468,10 @@ int run_train(const cli::ArgParser& p) {
     if (training_state) {
       first_step = load_training_state(*training_state, model, engine) + 1;
       if (leader)
-        std::printf("resumed from %s at step %llu\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1));
+        std::printf("resumed from %s at step %llu%s\n", checkpoint_in->c_str(), (unsigned long long)(first_step - 1),
+                    training_state->ranks() > 1
+                        ? (" (optimizer state of " + std::to_string(training_state->ranks()) + " ranks)").c_str()
+                        : "");
     } else if (leader) {
       std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", checkpoint_in->c_str());
     }
@@ -471,7 +485,9 @@ int run_train(const cli::ArgParser& p) {
   auto save = [&](std::uint64_t step) {
     const auto params = llmc_params(model, engine.master_params());  // collective when sharded
     if (leader) write_llmc_checkpoint(*checkpoint_out, model.shape(), params, checkpoint_version);
-    save_training_state(*checkpoint_out, model, engine, step);
+    save_training_state(*checkpoint_out, model, engine, step, ranks.rank, ranks.size);
+    if (ranks.size > 1) MPI_Barrier(ranks.control->native());  // every rank's file is written
+    if (leader) remove_other_training_states(*checkpoint_out, ranks.size);
   };
   CommStats traffic_before{}, step_traffic{};
   const std::uint64_t last_step = first_step + std::uint64_t(steps) - 1;
@@ -518,7 +534,7 @@ int run_train(const cli::ArgParser& p) {
     save(last_step);
     if (leader)
       std::printf("wrote %s (llm.c version %d) and %s\n", checkpoint_out->c_str(), checkpoint_version,
-                  state_path(*checkpoint_out).c_str());
+                  training_state_path(*checkpoint_out, 0, ranks.size).c_str());
   }
   if (data.vocab() == 256 && !quiet) {
     const std::string text = sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed);

@@ -1,5 +1,7 @@
 #include "models/gpt.hpp"
 
+#include "models/sharded_state.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -142,13 +144,7 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T) : shape_(sh
 
 GptModel::~GptModel() = default;
 
-std::size_t GptModel::layer_params(int layer) const {
-  const std::size_t C = std::size_t(shape_.channels);
-  if (layer == 0) return std::size_t(shape_.padded_vocab) * C + std::size_t(shape_.max_seq) * C;
-  if (layer <= shape_.layers) return 12 * C * C + 13 * C;
-  if (layer == shape_.layers + 1) return 2 * C;
-  throw std::out_of_range("GPT layer " + std::to_string(layer) + " out of range");
-}
+std::size_t GptModel::layer_params(int layer) const { return gpt_layer_params(shape_, layer); }
 
 std::string GptModel::layer_name(int layer) const {
   if (layer == 0) return "embedding";
@@ -333,32 +329,11 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
                                    a.ln1_mean.handle(), a.ln1_rstd.handle(), at("ln1_bwd", block));
 }
 
-std::vector<GptModel::Run> GptModel::layer_runs(int layer) const {
-  const std::size_t C = std::size_t(shape_.channels), L = std::size_t(shape_.layers);
-  const std::size_t wte = std::size_t(shape_.padded_vocab) * C, wpe = std::size_t(shape_.max_seq) * C;
-  if (layer == 0) return {{0, 0, wte}, {wte, wte, wpe}};
-  const auto sizes = block_tensor_sizes(C);
-  std::size_t per_layer_start = wte + wpe;  // llm.c offset of the first per-layer tensor
-  if (layer <= shape_.layers) {
-    const std::size_t l = std::size_t(layer - 1);
-    std::vector<Run> runs;
-    std::size_t block_offset = 0;
-    for (std::size_t t = 0; t < kBlockTensors; ++t) {
-      runs.push_back({per_layer_start + l * sizes[t], block_offset, sizes[t]});
-      block_offset += sizes[t];
-      per_layer_start += L * sizes[t];
-    }
-    return runs;
-  }
-  for (std::size_t t = 0; t < kBlockTensors; ++t) per_layer_start += L * sizes[t];
-  return {{per_layer_start, 0, C}, {per_layer_start + C, C, C}};
-}
-
 void GptModel::layers_to_llmc(const std::vector<std::span<const float>>& layer_blocks, std::span<float> llmc) const {
   if (layer_blocks.size() != std::size_t(layers()) || llmc.size() != shape_.param_count())
     throw std::invalid_argument("layers_to_llmc: sizes do not match the model");
   for (int layer = 0; layer < layers(); ++layer)
-    for (const Run& run : layer_runs(layer))
+    for (const LlmcRun& run : gpt_layer_runs(shape_, layer))
       std::copy_n(layer_blocks[std::size_t(layer)].begin() + std::ptrdiff_t(run.block_offset), run.count,
                   llmc.begin() + std::ptrdiff_t(run.llmc_offset));
 }
@@ -367,7 +342,7 @@ void GptModel::llmc_to_layers(std::span<const float> llmc, const std::vector<std
   if (layer_blocks.size() != std::size_t(layers()) || llmc.size() != shape_.param_count())
     throw std::invalid_argument("llmc_to_layers: sizes do not match the model");
   for (int layer = 0; layer < layers(); ++layer)
-    for (const Run& run : layer_runs(layer))
+    for (const LlmcRun& run : gpt_layer_runs(shape_, layer))
       std::copy_n(llmc.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
                   layer_blocks[std::size_t(layer)].begin() + std::ptrdiff_t(run.block_offset));
 }

@@ -63,11 +63,6 @@ class GptModel final : public Model {
   struct Buffers;
   void submit_block_forward(int block, const GroupHandles& groups);
   void submit_block_backward(int block, const GroupHandles& groups);
-  // For each layer: (llm.c tensor offset, layer block offset, count) runs.
-  struct Run {
-    std::size_t llmc_offset, block_offset, count;
-  };
-  std::vector<Run> layer_runs(int layer) const;
 
   GptShape shape_;
   tasks::GptDims dims_;

@@ -1,0 +1,69 @@
+#pragma once
+// The training state of a run, as the files its ranks wrote (one per rank, FILE.rank<r>-of-<N>.state,
+// or FILE.state for one rank), read piece by piece without loading any file whole: what
+// `starzero consolidate` needs (one layer's slice in memory at a time) and what a resume with a
+// different number of ranks needs (each new rank reads its own new shard from the old ones).
+//
+// Each file holds, for every layer in order, this rank's shard of the fp32 master weights, then
+// of m, then of v (shard = ceil(count/N) elements, zero padded past the layer's end). A file of
+// an unsharded run (ZeRO-0, or one rank) holds every layer whole.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/llmc_files.hpp"
+
+namespace starzero {
+
+// GPT layers as the engine sees them (layer 0 embedding, 1..L blocks, L+1 final layernorm), and
+// where each layer's elements sit in llm.c's flat parameter order.
+int gpt_layers(const GptShape& shape);
+std::size_t gpt_layer_params(const GptShape& shape, int layer);
+struct LlmcRun {
+  std::size_t llmc_offset, block_offset, count;
+};
+std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer);
+
+// FILE.state (ranks = 1) or FILE.rank<r>-of-<ranks>.state.
+std::filesystem::path training_state_path(const std::filesystem::path& checkpoint, int rank, int ranks);
+
+class ShardedTrainingState {
+ public:
+  enum class Array { master, m, v };
+
+  // The state files beside `checkpoint` (FILE.state, or FILE.rank*-of-N.state for one N), or
+  // nullopt when there are none. Throws FileFormatError for missing ranks, files of another
+  // shape, inconsistent sizes or steps.
+  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint, const GptShape& shape);
+  // The same, with the shape taken from the files themselves.
+  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint);
+
+  int ranks() const { return int(files_.size()); }
+  bool sharded() const { return sharded_; }
+  std::uint64_t step() const { return step_; }
+  const GptShape& shape() const { return shape_; }
+
+  // Elements [begin, begin + out.size()) of one layer's full (unpadded) array; positions past
+  // the layer's end read as 0 (the padding of a new shard).
+  void read(int layer, Array array, std::size_t begin, std::span<float> out) const;
+
+ private:
+  struct File {
+    std::filesystem::path path;
+    std::uint64_t arrays_offset = 0;  // bytes to master[0]
+    std::uint64_t count = 0;          // elements per array
+  };
+  void read_file(const File& file, std::uint64_t element, std::span<float> out) const;
+
+  GptShape shape_;
+  std::vector<File> files_;
+  bool sharded_ = false;
+  std::uint64_t step_ = 0;
+  std::vector<std::size_t> layer_start_;  // per layer: first element in a rank's arrays
+};
+
+}  // namespace starzero
