@@ -147,10 +147,10 @@ std::vector<int> Engine::uses(int layer) const {
   return groups;
 }
 
-// ZeRO-3: all-gather the full parameters a layer needs. The mark waits for the window slot
-// (the release of the gather W+1 before this one) and counts the layers as live.
-void Engine::gather(int layer, const char* pass) {
-  if (!(options_.stage == 3 && ranks_ > 1)) return;
+// ZeRO-3: a mark on the current window slot and the full parameters of the groups a layer uses;
+// `delta` (+1 when gathered, -1 when released) updates the count of layers in flight and their
+// bytes as the mark is reached.
+void Engine::submit_window_mark(int layer, int delta, const std::string& name) {
   const std::vector<int> groups = uses(layer);
   std::vector<starpu_data_handle_t> handles{window_slots_[gathers_ % window_slots_.size()].handle()};
   std::int64_t bytes = 0;
@@ -161,12 +161,20 @@ void Engine::gather(int layer, const char* pass) {
   // Items count layers in flight (a layer may need several groups: the tied classifier).
   tasks::submit_mark(
       handles,
-      [this, bytes] {
-        ledger_.add(MemoryCategory::temporaries, bytes);
-        ledger_.add_item(MemoryCategory::temporaries);
+      [this, bytes, delta] {
+        ledger_.add(MemoryCategory::temporaries, delta * bytes);
+        if (delta > 0) ledger_.add_item(MemoryCategory::temporaries);
+        else ledger_.remove_item(MemoryCategory::temporaries);
       },
-      at((std::string("window_") + pass).c_str(), layer));
-  for (int g : groups) {
+      name);
+}
+
+// ZeRO-3: all-gather the full parameters a layer needs, once the window slot is free (the
+// release of the gather W+1 before this one).
+void Engine::gather(int layer, const char* pass) {
+  if (!(options_.stage == 3 && ranks_ > 1)) return;
+  submit_window_mark(layer, +1, at((std::string("window_") + pass).c_str(), layer));
+  for (int g : uses(layer)) {
     Layer& l = layers_[std::size_t(g)];
     tasks::submit_all_gather(*order_, l.param_shard->handle(), l.param.handle(), l.count, model_.dtype(),
                              at((std::string("all_gather_") + pass).c_str(), g));
@@ -175,22 +183,9 @@ void Engine::gather(int layer, const char* pass) {
 
 void Engine::release(int layer, const char* pass) {
   if (!(options_.stage == 3 && ranks_ > 1)) return;
-  const std::vector<int> groups = uses(layer);
-  std::vector<starpu_data_handle_t> handles{window_slots_[gathers_ % window_slots_.size()].handle()};
+  submit_window_mark(layer, -1, at((std::string("release_") + pass).c_str(), layer));
   ++gathers_;
-  std::int64_t bytes = 0;
-  for (int g : groups) {
-    handles.push_back(layers_[std::size_t(g)].param.handle());
-    bytes += std::int64_t(layers_[std::size_t(g)].param.bytes());
-  }
-  tasks::submit_mark(
-      handles,
-      [this, bytes] {
-        ledger_.remove(MemoryCategory::temporaries, bytes);
-        ledger_.remove_item(MemoryCategory::temporaries);
-      },
-      at((std::string("release_") + pass).c_str(), layer));
-  for (int g : groups) layers_[std::size_t(g)].param.invalidate_submit();
+  for (int g : uses(layer)) layers_[std::size_t(g)].param.invalidate_submit();
 }
 
 // ZeRO-2/3: the full gradient of a group comes to life just before its first backward, and

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "offload/model.hpp"
@@ -98,6 +99,7 @@ class Engine {
   void submit_forward_walk();
   void submit_backward_walk();
   std::vector<int> uses(int layer) const;  // its own group and the groups it shares
+  void submit_window_mark(int layer, int delta, const std::string& name);
   void gather(int layer, const char* pass);
   void release(int layer, const char* pass);
   void allocate_gradient(int group);
