@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "examples/cli.hpp"
+#include "examples/ranks.hpp"
 #include "offload/engine.hpp"
 #include "offload/model.hpp"
 #include "runtime/comm.hpp"
@@ -241,24 +242,6 @@ std::vector<int> random_tokens(int B, int V, std::uint64_t seed, int step) {
 
 // ---- ranks and flags (as `starzero train` does) -------------------------------------------------
 
-// The data-parallel ranks of this run: mpirun's world, or one rank.
-struct Ranks {
-  std::unique_ptr<MpiComm> engine;   // the engine's collectives (inside tasks)
-  std::unique_ptr<MpiComm> control;  // this thread's own: losses and counts
-  int rank = 0, size = 1;
-  bool leader() const { return rank == 0; }
-  // Sums over ranks, in place (every rank gets them).
-  void sum(std::vector<float>& values) const {
-    if (size > 1) control->all_reduce(values.data(), values.size(), DType::f32);
-  }
-};
-
-int mpirun_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
-  return 1;
-}
-
 int int_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback, std::int64_t min_value,
              std::int64_t max_value = std::int64_t{1} << 30) {
   const auto v = p.value(name);
@@ -288,14 +271,14 @@ cli::ArgParser make_parser() {
 // Loss summed and correct predictions counted over all V tokens, in forward passes of the
 // global batch (each rank its rows; padding rows beyond V are ignored); summed over ranks.
 std::vector<float> evaluate_all_tokens(TokenClassifier& model, Engine& engine, const std::vector<int>& label_of,
-                                       const Ranks& ranks) {
+                                       const DataParallelRanks& ranks) {
   const int V = int(label_of.size());
-  const int local = int(model.rows()), global = local * ranks.size;
+  const int local = int(model.rows()), global = local * ranks.size();
   std::vector<float> loss_and_correct = {0.0f, 0.0f};
   for (int first = 0; first < V; first += global) {
     std::vector<int> tokens(std::size_t(local), 0), labels(std::size_t(local), label_of[0]);
     for (int r = 0; r < local; ++r) {
-      const int token = first + ranks.rank * local + r;
+      const int token = first + ranks.rank() * local + r;
       if (token >= V) continue;
       tokens[std::size_t(r)] = token;
       labels[std::size_t(r)] = label_of[std::size_t(token)];
@@ -305,7 +288,7 @@ std::vector<float> evaluate_all_tokens(TokenClassifier& model, Engine& engine, c
     const std::vector<float> losses = model.losses();
     const std::vector<int> predicted = model.predictions();
     for (int r = 0; r < local; ++r) {
-      if (first + ranks.rank * local + r >= V) continue;
+      if (first + ranks.rank() * local + r >= V) continue;
       loss_and_correct[0] += losses[std::size_t(r)];
       loss_and_correct[1] += predicted[std::size_t(r)] == labels[std::size_t(r)] ? 1.0f : 0.0f;
     }
@@ -326,21 +309,15 @@ int run(const cli::ArgParser& p) {
   SessionOptions session_options;
   if (p.given("cpu-workers")) session_options.cpu_workers = int_flag(p, "cpu-workers", 0, 0);
   if (p.given("cuda-workers")) session_options.cuda_workers = int_flag(p, "cuda-workers", 0, 0);
-  const int world = mpirun_world_size();
+  const int world = DataParallelRanks::world_size();
   if (B % world != 0)
     throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) + " ranks");
 
-  Ranks ranks;
-  if (world > 1) {
-    ranks.engine = std::make_unique<MpiComm>();
-    ranks.control = std::make_unique<MpiComm>();
-    ranks.rank = ranks.engine->rank();
-    ranks.size = ranks.engine->size();
-  }
+  const DataParallelRanks ranks;
   // With several ranks, an error on one must end them all (the others would wait in a
   // collective forever): MPI_Abort instead of unwinding into MPI_Finalize.
   try {
-    session_options.trace_rank = ranks.rank;
+    session_options.trace_rank = ranks.rank();
     Session session(session_options);
     const int local_batch = B / world;
     TokenClassifier model(kClasses, hidden, blocks, local_batch);
@@ -348,7 +325,7 @@ int run(const cli::ArgParser& p) {
     options.seed = seed;
     options.stage = stage;
     options.prefetch_depth = prefetch_depth;
-    options.comm = ranks.engine.get();
+    options.comm = ranks.engine_comm();
     Engine engine(model, options);
     if (ranks.leader())
       std::printf("starzero-mlp: %d classes, %d blocks, hidden %d, %zu parameters, batch %d on %d rank(s), ZeRO-%d\n",
@@ -357,15 +334,15 @@ int run(const cli::ArgParser& p) {
     const std::vector<int> label_of = random_permutation(kClasses, seed);
     for (int step = 1; step <= steps; ++step) {
       const std::vector<int> tokens = random_tokens(B, kClasses, seed, step);
-      std::vector<int> mine(tokens.begin() + std::ptrdiff_t(ranks.rank * local_batch),
-                            tokens.begin() + std::ptrdiff_t((ranks.rank + 1) * local_batch));
+      std::vector<int> mine(tokens.begin() + std::ptrdiff_t(ranks.rank() * local_batch),
+                            tokens.begin() + std::ptrdiff_t((ranks.rank() + 1) * local_batch));
       std::vector<int> labels;
       for (int token : mine) labels.push_back(label_of[std::size_t(token)]);
       model.set_batch(mine, labels);
       engine.submit_step(lr, step);
       std::vector<float> loss = {float(model.mean_loss())};
       ranks.sum(loss);
-      const double mean = double(loss[0]) / ranks.size;
+      const double mean = double(loss[0]) / ranks.size();
       if (!std::isfinite(mean)) throw std::runtime_error("loss is " + std::to_string(mean) + " at step " + std::to_string(step));
       if (ranks.leader()) std::printf("step %d | loss %.6f\n", step, mean);
     }
@@ -382,7 +359,7 @@ int run(const cli::ArgParser& p) {
   } catch (const std::exception& e) {
     if (world > 1) {
       const bool usage = dynamic_cast<const UsageError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e);
-      std::fprintf(stderr, "starzero-mlp: rank %d of %d %s: %s\n", ranks.rank, world, usage ? "error" : "failed",
+      std::fprintf(stderr, "starzero-mlp: rank %d of %d %s: %s\n", ranks.rank(), world, usage ? "error" : "failed",
                    e.what());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, usage ? 2 : 1);

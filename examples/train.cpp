@@ -14,6 +14,7 @@
 
 #include "examples/cli.hpp"
 #include "examples/commands.hpp"
+#include "examples/ranks.hpp"
 #include "models/data.hpp"
 #include "models/gpt.hpp"
 #include "models/llmc_files.hpp"
@@ -159,27 +160,6 @@ std::uint64_t load_training_state(const ShardedTrainingState& saved, const GptMo
   return saved.step();
 }
 
-// The data-parallel ranks of this run: mpirun's world, or one rank.
-struct Ranks {
-  std::unique_ptr<MpiComm> engine;   // the engine's collectives (inside tasks)
-  std::unique_ptr<MpiComm> control;  // this thread's own: losses, reports
-  int rank = 0, size = 1;
-  bool leader() const { return rank == 0; }
-  // Mean over ranks of a per-rank value (every rank gets it).
-  double average(double value) const {
-    if (size == 1) return value;
-    float v = float(value);
-    control->all_reduce(&v, 1, DType::f32);
-    return double(v) / size;
-  }
-};
-
-int mpirun_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
-  return 1;
-}
-
 // Rows [rank·B/N, (rank+1)·B/N) of a global batch: each rank's own slice.
 Batch slice_rows(const Batch& global, int T, int rank, int local_batch) {
   const std::size_t begin = std::size_t(rank) * std::size_t(local_batch) * std::size_t(T);
@@ -188,15 +168,15 @@ Batch slice_rows(const Batch& global, int T, int rank, int local_batch) {
                {global.targets.begin() + std::ptrdiff_t(begin), global.targets.begin() + std::ptrdiff_t(end)}};
 }
 
-double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data, int batches, const Ranks& ranks) {
-  const int global_batch = model.batch() * ranks.size;
+double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data, int batches, const DataParallelRanks& ranks) {
+  const int global_batch = model.batch() * ranks.size();
   const std::size_t available = data.sequential_batches(global_batch, model.seq(), Split::validation);
   const std::size_t n = std::min<std::size_t>(std::size_t(batches), available);
   if (n == 0) return std::nan("");
   double sum = 0;
   for (std::size_t b = 0; b < n; ++b) {
     const Batch batch =
-        slice_rows(data.sequential_batch(global_batch, model.seq(), b, Split::validation), model.seq(), ranks.rank,
+        slice_rows(data.sequential_batch(global_batch, model.seq(), b, Split::validation), model.seq(), ranks.rank(),
                    model.batch());
     model.set_batch(batch.inputs, batch.targets);
     engine.submit_forward();
@@ -207,7 +187,7 @@ double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data
 
 // The end-of-run table: what each rank held and sent, next to `starzero plan`'s prediction for
 // this configuration and the same prediction with the collectives' padding accounted.
-void print_zero_report(const Engine& engine, const GptModel& model, const Ranks& ranks, const CommStats& step_traffic) {
+void print_zero_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks, const CommStats& step_traffic) {
   const MemoryLedger& ledger = engine.ledger();
   // After the run every transient buffer is gone: live = what is held for good.
   const std::vector<std::int64_t> mine = {
@@ -217,12 +197,12 @@ void print_zero_report(const Engine& engine, const GptModel& model, const Ranks&
       std::int64_t(step_traffic[CommOp::all_gather].bytes_sent),
       std::int64_t(step_traffic[CommOp::reduce_scatter].bytes_sent),
       std::int64_t(step_traffic[CommOp::all_reduce].bytes_sent)};
-  std::vector<std::int64_t> all(mine.size() * std::size_t(ranks.size));
+  std::vector<std::int64_t> all(mine.size() * std::size_t(ranks.size()));
   MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0,
-             ranks.control->native());
+             ranks.control()->native());
   if (!ranks.leader()) return;
 
-  const int N = ranks.size, stage = engine.stage();
+  const int N = ranks.size(), stage = engine.stage();
   const auto bytes = double(dtype_size(model.dtype()));
   PlanInput input;
   input.params = std::int64_t(engine.parameter_count());
@@ -387,7 +367,7 @@ int run_train(const cli::ArgParser& p) {
   const int stage = int_flag(p, "stage", 0, 0);
   if (stage > 3) throw UsageError("--stage " + std::to_string(stage) + " is not a ZeRO stage (0..3)");
   const int prefetch_depth = int_flag(p, "prefetch-depth", 1, 0);
-  const int world = mpirun_world_size();
+  const int world = DataParallelRanks::world_size();
   if (B % world != 0)
     throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) +
                      " ranks (each rank trains B/N sequences)");
@@ -425,13 +405,7 @@ int run_train(const cli::ArgParser& p) {
     training_state = ShardedTrainingState::find(*checkpoint_in, shape);
   }
 
-  Ranks ranks;
-  if (world > 1) {
-    ranks.engine = std::make_unique<MpiComm>();
-    ranks.control = std::make_unique<MpiComm>();
-    ranks.rank = ranks.engine->rank();
-    ranks.size = ranks.engine->size();
-  }
+  const DataParallelRanks ranks;
   const bool leader = ranks.leader();
   // With several ranks, an error on one must end them all (the others would wait in a collective
   // forever): MPI_Abort, naming the rank, instead of unwinding into MPI_Finalize.
@@ -443,10 +417,10 @@ int run_train(const cli::ArgParser& p) {
   engine_options.adam.weight_decay = real_flag(p, "weight-decay", 0.0);
   engine_options.stage = stage;
   engine_options.prefetch_depth = prefetch_depth;
-  engine_options.comm = ranks.engine.get();
+  engine_options.comm = ranks.engine_comm();
 
   SessionOptions session_options = session_flags(p);
-  session_options.trace_rank = ranks.rank;
+  session_options.trace_rank = ranks.rank();
   Session session(session_options);
   const std::string trace_file = session.trace_file();
   if (leader) {
@@ -485,24 +459,24 @@ int run_train(const cli::ArgParser& p) {
   auto save = [&](std::uint64_t step) {
     const auto params = llmc_params(model, engine.master_params());  // collective when sharded
     if (leader) write_llmc_checkpoint(*checkpoint_out, model.shape(), params, checkpoint_version);
-    save_training_state(*checkpoint_out, model, engine, step, ranks.rank, ranks.size);
-    if (ranks.size > 1) MPI_Barrier(ranks.control->native());  // every rank's file is written
-    if (leader) remove_other_training_states(*checkpoint_out, ranks.size);
+    save_training_state(*checkpoint_out, model, engine, step, ranks.rank(), ranks.size());
+    if (ranks.size() > 1) MPI_Barrier(ranks.control()->native());  // every rank's file is written
+    if (leader) remove_other_training_states(*checkpoint_out, ranks.size());
   };
   CommStats traffic_before{}, step_traffic{};
   const std::uint64_t last_step = first_step + std::uint64_t(steps) - 1;
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
     const Clock::time_point step_start = Clock::now();
-    const Batch batch = slice_rows(data.train_batch(B, T, seed, step), T, ranks.rank, local_batch);
+    const Batch batch = slice_rows(data.train_batch(B, T, seed, step), T, ranks.rank(), local_batch);
     model.set_batch(batch.inputs, batch.targets);
     const float step_lr = optim::learning_rate(int(step), lr, warmup, int(last_step), lr_final);
-    if (ranks.engine) traffic_before = ranks.engine->stats();
+    if (ranks.engine_comm()) traffic_before = ranks.engine_comm()->stats();
     engine.submit_step(step_lr, int(step));
     const double loss = ranks.average(model.mean_loss());
     const float norm = engine.last_grad_norm();  // waits for the whole backward
-    if (ranks.engine) {
+    if (ranks.engine_comm()) {
       starpu_task_wait_for_all();  // this step's collectives, for the byte count
-      const CommStats after = ranks.engine->stats();
+      const CommStats after = ranks.engine_comm()->stats();
       for (std::size_t op = 0; op < kCommOpCount; ++op) {
         step_traffic.ops[op].bytes_sent = after.ops[op].bytes_sent - traffic_before.ops[op].bytes_sent;
         step_traffic.ops[op].calls = after.ops[op].calls - traffic_before.ops[op].calls;
@@ -534,7 +508,7 @@ int run_train(const cli::ArgParser& p) {
     save(last_step);
     if (leader)
       std::printf("wrote %s (llm.c version %d) and %s\n", checkpoint_out->c_str(), checkpoint_version,
-                  training_state_path(*checkpoint_out, 0, ranks.size).c_str());
+                  training_state_path(*checkpoint_out, 0, ranks.size()).c_str());
   }
   if (data.vocab() == 256 && !quiet) {
     const std::string text = sample_text(model, engine, p.value("prompt").value_or(""), sample_tokens, seed);
@@ -554,7 +528,7 @@ int run_train(const cli::ArgParser& p) {
     if (world > 1) {
       const bool usage = dynamic_cast<const UsageError*>(&e) || dynamic_cast<const FileFormatError*>(&e) ||
                          dynamic_cast<const std::invalid_argument*>(&e);
-      std::fprintf(stderr, "starzero train: rank %d of %d %s: %s\n", ranks.rank, world, usage ? "error" : "failed",
+      std::fprintf(stderr, "starzero train: rank %d of %d %s: %s\n", ranks.rank(), world, usage ? "error" : "failed",
                    e.what());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, usage ? 2 : 1);

@@ -1,0 +1,32 @@
+#include "examples/ranks.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace starzero {
+
+int DataParallelRanks::world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+DataParallelRanks::DataParallelRanks() {
+  if (world_size() <= 1) return;
+  engine_ = std::make_unique<MpiComm>();
+  control_ = std::make_unique<MpiComm>();
+  rank_ = engine_->rank();
+  size_ = engine_->size();
+}
+
+void DataParallelRanks::sum(std::vector<float>& values) const {
+  if (size_ > 1) control_->all_reduce(values.data(), values.size(), DType::f32);
+}
+
+double DataParallelRanks::average(double value) const {
+  std::vector<float> v{float(value)};
+  sum(v);
+  return size_ > 1 ? double(v[0]) / size_ : value;
+}
+
+}  // namespace starzero

@@ -1,0 +1,32 @@
+#pragma once
+// The data-parallel ranks of a command-line run: mpirun's world (one MpiComm for the engine's
+// collective tasks, one for this thread's own reductions), or a single rank without MPI.
+#include <memory>
+#include <vector>
+
+#include "runtime/comm.hpp"
+
+namespace starzero {
+
+class DataParallelRanks {
+ public:
+  // Ranks under mpirun (from its environment), else 1; MPI starts only with several.
+  static int world_size();
+  DataParallelRanks();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool leader() const { return rank_ == 0; }
+  Communicator* engine_comm() const { return engine_.get(); }
+  MpiComm* control() const { return control_.get(); }
+
+  // Over all ranks, on this thread's own communicator (every rank gets the result).
+  void sum(std::vector<float>& values) const;
+  double average(double value) const;
+
+ private:
+  std::unique_ptr<MpiComm> engine_, control_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace starzero
