@@ -301,6 +301,7 @@ cli::ArgParser make_train_parser() {
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
+      .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
       .option("checkpoint-in", "FILE", "start from an llm.c checkpoint (resumes exactly when FILE.state exists)")
       .option("checkpoint-out", "FILE", "write an llm.c checkpoint (and FILE.state) at the end")
@@ -368,10 +369,12 @@ int run_train(const cli::ArgParser& p) {
   if (stage > 3) throw UsageError("--stage " + std::to_string(stage) + " is not a ZeRO stage (0..3)");
   const int prefetch_depth = int_flag(p, "prefetch-depth", 1, 0);
   const int world = DataParallelRanks::world_size();
-  if (B % world != 0)
+  const int grad_accum = int_flag(p, "grad-accum", 1, 1);
+  if (B % (world * grad_accum) != 0)
     throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) +
-                     " ranks (each rank trains B/N sequences)");
-  const int local_batch = B / world;
+                     " ranks times --grad-accum " + std::to_string(grad_accum) +
+                     " (each rank trains B/(N*K) sequences per micro-batch)");
+  const int local_batch = B / (world * grad_accum);
 
   const int T = int_flag(p, "seq", std::min(64, shape.max_seq), 1);
   if (T > shape.max_seq) throw UsageError("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
@@ -428,7 +431,8 @@ int run_train(const cli::ArgParser& p) {
                 shape.to_string().c_str(), shape.param_count(), dtype == DType::f32 ? "fp32" : "bf16 (fp32 master)", B,
                 T, steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
     if (world > 1)
-      std::printf("data parallel: %d ranks (MPI), ZeRO-%d, %d sequences per rank%s\n", world, stage, local_batch,
+      std::printf("data parallel: %d ranks (MPI), ZeRO-%d, %d sequences per rank and micro-batch%s\n", world, stage,
+                  local_batch,
                   stage == 3 ? (", prefetch depth " + std::to_string(prefetch_depth)).c_str() : "");
     std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),
                 data.split_size(Split::validation), data.vocab());
@@ -467,12 +471,18 @@ int run_train(const cli::ArgParser& p) {
   const std::uint64_t last_step = first_step + std::uint64_t(steps) - 1;
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
     const Clock::time_point step_start = Clock::now();
-    const Batch batch = slice_rows(data.train_batch(B, T, seed, step), T, ranks.rank(), local_batch);
-    model.set_batch(batch.inputs, batch.targets);
+    // Micro-batch m of rank r: rows of the global batch at (m·N + r)·B/(N·K), so any N and K
+    // train the same global batch.
+    const Batch global_batch = data.train_batch(B, T, seed, step);
     const float step_lr = optim::learning_rate(int(step), lr, warmup, int(last_step), lr_final);
     if (ranks.engine_comm()) traffic_before = ranks.engine_comm()->stats();
-    engine.submit_step(step_lr, int(step));
-    const double loss = ranks.average(model.mean_loss());
+    double loss_sum = 0;
+    engine.submit_step(step_lr, int(step), grad_accum, [&](int micro) {
+      if (micro > 0) loss_sum += ranks.average(model.mean_loss());  // the previous micro-batch's
+      const Batch batch = slice_rows(global_batch, T, micro * ranks.size() + ranks.rank(), local_batch);
+      model.set_batch(batch.inputs, batch.targets);
+    });
+    const double loss = (loss_sum + ranks.average(model.mean_loss())) / grad_accum;
     const float norm = engine.last_grad_norm();  // waits for the whole backward
     if (ranks.engine_comm()) {
       starpu_task_wait_for_all();  // this step's collectives, for the byte count

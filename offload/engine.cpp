@@ -26,6 +26,7 @@ struct Engine::Layer {
   std::size_t own_offset = 0;  // rank · shard
   Tensor param, grad;
   std::optional<Tensor> param_shard, grad_shard;
+  std::optional<Tensor> grad_partial;  // ZeRO-2/3 with accumulation: a later micro-batch's shard
   Tensor master, m, v, sum_of_squares;
 
   Layer(const Model& model, int layer, int ranks, int rank, int stage)
@@ -41,7 +42,10 @@ struct Engine::Layer {
         v(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("adam_v", layer))),
         sum_of_squares(Tensor::transient(DType::f32, 1, at("grad_sumsq", layer))) {
     if (ranks > 1 && stage == 3) param_shard.emplace(Tensor::host(model.dtype(), shard, at("param_shard", layer)));
-    if (ranks > 1 && stage >= 2) grad_shard.emplace(Tensor::transient(model.dtype(), shard, at("grad_shard", layer)));
+    if (ranks > 1 && stage >= 2) {
+      grad_shard.emplace(Tensor::transient(model.dtype(), shard, at("grad_shard", layer)));
+      grad_partial.emplace(Tensor::transient(model.dtype(), shard, at("grad_partial", layer)));
+    }
   }
   std::size_t optimizer_count(int ranks, int stage) const { return ranks > 1 && stage >= 1 ? shard : padded; }
 };
@@ -190,9 +194,10 @@ void Engine::release(int layer, const char* pass) {
 
 // ZeRO-2/3: the full gradient of a group comes to life just before its first backward, and
 // only once the full gradient freed two reductions ago is gone (at most ~3 alive at once).
-void Engine::allocate_gradient(int group) {
+void Engine::allocate_gradient(int group, bool first_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
   const bool transient = ranks_ > 1 && options_.stage >= 2;
+  if (!transient && !first_micro_batch) return;  // it accumulates across micro-batches
   if (transient) {
     std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
     if (recently_reduced_.size() >= 2) handles.push_back(recently_reduced_[recently_reduced_.size() - 2]);
@@ -203,10 +208,11 @@ void Engine::allocate_gradient(int group) {
   tasks::submit_zero(layer.grad.handle(), at("zero_grad", group));
 }
 
-void Engine::reduce_gradient(int group) {
+void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch) {
   if (ranks_ == 1) return;
   Layer& layer = layers_[std::size_t(group)];
   const DType dtype = model_.dtype();
+  if (options_.stage <= 1 && !last_micro_batch) return;  // reduced once, accumulated
   switch (options_.stage) {
     case 0:
       tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
@@ -216,8 +222,16 @@ void Engine::reduce_gradient(int group) {
                                             at("reduce_scatter_grad", group));
       return;
     default: {
-      tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
-                                   at("reduce_scatter_grad", group));
+      if (first_micro_batch) {
+        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
+                                     at("reduce_scatter_grad", group));
+      } else {
+        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_partial->handle(), layer.count, dtype,
+                                     at("reduce_scatter_grad", group));
+        tasks::submit_accumulate(layer.grad_partial->handle(), layer.grad_shard->handle(), dtype,
+                                 at("accumulate_grad_shard", group));
+        layer.grad_partial->invalidate_submit();
+      }
       const auto bytes = std::int64_t(layer.grad.bytes());
       tasks::submit_mark({layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); },
                          at("grad_free", group));
@@ -236,16 +250,16 @@ void Engine::submit_forward_walk() {
   }
 }
 
-void Engine::submit_backward_walk() {
+void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch) {
   recently_reduced_.clear();
   for (int l = model_.layers() - 1; l >= 0; --l) {
     for (int g = 0; g < model_.layers(); ++g)
-      if (first_toucher_[std::size_t(g)] == l) allocate_gradient(g);
+      if (first_toucher_[std::size_t(g)] == l) allocate_gradient(g, first_micro_batch);
     gather(l, "bwd");
     model_.submit_backward(l, *handles_);
     release(l, "bwd");
     for (int g = 0; g < model_.layers(); ++g)
-      if (last_toucher_[std::size_t(g)] == l) reduce_gradient(g);
+      if (last_toucher_[std::size_t(g)] == l) reduce_gradient(g, first_micro_batch, last_micro_batch);
   }
 }
 
@@ -255,7 +269,7 @@ void Engine::submit_gradients() {
   if (sharded() && options_.stage >= 2)
     throw std::logic_error("submit_gradients: full gradients are not kept at ZeRO-2/3 with several ranks");
   submit_forward_walk();
-  submit_backward_walk();
+  submit_backward_walk(true, true);
 }
 
 std::vector<std::vector<float>> Engine::gradients() const {
@@ -270,10 +284,14 @@ std::vector<std::vector<float>> Engine::gradients() const {
   return out;
 }
 
-void Engine::submit_step(float lr, int step) {
+void Engine::submit_step(float lr, int step, int micro_batches, const std::function<void(int)>& load_micro_batch) {
   if (step < 1) throw std::invalid_argument("optimizer step must be >= 1");
-  submit_forward_walk();
-  submit_backward_walk();
+  if (micro_batches < 1) throw std::invalid_argument("at least one micro-batch per step");
+  for (int m = 0; m < micro_batches; ++m) {
+    if (load_micro_batch) load_micro_batch(m);
+    submit_forward_walk();
+    submit_backward_walk(m == 0, m == micro_batches - 1);
+  }
 
   // Global gradient norm over the reduced gradients: each rank's shard, summed across ranks.
   const DType dtype = model_.dtype();
@@ -293,8 +311,9 @@ void Engine::submit_step(float lr, int step) {
     partial_sums = {grad_sumsq_total_.handle()};
   }
   // Exact clipping is a global point: every AdamW waits for the norm of all gradients.
-  optim::submit_clip_scale(partial_sums, options_.grad_clip, float(ranks_), clip_scale_.handle(), grad_norm_.handle(),
-                           "clip_scale");
+  // Gradients summed over ranks and micro-batches: AdamW gets their mean.
+  optim::submit_clip_scale(partial_sums, options_.grad_clip, float(ranks_ * micro_batches), clip_scale_.handle(),
+                           grad_norm_.handle(), "clip_scale");
 
   optim::AdamWHyper hyper = options_.adam;
   hyper.lr = lr;

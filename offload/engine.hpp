@@ -19,6 +19,7 @@
 // Gradient clipping by global norm is exact: every AdamW waits for the norm over all gradient
 // shards (a global point; the ZeRO-Offload overlap of Adam with backward needs it off or delayed).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,10 +58,14 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Forward and backward of the current micro-batch (the model's inputs must be set), the
-  // collectives of the stage, the global gradient norm, and AdamW at learning rate `lr` as
-  // optimizer step `step` (1-based).
-  void submit_step(float lr, int step);
+  // Forward and backward of `micro_batches` micro-batches, accumulating their gradients (each
+  // micro-batch's inputs are set by `load_micro_batch(m)`, or by the caller beforehand when there
+  // is one), the collectives of the stage, the global gradient norm of the mean gradient, and
+  // AdamW at learning rate `lr` as optimizer step `step` (1-based). ZeRO-0/1 reduce the
+  // accumulated gradient once; ZeRO-2/3 reduce-scatter after every micro-batch into the shard
+  // (the full gradient is freed each time, as without accumulation).
+  void submit_step(float lr, int step, int micro_batches = 1,
+                   const std::function<void(int)>& load_micro_batch = {});
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
   // Zeroed gradients, forward and backward of the current micro-batch: no reduction, no update.
@@ -97,13 +102,13 @@ class Engine {
   class Handles;
   struct Layer;
   void submit_forward_walk();
-  void submit_backward_walk();
+  void submit_backward_walk(bool first_micro_batch, bool last_micro_batch);
   std::vector<int> uses(int layer) const;  // its own group and the groups it shares
   void submit_window_mark(int layer, int delta, const std::string& name);
   void gather(int layer, const char* pass);
   void release(int layer, const char* pass);
-  void allocate_gradient(int group);
-  void reduce_gradient(int group);
+  void allocate_gradient(int group, bool first_micro_batch);
+  void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
 
   Model& model_;
   EngineOptions options_;

@@ -17,6 +17,14 @@ void scale_cpu(std::size_t n, float alpha, float* x) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
+void accumulate_cpu(std::size_t n, const float* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void accumulate_cpu(std::size_t n, const bf16* x, bf16* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = from_float<bf16>(to_float(y[i]) + to_float(x[i]));
+}
+
 namespace {
 
 float unpack_alpha(void* cl_arg) {
@@ -105,6 +113,54 @@ void zero_cuda_func(void* buffers[], void*) {
 }
 #endif
 
+void accumulate_cpu_func(void* buffers[], void* cl_arg) {
+  DType dtype;
+  starpu_codelet_unpack_args(cl_arg, &dtype);
+  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+  if (dtype == DType::f32)
+    accumulate_cpu(n, reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+                   reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])));
+  else
+    accumulate_cpu(n, reinterpret_cast<const bf16*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+                   reinterpret_cast<bf16*>(STARPU_VECTOR_GET_PTR(buffers[1])));
+}
+
+#ifdef STARZERO_WITH_CUDA
+void accumulate_cuda_func(void* buffers[], void* cl_arg) {
+  DType dtype;
+  starpu_codelet_unpack_args(cl_arg, &dtype);
+  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+  if (dtype == DType::f32)
+    accumulate_cuda(n, reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+                    reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
+  else
+    accumulate_cuda(n, reinterpret_cast<const bf16*>(STARPU_VECTOR_GET_PTR(buffers[0])),
+                    reinterpret_cast<bf16*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
+}
+#endif
+
+starpu_perfmodel accumulate_model = [] {
+  starpu_perfmodel m{};
+  m.type = STARPU_HISTORY_BASED;
+  m.symbol = "starzero_accumulate";
+  return m;
+}();
+
+starpu_codelet accumulate_codelet = [] {
+  starpu_codelet cl{};
+  cl.cpu_funcs[0] = accumulate_cpu_func;
+#ifdef STARZERO_WITH_CUDA
+  cl.cuda_funcs[0] = accumulate_cuda_func;
+  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
+#endif
+  cl.nbuffers = 2;
+  cl.modes[0] = STARPU_R;
+  cl.modes[1] = STARPU_RW;
+  cl.model = &accumulate_model;
+  cl.name = "accumulate";
+  return cl;
+}();
+
 starpu_codelet zero_codelet = [] {
   starpu_codelet cl{};
   cl.cpu_funcs[0] = zero_cpu_func;
@@ -134,6 +190,13 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
 
 void submit_zero(starpu_data_handle_t x, const std::string& name) {
   check(starpu_task_insert(&zero_codelet, STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
+}
+
+void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name) {
+  if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("accumulate: fp32 or bf16 only");
+  check(starpu_task_insert(&accumulate_codelet, STARPU_R, src, STARPU_RW, dst, STARPU_VALUE, &dtype, sizeof dtype,
+                           STARPU_NAME, intern_task_name(name), 0),
+        "accumulate");
 }
 
 void submit_scale(float alpha, const Tensor& x, const std::string& name) {

@@ -1,4 +1,5 @@
 // CUDA implementations of the element-wise codelets; launched on the StarPU worker's stream.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -19,6 +20,16 @@ __global__ void scale_kernel(std::size_t n, float alpha, float* x) {
     x[i] *= alpha;
 }
 
+__global__ void accumulate_f32_kernel(std::size_t n, const float* x, float* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] += x[i];
+}
+
+__global__ void accumulate_bf16_kernel(std::size_t n, const __nv_bfloat16* x, __nv_bfloat16* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
+}
+
 unsigned blocks_for(std::size_t n) {
   const std::size_t blocks = (n + 255) / 256;
   return unsigned(blocks < 4096 ? (blocks ? blocks : 1) : 4096);
@@ -28,6 +39,15 @@ unsigned blocks_for(std::size_t n) {
 
 void axpy_cuda(std::size_t n, float alpha, const float* x, float* y, void* stream) {
   axpy_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, alpha, x, y);
+}
+
+void accumulate_cuda(std::size_t n, const float* x, float* y, void* stream) {
+  accumulate_f32_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, x, y);
+}
+
+void accumulate_cuda(std::size_t n, const bf16* x, bf16* y, void* stream) {
+  accumulate_bf16_kernel<<<blocks_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      n, reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<__nv_bfloat16*>(y));
 }
 
 void scale_cuda(std::size_t n, float alpha, float* x, void* stream) {

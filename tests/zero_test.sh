@@ -5,7 +5,8 @@
 #  2. per-rank memory held per category equals the seeds' formula with the layers padded to a
 #     multiple of N, and the unpadded formula is what `starzero plan` prints;
 #  3. collective bytes per step equal the ring volumes computed here from the layer sizes;
-#  4. ZeRO-3 keeps at most W+1 layers in flight for W = 0, 1, 2.
+#  4. gradient accumulation over 2 micro-batches equals one batch (ZeRO-1 and ZeRO-3);
+#  5. ZeRO-3 keeps at most W+1 layers in flight for W = 0, 1, 2.
 # Usage: zero_test.sh STARZERO NP
 set -euo pipefail
 starzero=$1
@@ -114,7 +115,33 @@ EOF
   then fail "ZeRO-$stage: memory or collective bytes differ from the formulas"; fi
 done
 
-# 4. ZeRO-3 prefetch window: at most W+1 layers in flight.
+# 4. Gradient accumulation: the global batch of 8 split over the ranks and K = 2 micro-batches
+#    trains what one rank trains on the whole batch at once (ZeRO-1 accumulates the full gradient
+#    and reduces it once; ZeRO-3 reduce-scatters each micro-batch into the shard and adds).
+"$starzero" "${common[@]}" --batch 8 --checkpoint-out "$work/single8.bin" > "$work/single8.log" 2>&1 \
+  || { cat "$work/single8.log"; fail "single-rank run, batch 8"; }
+for stage in 1 3; do
+  log=$work/accum$stage.log
+  if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${common[@]}" --batch 8 --grad-accum 2 --stage $stage \
+       --checkpoint-out "$work/accum$stage.bin" > "$log" 2>&1; then
+    python3 - "$(losses "$work/single8.log")" "$(losses "$log")" "$work/single8.bin" "$work/accum$stage.bin" <<'EOF2' \
+      || fail "ZeRO-$stage with --grad-accum 2 differs from single-rank training on the whole batch"
+import struct, sys
+a = [float(x) for x in sys.argv[1].split()]
+b = [float(x) for x in sys.argv[2].split()]
+def params(path):
+    data = open(path, "rb").read()
+    return struct.unpack(f"{(len(data) - 1024) // 4}f", data[1024:])
+worst = max(abs(x - y) for x, y in zip(params(sys.argv[3]), params(sys.argv[4])))
+print(f"  grad-accum 2: losses {a} vs {b}, parameters max |diff| {worst:.1e}")
+sys.exit(0 if len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) <= 2e-4 and worst <= 1e-5 else 1)
+EOF2
+  else
+    tail -n 30 "$log"; fail "ZeRO-$stage --grad-accum 2 run"
+  fi
+done
+
+# 5. ZeRO-3 prefetch window: at most W+1 layers in flight.
 for W in 0 1 2; do
   log=$work/window$W.log
   if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${common[@]}" --stage 3 --prefetch-depth $W --steps 2 \
