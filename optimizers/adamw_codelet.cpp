@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/codelet.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero::optim {
@@ -109,65 +110,14 @@ void adamw_cuda_func(void* buffers[], void* cl_arg) {
 }
 #endif
 
-starpu_perfmodel make_model(const char* symbol) {
-  starpu_perfmodel m{};
-  m.type = STARPU_HISTORY_BASED;
-  m.symbol = symbol;
-  return m;
-}
-starpu_perfmodel sum_of_squares_model = make_model("starzero_sum_of_squares");
-starpu_perfmodel adamw_model = make_model("starzero_adamw");
-
-starpu_codelet sum_of_squares_codelet = [] {
-  starpu_codelet cl{};
-  cl.name = "sum_of_squares";
-  cl.cpu_funcs[0] = sum_of_squares_cpu;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = sum_of_squares_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 2;
-  cl.modes[0] = STARPU_R;
-  cl.modes[1] = STARPU_W;
-  cl.model = &sum_of_squares_model;
-  return cl;
-}();
-
-// Tiny: CPU only; the variable number of inputs comes with the task.
-starpu_codelet clip_scale_codelet = [] {
-  starpu_codelet cl{};
-  cl.name = "clip_scale";
-  cl.cpu_funcs[0] = clip_scale_cpu;
-  cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
-  return cl;
-}();
-
-starpu_codelet sum_scalars_codelet = [] {
-  starpu_codelet cl{};
-  cl.name = "sum_scalars";
-  cl.cpu_funcs[0] = sum_scalars_cpu;
-  cl.nbuffers = STARPU_VARIABLE_NBUFFERS;
-  return cl;
-}();
-
-starpu_codelet adamw_codelet = [] {
-  starpu_codelet cl{};
-  cl.name = "adamw";
-  cl.cpu_funcs[0] = adamw_cpu_func;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = adamw_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 6;
-  cl.modes[0] = STARPU_R;
-  cl.modes[1] = STARPU_RW;
-  cl.modes[2] = STARPU_RW;
-  cl.modes[3] = STARPU_RW;
-  cl.modes[4] = STARPU_RW;  // only this rank's slice is written: the rest must stay
-  cl.modes[5] = STARPU_R;
-  cl.model = &adamw_model;
-  return cl;
-}();
+Codelet sum_of_squares_codelet("sum_of_squares", sum_of_squares_cpu, STARZERO_CUDA_FUNC(sum_of_squares_cuda_func),
+                               {STARPU_R, STARPU_W});
+// Tiny and CPU only; the variable number of inputs comes with the task.
+Codelet clip_scale_codelet("clip_scale", clip_scale_cpu, nullptr, {});
+Codelet sum_scalars_codelet("sum_scalars", sum_scalars_cpu, nullptr, {});
+// The parameter copy is RW: with a shard inside a full buffer only this rank's slice is written.
+Codelet adamw_codelet("adamw", adamw_cpu_func, STARZERO_CUDA_FUNC(adamw_cuda_func),
+                      {STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_R});
 
 void check(int ret, const std::string& name) {
   if (ret != 0) throw std::runtime_error("submitting task " + name + " failed (StarPU code " + std::to_string(ret) + ")");
@@ -178,7 +128,7 @@ void check(int ret, const std::string& name) {
 void submit_sum_of_squares(starpu_data_handle_t grad, Slice slice, DType dtype, starpu_data_handle_t sum_of_squares,
                            const std::string& name) {
   const SumArgs args{dtype, slice};
-  check(starpu_task_insert(&sum_of_squares_codelet, STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &args,
+  check(starpu_task_insert(sum_of_squares_codelet.get(), STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &args,
                            sizeof args, STARPU_NAME, intern_task_name(name), 0),
         name);
 }
@@ -188,7 +138,7 @@ void submit_sum_scalars(const std::vector<starpu_data_handle_t>& partial_sums, s
   std::vector<starpu_data_descr> buffers{{total, STARPU_W}};
   for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
   const int nparts = int(partial_sums.size());
-  check(starpu_task_insert(&sum_scalars_codelet, STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
+  check(starpu_task_insert(sum_scalars_codelet.get(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
                            STARPU_VALUE, &nparts, sizeof nparts, STARPU_NAME, intern_task_name(name), 0),
         name);
 }
@@ -200,7 +150,7 @@ void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, fl
   buffers.push_back({norm, STARPU_W});
   for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
   const int nparts = int(partial_sums.size());
-  check(starpu_task_insert(&clip_scale_codelet, STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
+  check(starpu_task_insert(clip_scale_codelet.get(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
                            STARPU_VALUE, &max_norm, sizeof max_norm, STARPU_VALUE, &grad_divisor, sizeof grad_divisor,
                            STARPU_VALUE, &nparts, sizeof nparts,
                            STARPU_NAME, intern_task_name(name), 0),
@@ -211,7 +161,7 @@ void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_dat
                   starpu_data_handle_t m, starpu_data_handle_t v, starpu_data_handle_t param, std::size_t param_offset,
                   starpu_data_handle_t scale, DType dtype, const AdamWHyper& hyper, const std::string& name) {
   const AdamArgs args{hyper, dtype, grad_offset, param_offset};
-  check(starpu_task_insert(&adamw_codelet, STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_RW,
+  check(starpu_task_insert(adamw_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_RW,
                            param, STARPU_R, scale, STARPU_VALUE, &args, sizeof args, STARPU_NAME,
                            intern_task_name(name), 0),
         name);

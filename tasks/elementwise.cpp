@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "runtime/codelet.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero::tasks {
@@ -57,49 +58,6 @@ void scale_cuda_func(void* buffers[], void* cl_arg) {
 }
 #endif
 
-starpu_perfmodel axpy_model = [] {
-  starpu_perfmodel m{};
-  m.type = STARPU_HISTORY_BASED;
-  m.symbol = "starzero_axpy";
-  return m;
-}();
-
-starpu_perfmodel scale_model = [] {
-  starpu_perfmodel m{};
-  m.type = STARPU_HISTORY_BASED;
-  m.symbol = "starzero_scale";
-  return m;
-}();
-
-starpu_codelet axpy_codelet = [] {
-  starpu_codelet cl{};
-  cl.cpu_funcs[0] = axpy_cpu_func;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = axpy_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 2;
-  cl.modes[0] = STARPU_R;
-  cl.modes[1] = STARPU_RW;
-  cl.model = &axpy_model;
-  cl.name = "axpy";
-  return cl;
-}();
-
-starpu_codelet scale_codelet = [] {
-  starpu_codelet cl{};
-  cl.cpu_funcs[0] = scale_cpu_func;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = scale_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 1;
-  cl.modes[0] = STARPU_RW;
-  cl.model = &scale_model;
-  cl.name = "scale";
-  return cl;
-}();
-
 void zero_cpu_func(void* buffers[], void*) {
   std::memset(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0,
               STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
@@ -139,40 +97,11 @@ void accumulate_cuda_func(void* buffers[], void* cl_arg) {
 }
 #endif
 
-starpu_perfmodel accumulate_model = [] {
-  starpu_perfmodel m{};
-  m.type = STARPU_HISTORY_BASED;
-  m.symbol = "starzero_accumulate";
-  return m;
-}();
-
-starpu_codelet accumulate_codelet = [] {
-  starpu_codelet cl{};
-  cl.cpu_funcs[0] = accumulate_cpu_func;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = accumulate_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 2;
-  cl.modes[0] = STARPU_R;
-  cl.modes[1] = STARPU_RW;
-  cl.model = &accumulate_model;
-  cl.name = "accumulate";
-  return cl;
-}();
-
-starpu_codelet zero_codelet = [] {
-  starpu_codelet cl{};
-  cl.cpu_funcs[0] = zero_cpu_func;
-#ifdef STARZERO_WITH_CUDA
-  cl.cuda_funcs[0] = zero_cuda_func;
-  cl.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  cl.nbuffers = 1;
-  cl.modes[0] = STARPU_W;
-  cl.name = "zero";
-  return cl;
-}();
+Codelet axpy_codelet("axpy", axpy_cpu_func, STARZERO_CUDA_FUNC(axpy_cuda_func), {STARPU_R, STARPU_RW});
+Codelet scale_codelet("scale", scale_cpu_func, STARZERO_CUDA_FUNC(scale_cuda_func), {STARPU_RW});
+Codelet accumulate_codelet("accumulate", accumulate_cpu_func, STARZERO_CUDA_FUNC(accumulate_cuda_func),
+                           {STARPU_R, STARPU_RW});
+Codelet zero_codelet("zero", zero_cpu_func, STARZERO_CUDA_FUNC(zero_cuda_func), {STARPU_W});
 
 void check(int ret, const char* what) {
   if (ret != 0) throw std::runtime_error(std::string("starpu_task_insert(") + what + ") failed: " + std::to_string(ret));
@@ -183,25 +112,25 @@ void check(int ret, const char* what) {
 void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::string& name) {
   if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || x.count() != y.count())
     throw std::invalid_argument("axpy: x and y must be fp32 tensors of one size");
-  check(starpu_task_insert(&axpy_codelet, STARPU_R, x.handle(), STARPU_RW, y.handle(), STARPU_VALUE, &alpha,
+  check(starpu_task_insert(axpy_codelet.get(), STARPU_R, x.handle(), STARPU_RW, y.handle(), STARPU_VALUE, &alpha,
                            sizeof alpha, STARPU_NAME, intern_task_name(name), 0),
         "axpy");
 }
 
 void submit_zero(starpu_data_handle_t x, const std::string& name) {
-  check(starpu_task_insert(&zero_codelet, STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
+  check(starpu_task_insert(zero_codelet.get(), STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
 }
 
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("accumulate: fp32 or bf16 only");
-  check(starpu_task_insert(&accumulate_codelet, STARPU_R, src, STARPU_RW, dst, STARPU_VALUE, &dtype, sizeof dtype,
+  check(starpu_task_insert(accumulate_codelet.get(), STARPU_R, src, STARPU_RW, dst, STARPU_VALUE, &dtype, sizeof dtype,
                            STARPU_NAME, intern_task_name(name), 0),
         "accumulate");
 }
 
 void submit_scale(float alpha, const Tensor& x, const std::string& name) {
   if (x.dtype() != DType::f32) throw std::invalid_argument("scale: x must be an fp32 tensor");
-  check(starpu_task_insert(&scale_codelet, STARPU_RW, x.handle(), STARPU_VALUE, &alpha, sizeof alpha, STARPU_NAME,
+  check(starpu_task_insert(scale_codelet.get(), STARPU_RW, x.handle(), STARPU_VALUE, &alpha, sizeof alpha, STARPU_NAME,
                            intern_task_name(name), 0),
         "scale");
 }

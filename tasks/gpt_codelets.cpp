@@ -10,6 +10,7 @@
 #include <starpu_cublas_v2.h>
 #endif
 
+#include "runtime/codelet.hpp"
 #include "runtime/task_name.hpp"
 #include "tasks/gpt_kernels.hpp"
 
@@ -155,34 +156,9 @@ STARZERO_RUNNER(residual_backward)
 STARZERO_RUNNER(crossentropy_forward)
 STARZERO_RUNNER(crossentropy_backward)
 
-// A codelet and its history-based performance model, named for traces and $STARPU_HOME.
-struct Codelet {
-  starpu_perfmodel model{};
-  starpu_codelet codelet{};
-  Codelet(const char* name, starpu_cpu_func_t cpu, [[maybe_unused]] starpu_cuda_func_t cuda,
-          std::initializer_list<starpu_data_access_mode> modes) {
-    model.type = STARPU_HISTORY_BASED;
-    model.symbol = name;
-    codelet.name = name;
-    codelet.cpu_funcs[0] = cpu;
-#ifdef STARZERO_WITH_CUDA
-    codelet.cuda_funcs[0] = cuda;
-    codelet.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-    codelet.nbuffers = int(modes.size());
-    int i = 0;
-    for (auto mode : modes) codelet.modes[i++] = mode;
-    codelet.model = &model;
-  }
-};
-
-#ifdef STARZERO_WITH_CUDA
-#define STARZERO_CODELET(var, kernel, ...)                                                             \
-  Codelet var("gpt_" #kernel, entry<kernel##_runner, false>, entry<kernel##_runner, true>, {__VA_ARGS__})
-#else
-#define STARZERO_CODELET(var, kernel, ...) \
-  Codelet var("gpt_" #kernel, entry<kernel##_runner, false>, nullptr, {__VA_ARGS__})
-#endif
+#define STARZERO_CODELET(var, kernel, ...)                                                                  \
+  Codelet var("gpt_" #kernel, entry<kernel##_runner, false>, STARZERO_CUDA_FUNC((entry<kernel##_runner, true>)), \
+              {__VA_ARGS__})
 
 STARZERO_CODELET(encoder_forward_cl, encoder_forward, STARPU_W, STARPU_R, STARPU_R);
 STARZERO_CODELET(encoder_backward_cl, encoder_backward, STARPU_RW, STARPU_R, STARPU_R);
@@ -212,10 +188,10 @@ void load_tokens_cuda(void* buffers[], void* cl_arg) {
 }
 // The tokens come from the task's argument buffer in host memory: the CUDA copy must finish
 // before StarPU frees that buffer, so it is not STARPU_CUDA_ASYNC.
-Codelet load_tokens_cl = [] {
-  Codelet c("load_tokens", load_tokens_cpu, load_tokens_cuda, {STARPU_W});
-  c.codelet.cuda_flags[0] = 0;
-  return c;
+Codelet load_tokens_cl("load_tokens", load_tokens_cpu, load_tokens_cuda, {STARPU_W});
+[[maybe_unused]] const bool load_tokens_synchronous = [] {
+  load_tokens_cl.codelet.cuda_flags[0] = 0;
+  return true;
 }();
 #else
 Codelet load_tokens_cl("load_tokens", load_tokens_cpu, nullptr, {STARPU_W});
