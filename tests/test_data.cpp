@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "tests/temp_dir.hpp"
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -20,28 +22,9 @@ using namespace starzero;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
+using starzero::testing::TempDir;
+
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("starzero_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

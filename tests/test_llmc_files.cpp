@@ -7,6 +7,8 @@
 #include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "tests/temp_dir.hpp"
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,38 +27,9 @@
 using namespace starzero;
 namespace fs = std::filesystem;
 
+using starzero::testing::TempDir;
+
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("starzero_llmc_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  // Names of the entries, to show that no temporary file is left behind.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
 
 std::vector<char> read_raw(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
