@@ -632,11 +632,15 @@ int train_main(int argc, char** argv) {
     return run_train(p);
   });
   if (status != -1) return status;
-  // The session has ended: its FxT file is complete; turn it into paje.trace for ViTE.
+  // The session has ended: its FxT file is complete; turn it into paje.trace for ViTE. Under
+  // mpirun every rank converts its own file into <dir>/rank<r>/.
   try {
-    const std::string fxt = trace_dir + "/starzero_r0_0";
-    convert_fxt_trace(fxt, trace_dir);
-    std::printf("trace: %s/paje.trace (open with ViTE)\n", trace_dir.c_str());
+    const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+    const int rank = rank_env ? std::atoi(rank_env) : 0;
+    const std::string fxt = trace_dir + "/starzero_r" + std::to_string(rank) + "_0";
+    const std::string out = DataParallelRanks::world_size() > 1 ? trace_dir + "/rank" + std::to_string(rank) : trace_dir;
+    convert_fxt_trace(fxt, out);
+    std::printf("trace: %s/paje.trace (open with ViTE)\n", out.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "starzero train: failed: trace conversion: %s\n", e.what());

@@ -13,7 +13,8 @@ job=$!
 # Wait until both ranks run, then kill one.
 for _ in $(seq 1 100); do
   # The ranks are mpirun's children (not mpirun itself, whose command line matches too).
-  mapfile -t ranks < <(pgrep -P "$job" -f "starzero train" || true)
+  ranks=()
+  if pids=$(pgrep -P "$job" -f "starzero train"); then mapfile -t ranks <<< "$pids"; fi
   [ "${#ranks[@]}" -ge 2 ] && break
   sleep 0.2
 done

@@ -6,7 +6,8 @@
 #     multiple of N, and the unpadded formula is what `starzero plan` prints;
 #  3. collective bytes per step equal the ring volumes computed here from the layer sizes;
 #  4. gradient accumulation over 2 micro-batches equals one batch (ZeRO-1 and ZeRO-3);
-#  5. ZeRO-3 keeps at most W+1 layers in flight for W = 0, 1, 2.
+#  5. ZeRO-3 keeps at most W+1 layers in flight for W = 0, 1, 2;
+#  6. every rank's trace converts and ViTE parses it with 0 errors.
 # Usage: zero_test.sh STARZERO NP
 set -euo pipefail
 starzero=$1
@@ -155,6 +156,28 @@ for W in 0 1 2; do
     tail -n 30 "$log"; fail "ZeRO-3 W=$W run"
   fi
 done
+
+# 6. Traces: every rank's FxT trace converts to its own paje.trace; ViTE reads each with 0 errors
+#    and the collective tasks are in it.
+if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${common[@]}" --stage 3 --steps 2 --trace "$work/trace" \
+     > "$work/trace.log" 2>&1; then
+  for r in $(seq 0 $((np - 1))); do
+    paje=$work/trace/rank$r/paje.trace
+    [ -f "$paje" ] || { fail "rank $r: no $paje"; continue; }
+    grep -q "all_gather" "$paje" || fail "rank $r: no all_gather task in the trace"
+    if summary=$(cd "$work/trace/rank$r" && QT_QPA_PLATFORM=offscreen timeout 120 vite -f paje.trace -e out.svg 2>&1 \
+                 | grep -oE '[0-9]+ errors? and [0-9]+ warnings?'); then
+      case $summary in
+        "0 error"*) echo "  rank $r trace: $summary" ;;
+        *) fail "rank $r: ViTE says '$summary'" ;;
+      esac
+    else
+      fail "rank $r: ViTE printed no error count"
+    fi
+  done
+else
+  tail -n 30 "$work/trace.log"; fail "traced ZeRO-3 run"
+fi
 
 if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "all ZeRO checks passed on $np ranks"
