@@ -155,6 +155,8 @@ int run_step_bench(const cli::ArgParser& p) {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+  // `starzero bench adam ...`: the fused CPU AdamW benchmark (bench_adam.cpp).
+  if (argc >= 2 && std::string(argv[1]) == "adam") return bench_adam_main(argc - 1, argv + 1);
   if (argc < 2 || std::string(argv[1]) != "step") {
     std::fprintf(stderr, "starzero bench: error: usage: starzero bench step [options] (try `starzero bench step --help`)\n");
     return 2;

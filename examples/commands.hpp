@@ -7,5 +7,6 @@ int plan_main(int argc, char** argv);
 int train_main(int argc, char** argv);
 int eval_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
+int bench_adam_main(int argc, char** argv);  // `starzero bench adam`
 int consolidate_main(int argc, char** argv);
 }  // namespace starzero

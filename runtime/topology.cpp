@@ -30,7 +30,7 @@ HwlocTopology load_topology() {
 }
 
 // The NUMA node whose cpuset covers the given object's locality.
-int closest_numa_node(hwloc_topology_t topo, hwloc_obj_t obj) {
+[[maybe_unused]] int closest_numa_node(hwloc_topology_t topo, hwloc_obj_t obj) {
   hwloc_obj_t ancestor = hwloc_get_non_io_ancestor_obj(topo, obj);
   if (!ancestor || !ancestor->nodeset) return -1;
   const int first = hwloc_bitmap_first(ancestor->nodeset);

@@ -1,0 +1,56 @@
+#pragma once
+// Fused CPU AdamW for ZeRO-Offload: one pass that reads the gradient (bf16 or fp32), updates the
+// fp32 master weights and the moments m, v in place, and writes the parameter copy (bf16, round to
+// nearest even, NaN stays NaN: runtime/dtype.hpp float_to_bf16). 28 bytes per parameter with a
+// bf16 gradient and parameter, which makes it memory-bound.
+//
+// Three code paths, chosen at run time from the CPU (never -march=native): scalar, AVX2 and
+// AVX-512 (F+BW). Each one performs exactly the operations of the plain kernel adamw_cpu
+// (optimizers/adamw.hpp), in the same order, without FMA, so every path is bit-identical to
+// adamw_cpu and to the others, and the result of an element does not depend on how the shard is
+// split into chunks or threads (the vector body and the scalar tail compute the same thing).
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "optimizers/adamw.hpp"
+#include "runtime/dtype.hpp"
+
+namespace starzero::optim {
+
+enum class SimdPath { scalar, avx2, avx512 };
+
+// The widest path this CPU runs (AVX-512 needs F and BW; AVX2 needs AVX2).
+SimdPath best_simd_path();
+// Every path this CPU runs, scalar first.
+std::vector<SimdPath> available_simd_paths();
+bool simd_path_available(SimdPath path);
+std::string_view simd_path_name(SimdPath path);  // "scalar", "avx2", "avx512"
+
+// One fused AdamW step over n elements. `path` must be available (else std::invalid_argument).
+// bf16 gradient and parameter copy:
+void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m,
+                 float* v, bf16* param, const AdamWHyper& hyper);
+// fp32 gradient and parameter copy; param may be nullptr (no copy: master is the parameter).
+void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m,
+                 float* v, float* param, const AdamWHyper& hyper);
+
+// The same, split into chunks of `chunk` elements run by a oneTBB arena of `threads` threads
+// (threads <= 0: all hardware threads; chunk 0: n). Results are bit-identical for any threads/chunk.
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
+                          float grad_scale, float* master, float* m, float* v, bf16* param,
+                          const AdamWHyper& hyper);
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
+                          float grad_scale, float* master, float* m, float* v, float* param,
+                          const AdamWHyper& hyper);
+
+// Element-type casts with the same paths (bf16 -> fp32 exact; fp32 -> bf16 as float_to_bf16), used
+// by the unfused three-pass pipeline the benchmark compares against.
+void cast_bf16_to_f32(SimdPath path, std::size_t n, const bf16* src, float* dst);
+void cast_f32_to_bf16(SimdPath path, std::size_t n, const float* src, bf16* dst);
+void cast_bf16_to_f32_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* src,
+                               float* dst);
+void cast_f32_to_bf16_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* src,
+                               bf16* dst);
+
+}  // namespace starzero::optim

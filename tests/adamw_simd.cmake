@@ -1,0 +1,5 @@
+# optimizers/adamw_simd: the fused CPU AdamW paths (scalar, AVX2, AVX-512) against a double
+# reference, bit-identity between paths, with adamw_cpu and across threads/chunks, NaN handling.
+add_executable(test_adamw_simd test_adamw_simd.cpp)
+target_link_libraries(test_adamw_simd PRIVATE starzero_catch_main starzero_optimizers)
+catch_discover_tests(test_adamw_simd TEST_PREFIX "adamw/" PROPERTIES TIMEOUT 60)
