@@ -6,7 +6,7 @@
 //   naive       the plain formula as a simple single-threaded loop;
 //   three-pass  cast bf16 grad -> fp32 buffer; fp32 Adam; cast fp32 master -> bf16 param, built
 //               from the same kernels, same path and threads.
-#include <emmintrin.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -63,7 +63,38 @@ void parallel_chunks(tbb::task_arena& arena, std::size_t n, const std::function<
 
 // Adam's traffic without its arithmetic: every array is loaded and stored back unchanged (the empty
 // asm hides that from the compiler, so the stores stay), and the gradient bits go to the param.
-void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
+// The widest vectors the CPU has, so the probe is a ceiling for every kernel path.
+__attribute__((target("avx512f"))) void probe_range_avx512(std::size_t b, std::size_t e, const bf16* grad,
+                                                           float* master, float* m, float* v, bf16* param) {
+  std::size_t i = b;
+  for (; i + 16 <= e; i += 16) {
+    __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
+    __m512 w = _mm512_loadu_ps(master + i), mi = _mm512_loadu_ps(m + i), vi = _mm512_loadu_ps(v + i);
+    __asm__ volatile("" : "+v"(g), "+v"(w), "+v"(mi), "+v"(vi));
+    _mm512_storeu_ps(master + i, w);
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(param + i), g);
+  }
+  for (; i < e; ++i) param[i] = grad[i];
+}
+
+__attribute__((target("avx2"))) void probe_range_avx2(std::size_t b, std::size_t e, const bf16* grad, float* master,
+                                                      float* m, float* v, bf16* param) {
+  std::size_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
+    __m256 w = _mm256_loadu_ps(master + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    __asm__ volatile("" : "+x"(g), "+x"(w), "+x"(mi), "+x"(vi));
+    _mm256_storeu_ps(master + i, w);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(param + i), g);
+  }
+  for (; i < e; ++i) param[i] = grad[i];
+}
+
+void probe_range_sse2(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
   std::size_t i = b;
   for (; i + 4 <= e; i += 4) {
     __m128i g = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grad + i));
@@ -75,6 +106,13 @@ void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, 
     _mm_storel_epi64(reinterpret_cast<__m128i*>(param + i), g);
   }
   for (; i < e; ++i) param[i] = grad[i];
+}
+
+void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
+  static const auto widest = __builtin_cpu_supports("avx512f") ? probe_range_avx512
+                             : __builtin_cpu_supports("avx2") ? probe_range_avx2
+                                                              : probe_range_sse2;
+  widest(b, e, grad, master, m, v, param);
 }
 
 void triad_range(std::size_t b, std::size_t e, float* a, const float* x, const float* y, float s) {
