@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "examples/cli.hpp"
+#include "examples/command.hpp"
 #include "examples/commands.hpp"
 #include "models/gpt.hpp"
 #include "offload/engine.hpp"
@@ -162,23 +163,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   cli::ArgParser parser = make_parser();
-  try {
-    parser.parse(argc - 1, argv + 1);
-    if (parser.flag_set("help")) {
-      std::printf("usage: starzero bench step [options]\n\noptions:\n%s", parser.options_help().c_str());
-      return 0;
-    }
-    return run_step_bench(parser);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "starzero bench: error: %s\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "starzero bench: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "starzero bench: failed: %s\n", e.what());
-    return 1;
-  }
+  return run_command("starzero bench", "starzero bench step [options]", parser, argc - 1, argv + 1, run_step_bench);
 }
 
 }  // namespace starzero

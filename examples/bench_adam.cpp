@@ -23,6 +23,7 @@
 #include <tbb/task_arena.h>
 
 #include "examples/cli.hpp"
+#include "examples/command.hpp"
 #include "examples/commands.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/dtype.hpp"
@@ -257,20 +258,7 @@ int bench_adam_main(int argc, char** argv) {
       .option("threads", "LIST", "thread counts, e.g. 1,2,4 (default 1..hardware threads)")
       .option("steps", "N", "timed steps per measurement, median reported (default 5)")
       .flag("help", "show this help");
-  try {
-    parser.parse(argc, argv);
-    if (parser.flag_set("help")) {
-      std::printf("usage: starzero bench adam [options]\n\noptions:\n%s", parser.options_help().c_str());
-      return 0;
-    }
-    return run_adam_bench(parser);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "starzero bench adam: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "starzero bench adam: error: %s\n", e.what());
-    return 1;
-  }
+  return run_command("starzero bench adam", "starzero bench adam [options]", parser, argc, argv, run_adam_bench);
 }
 
 }  // namespace starzero

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "examples/cli.hpp"
+#include "examples/command.hpp"
 #include "examples/commands.hpp"
 #include "models/llmc_files.hpp"
 #include "models/sharded_state.hpp"
@@ -88,24 +89,8 @@ int consolidate_main(int argc, char** argv) {
       .option("out", "FILE", "the llm.c checkpoint to write")
       .option("precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
       .flag("help", "show this help");
-  try {
-    parser.parse(argc, argv);
-    if (parser.flag_set("help")) {
-      std::printf("usage: starzero consolidate --checkpoint FILE --out FILE [options]\n\noptions:\n%s",
-                  parser.options_help().c_str());
-      return 0;
-    }
-    return run_consolidate(parser);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "starzero consolidate: error: %s\n", e.what());
-    return 2;
-  } catch (const FileFormatError& e) {
-    std::fprintf(stderr, "starzero consolidate: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "starzero consolidate: failed: %s\n", e.what());
-    return 1;
-  }
+  return run_command("starzero consolidate", "starzero consolidate --checkpoint FILE --out FILE [options]", parser,
+                     argc, argv, run_consolidate);
 }
 
 }  // namespace starzero

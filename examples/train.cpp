@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "examples/cli.hpp"
+#include "examples/command.hpp"
 #include "examples/commands.hpp"
 #include "examples/ranks.hpp"
 #include "models/data.hpp"
@@ -599,35 +600,13 @@ int run_eval(const cli::ArgParser& p) {
   return 0;
 }
 
-template <class Run>
-int guarded(const char* command, cli::ArgParser parser, int argc, char** argv, Run run) {
-  try {
-    parser.parse(argc, argv);
-    if (parser.flag_set("help")) {
-      std::printf("usage: starzero %s [options]\n\noptions:\n%s", command, parser.options_help().c_str());
-      return 0;
-    }
-    return run(parser);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
-    return 2;
-  } catch (const FileFormatError& e) {
-    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "starzero %s: error: %s\n", command, e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "starzero %s: failed: %s\n", command, e.what());
-    return 1;
-  }
-}
-
 }  // namespace
 
 int train_main(int argc, char** argv) {
   std::string trace_dir;
-  const int status = guarded("train", make_train_parser(), argc, argv, [&](const cli::ArgParser& p) {
+  cli::ArgParser parser = make_train_parser();
+  const int status = run_command("starzero train", "starzero train [options]", parser, argc, argv,
+                                 [&](const cli::ArgParser& p) {
     trace_dir = p.value("trace").value_or("");
     return run_train(p);
   });
@@ -648,6 +627,10 @@ int train_main(int argc, char** argv) {
   }
 }
 
-int eval_main(int argc, char** argv) { return guarded("eval", make_eval_parser(), argc, argv, run_eval); }
+int eval_main(int argc, char** argv) {
+  cli::ArgParser parser = make_eval_parser();
+  return run_command("starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]", parser,
+                     argc, argv, run_eval);
+}
 
 }  // namespace starzero

@@ -311,14 +311,21 @@ void write_file_atomically(const std::filesystem::path& path,
 // ---- llm.c checkpoint -------------------------------------------------------------------------
 
 namespace {
-LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
-  FileReader in(path);
-  constexpr std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+constexpr std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+
+// The 256-int32 header both llm.c formats start with.
+std::array<std::int32_t, kLlmcHeaderInts> read_llmc_header(FileReader& in, const std::filesystem::path& path) {
   if (in.size() < header_bytes)
     throw_format(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
                            std::to_string(header_bytes));
   std::array<std::int32_t, kLlmcHeaderInts> header{};
   in.read_exact(header.data(), header_bytes);
+  return header;
+}
+
+LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
+  FileReader in(path);
+  const auto header = read_llmc_header(in, path);
   if (header[0] != kLlmcCheckpointMagic)
     throw_format(path, "wrong magic " + std::to_string(header[0]) + " (an llm.c checkpoint has " +
                            std::to_string(kLlmcCheckpointMagic) + ")" +
@@ -397,12 +404,7 @@ void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& sh
 
 std::vector<std::uint16_t> read_token_shard(const std::filesystem::path& path) {
   FileReader in(path);
-  constexpr std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
-  if (in.size() < header_bytes)
-    throw_format(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
-                           std::to_string(header_bytes));
-  std::array<std::int32_t, kLlmcHeaderInts> header{};
-  in.read_exact(header.data(), header_bytes);
+  const auto header = read_llmc_header(in, path);
   if (header[0] != kLlmcTokenMagic)
     throw_format(path, "wrong magic " + std::to_string(header[0]) + " (an llm.c token shard has " +
                            std::to_string(kLlmcTokenMagic) + ")" +
