@@ -16,29 +16,51 @@ starpu_data_access_mode starpu_mode(Access mode) {
   return STARPU_R;
 }
 
+void check_count(std::size_t count, const std::string& name) {
+  if (count == 0) throw std::invalid_argument("tensor " + name + ": zero elements");
+  if (count > UINT32_MAX) throw std::invalid_argument("tensor " + name + ": more than 2^32-1 elements");
+}
+
+// starpu_malloc'd main memory (pinned by StarPU when CUDA workers exist).
+class StarpuMallocBuffer final : public HomeBuffer {
+ public:
+  StarpuMallocBuffer(std::size_t bytes, const std::string& name) {
+    if (starpu_malloc(&data_, bytes) != 0 || !data_)
+      throw std::runtime_error("tensor " + name + ": cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  ~StarpuMallocBuffer() override { starpu_free(data_); }
+  StarpuMallocBuffer(const StarpuMallocBuffer&) = delete;
+  StarpuMallocBuffer& operator=(const StarpuMallocBuffer&) = delete;
+  unsigned node() const override { return STARPU_MAIN_RAM; }
+  std::uintptr_t address() const override { return reinterpret_cast<std::uintptr_t>(data_); }
+
+ private:
+  void* data_ = nullptr;
+};
+
 }  // namespace
 
-Tensor::Tensor(DType dtype, std::size_t count, std::string name, void* home)
-    : dtype_(dtype), count_(count), name_(std::move(name)), home_(home) {
-  const int home_node = home ? STARPU_MAIN_RAM : -1;
-  starpu_vector_data_register(&handle_, home_node, reinterpret_cast<uintptr_t>(home), uint32_t(count),
-                              dtype_size(dtype));
+Tensor::Tensor(DType dtype, std::size_t count, std::string name, std::unique_ptr<HomeBuffer> home)
+    : dtype_(dtype), count_(count), name_(std::move(name)), home_(std::move(home)) {
+  const int home_node = home_ ? int(home_->node()) : -1;
+  starpu_vector_data_register(&handle_, home_node, home_ ? home_->address() : 0, uint32_t(count), dtype_size(dtype));
   starpu_data_set_name(handle_, name_.c_str());
 }
 
 Tensor Tensor::host(DType dtype, std::size_t count, std::string name) {
-  if (count == 0) throw std::invalid_argument("tensor " + name + ": zero elements");
-  if (count > UINT32_MAX) throw std::invalid_argument("tensor " + name + ": more than 2^32-1 elements");
-  void* home = nullptr;
-  if (starpu_malloc(&home, count * dtype_size(dtype)) != 0 || !home)
-    throw std::runtime_error("tensor " + name + ": cannot allocate " + std::to_string(count * dtype_size(dtype)) +
-                             " bytes");
-  return Tensor(dtype, count, std::move(name), home);
+  check_count(count, name);
+  auto home = std::make_unique<StarpuMallocBuffer>(count * dtype_size(dtype), name);
+  return Tensor(dtype, count, std::move(name), std::move(home));
+}
+
+Tensor Tensor::with_home(DType dtype, std::size_t count, std::string name, std::unique_ptr<HomeBuffer> home) {
+  check_count(count, name);
+  if (!home) throw std::invalid_argument("tensor " + name + ": no home buffer");
+  return Tensor(dtype, count, std::move(name), std::move(home));
 }
 
 Tensor Tensor::transient(DType dtype, std::size_t count, std::string name) {
-  if (count == 0) throw std::invalid_argument("tensor " + name + ": zero elements");
-  if (count > UINT32_MAX) throw std::invalid_argument("tensor " + name + ": more than 2^32-1 elements");
+  check_count(count, name);
   return Tensor(dtype, count, std::move(name), nullptr);
 }
 
@@ -46,7 +68,7 @@ Tensor::Tensor(Tensor&& other) noexcept
     : dtype_(other.dtype_),
       count_(other.count_),
       name_(std::move(other.name_)),
-      home_(std::exchange(other.home_, nullptr)),
+      home_(std::move(other.home_)),
       handle_(std::exchange(other.handle_, nullptr)) {}
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
@@ -55,7 +77,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     dtype_ = other.dtype_;
     count_ = other.count_;
     name_ = std::move(other.name_);
-    home_ = std::exchange(other.home_, nullptr);
+    home_ = std::move(other.home_);
     handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
@@ -68,12 +90,11 @@ void Tensor::release() noexcept {
   if (home_) {
     // Waits for the tasks using it and brings the latest copy home before the buffer goes.
     starpu_data_unregister(handle_);
-    starpu_free(home_);
+    home_.reset();
   } else {
     starpu_data_unregister_submit(handle_);
   }
   handle_ = nullptr;
-  home_ = nullptr;
 }
 
 void Tensor::invalidate_submit() { starpu_data_invalidate_submit(handle_); }

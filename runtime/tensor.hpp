@@ -3,7 +3,8 @@
 //
 // Two kinds:
 //  - Tensor::host: owns a home buffer in main memory (starpu_malloc: pinned when CUDA workers
-//    exist) that survives tasks; read back with a HostView.
+//    exist) that survives tasks; read back with a HostView. Tensor::with_home takes any other
+//    home (a pinned NUMA-local buffer, an object on a StarPU disk node) as a HomeBuffer.
 //  - Tensor::transient: no home buffer; StarPU allocates it wherever the first writer runs and
 //    the graph frees it with invalidate_submit() after its last reader ("free right after use"
 //    is part of the task graph, not a side effect).
@@ -11,6 +12,8 @@
 #include <starpu.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -20,10 +23,22 @@ namespace starzero {
 
 enum class Access { read, write, readwrite };
 
+// The owner of a tensor's home copy: where it lives (a StarPU memory node) and its address
+// there as StarPU's vector interface wants it. Destroyed after the handle is unregistered (which
+// writes the latest value back home).
+class HomeBuffer {
+ public:
+  virtual ~HomeBuffer() = default;
+  virtual unsigned node() const = 0;
+  virtual std::uintptr_t address() const = 0;
+};
+
 class Tensor {
  public:
   static Tensor host(DType dtype, std::size_t count, std::string name);
   static Tensor transient(DType dtype, std::size_t count, std::string name);
+  // A tensor whose home copy is `home` (at least count·dtype_size bytes).
+  static Tensor with_home(DType dtype, std::size_t count, std::string name, std::unique_ptr<HomeBuffer> home);
 
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;
@@ -37,6 +52,8 @@ class Tensor {
   const std::string& name() const { return name_; }
   starpu_data_handle_t handle() const { return handle_; }
   bool is_transient() const { return home_ == nullptr; }
+  // The memory node of the home copy (STARPU_MAIN_RAM, a disk node); -1 for a transient tensor.
+  int home_node() const { return home_ ? int(home_->node()) : -1; }
 
   // Submits "the content is dead" after all tasks submitted so far that use it: StarPU frees
   // its copies. A later writer makes it live again.
@@ -63,13 +80,13 @@ class Tensor {
   HostView view(Access mode) const { return HostView(handle_, mode, bytes()); }
 
  private:
-  Tensor(DType dtype, std::size_t count, std::string name, void* home);
+  Tensor(DType dtype, std::size_t count, std::string name, std::unique_ptr<HomeBuffer> home);
   void release() noexcept;
 
   DType dtype_ = DType::f32;
   std::size_t count_ = 0;
   std::string name_;
-  void* home_ = nullptr;  // our starpu_malloc'd buffer, or nullptr for a transient tensor
+  std::unique_ptr<HomeBuffer> home_;  // nullptr for a transient tensor
   starpu_data_handle_t handle_ = nullptr;
 };
 
