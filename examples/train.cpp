@@ -23,7 +23,11 @@
 #include "offload/engine.hpp"
 #include "offload/planner.hpp"
 #include "runtime/comm.hpp"
+#include "optimizers/adamw_simd.hpp"
+#include "runtime/disk.hpp"
+#include "runtime/host_memory.hpp"
 #include "runtime/session.hpp"
+#include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 
 namespace starzero {
@@ -257,6 +261,164 @@ void print_zero_report(const Engine& engine, const GptModel& model, const DataPa
   }
 }
 
+std::string format_bytes(double bytes) {
+  char text[32];
+  if (bytes >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  return text;
+}
+
+struct OffloadFlags {
+  OptimizerOffload optimizer = OptimizerOffload::none;
+  ParamOffload params = ParamOffload::none;
+  std::string nvme_path;
+  std::size_t host_mem_limit_mib = 0;
+  int delayed_update_warmup = -1;
+  bool any() const { return optimizer != OptimizerOffload::none || params != ParamOffload::none; }
+};
+
+OffloadFlags offload_flags(const cli::ArgParser& p, int stage) {
+  OffloadFlags f;
+  const std::string optimizer =
+      cli::parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu", "nvme"});
+  f.optimizer = *optimizer_offload_from_name(optimizer);
+  f.params = *param_offload_from_name(
+      cli::parse_choice("--offload-params", p.value("offload-params").value_or("none"), {"none", "cpu"}));
+  if (f.params == ParamOffload::cpu && stage != 3)
+    throw UsageError("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
+  if (f.optimizer == OptimizerOffload::nvme) {
+    if (!p.given("nvme-path")) throw UsageError("--offload-optimizer nvme needs --nvme-path DIR");
+    f.nvme_path = *p.value("nvme-path");
+    f.host_mem_limit_mib = std::size_t(int_flag(p, "host-mem-limit", 1024, 16));
+  } else {
+    if (p.given("nvme-path")) throw UsageError("--nvme-path is only for --offload-optimizer nvme");
+    if (p.given("host-mem-limit")) throw UsageError("--host-mem-limit is only for --offload-optimizer nvme");
+  }
+  if (p.given("adam-threads") && f.optimizer == OptimizerOffload::none)
+    throw UsageError("--adam-threads is for --offload-optimizer cpu|nvme (on the device AdamW is a GPU kernel)");
+  if (p.given("delayed-update")) f.delayed_update_warmup = int_flag(p, "delayed-update", 0, 0);
+  return f;
+}
+
+// Where the host side of an offload run goes and whether it fits, decided before StarPU starts.
+struct HostPlan {
+  int adam_threads = 1;
+  int numa_node = -1;
+  std::size_t disk_bytes = 0;  // the nvme tier's capacity
+};
+
+HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const Topology& topology,
+                   SessionOptions& session, const GptShape& shape, DType dtype, int world, int stage,
+                   int prefetch_depth, int local_batch, int T) {
+  HostPlan plan;
+  if (!offload.any()) return plan;
+  // This rank's GPU (one per rank, by local rank) and the NUMA node nearest to it.
+  const char* local_env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size_env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int local_rank = local_env ? std::atoi(local_env) : 0;
+  const int ranks_here = local_size_env ? std::max(1, std::atoi(local_size_env)) : 1;
+  const int gpus = session.cuda_workers == 0 ? 0 : int(topology.gpus.size());
+  if (gpus > 0) plan.numa_node = topology.gpus[std::size_t(local_rank % gpus)].numa_node;
+  // Cores per rank; under offload the CPU AdamW gets those the GPU workers leave, minus one CPU
+  // worker for collectives and small tasks. Without a GPU the compute needs the cores: 1 thread.
+  const int cores = std::max(1, topology.cores / ranks_here);
+  const int cuda_workers = std::min(gpus, 1);
+  plan.adam_threads = p.given("adam-threads") ? int_flag(p, "adam-threads", 1, 1)
+                      : cuda_workers > 0      ? std::max(1, cores - cuda_workers - 1)
+                                              : 1;
+  if (offload.optimizer == OptimizerOffload::none) plan.adam_threads = 1;
+  if (session.cpu_workers < 0)  // StarPU's workers leave the extra Adam threads their cores
+    session.cpu_workers = std::max(1, cores - cuda_workers - (plan.adam_threads - 1));
+
+  // The plan's host bytes must fit into what this machine has free, for every rank on it.
+  PlanInput input;
+  input.gpt = GptConfig{shape.layers, shape.channels, shape.heads, shape.vocab, shape.max_seq, local_batch};
+  input.gpt->seq = shape.max_seq;
+  input.dp = world;
+  input.stage = stage;
+  input.precision = dtype == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.offload_optimizer = offload.optimizer;
+  input.offload_params = offload.params;
+  input.prefetch_depth = prefetch_depth;
+  (void)T;
+  const MemoryPlan memory = plan_memory(input);
+  const double host_needed =
+      offload.optimizer == OptimizerOffload::nvme
+          ? memory.host_total() + double(offload.host_mem_limit_mib) * 1048576.0
+          : memory.host_total();
+  const double available = double(available_host_memory_bytes());
+  if (host_needed * ranks_here > available)
+    throw UsageError("too little host memory for this offload plan: " + std::to_string(ranks_here) +
+                     " rank(s) on this machine need " + format_bytes(host_needed) + " each, " +
+                     format_bytes(available) + " is available (MemAvailable); use more ranks, " +
+                     (offload.optimizer == OptimizerOffload::nvme ? "a smaller --host-mem-limit"
+                                                                   : "--offload-optimizer nvme") +
+                     ", or a smaller model");
+  if (offload.optimizer == OptimizerOffload::nvme) {
+    // The disk node holds the optimizer state plus room for what StarPU evicts.
+    plan.disk_bytes = std::size_t(memory.nvme_total()) + std::size_t(offload.host_mem_limit_mib) * 1048576 +
+                      (std::size_t(64) << 20);
+    std::error_code ec;
+    fs::create_directories(offload.nvme_path, ec);
+    if (ec) throw UsageError("--nvme-path: cannot create '" + cli::printable(offload.nvme_path) + "': " + ec.message());
+    const auto space = fs::space(offload.nvme_path, ec);
+    if (ec) throw UsageError("--nvme-path: cannot query '" + cli::printable(offload.nvme_path) + "': " + ec.message());
+    if (double(space.available) < memory.nvme_total() * ranks_here)
+      throw UsageError("--nvme-path: " + format_bytes(double(space.available)) + " free, the optimizer state of " +
+                       std::to_string(ranks_here) + " rank(s) needs " + format_bytes(memory.nvme_total() * ranks_here));
+  }
+  return plan;
+}
+
+// Offload runs: bytes per place (device, host, disk) next to `starzero plan` for this exact
+// configuration (the plan with each layer padded to a multiple of N beside it).
+void print_placement_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks,
+                            const OffloadFlags& offload, int prefetch_depth, int T) {
+  const MemoryLedger& ledger = engine.ledger();
+  std::vector<std::int64_t> mine;
+  for (MemoryPlace place : {MemoryPlace::device, MemoryPlace::host, MemoryPlace::disk})
+    for (MemoryCategory c : {MemoryCategory::params, MemoryCategory::grads, MemoryCategory::optimizer})
+      mine.push_back(ledger.live(c, place));
+  std::vector<std::int64_t> all(mine.size() * std::size_t(ranks.size()));
+  if (ranks.size() > 1)
+    MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0,
+               ranks.control()->native());
+  else
+    all = mine;
+  if (!ranks.leader()) return;
+  (void)T;
+  PlanInput input;
+  input.dp = ranks.size();
+  input.stage = engine.stage();
+  input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.offload_optimizer = offload.optimizer;
+  input.offload_params = offload.params;
+  input.prefetch_depth = prefetch_depth;
+  input.params = std::int64_t(engine.padded_parameter_count());
+  const MemoryPlan padded = plan_memory(input);
+  input.params = std::int64_t(engine.parameter_count());
+  const MemoryPlan plan = plan_memory(input);
+  std::printf("\noffload placement per rank, bytes held for good (after the run), next to `starzero plan` "
+              "(plan+pad: layers padded to a multiple of N):\n");
+  std::printf("  %-5s %-7s %12s %12s %12s | %12s %12s %12s | %12s\n", "rank", "place", "params", "grads", "optimizer",
+              "plan", "plan", "plan", "plan+pad sum");
+  const ByteSplit* planned[] = {&plan.gpu, &plan.host, &plan.nvme};
+  const ByteSplit* planned_pad[] = {&padded.gpu, &padded.host, &padded.nvme};
+  const char* names[] = {"device", "host", "disk"};
+  for (int r = 0; r < ranks.size(); ++r)
+    for (int place = 0; place < 3; ++place) {
+      const std::int64_t* row = all.data() + std::size_t(r) * mine.size() + std::size_t(place) * 3;
+      std::printf("  %-5d %-7s %12lld %12lld %12lld | %12.0f %12.0f %12.0f | %12.0f\n", r, names[place],
+                  (long long)row[0], (long long)row[1], (long long)row[2], planned[place]->params,
+                  planned[place]->grads, planned[place]->optimizer, planned_pad[place]->total());
+    }
+  const HostMemoryStats pins = host_memory_stats();
+  std::printf("  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "
+              "CPU-only run\n",
+              format_bytes(double(pins.pinned_bytes)).c_str(), format_bytes(double(pins.pageable_bytes)).c_str(),
+              pins.failed_pins);
+}
+
 // Greedy-free sampling: multinomial from the softmax, with the model's B x T activations (the
 // prompt sits in row 0; the rest of the batch is ignored).
 std::string sample_text(GptModel& model, Engine& engine, const std::string& prompt, int tokens, std::uint64_t seed) {
@@ -304,6 +466,14 @@ cli::ArgParser make_train_parser() {
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
+      .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
+      .option("offload-optimizer", "WHERE", "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
+      .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
+      .option("host-mem-limit", "MiB", "--offload-optimizer nvme: host memory StarPU may use before it evicts to disk")
+      .option("offload-params", "WHERE", "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory")
+      .option("adam-threads", "T", "CPU AdamW threads under offload (default: cores left by the GPU workers, else 1)")
+      .option("delayed-update", "WARMUP", "one-step-delayed parameter update after WARMUP synchronous steps "
+                                          "(ZeRO-Offload's DPU: changes the math; see README)")
       .option("checkpoint-in", "FILE", "start from an llm.c checkpoint (resumes exactly when FILE.state exists)")
       .option("checkpoint-out", "FILE", "write an llm.c checkpoint (and FILE.state) at the end")
       .option("save-every", "N", "also write the checkpoint every N steps")
@@ -369,7 +539,9 @@ int run_train(const cli::ArgParser& p) {
   const int stage = int_flag(p, "stage", 0, 0);
   if (stage > 3) throw UsageError("--stage " + std::to_string(stage) + " is not a ZeRO stage (0..3)");
   const int prefetch_depth = int_flag(p, "prefetch-depth", 1, 0);
+  const int grad_window = int_flag(p, "grad-window", 2, 1);
   const int world = DataParallelRanks::world_size();
+  const OffloadFlags offload = offload_flags(p, stage);
   const int grad_accum = int_flag(p, "grad-accum", 1, 1);
   if (B % (world * grad_accum) != 0)
     throw UsageError("--batch " + std::to_string(B) + " must be divisible by the " + std::to_string(world) +
@@ -421,11 +593,28 @@ int run_train(const cli::ArgParser& p) {
   engine_options.adam.weight_decay = real_flag(p, "weight-decay", 0.0);
   engine_options.stage = stage;
   engine_options.prefetch_depth = prefetch_depth;
+  engine_options.grad_window = grad_window;
   engine_options.comm = ranks.engine_comm();
+  engine_options.offload_optimizer = offload.optimizer;
+  engine_options.offload_params = offload.params;
+  engine_options.delayed_update_warmup = offload.delayed_update_warmup;
 
   SessionOptions session_options = session_flags(p);
   session_options.trace_rank = ranks.rank();
+  const Topology topology = Topology::discover();
+  const HostPlan host_plan = plan_host(p, offload, topology, session_options, shape, dtype, world, stage,
+                                       prefetch_depth, local_batch, T);
+  engine_options.adam_threads = host_plan.adam_threads;
+  engine_options.host_numa_node = host_plan.numa_node;
+  if (offload.optimizer == OptimizerOffload::nvme) session_options.cpu_memory_limit_mib = offload.host_mem_limit_mib;
   Session session(session_options);
+  std::optional<DiskNode> nvme;
+  if (offload.optimizer == OptimizerOffload::nvme) {
+    // Each rank its own folder under DIR: the files of one rank never collide with another's.
+    const fs::path dir = fs::path(offload.nvme_path) / ("rank" + std::to_string(ranks.rank()));
+    nvme.emplace(dir.string(), host_plan.disk_bytes);
+    engine_options.nvme = &*nvme;
+  }
   const std::string trace_file = session.trace_file();
   if (leader) {
     std::printf("starzero train: %s, %zu parameters, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n",
@@ -437,6 +626,18 @@ int run_train(const cli::ArgParser& p) {
                   stage == 3 ? (", prefetch depth " + std::to_string(prefetch_depth)).c_str() : "");
     std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),
                 data.split_size(Split::validation), data.vocab());
+    if (offload.any())
+      std::printf("offload: optimizer %s%s, parameters %s, CPU AdamW %d thread(s) (%s), host memory on NUMA node %s%s\n",
+                  std::string(offload_name(offload.optimizer)).c_str(),
+                  offload.optimizer == OptimizerOffload::nvme
+                      ? (" (" + offload.nvme_path + ", host limit " + std::to_string(offload.host_mem_limit_mib) + " MiB)").c_str()
+                      : "",
+                  std::string(offload_name(offload.params)).c_str(), host_plan.adam_threads,
+                  std::string(optim::simd_path_name(optim::best_simd_path())).c_str(),
+                  host_plan.numa_node < 0 ? "any" : std::to_string(host_plan.numa_node).c_str(),
+                  offload.delayed_update_warmup >= 0
+                      ? (", delayed update after " + std::to_string(offload.delayed_update_warmup) + " steps").c_str()
+                      : "");
   }
 
   GptModel model(shape, dtype, local_batch, T);
@@ -462,6 +663,7 @@ int run_train(const cli::ArgParser& p) {
   double train_seconds = 0;
   int steps_done = 0;
   auto save = [&](std::uint64_t step) {
+    engine.flush();  // a delayed update is applied first: the files hold the updated state
     const auto params = llmc_params(model, engine.master_params());  // collective when sharded
     if (leader) write_llmc_checkpoint(*checkpoint_out, model.shape(), params, checkpoint_version);
     save_training_state(*checkpoint_out, model, engine, step, ranks.rank(), ranks.size());
@@ -515,6 +717,7 @@ int run_train(const cli::ArgParser& p) {
     }
     if (checkpoint_out && save_every > 0 && step % std::uint64_t(save_every) == 0 && step != last_step) save(step);
   }
+  engine.flush();  // the last step's delayed update
   if (checkpoint_out) {
     save(last_step);
     if (leader)
@@ -526,6 +729,7 @@ int run_train(const cli::ArgParser& p) {
     if (leader) std::printf("sample: %s\n", cli::printable(text, 400).c_str());
   }
   if (world > 1) print_zero_report(engine, model, ranks, step_traffic);
+  if (offload.any()) print_placement_report(engine, model, ranks, offload, prefetch_depth, T);
   const std::string validation = std::isnan(last_val) ? "none" : std::to_string(last_val);
   if (leader) std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               steps_done, first_loss, last_loss, validation.c_str(), train_seconds,

@@ -4,8 +4,11 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "optimizers/adamw_codelet.hpp"
+#include "runtime/disk.hpp"
+#include "runtime/host_memory.hpp"
 #include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
 #include "tasks/marks.hpp"
@@ -18,7 +21,7 @@ std::string at(const char* what, int index) { return std::string(what) + "[" + s
 
 }  // namespace
 
-// One layer's buffers (see engine.hpp for which exist at which stage).
+// One layer's buffers (see engine.hpp for which exist at which stage and placement).
 struct Engine::Layer {
   std::size_t count = 0;   // the model's parameters in this layer
   std::size_t shard = 0;   // ceil(count / N)
@@ -27,27 +30,45 @@ struct Engine::Layer {
   Tensor param, grad;
   std::optional<Tensor> param_shard, grad_shard;
   std::optional<Tensor> grad_partial;  // ZeRO-2/3 with accumulation: a later micro-batch's shard
+  std::optional<Tensor> param_next;    // delayed update: AdamW's output until it is published
   Tensor master, m, v, sum_of_squares;
 
-  Layer(const Model& model, int layer, int ranks, int rank, int stage)
-      : count(model.layer_params(layer)),
-        shard((count + std::size_t(ranks) - 1) / std::size_t(ranks)),
-        padded(shard * std::size_t(ranks)),
-        own_offset(shard * std::size_t(rank)),
-        param(stage == 3 && ranks > 1 ? Tensor::transient(model.dtype(), padded, at("param", layer))
-                                      : Tensor::host(model.dtype(), padded, at("param", layer))),
-        grad(Tensor::transient(model.dtype(), padded, at("grad", layer))),
-        master(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("master", layer))),
-        m(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("adam_m", layer))),
-        v(Tensor::host(DType::f32, optimizer_count(ranks, stage), at("adam_v", layer))),
+  Layer(Engine& engine, int layer)
+      : count(engine.model_.layer_params(layer)),
+        shard((count + std::size_t(engine.ranks_) - 1) / std::size_t(engine.ranks_)),
+        padded(shard * std::size_t(engine.ranks_)),
+        own_offset(shard * std::size_t(engine.rank_)),
+        param(engine.options_.stage == 3 && engine.ranks_ > 1
+                  ? Tensor::transient(engine.model_.dtype(), padded, at("param", layer))
+              : engine.options_.offload_params == ParamOffload::cpu  // one rank: the whole model on the host
+                  ? engine.pinned_tensor(engine.model_.dtype(), padded, at("param", layer))
+                  : Tensor::host(engine.model_.dtype(), padded, at("param", layer))),
+        grad(Tensor::transient(engine.model_.dtype(), padded, at("grad", layer))),
+        master(engine.optimizer_tensor(optimizer_count(engine), at("master", layer))),
+        m(engine.optimizer_tensor(optimizer_count(engine), at("adam_m", layer))),
+        v(engine.optimizer_tensor(optimizer_count(engine), at("adam_v", layer))),
         sum_of_squares(Tensor::transient(DType::f32, 1, at("grad_sumsq", layer))) {
-    if (ranks > 1 && stage == 3) param_shard.emplace(Tensor::host(model.dtype(), shard, at("param_shard", layer)));
-    if (ranks > 1 && stage >= 2) {
-      grad_shard.emplace(Tensor::transient(model.dtype(), shard, at("grad_shard", layer)));
-      grad_partial.emplace(Tensor::transient(model.dtype(), shard, at("grad_partial", layer)));
+    const int ranks = engine.ranks_, stage = engine.options_.stage;
+    const bool offloaded = engine.optimizer_offloaded();
+    const bool delayed = engine.options_.delayed_update_warmup >= 0;
+    const DType dtype = engine.model_.dtype();
+    // A separate parameter shard: ZeRO-3 always; ZeRO-1/2 when AdamW cannot write the full
+    // buffer in place (the CPU task would move the whole layer; the delayed update must not
+    // touch what the next forward reads).
+    if (ranks > 1 && (stage == 3 || (stage >= 1 && (offloaded || delayed)))) {
+      const bool on_host = offloaded || engine.options_.offload_params == ParamOffload::cpu;
+      param_shard.emplace(on_host ? engine.pinned_tensor(dtype, shard, at("param_shard", layer))
+                                  : Tensor::host(dtype, shard, at("param_shard", layer)));
     }
+    if (delayed && !(ranks > 1 && (stage == 1 || stage == 2)))
+      param_next.emplace(offloaded ? engine.pinned_tensor(dtype, optimizer_count(engine), at("param_next", layer))
+                                   : Tensor::host(dtype, optimizer_count(engine), at("param_next", layer)));
+    // A separate gradient shard: ZeRO-2/3, and ZeRO-1 under offload (only the shard goes down).
+    if (ranks > 1 && (stage >= 2 || (stage == 1 && offloaded)))
+      grad_shard.emplace(Tensor::transient(dtype, shard, at("grad_shard", layer)));
+    if (ranks > 1 && stage >= 2) grad_partial.emplace(Tensor::transient(dtype, shard, at("grad_partial", layer)));
   }
-  std::size_t optimizer_count(int ranks, int stage) const { return ranks > 1 && stage >= 1 ? shard : padded; }
+  std::size_t optimizer_count(const Engine& engine) const { return engine.sharded() ? shard : padded; }
 };
 
 class Engine::Handles final : public GroupHandles {
@@ -92,17 +113,26 @@ Engine::Engine(Model& model, const EngineOptions& options)
       options_(options),
       clip_scale_(Tensor::host(DType::f32, 1, "clip_scale")),
       grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")),
-      grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")) {
+      grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")),
+      unclipped_scale_(Tensor::host(DType::f32, 1, "unclipped_scale")),
+      unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")) {
   if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
   if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
+  if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
+  if (options.offload_params != ParamOffload::none && options.stage != 3)
+    throw std::invalid_argument("parameter offload needs ZeRO stage 3 (stages 0-2 keep full parameters on the device)");
+  if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
+    throw std::invalid_argument("optimizer offload to nvme needs a disk node");
+  if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
   if (options.comm) {
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
   }
   if (ranks_ > 1) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
+  if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
   const int L = model.layers();
   layers_.reserve(std::size_t(L));
-  for (int l = 0; l < L; ++l) layers_.emplace_back(model, l, ranks_, rank_, options.stage);
+  for (int l = 0; l < L; ++l) layers_.emplace_back(*this, l);
   handles_ = std::make_unique<Handles>(layers_);
 
   // Which backward layers touch each group's gradient: its own and those sharing it.
@@ -129,13 +159,38 @@ Engine::Engine(Model& model, const EngineOptions& options)
   }
 
   // The bytes this rank holds for good; transient ones are added and removed as the graph runs.
+  // Under optimizer offload the gradient shard and the parameter shard AdamW writes are host
+  // staging buffers (the device keeps its own full gradient and parameters at stages 0-2).
   const std::int64_t dtype_bytes = std::int64_t(dtype_size(model.dtype()));
+  const MemoryPlace state_place = options.offload_optimizer == OptimizerOffload::nvme ? MemoryPlace::disk
+                                  : optimizer_offloaded()                              ? MemoryPlace::host
+                                                                                       : MemoryPlace::device;
+  const bool staged = optimizer_offloaded();
+  const MemoryPlace shard_place =
+      staged || options.offload_params == ParamOffload::cpu ? MemoryPlace::host : MemoryPlace::device;
   for (const Layer& layer : layers_) {
-    if (!layer.param.is_transient()) ledger_.add(MemoryCategory::params, std::int64_t(layer.padded) * dtype_bytes);
-    if (layer.param_shard) ledger_.add(MemoryCategory::params, std::int64_t(layer.shard) * dtype_bytes);
-    if (layer.grad_shard) ledger_.add(MemoryCategory::grads, std::int64_t(layer.shard) * dtype_bytes);
-    else ledger_.add(MemoryCategory::grads, std::int64_t(layer.padded) * dtype_bytes);
-    ledger_.add(MemoryCategory::optimizer, 3 * std::int64_t(layer.master.bytes()));
+    const std::int64_t full = std::int64_t(layer.padded) * dtype_bytes, shard = std::int64_t(layer.shard) * dtype_bytes;
+    const bool params_offloaded = options.offload_params == ParamOffload::cpu;
+    if (!layer.param.is_transient())
+      ledger_.add(MemoryCategory::params, full, params_offloaded ? MemoryPlace::host : MemoryPlace::device);
+    if (layer.param_shard) {
+      ledger_.add(MemoryCategory::params, shard, shard_place);
+      // ZeRO-3 with the optimizer offloaded but not the parameters: the device keeps a copy of
+      // the shard AdamW wrote on the host (the all-gathers read it there).
+      if (options.stage == 3 && staged && !params_offloaded) ledger_.add(MemoryCategory::params, shard);
+    }
+    if (layer.param_next) ledger_.add(MemoryCategory::params, std::int64_t(layer.param_next->bytes()), shard_place);
+    if (staged && !params_offloaded && !layer.param_shard && !layer.param_next)  // AdamW writes the full
+      ledger_.add(MemoryCategory::params, full, MemoryPlace::host);             // buffer on the host
+    if (layer.grad_shard) {
+      if (!sharded() || options.stage >= 2) ledger_.add(MemoryCategory::grads, shard);  // the device's shard
+      if (staged) ledger_.add(MemoryCategory::grads, shard, MemoryPlace::host);
+    } else {
+      ledger_.add(MemoryCategory::grads, full);
+      if (staged) ledger_.add(MemoryCategory::grads, full, MemoryPlace::host);
+    }
+    if (layer.grad_shard && options.stage == 1) ledger_.add(MemoryCategory::grads, full);  // ZeRO-1: full grads stay
+    ledger_.add(MemoryCategory::optimizer, 3 * std::int64_t(layer.master.bytes()), state_place);
   }
   if (options.stage == 3 && ranks_ > 1)
     for (int slot = 0; slot <= options.prefetch_depth; ++slot)
@@ -186,6 +241,11 @@ void Engine::gather(int layer, const char* pass) {
 }
 
 void Engine::release(int layer, const char* pass) {
+  if (options_.offload_params == ParamOffload::cpu && ranks_ == 1) {
+    // One rank, parameters on the host: the device copy may go once the layer is done.
+    for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
+    return;
+  }
   if (!(options_.stage == 3 && ranks_ > 1)) return;
   submit_window_mark(layer, -1, at((std::string("release_") + pass).c_str(), layer));
   ++gathers_;
@@ -193,14 +253,15 @@ void Engine::release(int layer, const char* pass) {
 }
 
 // ZeRO-2/3: the full gradient of a group comes to life just before its first backward, and
-// only once the full gradient freed two reductions ago is gone (at most ~3 alive at once).
+// only once the full gradient freed grad_window reductions ago is gone.
 void Engine::allocate_gradient(int group, bool first_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
   const bool transient = ranks_ > 1 && options_.stage >= 2;
   if (!transient && !first_micro_batch) return;  // it accumulates across micro-batches
   if (transient) {
     std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
-    if (recently_reduced_.size() >= 2) handles.push_back(recently_reduced_[recently_reduced_.size() - 2]);
+    const std::size_t window = std::size_t(options_.grad_window);
+    if (recently_reduced_.size() >= window) handles.push_back(recently_reduced_[recently_reduced_.size() - window]);
     const auto bytes = std::int64_t(layer.grad.bytes());
     tasks::submit_mark(handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); },
                        at("grad_alloc", group));
@@ -218,8 +279,12 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
       tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
       return;
     case 1:
-      tasks::submit_reduce_scatter_in_place(*order_, layer.grad.handle(), layer.count, dtype,
-                                            at("reduce_scatter_grad", group));
+      if (layer.grad_shard)  // offload: only the shard goes down to the CPU AdamW
+        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
+                                     at("reduce_scatter_grad", group));
+      else
+        tasks::submit_reduce_scatter_in_place(*order_, layer.grad.handle(), layer.count, dtype,
+                                              at("reduce_scatter_grad", group));
       return;
     default: {
       if (first_micro_batch) {
@@ -287,11 +352,18 @@ std::vector<std::vector<float>> Engine::gradients() const {
 void Engine::submit_step(float lr, int step, int micro_batches, const std::function<void(int)>& load_micro_batch) {
   if (step < 1) throw std::invalid_argument("optimizer step must be >= 1");
   if (micro_batches < 1) throw std::invalid_argument("at least one micro-batch per step");
+  // Delayed update: the previous step's AdamW runs beside this step's forward and backward,
+  // which read the parameters from before it; they are published once the backward is done.
+  const std::optional<optim::AdamWHyper> previous = std::exchange(pending_update_, std::nullopt);
+  if (previous)
+    for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *previous, true);
   for (int m = 0; m < micro_batches; ++m) {
     if (load_micro_batch) load_micro_batch(m);
     submit_forward_walk();
     submit_backward_walk(m == 0, m == micro_batches - 1);
   }
+  if (previous)
+    for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
 
   // Global gradient norm over the reduced gradients: each rank's shard, summed across ranks.
   const DType dtype = model_.dtype();
@@ -312,29 +384,92 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   }
   // Exact clipping is a global point: every AdamW waits for the norm of all gradients.
   // Gradients summed over ranks and micro-batches: AdamW gets their mean.
-  optim::submit_clip_scale(partial_sums, options_.grad_clip, float(ranks_ * micro_batches), clip_scale_.handle(),
-                           grad_norm_.handle(), "clip_scale");
+  const float divisor = float(ranks_ * micro_batches);
+  optim::submit_clip_scale(partial_sums, options_.grad_clip, divisor, clip_scale_.handle(), grad_norm_.handle(),
+                           "clip_scale");
+  // Without clipping AdamW needs only the divisor: it does not wait for the norm.
+  if (options_.grad_clip <= 0)
+    optim::submit_clip_scale({}, 0.0f, divisor, unclipped_scale_.handle(), unclipped_norm_.handle(),
+                             "unclipped_scale");
 
   optim::AdamWHyper hyper = options_.adam;
   hyper.lr = lr;
   hyper.step = step;
-  for (int l = model_.layers() - 1; l >= 0; --l) {
-    Layer& layer = layers_[std::size_t(l)];
-    const std::string name = at("adamw", l);
-    if (!sharded()) {
-      optim::submit_adamw(layer.grad.handle(), 0, layer.master.handle(), layer.m.handle(), layer.v.handle(),
-                          layer.param.handle(), 0, clip_scale_.handle(), dtype, hyper, name);
-    } else if (options_.stage == 3) {
-      optim::submit_adamw(layer.grad_shard->handle(), 0, layer.master.handle(), layer.m.handle(), layer.v.handle(),
-                          layer.param_shard->handle(), 0, clip_scale_.handle(), dtype, hyper, name);
-    } else {
-      const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
-      const std::size_t grad_offset = layer.grad_shard ? 0 : layer.own_offset;
-      optim::submit_adamw(grad, grad_offset, layer.master.handle(), layer.m.handle(), layer.v.handle(),
-                          layer.param.handle(), layer.own_offset, clip_scale_.handle(), dtype, hyper, name);
-      tasks::submit_all_gather_in_place(*order_, layer.param.handle(), layer.count, dtype, at("all_gather_param", l));
-    }
+  if (options_.delayed_update_warmup >= 0 && step > options_.delayed_update_warmup) {
+    pending_update_ = hyper;  // submitted at the start of the next step (or by flush)
+    return;
   }
+  for (int l = model_.layers() - 1; l >= 0; --l) {
+    submit_update(l, hyper, false);
+    submit_publish(l, false);
+  }
+}
+
+void Engine::flush() {
+  if (!pending_update_) return;
+  for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *pending_update_, true);
+  for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
+  pending_update_.reset();
+}
+
+// AdamW of one layer: the own shard of the optimizer state, the reduced gradient, and the
+// parameters it writes (see engine.hpp; `delayed`: into a buffer the model does not read yet).
+void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) {
+  Layer& layer = layers_[std::size_t(l)];
+  const DType dtype = model_.dtype();
+  const std::string name = at("adamw", l);
+  const starpu_data_handle_t scale = options_.grad_clip > 0 ? clip_scale_.handle() : unclipped_scale_.handle();
+  // The gradient this rank updates with: its shard, or its block of the full buffer (ZeRO-1
+  // in place), or the whole (replicated) gradient.
+  const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
+  const std::size_t grad_offset = layer.grad_shard || !sharded() ? 0 : layer.own_offset;
+  // Where the updated parameters go: a separate buffer when there is one, else in place.
+  Tensor* target = delayed && layer.param_next ? &*layer.param_next
+                   : layer.param_shard          ? &*layer.param_shard
+                                                : &layer.param;
+  const std::size_t param_offset = target == &layer.param && sharded() ? layer.own_offset : 0;
+  if (optimizer_offloaded()) {
+    optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), target->handle(), scale,
+                            dtype, hyper, {cpu_adam_token_->handle(), options_.adam_threads}, name);
+  } else {
+    optim::submit_adamw(grad, grad_offset, layer.master.handle(), layer.m.handle(), layer.v.handle(),
+                        target->handle(), param_offset, scale, dtype, hyper, name);
+  }
+}
+
+// Makes a layer's updated parameters the ones the model reads: the all-gather of ZeRO-1/2, or
+// the copy of a delayed update into place.
+void Engine::submit_publish(int l, bool delayed) {
+  Layer& layer = layers_[std::size_t(l)];
+  const DType dtype = model_.dtype();
+  if (delayed && layer.param_next) {
+    tasks::submit_copy(layer.param_next->handle(), layer.param_shard ? layer.param_shard->handle() : layer.param.handle(),
+                       at("publish_param", l));
+    return;
+  }
+  if (!sharded() || options_.stage == 3) return;  // AdamW wrote where the model reads
+  if (layer.param_shard) {
+    tasks::submit_all_gather(*order_, layer.param_shard->handle(), layer.param.handle(), layer.count, dtype,
+                             at("all_gather_param", l));
+    // The shard was only needed for the gather: the device copy may go (offload keeps it on the host).
+    if (optimizer_offloaded()) starpu_data_wont_use(layer.param_shard->handle());
+  } else {
+    tasks::submit_all_gather_in_place(*order_, layer.param.handle(), layer.count, dtype, at("all_gather_param", l));
+  }
+}
+
+Tensor Engine::pinned_tensor(DType dtype, std::size_t count, const std::string& name) {
+  return Tensor::with_home(dtype, count, name,
+                           std::make_unique<PinnedHostBuffer>(count * dtype_size(dtype), options_.host_numa_node, name));
+}
+
+Tensor Engine::optimizer_tensor(std::size_t count, const std::string& name) {
+  switch (options_.offload_optimizer) {
+    case OptimizerOffload::none: return Tensor::host(DType::f32, count, name);
+    case OptimizerOffload::cpu: return pinned_tensor(DType::f32, count, name);
+    case OptimizerOffload::nvme: return Tensor::with_home(DType::f32, count, name, options_.nvme->home(count * 4, name));
+  }
+  throw std::logic_error("unknown optimizer placement");
 }
 
 float Engine::last_grad_norm() const {

@@ -17,15 +17,35 @@
 // With one rank (or no communicator) there are no collectives and all stages are the same.
 //
 // Gradient clipping by global norm is exact: every AdamW waits for the norm over all gradient
-// shards (a global point; the ZeRO-Offload overlap of Adam with backward needs it off or delayed).
+// shards, a global point after the whole backward. With clipping off (grad_clip <= 0) AdamW of
+// layer l waits only for its own gradient and overlaps the backward of the layers below; the
+// norm is still computed, off the critical path. With the delayed update, clipping stays exact
+// and costs no overlap (the update runs during the next step's forward and backward).
+//
+// ZeRO-Offload (design.md "Offload placement"):
+//   offload_optimizer cpu:  master/m/v in pinned host memory on a chosen NUMA node; AdamW is a
+//                           CPU-only task (fused SIMD kernel, adam_threads threads) that reads
+//                           the gradient shard and writes a parameter shard whole: StarPU moves
+//                           the shard down and the updated parameters up, precision bytes each
+//                           way; at stages 1-2 an all-gather then rebuilds the full parameters.
+//   offload_optimizer nvme: master/m/v homed on a StarPU disk node (out-of-core), fetched to RAM
+//                           by the CPU Adam task and evicted under the host-memory limit.
+//   offload_params cpu:     (stage 3) parameter shards in pinned host memory, fetched per layer by
+//                           the all-gathers inside the prefetch window.
+// Delayed update (ZeRO-Offload's DPU; it changes the math): after `delayed_update_warmup` steps,
+// the gradient of step t is applied during step t+1 (its AdamW runs beside step t+1's forward and
+// backward, which still use the parameters from before that update), and published once step
+// t+1's backward is done with the parameters. flush() applies a pending update.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "offload/model.hpp"
+#include "offload/planner.hpp"
 #include "optimizers/adamw.hpp"
 #include "runtime/comm.hpp"
 #include "runtime/ledger.hpp"
@@ -36,6 +56,7 @@ namespace starzero {
 namespace tasks {
 class CollectiveOrder;
 }
+class DiskNode;
 
 struct EngineOptions {
   optim::AdamWHyper adam;     // lr and step are set per step
@@ -44,6 +65,14 @@ struct EngineOptions {
   int stage = 0;              // ZeRO stage 0..3
   Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
   int prefetch_depth = 1;     // ZeRO-3: layers gathered ahead of the one being computed
+  int grad_window = 2;        // ZeRO-2/3: a full gradient is allocated only once the one freed
+                              // grad_window reductions earlier is gone (bounds live full grads)
+  OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  ParamOffload offload_params = ParamOffload::none;  // stage 3 only
+  DiskNode* nvme = nullptr;   // the disk node for offload_optimizer nvme (outlives the engine)
+  int host_numa_node = -1;    // where pinned host buffers live (-1: not bound)
+  int adam_threads = 1;       // CPU AdamW threads under optimizer offload
+  int delayed_update_warmup = -1;  // < 0: no delayed update; else synchronous steps before it
 };
 
 // Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.
@@ -66,6 +95,10 @@ class Engine {
   // (the full gradient is freed each time, as without accumulation).
   void submit_step(float lr, int step, int micro_batches = 1,
                    const std::function<void(int)>& load_micro_batch = {});
+  // Applies a pending delayed update (no-op otherwise). Call before reading parameters or
+  // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
+  void flush();
+  bool has_pending_update() const { return pending_update_.has_value(); }
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
   // Zeroed gradients, forward and backward of the current micro-batch: no reduction, no update.
@@ -96,6 +129,7 @@ class Engine {
   int rank() const { return rank_; }
   int stage() const { return options_.stage; }
   bool sharded() const { return ranks_ > 1 && options_.stage >= 1; }
+  bool optimizer_offloaded() const { return options_.offload_optimizer != OptimizerOffload::none; }
   const MemoryLedger& ledger() const { return ledger_; }
 
  private:
@@ -109,6 +143,10 @@ class Engine {
   void release(int layer, const char* pass);
   void allocate_gradient(int group, bool first_micro_batch);
   void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
+  Tensor optimizer_tensor(std::size_t count, const std::string& name);
+  Tensor pinned_tensor(DType dtype, std::size_t count, const std::string& name);
+  void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
+  void submit_publish(int layer, bool delayed);
 
   Model& model_;
   EngineOptions options_;
@@ -117,6 +155,9 @@ class Engine {
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;
   Tensor clip_scale_, grad_norm_, grad_sumsq_total_;
+  Tensor unclipped_scale_, unclipped_norm_;  // grad_clip <= 0: 1/(ranks·micro-batches), no norm
+  std::optional<Tensor> cpu_adam_token_;  // optimizer offload: one CPU AdamW at a time
+  std::optional<optim::AdamWHyper> pending_update_;  // delayed update not yet submitted
   std::vector<Tensor> window_slots_;  // ZeRO-3 prefetch window tokens
   std::uint64_t gathers_ = 0;         // ZeRO-3 gathers submitted (selects the window slot)
   std::vector<int> first_toucher_, last_toucher_;  // per group: backward layers touching it

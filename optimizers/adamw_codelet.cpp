@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "optimizers/adamw_simd.hpp"
 #include "runtime/codelet.hpp"
 #include "runtime/task_name.hpp"
 
@@ -68,17 +69,41 @@ void sum_scalars_cpu(void* buffers[], void* cl_arg) {
   *ptr<float>(buffers[0]) = float(sum);
 }
 
+// The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
 void adamw_cpu_func(void* buffers[], void* cl_arg) {
   AdamArgs a;
   starpu_codelet_unpack_args(cl_arg, &a);
   const std::size_t n = count(buffers[1]);
   const float scale = *ptr<float>(buffers[5]);
+  static const SimdPath path = best_simd_path();
   if (a.dtype == DType::f32)
-    adamw_cpu(n, ptr<float>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-              ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper);
+    adamw_fused(path, n, ptr<float>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]),
+                ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper);
   else
-    adamw_cpu(n, ptr<bf16>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]), ptr<float>(buffers[2]),
-              ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper);
+    adamw_fused(path, n, ptr<bf16>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]),
+                ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper);
+}
+
+struct CpuAdamArgs {
+  AdamWHyper hyper;
+  DType dtype;
+  int threads;
+};
+
+// Buffers: grad, master, m, v, param_out, scale, token.
+void adamw_offload_cpu_func(void* buffers[], void* cl_arg) {
+  CpuAdamArgs a;
+  starpu_codelet_unpack_args(cl_arg, &a);
+  const std::size_t n = count(buffers[1]);
+  const float scale = *ptr<float>(buffers[5]);
+  static const SimdPath path = best_simd_path();
+  constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
+  if (a.dtype == DType::f32)
+    adamw_fused_parallel(path, a.threads, chunk, n, ptr<float>(buffers[0]), scale, ptr<float>(buffers[1]),
+                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper);
+  else
+    adamw_fused_parallel(path, a.threads, chunk, n, ptr<bf16>(buffers[0]), scale, ptr<float>(buffers[1]),
+                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper);
 }
 
 #ifdef STARZERO_WITH_CUDA
@@ -118,6 +143,9 @@ Codelet sum_scalars_codelet("sum_scalars", sum_scalars_cpu, nullptr, {});
 // The parameter copy is RW: with a shard inside a full buffer only this rank's slice is written.
 Codelet adamw_codelet("adamw", adamw_cpu_func, STARZERO_CUDA_FUNC(adamw_cuda_func),
                       {STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_R});
+
+Codelet adamw_offload_codelet("adamw_cpu", adamw_offload_cpu_func, nullptr,
+                              {STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_W, STARPU_R, STARPU_RW});
 
 void check(int ret, const std::string& name) {
   if (ret != 0) throw std::runtime_error("submitting task " + name + " failed (StarPU code " + std::to_string(ret) + ")");
@@ -164,6 +192,20 @@ void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_dat
   check(starpu_task_insert(adamw_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_RW,
                            param, STARPU_R, scale, STARPU_VALUE, &args, sizeof args, STARPU_NAME,
                            intern_task_name(name), 0),
+        name);
+}
+
+void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
+                      starpu_data_handle_t v, starpu_data_handle_t param_out, starpu_data_handle_t scale, DType dtype,
+                      const AdamWHyper& hyper, const CpuAdamPool& pool, const std::string& name) {
+  if (!pool.token || pool.threads < 1) throw std::invalid_argument("submit_adamw_cpu: no CPU Adam pool");
+  const std::size_t n = starpu_vector_get_nx(master);
+  if (starpu_vector_get_nx(grad) != n || starpu_vector_get_nx(param_out) != n)
+    throw std::invalid_argument("submit_adamw_cpu " + name + ": gradient, state and parameter sizes differ");
+  const CpuAdamArgs args{hyper, dtype, pool.threads};
+  check(starpu_task_insert(adamw_offload_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v,
+                           STARPU_W, param_out, STARPU_R, scale, STARPU_RW, pool.token, STARPU_VALUE, &args,
+                           sizeof args, STARPU_NAME, intern_task_name(name), 0),
         name);
 }
 

@@ -35,4 +35,17 @@ void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_dat
                   starpu_data_handle_t m, starpu_data_handle_t v, starpu_data_handle_t param, std::size_t param_offset,
                   starpu_data_handle_t scale, DType dtype, const AdamWHyper& hyper, const std::string& name);
 
+// ZeRO-Offload's CPU step: the same update, CPU only, with the fused SIMD kernel (optimizers/
+// adamw_simd.hpp, best path of this CPU) run by `threads` oneTBB threads. Every such task also
+// takes `token` in RW mode, so one runs at a time with all its threads: the cores set aside for
+// CPU Adam are never oversubscribed (the step is memory-bound: two at once would not be faster).
+// The parameter copy `param_out` (n elements) is written whole (W: nothing is fetched before).
+struct CpuAdamPool {
+  starpu_data_handle_t token = nullptr;
+  int threads = 1;
+};
+void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
+                      starpu_data_handle_t v, starpu_data_handle_t param_out, starpu_data_handle_t scale, DType dtype,
+                      const AdamWHyper& hyper, const CpuAdamPool& pool, const std::string& name);
+
 }  // namespace starzero::optim

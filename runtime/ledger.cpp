@@ -12,6 +12,15 @@ std::string_view memory_category_name(MemoryCategory c) {
   return "?";
 }
 
+std::string_view memory_place_name(MemoryPlace p) {
+  switch (p) {
+    case MemoryPlace::device: return "device";
+    case MemoryPlace::host: return "host";
+    case MemoryPlace::disk: return "disk";
+  }
+  return "?";
+}
+
 void MemoryLedger::bump(std::atomic<std::int64_t>& value, std::atomic<std::int64_t>& peak, std::int64_t delta) {
   const std::int64_t now = value.fetch_add(delta) + delta;
   std::int64_t seen = peak.load();
@@ -19,6 +28,8 @@ void MemoryLedger::bump(std::atomic<std::int64_t>& value, std::atomic<std::int64
   }
 }
 
-void MemoryLedger::add(MemoryCategory c, std::int64_t bytes) { bump(slots_[index(c)].live, slots_[index(c)].peak, bytes); }
+void MemoryLedger::add(MemoryCategory c, std::int64_t bytes, Place p) {
+  bump(slots_[index(c, p)].live, slots_[index(c, p)].peak, bytes);
+}
 
 }  // namespace starzero

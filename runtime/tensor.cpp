@@ -101,10 +101,13 @@ void Tensor::invalidate_submit() { starpu_data_invalidate_submit(handle_); }
 
 Tensor::HostView::HostView(starpu_data_handle_t handle, Access mode, std::size_t bytes)
     : handle_(handle), data_(nullptr), bytes_(bytes) {
-  if (starpu_data_acquire(handle_, starpu_mode(mode)) != 0) throw std::runtime_error("starpu_data_acquire failed");
+  // On main memory explicitly: starpu_data_acquire would acquire on the home node, which for a
+  // tensor homed on a disk node has no pointer to give.
+  if (starpu_data_acquire_on_node(handle_, STARPU_MAIN_RAM, starpu_mode(mode)) != 0)
+    throw std::runtime_error("starpu_data_acquire_on_node failed");
   data_ = reinterpret_cast<void*>(starpu_vector_get_local_ptr(handle_));
 }
 
-Tensor::HostView::~HostView() { starpu_data_release(handle_); }
+Tensor::HostView::~HostView() { starpu_data_release_on_node(handle_, STARPU_MAIN_RAM); }
 
 }  // namespace starzero

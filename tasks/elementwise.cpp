@@ -71,6 +71,21 @@ void zero_cuda_func(void* buffers[], void*) {
 }
 #endif
 
+std::size_t vector_bytes(void* buffer) { return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer); }
+
+void copy_cpu_func(void* buffers[], void*) {
+  std::memcpy(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[1])),
+              reinterpret_cast<const void*>(STARPU_VECTOR_GET_PTR(buffers[0])), vector_bytes(buffers[0]));
+}
+
+#ifdef STARZERO_WITH_CUDA
+void copy_cuda_func(void* buffers[], void*) {
+  cudaMemcpyAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[1])),
+                  reinterpret_cast<const void*>(STARPU_VECTOR_GET_PTR(buffers[0])), vector_bytes(buffers[0]),
+                  cudaMemcpyDeviceToDevice, starpu_cuda_get_local_stream());
+}
+#endif
+
 void accumulate_cpu_func(void* buffers[], void* cl_arg) {
   DType dtype;
   starpu_codelet_unpack_args(cl_arg, &dtype);
@@ -101,6 +116,7 @@ Codelet axpy_codelet("axpy", axpy_cpu_func, STARZERO_CUDA_FUNC(axpy_cuda_func), 
 Codelet scale_codelet("scale", scale_cpu_func, STARZERO_CUDA_FUNC(scale_cuda_func), {STARPU_RW});
 Codelet accumulate_codelet("accumulate", accumulate_cpu_func, STARZERO_CUDA_FUNC(accumulate_cuda_func),
                            {STARPU_R, STARPU_RW});
+Codelet copy_codelet("copy", copy_cpu_func, STARZERO_CUDA_FUNC(copy_cuda_func), {STARPU_R, STARPU_W});
 Codelet zero_codelet("zero", zero_cpu_func, STARZERO_CUDA_FUNC(zero_cuda_func), {STARPU_W});
 
 void check(int ret, const char* what) {
@@ -119,6 +135,13 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
 
 void submit_zero(starpu_data_handle_t x, const std::string& name) {
   check(starpu_task_insert(zero_codelet.get(), STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
+}
+
+void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
+  if (starpu_data_get_size(src) != starpu_data_get_size(dst))
+    throw std::invalid_argument("copy " + name + ": source and destination sizes differ");
+  check(starpu_task_insert(copy_codelet.get(), STARPU_R, src, STARPU_W, dst, STARPU_NAME, intern_task_name(name), 0),
+        "copy");
 }
 
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name) {

@@ -15,6 +15,8 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
 void submit_scale(float alpha, const Tensor& x, const std::string& name = "scale");
 // Any vector handle set to zero bytes (a W task: it also allocates a transient handle).
 void submit_zero(starpu_data_handle_t x, const std::string& name);
+// dst = src, two vector handles of one size in bytes (any dtype).
+void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name);
 // dst += src, two vector handles of one size and dtype (fp32 or bf16).
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name);
 

@@ -8,3 +8,7 @@ add_test(NAME zero_rank_dies COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/zero_kill_
 set_tests_properties(zero_rank_dies PROPERTIES TIMEOUT 180 LABELS mpi)
 add_test(NAME zero_checkpoints COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/zero_checkpoint_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(zero_checkpoints PROPERTIES TIMEOUT 300 LABELS mpi)
+# ZeRO-Offload: offloaded equals plain training (CPU, NVMe tier), placement report, the pinned
+# fallback, the delayed update and impossible configurations.
+add_test(NAME offload COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(offload PROPERTIES TIMEOUT 900 LABELS mpi)

@@ -1,0 +1,70 @@
+#pragma once
+// Host (main-memory) buffers for ZeRO-Offload state: NUMA-local and page-locked when the system
+// allows it, pageable otherwise.
+//
+// A PinnedHostBuffer is allocated on one NUMA node (hwloc memory binding; in practice the node
+// closest to the GPU, Topology::gpus[i].numa_node), zero-filled (which also places its pages)
+// and then page-locked:
+//  - when StarPU runs CUDA workers, with starpu_memory_pin (cudaHostRegister): host<->device
+//    copies of it are then DMA transfers that overlap with compute;
+//  - otherwise with mlock(2): its pages are never swapped out.
+// If locking is refused (RLIMIT_MEMLOCK without CAP_IPC_LOCK, ENOMEM, EPERM, ...) the buffer stays
+// pageable: training still works, host-device transfers are slower. One warning per process goes
+// to stderr and host_memory_stats().failed_pins counts every such fallback. Only a failed
+// allocation throws.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/tensor.hpp"
+
+namespace starzero {
+
+class PinnedHostBuffer final : public HomeBuffer {
+ public:
+  // `bytes` > 0; `numa_node` is the OS index of a NUMA node of this machine (as hwloc and
+  // /sys/devices/system/node name it), or -1 for no binding. `name` only labels messages.
+  // Throws std::invalid_argument for zero bytes or a NUMA node that does not exist here,
+  // std::runtime_error when the memory cannot be allocated. Must be destroyed while the StarPU
+  // session it was created under (if any) is still alive, like every Tensor.
+  PinnedHostBuffer(std::size_t bytes, int numa_node, const std::string& name);
+  ~PinnedHostBuffer() override;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+
+  unsigned node() const override;  // STARPU_MAIN_RAM
+  std::uintptr_t address() const override { return reinterpret_cast<std::uintptr_t>(data_); }
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  int numa_node() const { return numa_node_; }
+  // True when the buffer is page-locked (by starpu_memory_pin or mlock); false after a fallback
+  // to pageable memory.
+  bool pinned() const { return lock_ != Lock::none; }
+
+ private:
+  enum class Lock : unsigned char { none, mlock, starpu };
+  enum class Source : unsigned char { hwloc, aligned };
+
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;         // as requested
+  std::size_t mapped_bytes_ = 0;  // rounded up to whole pages: what is allocated and locked
+  int numa_node_ = -1;
+  Lock lock_ = Lock::none;
+  Source source_ = Source::aligned;
+};
+
+// Process-wide accounting of the PinnedHostBuffers alive now (bytes as requested, by kind) and
+// of the pin fallbacks that ever happened. Safe to call from any thread.
+struct HostMemoryStats {
+  std::size_t pinned_bytes = 0;
+  std::size_t pageable_bytes = 0;
+  std::size_t failed_pins = 0;
+};
+HostMemoryStats host_memory_stats();
+
+// MemAvailable from /proc/meminfo, in bytes: what the plan's host-memory need is checked against
+// before training. Throws std::runtime_error when /proc/meminfo cannot be read or lacks it.
+std::size_t available_host_memory_bytes();
+
+}  // namespace starzero
