@@ -463,6 +463,7 @@ cli::ArgParser make_train_parser() {
       .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
@@ -604,6 +605,7 @@ int run_train(const cli::ArgParser& p) {
   const Topology topology = Topology::discover();
   const HostPlan host_plan = plan_host(p, offload, topology, session_options, shape, dtype, world, stage,
                                        prefetch_depth, local_batch, T);
+  if (p.given("cuda-mem-limit")) session_options.cuda_memory_limit_mib = std::size_t(int_flag(p, "cuda-mem-limit", 0, 64));
   engine_options.adam_threads = host_plan.adam_threads;
   engine_options.host_numa_node = host_plan.numa_node;
   if (offload.optimizer == OptimizerOffload::nvme) session_options.cpu_memory_limit_mib = offload.host_mem_limit_mib;

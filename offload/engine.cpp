@@ -430,7 +430,7 @@ void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) 
   const std::size_t param_offset = target == &layer.param && sharded() ? layer.own_offset : 0;
   if (optimizer_offloaded()) {
     optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), target->handle(), scale,
-                            dtype, hyper, {cpu_adam_token_->handle(), options_.adam_threads}, name);
+                            dtype, hyper, {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node}, name);
   } else {
     optim::submit_adamw(grad, grad_offset, layer.master.handle(), layer.m.handle(), layer.v.handle(),
                         target->handle(), param_offset, scale, dtype, hyper, name);

@@ -88,6 +88,7 @@ struct CpuAdamArgs {
   AdamWHyper hyper;
   DType dtype;
   int threads;
+  int numa_node;
 };
 
 // Buffers: grad, master, m, v, param_out, scale, token.
@@ -100,10 +101,12 @@ void adamw_offload_cpu_func(void* buffers[], void* cl_arg) {
   constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
   if (a.dtype == DType::f32)
     adamw_fused_parallel(path, a.threads, chunk, n, ptr<float>(buffers[0]), scale, ptr<float>(buffers[1]),
-                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper);
+                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper,
+                         a.numa_node);
   else
     adamw_fused_parallel(path, a.threads, chunk, n, ptr<bf16>(buffers[0]), scale, ptr<float>(buffers[1]),
-                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper);
+                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper,
+                         a.numa_node);
 }
 
 #ifdef STARZERO_WITH_CUDA
@@ -202,7 +205,7 @@ void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, st
   const std::size_t n = starpu_vector_get_nx(master);
   if (starpu_vector_get_nx(grad) != n || starpu_vector_get_nx(param_out) != n)
     throw std::invalid_argument("submit_adamw_cpu " + name + ": gradient, state and parameter sizes differ");
-  const CpuAdamArgs args{hyper, dtype, pool.threads};
+  const CpuAdamArgs args{hyper, dtype, pool.threads, pool.numa_node};
   check(starpu_task_insert(adamw_offload_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v,
                            STARPU_W, param_out, STARPU_R, scale, STARPU_RW, pool.token, STARPU_VALUE, &args,
                            sizeof args, STARPU_NAME, intern_task_name(name), 0),

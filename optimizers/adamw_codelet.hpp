@@ -43,6 +43,7 @@ void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_dat
 struct CpuAdamPool {
   starpu_data_handle_t token = nullptr;
   int threads = 1;
+  int numa_node = -1;  // the threads run on this NUMA node's cores (where the state is pinned)
 };
 void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
                       starpu_data_handle_t v, starpu_data_handle_t param_out, starpu_data_handle_t scale, DType dtype,

@@ -227,9 +227,10 @@ void cast(SimdPath path, std::size_t n, const S* src, D* dst) {
   }
 }
 
-// Runs body(begin, end) over [0, n) cut into chunks of `chunk`, in an arena of `threads` threads.
+// Runs body(begin, end) over [0, n) cut into chunks of `chunk`, in an arena of `threads` threads,
+// on the cores of NUMA node `numa_node` when oneTBB knows it (its tbbbind reads hwloc).
 template <class Body>
-void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body) {
+void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body, int numa_node = -1) {
   if (n == 0) return;
   if (chunk == 0 || chunk > n) chunk = n;
   const std::size_t chunks = (n + chunk - 1) / chunk;
@@ -239,7 +240,9 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body)
     for (std::size_t c = 0; c < chunks; ++c) run(c);
     return;
   }
-  tbb::task_arena arena(t);
+  const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
+  const bool known = numa_node >= 0 && std::find(nodes.begin(), nodes.end(), numa_node) != nodes.end();
+  tbb::task_arena arena(known ? tbb::task_arena(tbb::task_arena::constraints(numa_node, t)) : tbb::task_arena(t));
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1),
                       [&](const tbb::blocked_range<std::size_t>& r) {
@@ -250,11 +253,14 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body)
 
 template <class G, class P>
 void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const G* grad, float grad_scale,
-                    float* master, float* m, float* v, P* param, const AdamWHyper& hyper) {
+                    float* master, float* m, float* v, P* param, const AdamWHyper& hyper, int numa_node) {
   require(path);
-  for_chunks(threads, chunk, n, [&](std::size_t b, std::size_t e) {
-    fused(path, e - b, grad + b, grad_scale, master + b, m + b, v + b, param ? param + b : nullptr, hyper);
-  });
+  for_chunks(
+      threads, chunk, n,
+      [&](std::size_t b, std::size_t e) {
+        fused(path, e - b, grad + b, grad_scale, master + b, m + b, v + b, param ? param + b : nullptr, hyper);
+      },
+      numa_node);
 }
 
 }  // namespace
@@ -302,13 +308,13 @@ void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_sca
 
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
                           float grad_scale, float* master, float* m, float* v, bf16* param,
-                          const AdamWHyper& hyper) {
-  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper);
+                          const AdamWHyper& hyper, int numa_node) {
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
 }
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
                           float grad_scale, float* master, float* m, float* v, float* param,
-                          const AdamWHyper& hyper) {
-  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper);
+                          const AdamWHyper& hyper, int numa_node) {
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
 }
 
 void cast_bf16_to_f32(SimdPath path, std::size_t n, const bf16* src, float* dst) { cast(path, n, src, dst); }

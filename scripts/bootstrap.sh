@@ -27,7 +27,7 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 [ -f "$patch_file" ] || die "missing $patch_file"
 
 # ---- Debian packages -------------------------------------------------------------------
-packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev catch2
+packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev libtbbbind-2-5 catch2
           libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb)
 missing=()
 for p in "${packages[@]}"; do

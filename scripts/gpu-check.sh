@@ -240,7 +240,7 @@ fi
 [ -n "${CUDA_ARCHS:-}" ] && cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
 
 # 2. configure and build. Targets the checks need; a later step appends its own here.
-build_targets=(test_gpt_kernels_cuda starzero)
+build_targets=(test_gpt_kernels_cuda test_host_memory starzero)
 
 built=0
 rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
@@ -281,6 +281,52 @@ if [ $built = 1 ]; then
   done
 else
   skip "train / bench" "not built"
+fi
+
+# 5. ZeRO-Offload on the GPU: pinned host buffers under CUDA, then gpt2-124M bf16 with and without
+#    --offload-optimizer cpu (tokens/s, GPU busy share and PCIe bytes from StarPU's own statistics),
+#    and gpt2-774M with StarPU's GPU memory capped at 8 GiB, below the 12.4 GB of model states plain
+#    training needs (16 bytes/param) but above offload's 3.1 GB (4 bytes/param) + activations.
+offload_row() {  # offload_row LABEL LOG: tokens/s, GPU executing share, host<->GPU bytes
+  local label=$1 log=$2
+  python3 - "$log" "$label" <<'EOF' || true
+import re, sys
+log = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
+label = sys.argv[2]
+tok = re.findall(r"\|\s*([0-9]+) tok/s", log)
+tok = sorted(int(t) for t in tok[2:])[len(tok[2:]) // 2] if len(tok) > 2 else (tok[-1] if tok else "?")
+busy = "?"
+m = re.search(r"CUDA 0[^\n]*\n(?:[^\n]*\n){0,6}?[^\n]*total:\s*([0-9.]+)\s*ms\s*executing:\s*([0-9.]+)\s*ms", log)
+if m: busy = f"{100 * float(m.group(2)) / float(m.group(1)):.0f} %"
+def gb(a, b):
+    m = re.search(rf"{a}\s*->\s*{b}\s+([0-9.]+) GB", log)
+    return float(m.group(1)) if m else 0.0
+down = gb(r"CUDA 0", r"NUMA 0"); up = gb(r"NUMA 0", r"CUDA 0")
+print(f"| offload: {label} | median {tok} tok/s, GPU executing {busy}, PCIe up {up:.2f} GB / down {down:.2f} GB | |")
+EOF
+}
+if [ $built = 1 ]; then
+  step "host memory pinned by StarPU under CUDA" "$logs/host_memory_cuda.log" \
+    "$build/tests/test_host_memory" "[cuda]" || true
+  stats=(env STARPU_BUS_STATS=1 STARPU_PROFILING=1 STARPU_WORKER_STATS=1)
+  common=(train --preset gpt2-124M --batch 8 --seq 256 --steps 12 --precision bf16 --cuda-workers 1 --val-every 0
+          --sample-tokens 1)
+  step "gpt2-124M bf16, plain" "$logs/offload_plain.log" "${stats[@]}" "$build/examples/starzero" "${common[@]}" || true
+  step "gpt2-124M bf16, --offload-optimizer cpu" "$logs/offload_cpu.log" \
+    "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu || true
+  step "gpt2-124M bf16, offload + --delayed-update 4" "$logs/offload_dpu.log" \
+    "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu --delayed-update 4 || true
+  big=(train --preset gpt2-774M --batch 4 --seq 256 --steps 6 --precision bf16 --cuda-workers 1 --val-every 0
+       --sample-tokens 1 --cuda-mem-limit 8192)
+  step "gpt2-774M bf16, GPU capped at 8 GiB, plain" "$logs/big_plain.log" \
+    "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" || true
+  step "gpt2-774M bf16, GPU capped at 8 GiB, --offload-optimizer cpu" "$logs/big_offload.log" \
+    "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" --offload-optimizer cpu || true
+  for run in offload_plain offload_cpu offload_dpu big_plain big_offload; do
+    [ -f "$logs/$run.log" ] && while IFS= read -r row; do rows+=("$row"); done < <(offload_row "$run" "$logs/$run.log")
+  done
+else
+  skip "offload" "not built"
 fi
 
 # ---- summary ---------------------------------------------------------------------------------------

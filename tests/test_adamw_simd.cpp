@@ -213,6 +213,11 @@ TEST_CASE("results do not depend on threads or chunk size", "[adamw]") {
       }
     }
   }
+  // An arena constrained to NUMA node 0 (every machine has one) computes the same thing.
+  State numa = start;
+  adamw_fused_parallel(best_simd_path(), 2, 4099, n, numa.grad16.data(), kGradScale, numa.master.data(), numa.m.data(),
+                       numa.v.data(), numa.param16.data(), hyper_for(2), 0);
+  CHECK(same_state(numa, ref));
 }
 
 TEST_CASE("a NaN gradient gives a NaN bf16 parameter, not infinity", "[adamw]") {
