@@ -157,6 +157,28 @@ for W in 0 1 2; do
   fi
 done
 
+# 5b. ZeRO-2 gradient window: with --grad-window G the peak of gradient bytes is the shard plus
+#     the embedding's full gradient (alive through the whole backward: the tied classifier
+#     touches it first) plus G blocks' full gradients; the parameters do not depend on G.
+for G in 1 2; do
+  log=$work/gwindow$G.log
+  if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${common[@]}" --stage 2 --grad-window $G \
+       --checkpoint-out "$work/gwindow$G.bin" > "$log" 2>&1; then
+    peak=$(tr '\r' '\n' < "$log" | grep -oE 'peak gradients [0-9]+' | awk '{print $3}' | sort -n | tail -n1)
+    expected=$(python3 -c "
+N, L, C, T, G = $np, $L, $C, $T, $G
+layers = [256 * C + T * C] + [12 * C * C + 13 * C] * L + [2 * C]
+pad = lambda n: -(-n // N) * N
+shard = sum(pad(n) // N for n in layers)
+print(4 * (shard + pad(layers[0]) + min(G, L) * pad(layers[1])))")
+    echo "  gradient window $G: peak gradients $peak bytes, expected $expected"
+    [ "$peak" = "$expected" ] || fail "ZeRO-2 --grad-window $G: peak gradients $peak, expected $expected"
+  else
+    tail -n 30 "$log"; fail "ZeRO-2 --grad-window $G run"
+  fi
+done
+cmp -s "$work/gwindow1.bin" "$work/gwindow2.bin" || fail "ZeRO-2: the gradient window changed the parameters"
+
 # 6. Traces: every rank's FxT trace converts to its own paje.trace; ViTE reads each with 0 errors
 #    and the collective tasks are in it.
 if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${common[@]}" --stage 3 --steps 2 --trace "$work/trace" \
