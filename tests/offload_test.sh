@@ -185,6 +185,50 @@ run delay_part 1 --offload-optimizer cpu --delayed-update 2 --steps 3 --lr-final
 # The resumed run's schedule ends at its own step 5 = the uninterrupted run's last step.
 cmp -s "$work/delay_saved.bin" "$work/delay_resumed.bin" || fail "delayed update: resume does not continue exactly"
 
+# --- 4b. overlap comes from the graph: with --grad-clip 0 the AdamW of the top layers does not
+#     depend on the backward of layer 0 (the embedding, computed last); with exact clipping every
+#     AdamW does (the global norm). Read from StarPU's own task records (tasks.rec DependsOn).
+overlap() {  # overlap NAME CLIP
+  "$starzero" "${common[@]}" --steps 1 --offload-optimizer cpu --cpu-workers 2 --grad-clip "$2" \
+    --trace "$work/$1" > "$work/$1.log" 2>&1 || { tail -n 20 "$work/$1.log"; fail "$1: traced run"; return 1; }
+  python3 - "$work/$1/tasks.rec" "$2" $L <<'EOF'
+import sys
+records, task = [], {}
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if not line:
+        if task: records.append(task); task = {}
+        continue
+    key, _, value = line.partition(": ")
+    task[key] = value
+if task: records.append(task)
+by_id = {r["JobId"]: r for r in records if "JobId" in r}
+clip, L = float(sys.argv[2]), int(sys.argv[3])
+def ancestors(job):
+    seen, todo = set(), [job]
+    while todo:
+        for dep in by_id.get(todo.pop(), {}).get("DependsOn", "").split():
+            if dep not in seen: seen.add(dep); todo.append(dep)
+    return seen
+encoder = [j for j, r in by_id.items() if r.get("Name") == "encoder_bwd"]
+assert len(encoder) == 1, encoder
+adam = {int(r["Name"][6:-1]): j for j, r in by_id.items() if r.get("Name", "").startswith("adamw[")}
+assert sorted(adam) == list(range(L + 2)), sorted(adam)
+waits = {l: encoder[0] in ancestors(j) for l, j in adam.items()}
+end_bwd = float(by_id[encoder[0]]["EndTime"])
+early = sum(max(0.0, min(float(by_id[j]["EndTime"]), end_bwd) - float(by_id[j]["StartTime"])) for j in adam.values())
+total = sum(float(by_id[j]["EndTime"]) - float(by_id[j]["StartTime"]) for j in adam.values())
+print(f"  grad-clip {clip:g}: AdamW layers waiting for the embedding's backward: "
+      f"{[l for l, w in sorted(waits.items()) if w]}; AdamW time before it ended: {early / total:.0%} (measured)")
+if clip > 0:
+    sys.exit(0 if all(waits.values()) else 1)
+# Without clipping only the embedding's own group (layer 0) needs it.
+sys.exit(0 if [l for l, w in waits.items() if w] == [0] else 1)
+EOF
+}
+overlap trace_clip 1 || fail "exact clipping: some AdamW does not wait for the whole backward"
+overlap trace_noclip 0 || fail "--grad-clip 0: AdamW still waits for the whole backward"
+
 # --- 5. impossible configurations: exit 2, one line, before training ---------------------------
 expect_usage() {  # expect_usage PATTERN ARGS...
   local pattern=$1; shift
