@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace starzero {
 
@@ -17,6 +18,19 @@ DataParallelRanks::DataParallelRanks() {
   control_ = std::make_unique<MpiComm>();
   rank_ = engine_->rank();
   size_ = engine_->size();
+}
+
+Communicator* DataParallelRanks::engine_comm() const {
+  return nccl_ ? nccl_.get() : static_cast<Communicator*>(engine_.get());
+}
+
+void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
+  if (size_ <= 1) return;  // one rank has no collectives
+#if STARZERO_WITH_CUDA
+  nccl_ = std::make_unique<NcclComm>(std::make_shared<MpiComm>(), cuda_device);
+#else
+  throw std::runtime_error("NCCL collectives need a build with CUDA");
+#endif
 }
 
 void DataParallelRanks::sum(std::vector<float>& values) const {

@@ -17,8 +17,15 @@ class DataParallelRanks {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool leader() const { return rank_ == 0; }
-  Communicator* engine_comm() const { return engine_.get(); }
+  // The engine's collectives: NCCL after use_nccl, else MPI (nullptr with one rank).
+  Communicator* engine_comm() const;
+  // MPI over the same ranks, for collectives on host buffers outside tasks.
+  Communicator* host_comm() const { return engine_.get(); }
   MpiComm* control() const { return control_.get(); }
+  // Switches the engine's collectives to NCCL on `cuda_device` (collective: every rank calls it).
+  // Throws without CUDA support in this build.
+  void use_nccl(int cuda_device);
+  bool nccl() const { return nccl_ != nullptr; }
 
   // Over all ranks, on this thread's own communicator (every rank gets the result).
   void sum(std::vector<float>& values) const;
@@ -26,6 +33,7 @@ class DataParallelRanks {
 
  private:
   std::unique_ptr<MpiComm> engine_, control_;
+  std::unique_ptr<Communicator> nccl_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -214,6 +214,7 @@ void print_zero_report(const Engine& engine, const GptModel& model, const DataPa
   input.dp = N;
   input.stage = stage;
   input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.fp32_grad_accum = engine.fp32_grad_accum();
   const MemoryPlan plan = plan_memory(input);
   PlanInput padded_input = input;
   padded_input.params = std::int64_t(engine.padded_parameter_count());
@@ -394,6 +395,7 @@ void print_placement_report(const Engine& engine, const GptModel& model, const D
   input.offload_optimizer = offload.optimizer;
   input.offload_params = offload.params;
   input.prefetch_depth = prefetch_depth;
+  input.fp32_grad_accum = engine.fp32_grad_accum();
   input.params = std::int64_t(engine.padded_parameter_count());
   const MemoryPlan padded = plan_memory(input);
   input.params = std::int64_t(engine.parameter_count());
@@ -464,9 +466,11 @@ cli::ArgParser make_train_parser() {
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
+      .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
+      .flag("fp32-grad-accum", "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
       .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
       .option("offload-optimizer", "WHERE", "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
       .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
@@ -549,6 +553,8 @@ int run_train(const cli::ArgParser& p) {
                      " ranks times --grad-accum " + std::to_string(grad_accum) +
                      " (each rank trains B/(N*K) sequences per micro-batch)");
   const int local_batch = B / (world * grad_accum);
+  if (p.flag_set("fp32-grad-accum") && dtype != DType::bf16)
+    throw UsageError("--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
 
   const int T = int_flag(p, "seq", std::min(64, shape.max_seq), 1);
   if (T > shape.max_seq) throw UsageError("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
@@ -582,7 +588,7 @@ int run_train(const cli::ArgParser& p) {
     training_state = ShardedTrainingState::find(*checkpoint_in, shape);
   }
 
-  const DataParallelRanks ranks;
+  DataParallelRanks ranks;
   const bool leader = ranks.leader();
   // With several ranks, an error on one must end them all (the others would wait in a collective
   // forever): MPI_Abort, naming the rank, instead of unwinding into MPI_Finalize.
@@ -595,6 +601,7 @@ int run_train(const cli::ArgParser& p) {
   engine_options.stage = stage;
   engine_options.prefetch_depth = prefetch_depth;
   engine_options.grad_window = grad_window;
+  engine_options.fp32_grad_accum = p.flag_set("fp32-grad-accum");
   engine_options.comm = ranks.engine_comm();
   engine_options.offload_optimizer = offload.optimizer;
   engine_options.offload_params = offload.params;
@@ -608,8 +615,26 @@ int run_train(const cli::ArgParser& p) {
   if (p.given("cuda-mem-limit")) session_options.cuda_memory_limit_mib = std::size_t(int_flag(p, "cuda-mem-limit", 0, 64));
   engine_options.adam_threads = host_plan.adam_threads;
   engine_options.host_numa_node = host_plan.numa_node;
-  if (offload.optimizer == OptimizerOffload::nvme) session_options.cpu_memory_limit_mib = offload.host_mem_limit_mib;
+  if (offload.optimizer == OptimizerOffload::nvme) {
+    session_options.cpu_memory_limit_mib = offload.host_mem_limit_mib;
+    session_options.background_writeback = false;  // see SessionOptions
+  }
+  // One GPU per rank: the rank's local index picks it.
+  const std::string collectives =
+      cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
+  const int gpus = int(topology.gpus.size());
+  if (world > 1 && gpus > 0 && session_options.cuda_workers != 0) {
+    const char* local_env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    session_options.cuda_device = (local_env ? std::atoi(local_env) : ranks.rank()) % gpus;
+  }
   Session session(session_options);
+  const bool use_nccl = world > 1 && (collectives == "nccl" || (collectives == "auto" && session.cuda_workers() > 0));
+  if (use_nccl) {
+    if (session.cuda_workers() == 0) throw UsageError("--collectives nccl needs a CUDA worker on every rank");
+    ranks.use_nccl(std::max(0, session_options.cuda_device));
+    engine_options.comm = ranks.engine_comm();
+    engine_options.host_comm = ranks.host_comm();
+  }
   std::optional<DiskNode> nvme;
   if (offload.optimizer == OptimizerOffload::nvme) {
     // Each rank its own folder under DIR: the files of one rank never collide with another's.
@@ -623,7 +648,8 @@ int run_train(const cli::ArgParser& p) {
                 shape.to_string().c_str(), shape.param_count(), dtype == DType::f32 ? "fp32" : "bf16 (fp32 master)", B,
                 T, steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
     if (world > 1)
-      std::printf("data parallel: %d ranks (MPI), ZeRO-%d, %d sequences per rank and micro-batch%s\n", world, stage,
+      std::printf("data parallel: %d ranks (%s collectives), ZeRO-%d, %d sequences per rank and micro-batch%s\n", world,
+                  use_nccl ? "NCCL" : "MPI", stage,
                   local_batch,
                   stage == 3 ? (", prefetch depth " + std::to_string(prefetch_depth)).c_str() : "");
     std::printf("data: %zu training and %zu validation tokens (vocabulary %d)\n", data.split_size(Split::train),

@@ -31,6 +31,7 @@ struct Engine::Layer {
   std::optional<Tensor> param_shard, grad_shard;
   std::optional<Tensor> grad_partial;  // ZeRO-2/3 with accumulation: a later micro-batch's shard
   std::optional<Tensor> param_next;    // delayed update: AdamW's output until it is published
+  std::optional<Tensor> grad_accum;    // fp32 gradient accumulation: full, or the shard at 2-3
   Tensor master, m, v, sum_of_squares;
 
   Layer(Engine& engine, int layer)
@@ -67,6 +68,8 @@ struct Engine::Layer {
     if (ranks > 1 && (stage >= 2 || (stage == 1 && offloaded)))
       grad_shard.emplace(Tensor::transient(dtype, shard, at("grad_shard", layer)));
     if (ranks > 1 && stage >= 2) grad_partial.emplace(Tensor::transient(dtype, shard, at("grad_partial", layer)));
+    if (engine.options_.fp32_grad_accum)
+      grad_accum.emplace(Tensor::host(DType::f32, ranks > 1 && stage >= 2 ? shard : padded, at("grad_accum", layer)));
   }
   std::size_t optimizer_count(const Engine& engine) const { return engine.sharded() ? shard : padded; }
 };
@@ -124,10 +127,14 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
+  if (options.fp32_grad_accum && model.dtype() != DType::bf16)
+    throw std::invalid_argument("the fp32 gradient-accumulation buffer is for bf16 models (fp32 gradients already are)");
   if (options.comm) {
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
   }
+  if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
+    throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
   if (ranks_ > 1) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
   const int L = model.layers();
@@ -191,6 +198,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
     }
     if (layer.grad_shard && options.stage == 1) ledger_.add(MemoryCategory::grads, full);  // ZeRO-1: full grads stay
     ledger_.add(MemoryCategory::optimizer, 3 * std::int64_t(layer.master.bytes()), state_place);
+    if (layer.grad_accum) ledger_.add(MemoryCategory::grads, std::int64_t(layer.grad_accum->bytes()));
   }
   if (options.stage == 3 && ranks_ > 1)
     for (int slot = 0; slot <= options.prefetch_depth; ++slot)
@@ -257,7 +265,8 @@ void Engine::release(int layer, const char* pass) {
 void Engine::allocate_gradient(int group, bool first_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
   const bool transient = ranks_ > 1 && options_.stage >= 2;
-  if (!transient && !first_micro_batch) return;  // it accumulates across micro-batches
+  // It accumulates across micro-batches, unless the fp32 buffer does.
+  if (!transient && !first_micro_batch && !layer.grad_accum) return;
   if (transient) {
     std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
     const std::size_t window = std::size_t(options_.grad_window);
@@ -270,9 +279,18 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
 }
 
 void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch) {
-  if (ranks_ == 1) return;
   Layer& layer = layers_[std::size_t(group)];
   const DType dtype = model_.dtype();
+  const bool shard_reduced = ranks_ > 1 && options_.stage >= 2;
+  if (layer.grad_accum && !shard_reduced) {
+    // Stages 0-1: the micro-batch's full gradient is added in fp32; the sum is rounded once and
+    // reduced once, after the last micro-batch.
+    if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
+    tasks::submit_accumulate_widen(layer.grad.handle(), layer.grad_accum->handle(), at("accumulate_grad_fp32", group));
+    if (!last_micro_batch) return;
+    tasks::submit_narrow(layer.grad_accum->handle(), layer.grad.handle(), at("round_grad", group));
+  }
+  if (ranks_ == 1) return;
   if (options_.stage <= 1 && !last_micro_batch) return;  // reduced once, accumulated
   switch (options_.stage) {
     case 0:
@@ -287,7 +305,16 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
                                               at("reduce_scatter_grad", group));
       return;
     default: {
-      if (first_micro_batch) {
+      if (layer.grad_accum) {
+        // Each micro-batch's shard is added in fp32 and the sum rounded once, after the last.
+        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
+                                     at("reduce_scatter_grad", group));
+        if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
+        tasks::submit_accumulate_widen(layer.grad_shard->handle(), layer.grad_accum->handle(),
+                                       at("accumulate_grad_fp32", group));
+        if (last_micro_batch)
+          tasks::submit_narrow(layer.grad_accum->handle(), layer.grad_shard->handle(), at("round_grad", group));
+      } else if (first_micro_batch) {
         tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
                                      at("reduce_scatter_grad", group));
       } else {
@@ -489,7 +516,7 @@ std::vector<std::vector<float>> Engine::master_params() const {
       continue;
     }
     std::vector<float> full(layer.padded);
-    options_.comm->all_gather(mine.data(), full.data(), layer.count, DType::f32);
+    host_comm().all_gather(mine.data(), full.data(), layer.count, DType::f32);
     full.resize(layer.count);
     out.push_back(std::move(full));
   }
@@ -537,7 +564,7 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
     if (!layer.param.is_transient()) {
       if (sharded()) {
         std::vector<float> full(layer.padded);
-        options_.comm->all_gather(state[l].master.data(), full.data(), layer.count, DType::f32);
+        host_comm().all_gather(state[l].master.data(), full.data(), layer.count, DType::f32);
         write_values(layer.param, full);
       } else {
         write_values(layer.param, shard_of(state[l].master, 0, layer.padded));

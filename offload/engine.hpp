@@ -64,6 +64,9 @@ struct EngineOptions {
   std::uint64_t seed = 1337;  // parameter initialisation
   int stage = 0;              // ZeRO stage 0..3
   Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
+  // For the engine's direct collectives on host buffers (gathering master weights for a
+  // checkpoint): an MPI communicator of the same ranks when `comm` is NCCL; nullptr: `comm`.
+  Communicator* host_comm = nullptr;
   int prefetch_depth = 1;     // ZeRO-3: layers gathered ahead of the one being computed
   int grad_window = 2;        // ZeRO-2/3: a full gradient is allocated only once the one freed
                               // grad_window reductions earlier is gone (bounds live full grads)
@@ -73,6 +76,9 @@ struct EngineOptions {
   int host_numa_node = -1;    // where pinned host buffers live (-1: not bound)
   int adam_threads = 1;       // CPU AdamW threads under optimizer offload
   int delayed_update_warmup = -1;  // < 0: no delayed update; else synchronous steps before it
+  // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
+  // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
+  bool fp32_grad_accum = false;
 };
 
 // Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.
@@ -129,6 +135,7 @@ class Engine {
   int rank() const { return rank_; }
   int stage() const { return options_.stage; }
   bool sharded() const { return ranks_ > 1 && options_.stage >= 1; }
+  bool fp32_grad_accum() const { return options_.fp32_grad_accum; }
   bool optimizer_offloaded() const { return options_.offload_optimizer != OptimizerOffload::none; }
   const MemoryLedger& ledger() const { return ledger_; }
 
@@ -144,6 +151,7 @@ class Engine {
   void allocate_gradient(int group, bool first_micro_batch);
   void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
   Tensor optimizer_tensor(std::size_t count, const std::string& name);
+  Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
   Tensor pinned_tensor(DType dtype, std::size_t count, const std::string& name);
   void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
   void submit_publish(int layer, bool delayed);

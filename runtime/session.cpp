@@ -44,7 +44,7 @@ Session::Session(const SessionOptions& options) {
   for (const auto& p : policies) known = known || p == policy_;
   if (!known)
     throw std::invalid_argument("unknown scheduling policy '" + policy_ + "'; valid: " + join(policies));
-  if (options.cpu_workers < -1 || options.cuda_workers < -1)
+  if (options.cpu_workers < -1 || options.cuda_workers < -1 || options.cuda_device < -1)
     throw std::invalid_argument("worker counts must be >= 0 (or -1 for StarPU's default)");
 
   // These settings are read from the environment by starpu_init (1.3 has no conf fields).
@@ -64,6 +64,10 @@ Session::Session(const SessionOptions& options) {
   }
   if (options.cpu_memory_limit_mib) set_env("STARPU_LIMIT_CPU_MEM", std::to_string(options.cpu_memory_limit_mib));
   else unsetenv("STARPU_LIMIT_CPU_MEM");
+  if (!options.background_writeback) {
+    set_env("STARPU_MINIMUM_CLEAN_BUFFERS", "0");
+    set_env("STARPU_TARGET_CLEAN_BUFFERS", "0");
+  }
   if (options.cuda_memory_limit_mib) set_env("STARPU_LIMIT_CUDA_MEM", std::to_string(options.cuda_memory_limit_mib));
   else unsetenv("STARPU_LIMIT_CUDA_MEM");
 
@@ -73,6 +77,11 @@ Session::Session(const SessionOptions& options) {
   conf.precedence_over_environment_variables = 1;  // our options win over STARPU_* variables
   conf.ncpus = options.cpu_workers;
   conf.ncuda = options.cuda_workers;
+  if (options.cuda_device >= 0 && options.cuda_workers != 0) {
+    conf.ncuda = 1;
+    conf.use_explicit_workers_cuda_gpuid = 1;
+    conf.workers_cuda_gpuid[0] = unsigned(options.cuda_device);
+  }
   conf.nopencl = 0;
   const int ret = starpu_init(&conf);
   if (ret == -ENODEV) throw std::runtime_error("starpu_init: no worker available for this configuration");

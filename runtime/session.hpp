@@ -11,8 +11,14 @@ struct SessionOptions {
   std::string policy;
   int cpu_workers = -1;   // -1: StarPU's default (one per core, minus one per CUDA worker)
   int cuda_workers = -1;  // -1: one per visible GPU; 0: none
+  int cuda_device = -1;   // >= 0: one CUDA worker, on this device (one GPU per rank); -1: StarPU's choice
   std::size_t cpu_memory_limit_mib = 0;   // 0: no limit (STARPU_LIMIT_CPU_MEM)
   std::size_t cuda_memory_limit_mib = 0;  // 0: no limit (STARPU_LIMIT_CUDA_MEM)
+  // StarPU writes dirty buffers back to their home in the background when few are clean
+  // ("tidying"). With a disk node, StarPU 1.3.10 can leave such idle write-back requests queued
+  // at shutdown and abort (data_request.h:106, measured: 3 of 4 runs under load): false turns
+  // tidying off (STARPU_MINIMUM_CLEAN_BUFFERS=0); eviction then writes back on demand only.
+  bool background_writeback = true;
   // FxT trace: off unless a directory is given. StarPU 1.3.10 traces by default and writes a
   // 64 MiB file to /tmp; we switch that off. Only one traced session per process (StarPU
   // writes its trace file once per process).

@@ -322,6 +322,26 @@ if [ $built = 1 ]; then
     "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" || true
   step "gpt2-774M bf16, GPU capped at 8 GiB, --offload-optimizer cpu" "$logs/big_offload.log" \
     "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" --offload-optimizer cpu || true
+  # Two ranks on the one GPU: NCCL refuses two ranks on one device, so MPI collectives (CPU tasks;
+  # StarPU moves the buffers) with CUDA compute; the losses must be single-rank training's.
+  if command -v mpirun >/dev/null; then
+    ranks_common=(train --preset tiny --layers 2 --steps 6 --batch 8 --precision fp32 --cuda-workers 1 --val-every 0
+                  --sample-tokens 1 --warmup 0 --seed 5)
+    step "tiny fp32, 1 rank on the GPU" "$logs/ranks1.log" "$build/examples/starzero" "${ranks_common[@]}" || true
+    for stage in 1 3; do
+      step "tiny fp32, 2 ranks on the GPU, ZeRO-$stage, MPI collectives, offload cpu" "$logs/ranks2_s$stage.log" \
+        mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$build/examples/starzero" "${ranks_common[@]}" \
+        --stage $stage --collectives mpi --offload-optimizer cpu || true
+      python3 - "$logs/ranks1.log" "$logs/ranks2_s$stage.log" <<'EOF' && rows+=("| 2 ranks ZeRO-$stage losses = 1 rank | passed | |") \
+        || { rows+=("| 2 ranks ZeRO-$stage losses = 1 rank | FAILED | |"); failed=1; }
+import re, sys
+get = lambda p: [float(x) for x in re.findall(r"loss ([0-9.]+) \|", open(p, errors="replace").read().replace("\r", "\n"))]
+a, b = get(sys.argv[1]), get(sys.argv[2])
+print(a, b)
+sys.exit(0 if a and len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= 2e-4 else 1)
+EOF
+    done
+  fi
   for run in offload_plain offload_cpu offload_dpu big_plain big_offload; do
     [ -f "$logs/$run.log" ] && while IFS= read -r row; do rows+=("$row"); done < <(offload_row "$run" "$logs/$run.log")
   done

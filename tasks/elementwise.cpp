@@ -26,6 +26,14 @@ void accumulate_cpu(std::size_t n, const bf16* x, bf16* y) {
   for (std::size_t i = 0; i < n; ++i) y[i] = from_float<bf16>(to_float(y[i]) + to_float(x[i]));
 }
 
+void accumulate_widen_cpu(std::size_t n, const bf16* x, float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += to_float(x[i]);
+}
+
+void narrow_cpu(std::size_t n, const float* x, bf16* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = from_float<bf16>(x[i]);
+}
+
 namespace {
 
 float unpack_alpha(void* cl_arg) {
@@ -86,6 +94,31 @@ void copy_cuda_func(void* buffers[], void*) {
 }
 #endif
 
+template <class T>
+T* vector_ptr(void* buffer) {
+  return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
+}
+
+void accumulate_widen_cpu_func(void* buffers[], void*) {
+  accumulate_widen_cpu(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const bf16>(buffers[0]), vector_ptr<float>(buffers[1]));
+}
+
+void narrow_cpu_func(void* buffers[], void*) {
+  narrow_cpu(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const float>(buffers[0]), vector_ptr<bf16>(buffers[1]));
+}
+
+#ifdef STARZERO_WITH_CUDA
+void accumulate_widen_cuda_func(void* buffers[], void*) {
+  accumulate_widen_cuda(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const bf16>(buffers[0]),
+                        vector_ptr<float>(buffers[1]), starpu_cuda_get_local_stream());
+}
+
+void narrow_cuda_func(void* buffers[], void*) {
+  narrow_cuda(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const float>(buffers[0]), vector_ptr<bf16>(buffers[1]),
+              starpu_cuda_get_local_stream());
+}
+#endif
+
 void accumulate_cpu_func(void* buffers[], void* cl_arg) {
   DType dtype;
   starpu_codelet_unpack_args(cl_arg, &dtype);
@@ -116,6 +149,9 @@ Codelet axpy_codelet("axpy", axpy_cpu_func, STARZERO_CUDA_FUNC(axpy_cuda_func), 
 Codelet scale_codelet("scale", scale_cpu_func, STARZERO_CUDA_FUNC(scale_cuda_func), {STARPU_RW});
 Codelet accumulate_codelet("accumulate", accumulate_cpu_func, STARZERO_CUDA_FUNC(accumulate_cuda_func),
                            {STARPU_R, STARPU_RW});
+Codelet accumulate_widen_codelet("accumulate_widen", accumulate_widen_cpu_func,
+                                 STARZERO_CUDA_FUNC(accumulate_widen_cuda_func), {STARPU_R, STARPU_RW});
+Codelet narrow_codelet("narrow", narrow_cpu_func, STARZERO_CUDA_FUNC(narrow_cuda_func), {STARPU_R, STARPU_W});
 Codelet copy_codelet("copy", copy_cpu_func, STARZERO_CUDA_FUNC(copy_cuda_func), {STARPU_R, STARPU_W});
 Codelet zero_codelet("zero", zero_cpu_func, STARZERO_CUDA_FUNC(zero_cuda_func), {STARPU_W});
 
@@ -142,6 +178,23 @@ void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::
     throw std::invalid_argument("copy " + name + ": source and destination sizes differ");
   check(starpu_task_insert(copy_codelet.get(), STARPU_R, src, STARPU_W, dst, STARPU_NAME, intern_task_name(name), 0),
         "copy");
+}
+
+void submit_accumulate_widen(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
+  if (starpu_vector_get_nx(src) != starpu_vector_get_nx(dst) || starpu_vector_get_elemsize(src) != 2 ||
+      starpu_vector_get_elemsize(dst) != 4)
+    throw std::invalid_argument("accumulate_widen " + name + ": needs bf16 src and fp32 dst of one length");
+  check(starpu_task_insert(accumulate_widen_codelet.get(), STARPU_R, src, STARPU_RW, dst, STARPU_NAME,
+                           intern_task_name(name), 0),
+        "accumulate_widen");
+}
+
+void submit_narrow(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
+  if (starpu_vector_get_nx(src) != starpu_vector_get_nx(dst) || starpu_vector_get_elemsize(src) != 4 ||
+      starpu_vector_get_elemsize(dst) != 2)
+    throw std::invalid_argument("narrow " + name + ": needs fp32 src and bf16 dst of one length");
+  check(starpu_task_insert(narrow_codelet.get(), STARPU_R, src, STARPU_W, dst, STARPU_NAME, intern_task_name(name), 0),
+        "narrow");
 }
 
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name) {

@@ -17,6 +17,9 @@ void submit_scale(float alpha, const Tensor& x, const std::string& name = "scale
 void submit_zero(starpu_data_handle_t x, const std::string& name);
 // dst = src, two vector handles of one size in bytes (any dtype).
 void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name);
+// The fp32 gradient-accumulation buffer: dst (fp32) += src (bf16); dst (bf16) = src (fp32).
+void submit_accumulate_widen(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name);
+void submit_narrow(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name);
 // dst += src, two vector handles of one size and dtype (fp32 or bf16).
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name);
 

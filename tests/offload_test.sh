@@ -99,6 +99,9 @@ for stage in 1 2 3; do
   [ "$(losses "$work/plain_s$stage.log")" = "$(losses "$work/cpu_s$stage.log")" ] \
     || fail "ZeRO-$stage: offload changed the losses"
 done
+# One rank at ZeRO-3 with the parameters on the host: fetched per layer, the same result.
+run params1 1 --stage 3 --offload-params cpu && { cmp -s "$work/plain1.bin" "$work/params1.bin" \
+  || fail "one rank: --offload-params cpu changed the checkpoint"; }
 run params_s3 2 --stage 3 --offload-params cpu --offload-optimizer cpu \
   && { same_params plain_s3 params_s3 0 || fail "ZeRO-3: --offload-params cpu changed the parameters"; }
 run nvme_s2 2 --stage 2 --offload-optimizer nvme --nvme-path "$work/nvme2" --host-mem-limit 16 \
@@ -234,7 +237,7 @@ expect_usage() {  # expect_usage PATTERN ARGS...
   local pattern=$1; shift
   set +e; "$starzero" "${common[@]}" "$@" > "$work/usage.log" 2>&1; local rc=$?; set -e
   [ $rc -eq 2 ] || { cat "$work/usage.log"; fail "exit $rc (not 2) for: $*"; return; }
-  grep -q "$pattern" "$work/usage.log" || { cat "$work/usage.log"; fail "no '$pattern' for: $*"; }
+  grep -q -- "$pattern" "$work/usage.log" || { cat "$work/usage.log"; fail "no '$pattern' for: $*"; }
   ! grep -q '^step ' "$work/usage.log" || fail "trained before rejecting: $*"
 }
 expect_usage 'needs --stage 3' --offload-params cpu --stage 2
@@ -242,8 +245,17 @@ expect_usage 'needs --nvme-path' --offload-optimizer nvme
 expect_usage 'only for --offload-optimizer nvme' --nvme-path "$work/x"
 expect_usage 'is not one of\|must be one of\|--offload-optimizer' --offload-optimizer gpu
 expect_usage 'too little host memory' --layers 48 --channels 4096 --heads 32 --offload-optimizer cpu
+expect_usage 'is for --precision bf16' --fp32-grad-accum
+expect_usage '--collectives' --collectives gloo
 touch "$work/a_file"
 expect_usage 'nvme-path' --offload-optimizer nvme --nvme-path "$work/a_file/sub"
+
+# NCCL collectives need a CUDA worker on every rank: on a CPU-only machine that is an error.
+set +e
+"${mpirun[@]}" -np 2 "$starzero" "${common[@]}" --stage 2 --collectives nccl > "$work/nccl.log" 2>&1; rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q 'needs a CUDA worker on every rank' "$work/nccl.log" \
+  || { cat "$work/nccl.log"; fail "--collectives nccl without GPUs: exit $rc"; }
 
 if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "offload: all checks passed"

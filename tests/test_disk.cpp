@@ -29,6 +29,7 @@ SessionOptions cpu_session(std::size_t cpu_memory_limit_mib = 0) {
   options.cpu_workers = 2;
   options.cuda_workers = 0;
   options.cpu_memory_limit_mib = cpu_memory_limit_mib;
+  options.background_writeback = false;  // as with any disk node (runtime/session.hpp)
   return options;
 }
 

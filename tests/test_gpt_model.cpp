@@ -460,3 +460,65 @@ TEST_CASE("layer blocks <-> llm.c order: identity round trip at llm.c offsets", 
     CHECK(std::memcmp(back.data(), random.data(), random.size() * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("bf16 with the fp32 gradient-accumulation buffer: the sum of micro-batch gradients rounded once",
+          "[gpt][grad_accum]") {
+  Session session(cpu_session());
+  constexpr int kMicroBatches = 4;
+  std::mt19937 rng(23);
+  std::vector<std::vector<int>> inputs, targets;
+  for (int m = 0; m < kMicroBatches; ++m) {
+    inputs.push_back(random_tokens(rng, kB * kT, kMicro.vocab));
+    targets.push_back(random_tokens(rng, kB * kT, kMicro.vocab));
+  }
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+
+  // Reference: each micro-batch's bf16 gradient on its own, summed in double, rounded to bf16.
+  std::vector<std::vector<double>> sum;
+  {
+    GptModel model(kMicro, DType::bf16, kB, kT);
+    Engine engine(model, opts);
+    for (int m = 0; m < kMicroBatches; ++m) {
+      model.set_batch(inputs[std::size_t(m)], targets[std::size_t(m)]);
+      engine.submit_gradients();
+      const auto grads = engine.gradients();
+      if (sum.empty())
+        for (const auto& g : grads) sum.emplace_back(g.size(), 0.0);
+      for (std::size_t l = 0; l < grads.size(); ++l)
+        for (std::size_t i = 0; i < grads[l].size(); ++i) sum[l][i] += grads[l][i];
+    }
+  }
+  // One optimizer step over the same micro-batches (lr 0: the parameters stay, the gradient of
+  // the step stays in the engine's gradient buffers).
+  auto step_gradients = [&](bool fp32_buffer) {
+    EngineOptions o = opts;
+    o.fp32_grad_accum = fp32_buffer;
+    GptModel model(kMicro, DType::bf16, kB, kT);
+    Engine engine(model, o);
+    engine.submit_step(0.0f, 1, kMicroBatches, [&](int m) {
+      model.set_batch(inputs[std::size_t(m)], targets[std::size_t(m)]);
+    });
+    return engine.gradients();
+  };
+  const auto with_buffer = step_gradients(true);
+  const auto without = step_gradients(false);
+  std::size_t total = 0, mismatched_with = 0, mismatched_without = 0, nonzero = 0;
+  for (std::size_t l = 0; l < sum.size(); ++l)
+    for (std::size_t i = 0; i < sum[l].size(); ++i) {
+      // Four bf16 values (8-bit significands) add exactly in fp32 unless their exponents are far
+      // apart; the rounded sum is then the correctly rounded one.
+      const float expected = to_float(from_float<bf16>(float(sum[l][i])));
+      ++total;
+      nonzero += expected != 0.0f;
+      mismatched_with += with_buffer[l][i] != expected;
+      mismatched_without += without[l][i] != expected;
+    }
+  INFO(total << " gradients, " << nonzero << " nonzero; mismatches with the fp32 buffer " << mismatched_with
+             << ", with bf16 accumulation " << mismatched_without);
+  CHECK(nonzero > total / 2);
+  CHECK(mismatched_with == 0);
+  // Without the buffer every addition rounds to bf16: some sums come out differently.
+  CHECK(mismatched_without > 0);
+}

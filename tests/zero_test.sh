@@ -142,6 +142,32 @@ EOF2
   fi
 done
 
+# 4b. bf16 with the fp32 gradient-accumulation buffer: the report's gradient bytes include it
+#     exactly as the planner counts it (4Ψ at ZeRO-1, 4Ψ/N at ZeRO-2), and training matches one
+#     rank within bf16 tolerance.
+bf16=("${common[@]}" --precision bf16 --batch 8 --grad-accum 2 --fp32-grad-accum)
+"$starzero" "${bf16[@]}" > "$work/bf16_single.log" 2>&1 || { tail -n 20 "$work/bf16_single.log"; fail "bf16 single rank with --fp32-grad-accum"; }
+for stage in 1 2; do
+  log=$work/bf16_accum$stage.log
+  if timeout 300 "${mpirun[@]}" -np "$np" "$starzero" "${bf16[@]}" --stage $stage > "$log" 2>&1; then
+    python3 - "$log" "$(losses "$work/bf16_single.log")" "$(losses "$log")" <<'EOF' \
+      || fail "ZeRO-$stage --fp32-grad-accum: report or losses"
+import re, sys
+log = open(sys.argv[1]).read().replace("\r", "\n")
+rows = re.findall(r"^\s+\d+\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s+\S+\s+\S+\s+\S+\s+\|\s+(\d+)\s+(\d+)\s+(\d+)\s*$", log, re.M)
+assert rows, "no report rows"
+a = [float(x) for x in sys.argv[2].split()]
+b = [float(x) for x in sys.argv[3].split()]
+worst = max(abs(x - y) for x, y in zip(a, b))
+print(f"  fp32 gradient buffer: grads {rows[0][1]} bytes, plan+pad {rows[0][4]}; losses vs one rank: max diff {worst:.1e}")
+assert all(r[1] == r[4] for r in rows), rows
+sys.exit(0 if len(a) == len(b) and worst <= 2e-2 else 1)
+EOF
+  else
+    tail -n 30 "$log"; fail "ZeRO-$stage --fp32-grad-accum run"
+  fi
+done
+
 # 5. ZeRO-3 prefetch window: at most W+1 layers in flight.
 for W in 0 1 2; do
   log=$work/window$W.log
