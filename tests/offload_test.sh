@@ -16,26 +16,14 @@
 # Usage: offload_test.sh STARZERO
 set -euo pipefail
 starzero=$1
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-python3 - "$work/data.txt" <<'EOF'
-import random, sys
-random.seed(7)
-words = "the of and to in is that for it as with was on be by this are from at or an which".split()
-with open(sys.argv[1], "w") as f:
-    f.write(" ".join(random.choice(words) for _ in range(12000)))
-EOF
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+write_words "$work/data.txt" 7 12000
 
 # C = 34: layer sizes are not multiples of 2, so the shards are padded.
 L=2; C=34; NH=2; T=16; B=4; STEPS=5
 common=(train --data "$work/data.txt" --preset tiny --layers $L --channels $C --heads $NH --max-seq $T --seq $T
         --batch $B --steps $STEPS --precision fp32 --cuda-workers 0 --cpu-workers 1 --val-every 0 --lr 1e-3
         --warmup 0 --sample-tokens 2 --seed 3)
-losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
 
 # run NAME NP ARGS...: one training run writing $work/NAME.bin and $work/NAME.log.
 run() {
@@ -257,5 +245,4 @@ set -e
 [ $rc -ne 0 ] && grep -q 'needs a CUDA worker on every rank' "$work/nccl.log" \
   || { cat "$work/nccl.log"; fail "--collectives nccl without GPUs: exit $rc"; }
 
-if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-echo "offload: all checks passed"
+finish "offload: all checks passed"

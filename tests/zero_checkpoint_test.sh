@@ -5,22 +5,14 @@
 # Usage: zero_checkpoint_test.sh STARZERO
 set -euo pipefail
 starzero=$1
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-python3 - "$work/data.txt" <<'PY'
-import random, sys
-random.seed(7)
-words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-open(sys.argv[1], "w").write(" ".join(random.choice(words) for _ in range(10000)))
-PY
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+write_words "$work/data.txt" 7 10000
 # A constant learning rate (--warmup 0 --lr-final 1): the schedule does not depend on the total.
 common=(train --data "$work/data.txt" --preset tiny --layers 2 --channels 34 --heads 2 --max-seq 16 --seq 16
         --batch 4 --precision fp32 --cuda-workers 0 --cpu-workers 1 --val-every 0 --lr 1e-3 --warmup 0
         --lr-final 1 --sample-tokens 2 --seed 3)
-losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $2, $NF}'; }
+# Step numbers with the losses: the resumed runs start at a later step.
+step_losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $2, $NF}'; }
 
 # Uninterrupted: 6 steps on 2 ranks, ZeRO-2.
 "${mpirun[@]}" -np 2 "$starzero" "${common[@]}" --stage 2 --steps 6 > "$work/full.log" 2>&1 || { cat "$work/full.log"; exit 1; }
@@ -40,7 +32,7 @@ cmp -s "$work/ck.bin" "$work/merged.bin" && echo "  consolidate: identical to ra
 "${mpirun[@]}" -np 4 "$starzero" "${common[@]}" --stage 3 --steps 3 --checkpoint-in "$work/ck.bin" \
   --checkpoint-out "$work/ck2.bin" > "$work/part2.log" 2>&1 || { cat "$work/part2.log"; exit 1; }
 grep -q "resumed from .* at step 3 (optimizer state of 2 ranks)" "$work/part2.log" || fail "part 2 did not resume at step 3"
-if ! python3 - "$(losses "$work/full.log")" "$(losses "$work/part1.log") $(losses "$work/part2.log")" <<'PY'
+if ! python3 - "$(step_losses "$work/full.log")" "$(step_losses "$work/part1.log") $(step_losses "$work/part2.log")" <<'PY'
 import sys
 def parse(text):
     items = text.split()
@@ -54,5 +46,4 @@ then fail "resume on 4 ranks from 2 ranks' shards does not continue the losses";
 # The 4-rank save replaced the 2-rank shards (no mixing on a later resume).
 ls "$work"/ck2.bin.rank*-of-4.state > /dev/null 2>&1 || fail "4-rank shards missing"
 
-if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-echo "passed"
+finish "passed"

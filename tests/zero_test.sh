@@ -12,20 +12,8 @@
 set -euo pipefail
 starzero=$1
 np=$2
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# A fixed training text (the checkout's own files change as people edit).
-python3 - "$work/data.txt" <<'EOF'
-import random, sys
-random.seed(5)
-words = "the of and to in is that for it as with was on be by this are from at or an which".split()
-with open(sys.argv[1], "w") as f:
-    f.write(" ".join(random.choice(words) for _ in range(12000)))
-EOF
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+write_words "$work/data.txt" 5 12000
 
 # C = 34 makes the block (12C^2 + 13C = 14314) and embedding sizes not multiples of 4: padding.
 L=2; C=34; NH=2; T=16; B=4; STEPS=4
@@ -33,8 +21,6 @@ common=(train --data "$work/data.txt" --preset tiny --layers $L --channels $C --
         --batch $B --steps $STEPS --precision fp32 --cuda-workers 0 --cpu-workers 1 --val-every 0 --lr 1e-3
         --warmup 0 --sample-tokens 2 --seed 11)
 
-# Step lines; under mpirun stdout is a terminal, so they may come as a progress bar (\r-separated).
-losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
 
 "$starzero" "${common[@]}" --checkpoint-out "$work/single.bin" > "$work/single.log" 2>&1 \
   || { cat "$work/single.log"; fail "single-rank run"; exit 1; }
@@ -227,5 +213,4 @@ else
   tail -n 30 "$work/trace.log"; fail "traced ZeRO-3 run"
 fi
 
-if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
-echo "all ZeRO checks passed on $np ranks"
+finish "all ZeRO checks passed on $np ranks"

@@ -1,0 +1,28 @@
+# Shared by the multi-rank shell tests; source it after `set -euo pipefail`.
+# Gives: mpirun (array: as root, more ranks than cores), work (a temporary folder removed on
+# exit), fail MESSAGE (counts failures), write_words FILE SEED COUNT (a fixed training text: the
+# checkout's own files change as people edit), losses LOG (the step losses a run printed; under
+# mpirun stdout is a terminal, so they may come as a \r-separated progress bar) and
+# finish MESSAGE (exit 1 if anything failed, else print MESSAGE).
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+write_words() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import random, sys
+random.seed(int(sys.argv[2]))
+words = "the of and to in is that for it as with was on be by this are from at or an which".split()
+with open(sys.argv[1], "w") as f:
+    f.write(" ".join(random.choice(words) for _ in range(int(sys.argv[3]))))
+PY
+}
+
+losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
+
+finish() {
+  if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+  echo "$1"
+}
