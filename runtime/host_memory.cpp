@@ -1,5 +1,7 @@
 #include "runtime/host_memory.hpp"
 
+#include "runtime/hwloc_topology.hpp"
+
 #include <hwloc.h>
 #include <starpu.h>
 #include <sys/mman.h>
@@ -28,28 +30,17 @@ std::atomic<std::size_t> pin_failures{0};
 std::atomic<bool> warned{false};
 
 // ---- hwloc -----------------------------------------------------------------------------------
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-using HwlocTopology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+using detail::HwlocTopology;
 
 struct BitmapDeleter {
   void operator()(hwloc_bitmap_s* b) const { hwloc_bitmap_free(b); }
 };
 using HwlocBitmap = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
 
-HwlocTopology load_topology() {
-  hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) throw std::runtime_error("hwloc_topology_init failed");
-  HwlocTopology topo(raw);
-  if (hwloc_topology_load(raw) != 0) throw std::runtime_error("hwloc_topology_load failed");
-  return topo;
-}
-
 // Loaded on first use, shared by every buffer (hwloc allows concurrent read-only use of a loaded
 // topology), destroyed at exit.
 hwloc_topology_t topology() {
-  static const HwlocTopology topo = load_topology();
+  static const HwlocTopology topo = detail::load_hwloc_topology(false);
   return topo.get();
 }
 

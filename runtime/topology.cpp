@@ -1,5 +1,7 @@
 #include "runtime/topology.hpp"
 
+#include "runtime/hwloc_topology.hpp"
+
 #include <hwloc.h>
 
 #include <memory>
@@ -14,21 +16,6 @@ namespace starzero {
 
 namespace {
 
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-using HwlocTopology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
-
-HwlocTopology load_topology() {
-  hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) throw std::runtime_error("hwloc_topology_init failed");
-  HwlocTopology topo(raw);
-  // PCI devices are needed to place GPUs; hwloc leaves them out by default.
-  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(raw) != 0) throw std::runtime_error("hwloc_topology_load failed");
-  return topo;
-}
-
 // The NUMA node whose cpuset covers the given object's locality.
 [[maybe_unused]] int closest_numa_node(hwloc_topology_t topo, hwloc_obj_t obj) {
   hwloc_obj_t ancestor = hwloc_get_non_io_ancestor_obj(topo, obj);
@@ -40,7 +27,7 @@ HwlocTopology load_topology() {
 }  // namespace
 
 Topology Topology::discover() {
-  HwlocTopology holder = load_topology();
+  detail::HwlocTopology holder = detail::load_hwloc_topology(true);
   hwloc_topology_t topo = holder.get();
   Topology t;
   t.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
