@@ -240,7 +240,7 @@ fi
 [ -n "${CUDA_ARCHS:-}" ] && cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
 
 # 2. configure and build. Targets the checks need; a later step appends its own here.
-build_targets=(test_gpt_kernels_cuda test_host_memory starzero)
+build_targets=(test_gpt_kernels_cuda test_host_memory test_comm_mpi starzero)
 
 built=0
 rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
@@ -306,6 +306,14 @@ print(f"| offload: {label} | median {tok} tok/s, GPU executing {busy}, PCIe up {
 EOF
 }
 if [ $built = 1 ]; then
+  # NcclComm on the one GPU (one rank: NCCL refuses two ranks on one device), device buffers,
+  # against a double-precision reference.
+  if command -v mpirun >/dev/null; then
+    step "NcclComm collectives, 1 rank on the GPU" "$logs/nccl.log" \
+      mpirun --allow-run-as-root --oversubscribe -np 1 "$build/tests/test_comm_mpi" "[nccl]" --success || true
+    grep -q "NcclComm not exercised\|NcclComm collectives not exercised" "$logs/nccl.log" 2>/dev/null \
+      && { rows+=("| NcclComm exercised | FAILED (skipped inside) | |"); failed=1; }
+  fi
   step "host memory pinned by StarPU under CUDA" "$logs/host_memory_cuda.log" \
     "$build/tests/test_host_memory" "[cuda]" || true
   stats=(env STARPU_BUS_STATS=1 STARPU_PROFILING=1 STARPU_WORKER_STATS=1)
