@@ -167,6 +167,22 @@ EOF
 same_params delay1 delay2 1e-5 || fail "delayed update: 2 ranks at ZeRO-3 differ from one rank"
 [ "$(losses "$work/delay1.log" | tr '\n' ' ')" = "$(losses "$work/delay2.log" | tr '\n' ' ')" ] \
   || echo "  (losses of 1 and 2 ranks differ in the 4th decimal: reduction order)"
+# The staleness, exactly: on a text whose training split is one window (18 bytes: 17 train + 1
+# validation, B = 1, T = 16) every step sees the same batch, so a loss is a function of the
+# parameters alone. With warm-up 2, step 4 computes on the parameters after update 2 (plain step
+# 3's) and step 5 on those after update 3 (plain step 4's, since update 3's gradient was taken on
+# the same parameters in both runs).
+printf 'the cat sat on it.' > "$work/one_window.txt"
+one=(--data "$work/one_window.txt" --batch 1 --offload-optimizer cpu)
+run window_plain 1 "${one[@]}" && run window_delayed 1 "${one[@]}" --delayed-update 2 \
+  && python3 - "$(losses "$work/window_plain.log")" "$(losses "$work/window_delayed.log")" <<'EOF' \
+  || fail "delayed update: the losses do not show exactly one step of staleness"
+import sys
+p, d = [s.split() for s in sys.argv[1:]]
+print(f"  one-window losses plain {p}, delayed {d}")
+assert len(p) == len(d) == 5 and len(set(p)) == 5, (p, d)
+sys.exit(0 if d[:3] == p[:3] and d[3] == p[2] and d[4] == p[3] else 1)
+EOF
 # Saved at step 3 (the pending update is applied before writing), resumed for 2 more steps:
 # the same as an uninterrupted run that also saves at step 3.
 run delay_saved 1 --offload-optimizer cpu --delayed-update 2 --save-every 3 --lr-final 1
