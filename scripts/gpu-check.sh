@@ -324,12 +324,12 @@ if [ $built = 1 ]; then
     "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu || true
   step "gpt2-124M bf16, offload + --delayed-update 4" "$logs/offload_dpu.log" \
     "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu --delayed-update 4 || true
-  big=(train --preset gpt2-774M --batch 4 --seq 256 --steps 6 --precision bf16 --cuda-workers 1 --val-every 0
+  big=(train --preset gpt2-774M --batch 4 --seq 256 --steps 4 --precision bf16 --cuda-workers 1 --val-every 0
        --sample-tokens 1 --cuda-mem-limit 8192)
   step "gpt2-774M bf16, GPU capped at 8 GiB, plain" "$logs/big_plain.log" \
-    "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" || true
+    "${stats[@]}" timeout 150 "$build/examples/starzero" "${big[@]}" || true
   step "gpt2-774M bf16, GPU capped at 8 GiB, --offload-optimizer cpu" "$logs/big_offload.log" \
-    "${stats[@]}" timeout 300 "$build/examples/starzero" "${big[@]}" --offload-optimizer cpu || true
+    "${stats[@]}" timeout 150 "$build/examples/starzero" "${big[@]}" --offload-optimizer cpu || true
   # Two ranks on the one GPU: NCCL refuses two ranks on one device, so MPI collectives (CPU tasks;
   # StarPU moves the buffers) with CUDA compute; the losses must be single-rank training's.
   if command -v mpirun >/dev/null; then
