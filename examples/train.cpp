@@ -310,7 +310,7 @@ struct HostPlan {
 
 HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const Topology& topology,
                    SessionOptions& session, const GptShape& shape, DType dtype, int world, int stage,
-                   int prefetch_depth, int local_batch, int T) {
+                   int prefetch_depth, int local_batch) {
   HostPlan plan;
   if (!offload.any()) return plan;
   // This rank's GPU (one per rank, by local rank) and the NUMA node nearest to it.
@@ -334,14 +334,12 @@ HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const T
   // The plan's host bytes must fit into what this machine has free, for every rank on it.
   PlanInput input;
   input.gpt = GptConfig{shape.layers, shape.channels, shape.heads, shape.vocab, shape.max_seq, local_batch};
-  input.gpt->seq = shape.max_seq;
   input.dp = world;
   input.stage = stage;
   input.precision = dtype == DType::f32 ? Precision::fp32 : Precision::bf16;
   input.offload_optimizer = offload.optimizer;
   input.offload_params = offload.params;
   input.prefetch_depth = prefetch_depth;
-  (void)T;
   const MemoryPlan memory = plan_memory(input);
   const double host_needed =
       offload.optimizer == OptimizerOffload::nvme
@@ -374,7 +372,7 @@ HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const T
 // Offload runs: bytes per place (device, host, disk) next to `starzero plan` for this exact
 // configuration (the plan with each layer padded to a multiple of N beside it).
 void print_placement_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks,
-                            const OffloadFlags& offload, int prefetch_depth, int T) {
+                            const OffloadFlags& offload, int prefetch_depth) {
   const MemoryLedger& ledger = engine.ledger();
   std::vector<std::int64_t> mine;
   for (MemoryPlace place : {MemoryPlace::device, MemoryPlace::host, MemoryPlace::disk})
@@ -387,7 +385,6 @@ void print_placement_report(const Engine& engine, const GptModel& model, const D
   else
     all = mine;
   if (!ranks.leader()) return;
-  (void)T;
   PlanInput input;
   input.dp = ranks.size();
   input.stage = engine.stage();
@@ -611,7 +608,7 @@ int run_train(const cli::ArgParser& p) {
   session_options.trace_rank = ranks.rank();
   const Topology topology = Topology::discover();
   const HostPlan host_plan = plan_host(p, offload, topology, session_options, shape, dtype, world, stage,
-                                       prefetch_depth, local_batch, T);
+                                       prefetch_depth, local_batch);
   if (p.given("cuda-mem-limit")) session_options.cuda_memory_limit_mib = std::size_t(int_flag(p, "cuda-mem-limit", 0, 64));
   engine_options.adam_threads = host_plan.adam_threads;
   engine_options.host_numa_node = host_plan.numa_node;
@@ -757,7 +754,7 @@ int run_train(const cli::ArgParser& p) {
     if (leader) std::printf("sample: %s\n", cli::printable(text, 400).c_str());
   }
   if (world > 1) print_zero_report(engine, model, ranks, step_traffic);
-  if (offload.any()) print_placement_report(engine, model, ranks, offload, prefetch_depth, T);
+  if (offload.any()) print_placement_report(engine, model, ranks, offload, prefetch_depth);
   const std::string validation = std::isnan(last_val) ? "none" : std::to_string(last_val);
   if (leader) std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               steps_done, first_loss, last_loss, validation.c_str(), train_seconds,
