@@ -165,6 +165,12 @@ assert a[:3] == b[:3], (a, b)
 assert a[3] != b[3] and a[4] != b[4], (a, b)
 EOF
 same_params delay1 delay2 1e-5 || fail "delayed update: 2 ranks at ZeRO-3 differ from one rank"
+# Without offload the delayed update takes the device kernel's paths (a separate parameter buffer
+# at ZeRO-0, the parameter shard at ZeRO-1/2): the same parameters.
+for stage in 0 1 2; do
+  run "delay_plain_s$stage" 2 --stage $stage --delayed-update 2 \
+    && { same_params delay1 "delay_plain_s$stage" 1e-5 || fail "delayed update: ZeRO-$stage without offload"; }
+done
 [ "$(losses "$work/delay1.log" | tr '\n' ' ')" = "$(losses "$work/delay2.log" | tr '\n' ' ')" ] \
   || echo "  (losses of 1 and 2 ranks differ in the 4th decimal: reduction order)"
 # The staleness, exactly: on a text whose training split is one window (18 bytes: 17 train + 1
