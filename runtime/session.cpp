@@ -1,5 +1,6 @@
 #include "runtime/session.hpp"
 
+#include <malloc.h>
 #include <starpu.h>
 
 #include <cstdlib>
@@ -64,6 +65,11 @@ Session::Session(const SessionOptions& options) {
   }
   if (options.cpu_memory_limit_mib) set_env("STARPU_LIMIT_CPU_MEM", std::to_string(options.cpu_memory_limit_mib));
   else unsetenv("STARPU_LIMIT_CPU_MEM");
+  if (options.keep_freed_memory) {
+    // Process-wide and only ever raised: glibc's largest mmap threshold, and no trimming below 1 GiB.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   if (!options.background_writeback) {
     set_env("STARPU_MINIMUM_CLEAN_BUFFERS", "0");
     set_env("STARPU_TARGET_CLEAN_BUFFERS", "0");
