@@ -261,6 +261,7 @@ cli::ArgParser make_parser() {
       .option("lr", "LR", "AdamW learning rate, constant (default 1e-2)")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1)")
+      .option("offload-optimizer", "WHERE", "none (default) or cpu: optimizer state in pinned host memory, CPU AdamW")
       .option("seed", "S", "initialisation, permutation and batches (default 1337)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
@@ -306,6 +307,8 @@ int run(const cli::ArgParser& p) {
   const int stage = int_flag(p, "stage", 0, 0, 3);
   const int prefetch_depth = int_flag(p, "prefetch-depth", 1, 0);
   const std::uint64_t seed = std::uint64_t(int_flag(p, "seed", 1337, 0));
+  const bool offload =
+      cli::parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu"}) == "cpu";
   SessionOptions session_options;
   if (p.given("cpu-workers")) session_options.cpu_workers = int_flag(p, "cpu-workers", 0, 0);
   if (p.given("cuda-workers")) session_options.cuda_workers = int_flag(p, "cuda-workers", 0, 0);
@@ -326,10 +329,12 @@ int run(const cli::ArgParser& p) {
     options.stage = stage;
     options.prefetch_depth = prefetch_depth;
     options.comm = ranks.engine_comm();
+    if (offload) options.offload_optimizer = OptimizerOffload::cpu;
     Engine engine(model, options);
     if (ranks.leader())
-      std::printf("starzero-mlp: %d classes, %d blocks, hidden %d, %zu parameters, batch %d on %d rank(s), ZeRO-%d\n",
-                  kClasses, blocks, hidden, engine.parameter_count(), B, world, stage);
+      std::printf("starzero-mlp: %d classes, %d blocks, hidden %d, %zu parameters, batch %d on %d rank(s), ZeRO-%d%s\n",
+                  kClasses, blocks, hidden, engine.parameter_count(), B, world, stage,
+                  offload ? ", optimizer offloaded to the CPU" : "");
 
     const std::vector<int> label_of = random_permutation(kClasses, seed);
     for (int step = 1; step <= steps; ++step) {
