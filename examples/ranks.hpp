@@ -17,6 +17,9 @@ class DataParallelRanks {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool leader() const { return rank_ == 0; }
+  // This rank among the ranks on its machine (to pick a GPU), and how many there are.
+  int local_rank() const { return control_ ? control_->node_local_rank() : 0; }
+  int local_size() const { return control_ ? control_->node_local_size() : 1; }
   // The engine's collectives: NCCL after use_nccl, else MPI (nullptr with one rank).
   Communicator* engine_comm() const;
   // MPI over the same ranks, for collectives on host buffers outside tasks.
@@ -25,7 +28,6 @@ class DataParallelRanks {
   // Switches the engine's collectives to NCCL on `cuda_device` (collective: every rank calls it).
   // Throws without CUDA support in this build.
   void use_nccl(int cuda_device);
-  bool nccl() const { return nccl_ != nullptr; }
 
   // Over all ranks, on this thread's own communicator (every rank gets the result).
   void sum(std::vector<float>& values) const;

@@ -190,6 +190,22 @@ double validation_loss(GptModel& model, Engine& engine, const TokenDataset& data
   return sum / double(n);
 }
 
+// `starzero plan`'s input for the configuration this engine runs; `padded`: each layer padded to
+// a multiple of N elements, as the collectives see it.
+PlanInput plan_input_of(const Engine& engine, const GptModel& model, bool padded) {
+  const EngineOptions& options = engine.options();
+  PlanInput input;
+  input.params = std::int64_t(padded ? engine.padded_parameter_count() : engine.parameter_count());
+  input.dp = engine.ranks();
+  input.stage = options.stage;
+  input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.fp32_grad_accum = options.fp32_grad_accum;
+  input.offload_optimizer = options.offload_optimizer;
+  input.offload_params = options.offload_params;
+  input.prefetch_depth = options.prefetch_depth;
+  return input;
+}
+
 // The end-of-run table: what each rank held and sent, next to `starzero plan`'s prediction for
 // this configuration and the same prediction with the collectives' padding accounted.
 void print_zero_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks, const CommStats& step_traffic) {
@@ -209,16 +225,9 @@ void print_zero_report(const Engine& engine, const GptModel& model, const DataPa
 
   const int N = ranks.size(), stage = engine.stage();
   const auto bytes = double(dtype_size(model.dtype()));
-  PlanInput input;
-  input.params = std::int64_t(engine.parameter_count());
-  input.dp = N;
-  input.stage = stage;
-  input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
-  input.fp32_grad_accum = engine.fp32_grad_accum();
+  const PlanInput input = plan_input_of(engine, model, false);
   const MemoryPlan plan = plan_memory(input);
-  PlanInput padded_input = input;
-  padded_input.params = std::int64_t(engine.padded_parameter_count());
-  const MemoryPlan padded_plan = plan_memory(padded_input);
+  const MemoryPlan padded_plan = plan_memory(plan_input_of(engine, model, true));
   const CommVolume volume = plan_communication(input);
 
   std::printf("\nZeRO-%d on %d ranks, per rank, bytes held for good (after the run) next to `starzero plan`:\n", stage, N);
@@ -308,26 +317,21 @@ struct HostPlan {
   std::size_t disk_bytes = 0;  // the nvme tier's capacity
 };
 
-HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const Topology& topology,
-                   SessionOptions& session, const GptShape& shape, DType dtype, int world, int stage,
+// `gpu`: this rank's GPU (-1: none); `ranks_here`: the ranks on this machine.
+HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const Topology& topology, int gpu,
+                   int ranks_here, SessionOptions& session, const GptShape& shape, DType dtype, int world, int stage,
                    int prefetch_depth, int local_batch) {
   HostPlan plan;
   if (!offload.any()) return plan;
-  // This rank's GPU (one per rank, by local rank) and the NUMA node nearest to it.
-  const char* local_env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const char* local_size_env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int local_rank = local_env ? std::atoi(local_env) : 0;
-  const int ranks_here = local_size_env ? std::max(1, std::atoi(local_size_env)) : 1;
-  const int gpus = session.cuda_workers == 0 ? 0 : int(topology.gpus.size());
-  if (gpus > 0) plan.numa_node = topology.gpus[std::size_t(local_rank % gpus)].numa_node;
-  // Cores per rank; under offload the CPU AdamW gets those the GPU workers leave, minus one CPU
+  if (gpu >= 0) plan.numa_node = topology.gpus[std::size_t(gpu)].numa_node;  // nearest to this rank's GPU
+  // Cores per rank; under offload the CPU AdamW gets those the GPU worker leaves, minus one CPU
   // worker for collectives and small tasks. Without a GPU the compute needs the cores: 1 thread.
   const int cores = std::max(1, topology.cores / ranks_here);
-  const int cuda_workers = std::min(gpus, 1);
-  plan.adam_threads = p.given("adam-threads") ? int_flag(p, "adam-threads", 1, 1)
-                      : cuda_workers > 0      ? std::max(1, cores - cuda_workers - 1)
-                                              : 1;
-  if (offload.optimizer == OptimizerOffload::none) plan.adam_threads = 1;
+  const int cuda_workers = gpu >= 0 ? 1 : 0;
+  if (offload.optimizer != OptimizerOffload::none)
+    plan.adam_threads = p.given("adam-threads") ? int_flag(p, "adam-threads", 1, 1)
+                        : cuda_workers > 0      ? std::max(1, cores - cuda_workers - 1)
+                                                : 1;
   if (session.cpu_workers < 0)  // StarPU's workers leave the extra Adam threads their cores
     session.cpu_workers = std::max(1, cores - cuda_workers - (plan.adam_threads - 1));
 
@@ -371,8 +375,7 @@ HostPlan plan_host(const cli::ArgParser& p, const OffloadFlags& offload, const T
 
 // Offload runs: bytes per place (device, host, disk) next to `starzero plan` for this exact
 // configuration (the plan with each layer padded to a multiple of N beside it).
-void print_placement_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks,
-                            const OffloadFlags& offload, int prefetch_depth) {
+void print_placement_report(const Engine& engine, const GptModel& model, const DataParallelRanks& ranks) {
   const MemoryLedger& ledger = engine.ledger();
   std::vector<std::int64_t> mine;
   for (MemoryPlace place : {MemoryPlace::device, MemoryPlace::host, MemoryPlace::disk})
@@ -385,18 +388,8 @@ void print_placement_report(const Engine& engine, const GptModel& model, const D
   else
     all = mine;
   if (!ranks.leader()) return;
-  PlanInput input;
-  input.dp = ranks.size();
-  input.stage = engine.stage();
-  input.precision = model.dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
-  input.offload_optimizer = offload.optimizer;
-  input.offload_params = offload.params;
-  input.prefetch_depth = prefetch_depth;
-  input.fp32_grad_accum = engine.fp32_grad_accum();
-  input.params = std::int64_t(engine.padded_parameter_count());
-  const MemoryPlan padded = plan_memory(input);
-  input.params = std::int64_t(engine.parameter_count());
-  const MemoryPlan plan = plan_memory(input);
+  const MemoryPlan padded = plan_memory(plan_input_of(engine, model, true));
+  const MemoryPlan plan = plan_memory(plan_input_of(engine, model, false));
   std::printf("\noffload placement per rank, bytes held for good (after the run), next to `starzero plan` "
               "(plan+pad: layers padded to a multiple of N):\n");
   std::printf("  %-5s %-7s %12s %12s %12s | %12s %12s %12s | %12s\n", "rank", "place", "params", "grads", "optimizer",
@@ -606,9 +599,13 @@ int run_train(const cli::ArgParser& p) {
 
   SessionOptions session_options = session_flags(p);
   session_options.trace_rank = ranks.rank();
+  // One GPU per rank: the rank's index among the ranks on this machine picks it.
   const Topology topology = Topology::discover();
-  const HostPlan host_plan = plan_host(p, offload, topology, session_options, shape, dtype, world, stage,
-                                       prefetch_depth, local_batch);
+  const int gpus = session_options.cuda_workers == 0 ? 0 : int(topology.gpus.size());
+  const int rank_gpu = gpus > 0 ? ranks.local_rank() % gpus : -1;
+  if (world > 1 && rank_gpu >= 0) session_options.cuda_device = rank_gpu;
+  const HostPlan host_plan = plan_host(p, offload, topology, rank_gpu, ranks.local_size(), session_options, shape,
+                                       dtype, world, stage, prefetch_depth, local_batch);
   if (p.given("cuda-mem-limit")) session_options.cuda_memory_limit_mib = std::size_t(int_flag(p, "cuda-mem-limit", 0, 64));
   engine_options.adam_threads = host_plan.adam_threads;
   engine_options.host_numa_node = host_plan.numa_node;
@@ -616,14 +613,8 @@ int run_train(const cli::ArgParser& p) {
     session_options.cpu_memory_limit_mib = offload.host_mem_limit_mib;
     session_options.background_writeback = false;  // see SessionOptions
   }
-  // One GPU per rank: the rank's local index picks it.
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
-  const int gpus = int(topology.gpus.size());
-  if (world > 1 && gpus > 0 && session_options.cuda_workers != 0) {
-    const char* local_env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    session_options.cuda_device = (local_env ? std::atoi(local_env) : ranks.rank()) % gpus;
-  }
   Session session(session_options);
   const bool use_nccl = world > 1 && (collectives == "nccl" || (collectives == "auto" && session.cuda_workers() > 0));
   if (use_nccl) {
@@ -754,7 +745,7 @@ int run_train(const cli::ArgParser& p) {
     if (leader) std::printf("sample: %s\n", cli::printable(text, 400).c_str());
   }
   if (world > 1) print_zero_report(engine, model, ranks, step_traffic);
-  if (offload.any()) print_placement_report(engine, model, ranks, offload, prefetch_depth);
+  if (offload.any()) print_placement_report(engine, model, ranks);
   const std::string validation = std::isnan(last_val) ? "none" : std::to_string(last_val);
   if (leader) std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               steps_done, first_loss, last_loss, validation.c_str(), train_seconds,

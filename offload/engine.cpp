@@ -173,11 +173,11 @@ Engine::Engine(Model& model, const EngineOptions& options)
                                   : optimizer_offloaded()                              ? MemoryPlace::host
                                                                                        : MemoryPlace::device;
   const bool staged = optimizer_offloaded();
+  const bool params_offloaded = options.offload_params == ParamOffload::cpu;
   const MemoryPlace shard_place =
       staged || options.offload_params == ParamOffload::cpu ? MemoryPlace::host : MemoryPlace::device;
   for (const Layer& layer : layers_) {
     const std::int64_t full = std::int64_t(layer.padded) * dtype_bytes, shard = std::int64_t(layer.shard) * dtype_bytes;
-    const bool params_offloaded = options.offload_params == ParamOffload::cpu;
     if (!layer.param.is_transient())
       ledger_.add(MemoryCategory::params, full, params_offloaded ? MemoryPlace::host : MemoryPlace::device);
     if (layer.param_shard) {
@@ -305,21 +305,19 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
                                               at("reduce_scatter_grad", group));
       return;
     default: {
+      // A later micro-batch's shard goes to grad_partial and is added to the shard, in the
+      // model's dtype; with the fp32 buffer every shard is added there and rounded once, at the end.
+      const bool into_shard = first_micro_batch || layer.grad_accum;
+      Tensor& target = into_shard ? *layer.grad_shard : *layer.grad_partial;
+      tasks::submit_reduce_scatter(*order_, layer.grad.handle(), target.handle(), layer.count, dtype,
+                                   at("reduce_scatter_grad", group));
       if (layer.grad_accum) {
-        // Each micro-batch's shard is added in fp32 and the sum rounded once, after the last.
-        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
-                                     at("reduce_scatter_grad", group));
         if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
         tasks::submit_accumulate_widen(layer.grad_shard->handle(), layer.grad_accum->handle(),
                                        at("accumulate_grad_fp32", group));
         if (last_micro_batch)
           tasks::submit_narrow(layer.grad_accum->handle(), layer.grad_shard->handle(), at("round_grad", group));
-      } else if (first_micro_batch) {
-        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
-                                     at("reduce_scatter_grad", group));
-      } else {
-        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_partial->handle(), layer.count, dtype,
-                                     at("reduce_scatter_grad", group));
+      } else if (!into_shard) {
         tasks::submit_accumulate(layer.grad_partial->handle(), layer.grad_shard->handle(), dtype,
                                  at("accumulate_grad_shard", group));
         layer.grad_partial->invalidate_submit();

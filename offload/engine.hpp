@@ -134,6 +134,7 @@ class Engine {
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }
   int stage() const { return options_.stage; }
+  const EngineOptions& options() const { return options_; }
   bool sharded() const { return ranks_ > 1 && options_.stage >= 1; }
   bool fp32_grad_accum() const { return options_.fp32_grad_accum; }
   bool optimizer_offloaded() const { return options_.offload_optimizer != OptimizerOffload::none; }
