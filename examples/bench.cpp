@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "examples/cli.hpp"
-#include "examples/command.hpp"
-#include "examples/commands.hpp"
+#include "apps/cli.hpp"
+#include "apps/command.hpp"
+#include "apps/commands.hpp"
 #include "models/gpt.hpp"
 #include "offload/engine.hpp"
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"
-#include "tasks/gpt_codelets.hpp"
+#include "tasks/nn.hpp"
 
 namespace starzero {
 
@@ -58,7 +58,7 @@ ProbeResult gemm_probe(DType dtype, int size, int tasks_per_worker, int workers)
     tasks::submit_zero(inputs.back().handle(), "probe_zero");
   }
   starpu_task_wait_for_all();
-  const tasks::GptDims dims{dtype, 1, size, size, 1, 1, 1};  // N = B·T = size rows
+  const tasks::Dims dims{dtype, 1, size, size, 1, 1, 1};  // N = B·T = size rows
   auto run = [&] {
     const Clock::time_point start = Clock::now();
     for (int t = 0; t < tasks; ++t)

@@ -1,18 +1,21 @@
 // `starzero plan`: the seeds' ZeRO memory and communication formulas per rank, for a parameter
 // count or a GPT config, per stage and data-parallel degree, with offload placements and a fit
-// check against given GPU/host memory. All numbers come from offload/planner.hpp; this file
-// only reads flags and prints.
+// check against given GPU/host memory. All numbers come from offload/planner.hpp (a GPT config
+// becomes a model footprint through models/gpt_layout.hpp); this file only reads flags and prints.
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "examples/cli.hpp"
-#include "examples/commands.hpp"
+#include "apps/cli.hpp"
+#include "apps/commands.hpp"
+#include "models/gpt_layout.hpp"
+#include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 
 namespace starzero {
@@ -135,7 +138,17 @@ std::string json_split(const ByteSplit& s) {
 
 // ---- Arguments -----------------------------------------------------------------------------------
 
+// The GPT flags as given.
+struct GptArgs {
+  std::int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, seq = 0, batch = 0;
+  // Vp: vocab padded to a multiple of 128, like llm.c (50257 -> 50304); too large ones stay.
+  std::int64_t padded_vocab() const {
+    return vocab > std::numeric_limits<std::int64_t>::max() - 127 ? vocab : (vocab + 127) / 128 * 128;
+  }
+};
+
 struct PlanArgs {
+  std::optional<GptArgs> gpt;      // its footprint is base.model
   PlanInput base;                  // dp and stage are set per row
   std::vector<std::int64_t> dps;
   std::vector<int> stages;
@@ -193,6 +206,38 @@ std::int64_t count_flag(const cli::ArgParser& p, const char* name) {
   return cli::parse_count(name, *p.value(name));
 }
 
+// The GPT config's footprint (models/gpt_layout.hpp), its fields checked first with the
+// planner's messages; every failure is a PlanError (one line, exit code 2).
+ModelFootprint gpt_model_footprint(const GptArgs& g) {
+  const std::pair<const char*, std::int64_t> fields[] = {
+      {"layers", g.layers}, {"hidden", g.hidden}, {"heads", g.heads},
+      {"vocab", g.vocab},   {"seq", g.seq},       {"batch", g.batch}};
+  for (const auto& [name, value] : fields)
+    if (value <= 0) throw PlanError(std::string("GPT ") + name + " must be > 0, got " + std::to_string(value));
+  if (g.hidden % g.heads != 0)
+    throw PlanError("GPT heads (" + std::to_string(g.heads) + ") must divide hidden (" + std::to_string(g.hidden) + ")");
+  constexpr std::int64_t kMaxField = std::numeric_limits<int>::max();  // llm.c's header holds int32
+  for (const auto& [name, value] : fields)
+    if (value > kMaxField)
+      throw PlanError("model too large: GPT " + std::string(name) + " " + std::to_string(value) + " exceeds " +
+                      std::to_string(kMaxField));
+  if (g.padded_vocab() > kMaxField)
+    throw PlanError("model too large: GPT vocab padded to " + std::to_string(g.padded_vocab()) + " exceeds " +
+                    std::to_string(kMaxField));
+  GptShape shape;
+  shape.max_seq = int(g.seq);
+  shape.vocab = int(g.vocab);
+  shape.padded_vocab = int(g.padded_vocab());
+  shape.layers = int(g.layers);
+  shape.heads = int(g.heads);
+  shape.channels = int(g.hidden);
+  try {
+    return gpt_footprint(shape, int(g.batch));
+  } catch (const std::invalid_argument& e) {
+    throw PlanError(e.what());
+  }
+}
+
 PlanArgs read_args(const cli::ArgParser& p) {
   PlanArgs a;
   PlanInput& in = a.base;
@@ -218,14 +263,14 @@ PlanArgs read_args(const cli::ArgParser& p) {
     throw UsageError("give --params N or a GPT config (--layers --hidden --heads --vocab --seq --batch)");
   }
   if (gpt_given == 6) {
-    GptConfig g;
+    GptArgs g;
     g.layers = count_flag(p, "layers");
     g.hidden = count_flag(p, "hidden");
     g.heads = count_flag(p, "heads");
     g.vocab = count_flag(p, "vocab");
     g.seq = count_flag(p, "seq");
     g.batch = count_flag(p, "batch");
-    in.gpt = g;
+    a.gpt = g;
   } else {
     in.params = count_flag(p, "params");
   }
@@ -261,6 +306,8 @@ PlanArgs read_args(const cli::ArgParser& p) {
     if (*a.limits.host_bytes <= 0) throw UsageError("--host-mem: '" + cli::printable(*v) + "' must be > 0");
   }
   a.json = p.flag_set("json");
+  // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
+  if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
   return a;
 }
 
@@ -301,9 +348,9 @@ Results compute(const PlanArgs& a) {
       r.fits.push_back(check_fit(in, a.limits));
     }
   }
-  if (a.base.gpt) {
+  if (a.base.model) {
     double attention = 0, logits = 0;
-    for (const auto& t : gpt_activation_tensors(*a.base.gpt)) {
+    for (const auto& t : a.base.model->activation_tensors) {
       if (t.name == "preatt" || t.name == "att") attention += double(t.count);
       if (t.name == "logits" || t.name == "probs") logits += double(t.count);
     }
@@ -335,18 +382,37 @@ std::string formula(int stage, const PlanInput& in) {
   }
 }
 
-void print_human(const PlanArgs& a, const Results& r, std::string& out) {
+// The recommendation for one dp, in words.
+std::string fit_verdict(const FitReport& f) {
+  const auto& plain3 = f.min_dp_without_offload[3];
+  const std::string more_gpus =
+      plain3 ? "plain ZeRO-3 fits from dp " + std::to_string(*plain3)
+             : "plain ZeRO-3 fits at no dp (what remains per rank is too large)";
+  if (!f.recommended) {
+    return "nothing fits at dp " + std::to_string(f.dp) + ", not even with offload; " + more_gpus + ".";
+  }
+  const FitOption& o = f.options[*f.recommended];
+  const std::string where = "GPU " + gb_exact(o.plan.gpu_total()) + " GB" +
+                            (o.offloaded() ? ", host " + gb_exact(o.plan.host_total()) + " GB" : "") +
+                            (o.plan.nvme_total() > 0 ? ", NVMe " + gb_exact(o.plan.nvme_total()) + " GB" : "") +
+                            " per rank";
+  if (!o.offloaded()) return "fits without offload: " + stage_name(o.stage) + " (" + where + ").";
+  return "does not fit without offload at dp " + std::to_string(f.dp) + "; use " +
+         option_name(o.stage, o.offload_optimizer, o.offload_params) + " (" + where +
+         "),\n             or more GPUs: " + more_gpus + ".";
+}
+
+// The header and the seeds' table of static GPU memory.
+void print_header(const PlanArgs& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   const int prec = precision_bytes(in.precision);
   const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
-
-  // Header.
   out += "starzero plan: ZeRO memory and communication per rank\n";
-  if (in.gpt) {
-    const GptConfig& g = *in.gpt;
-    const NamedCount largest = gpt_largest_layer(g);
+  if (a.gpt) {
+    const GptArgs& g = *a.gpt;
+    const NamedCount largest = in.model->largest_layer();
     out += strf("model: GPT L=%lld C=%lld NH=%lld V=%lld (padded Vp=%lld) T=%lld B=%lld\n", (long long)g.layers,
-                (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)padded_vocab(g.vocab),
+                (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
                 (long long)g.seq, (long long)g.batch);
     out += "       Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C = " + with_commas(r.params) + " parameters; largest layer: " +
            largest.name + " (" + with_commas(largest.count) + ")\n";
@@ -380,8 +446,12 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
     first = false;
   }
   out += "\n\n";
+}
 
-  // Breakdown per dp, stages as columns.
+// Breakdown per dp, stages as columns.
+void print_breakdown(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
   const bool any_nvme = in.offload_optimizer == OptimizerOffload::nvme;
   const std::size_t label_w = 34, col_w = 14;
   for (std::int64_t dp : a.dps) {
@@ -398,8 +468,8 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
     line("      gradients", [](const MemoryPlan& m) { return gb_exact(m.gpu.grads); });
     line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.gpu.optimizer); });
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
-    if (in.gpt) {
-      line(strf("      activations (B=%lld, T=%lld)", (long long)in.gpt->batch, (long long)in.gpt->seq),
+    if (a.gpt) {
+      line(strf("      activations (B=%lld, T=%lld)", (long long)a.gpt->batch, (long long)a.gpt->seq),
            [](const MemoryPlan& m) { return gb_exact(*m.activations); });
       line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
@@ -418,13 +488,18 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
     out += "\n";
   }
 
-  // Notes on what is and is not counted.
-  if (in.gpt) {
+}
+
+// Notes on what is and is not counted.
+void print_notes(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  const int prec = precision_bytes(in.precision);
+  if (a.gpt) {
     const double act = *r.rows.front().mem.activations;
     out += "Activations: " + gb_exact(act) + " GB per micro-batch (llm.c layout), of which attention scores\n" +
            "(preatt, att) " + gb_exact(*r.act_attention) + " GB and logits/probs " + gb_exact(*r.act_logits) +
            " GB. ZeRO does not shard activations:\nevery rank holds its own micro-batch's, at every stage and dp.\n";
-    const NamedCount largest = gpt_largest_layer(*in.gpt);
+    const NamedCount largest = in.model->largest_layer();
     out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
            " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
            "without parameter offload (the shard is the whole model).\n";
@@ -449,7 +524,13 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
          "reduce-scattered (ZeRO-2/3), communication buckets, activation gradients and workspaces,\n"
          "the CUDA context and allocator fragmentation.\n\n";
 
-  // Communication.
+}
+
+// Communication per rank and step, and the exact ring figures.
+void print_communication(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  const int prec = precision_bytes(in.precision);
+  const std::size_t col_w = 14;
   out += strf("Communication per rank per step (%s: %d bytes per element):\n",
               std::string(precision_name(in.precision)).c_str(), prec);
   const std::size_t what_w = 58;
@@ -479,67 +560,56 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
     out += "\n";
   }
 
-  // Fit check.
-  if (!r.fits.empty()) {
-    out += "\nFit check per rank: GPU " +
-           (a.limits.gpu_bytes ? gb_exact(*a.limits.gpu_bytes) + " GB" : std::string("not limited")) + ", host " +
-           (a.limits.host_bytes ? gb_exact(*a.limits.host_bytes) + " GB" : std::string("not limited")) +
-           ", NVMe not limited.\n";
-    out += in.gpt ? "  GPU figures include activations and ZeRO-3 full layers.\n"
-                  : "  GPU figures are model states only (no GPT config: activations and ZeRO-3 full layers unknown).\n";
-    for (const FitReport& f : r.fits) {
-      out += "  dp " + std::to_string(f.dp) + ":\n";
-      out += "    " + pad("option", 52) + rpad("GPU GB", 14) + rpad("host GB", 14) + rpad("NVMe GB", 14) + "  fits\n";
-      for (const FitOption& o : f.options) {
-        std::string verdict = "yes";
-        if (!o.fits()) {
-          verdict = std::string("no (") + (o.fits_gpu ? "" : "GPU") + (!o.fits_gpu && !o.fits_host ? ", " : "") +
-                    (o.fits_host ? "" : "host") + ")";
-        }
-        out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params), 52) +
-               rpad(gb_exact(o.plan.gpu_total()), 14) + rpad(gb_exact(o.plan.host_total()), 14) +
-               rpad(gb_exact(o.plan.nvme_total()), 14) + "  " + verdict + "\n";
+}
+
+// Which stage and offload combinations fit the given memory, per dp.
+void print_fit_check(const PlanArgs& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  out += "\nFit check per rank: GPU " +
+         (a.limits.gpu_bytes ? gb_exact(*a.limits.gpu_bytes) + " GB" : std::string("not limited")) + ", host " +
+         (a.limits.host_bytes ? gb_exact(*a.limits.host_bytes) + " GB" : std::string("not limited")) +
+         ", NVMe not limited.\n";
+  out += a.gpt ? "  GPU figures include activations and ZeRO-3 full layers.\n"
+               : "  GPU figures are model states only (no GPT config: activations and ZeRO-3 full layers unknown).\n";
+  for (const FitReport& f : r.fits) {
+    out += "  dp " + std::to_string(f.dp) + ":\n";
+    out += "    " + pad("option", 52) + rpad("GPU GB", 14) + rpad("host GB", 14) + rpad("NVMe GB", 14) + "  fits\n";
+    for (const FitOption& o : f.options) {
+      std::string verdict = "yes";
+      if (!o.fits()) {
+        verdict = std::string("no (") + (o.fits_gpu ? "" : "GPU") + (!o.fits_gpu && !o.fits_host ? ", " : "") +
+                  (o.fits_host ? "" : "host") + ")";
       }
-      const auto& plain3 = f.min_dp_without_offload[3];
-      const std::string more_gpus =
-          plain3 ? "plain ZeRO-3 fits from dp " + std::to_string(*plain3)
-                 : "plain ZeRO-3 fits at no dp (what remains per rank is too large)";
-      std::string verdict;
-      if (!f.recommended) {
-        verdict = "nothing fits at dp " + std::to_string(f.dp) + ", not even with offload; " + more_gpus + ".";
-      } else {
-        const FitOption& o = f.options[*f.recommended];
-        const std::string where = "GPU " + gb_exact(o.plan.gpu_total()) + " GB" +
-                                  (o.offloaded() ? ", host " + gb_exact(o.plan.host_total()) + " GB" : "") +
-                                  (o.plan.nvme_total() > 0 ? ", NVMe " + gb_exact(o.plan.nvme_total()) + " GB" : "") +
-                                  " per rank";
-        if (!o.offloaded()) {
-          verdict = "fits without offload: " + stage_name(o.stage) + " (" + where + ").";
-        } else {
-          verdict = "does not fit without offload at dp " + std::to_string(f.dp) + "; use " +
-                    option_name(o.stage, o.offload_optimizer, o.offload_params) + " (" + where +
-                    "),\n             or more GPUs: " + more_gpus + ".";
-        }
-      }
-      out += "    verdict: " + verdict + "\n";
+      out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params), 52) +
+             rpad(gb_exact(o.plan.gpu_total()), 14) + rpad(gb_exact(o.plan.host_total()), 14) +
+             rpad(gb_exact(o.plan.nvme_total()), 14) + "  " + verdict + "\n";
     }
-    out += "  minimum dp at which each stage fits without offload:\n";
-    const FitReport& f0 = r.fits.front();
-    for (int s = 0; s <= 3; ++s) {
-      out += "    " + pad(stage_name(s), 8);
-      if (const auto& m = f0.min_dp_without_offload[s]) {
-        out += "dp " + std::to_string(*m);
-      } else {
-        // What stays per rank however large dp gets.
-        PlanInput plain = in;
-        plain.stage = s;
-        plain.offload_optimizer = OptimizerOffload::none;
-        plain.offload_params = ParamOffload::none;
-        out += "never: at least " + gb_exact(gpu_floor_bytes(plain)) + " GB per rank stay on the GPU at any dp";
-      }
-      out += "\n";
-    }
+    out += "    verdict: " + fit_verdict(f) + "\n";
   }
+  out += "  minimum dp at which each stage fits without offload:\n";
+  const FitReport& f0 = r.fits.front();
+  for (int s = 0; s <= 3; ++s) {
+    out += "    " + pad(stage_name(s), 8);
+    if (const auto& m = f0.min_dp_without_offload[s]) {
+      out += "dp " + std::to_string(*m);
+    } else {
+      // What stays per rank however large dp gets.
+      PlanInput plain = in;
+      plain.stage = s;
+      plain.offload_optimizer = OptimizerOffload::none;
+      plain.offload_params = ParamOffload::none;
+      out += "never: at least " + gb_exact(gpu_floor_bytes(plain)) + " GB per rank stay on the GPU at any dp";
+    }
+    out += "\n";
+  }
+}
+
+void print_human(const PlanArgs& a, const Results& r, std::string& out) {
+  print_header(a, r, out);
+  print_breakdown(a, r, out);
+  print_notes(a, r, out);
+  print_communication(a, r, out);
+  if (!r.fits.empty()) print_fit_check(a, r, out);
 }
 
 // ---- JSON output -----------------------------------------------------------------------------------
@@ -547,14 +617,14 @@ void print_human(const PlanArgs& a, const Results& r, std::string& out) {
 void print_json(const PlanArgs& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   out += "{\n  \"model\": {\"params\": " + json_number(double(r.params)) + ", \"gpt\": ";
-  if (in.gpt) {
-    const GptConfig& g = *in.gpt;
-    const NamedCount largest = gpt_largest_layer(g);
+  if (a.gpt) {
+    const GptArgs& g = *a.gpt;
+    const NamedCount largest = in.model->largest_layer();
     out += strf("{\"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"vocab\": %lld, \"padded_vocab\": %lld, "
                 "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
                 (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab,
-                (long long)padded_vocab(g.vocab), (long long)g.seq, (long long)g.batch,
-                (long long)gpt_activation_elements(g));
+                (long long)g.padded_vocab(), (long long)g.seq, (long long)g.batch,
+                (long long)in.model->activation_elements());
     out += "\"largest_layer\": {\"name\": " + json_string(largest.name) + ", \"params\": " +
            std::to_string(largest.count) + "}}";
   } else {

@@ -1,10 +1,9 @@
 #pragma once
-// GPT-2 as llm.c lays it out, as layers the engine drives (offload/model.hpp):
-//   layer 0        embedding: [wte Vp·C | wpe maxT·C]; forward = encoder
-//   layers 1..L    transformer blocks: [ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb
-//                  fcprojw fcprojb], llm.c's per-layer slices, in that order
-//   layer L+1      final layernorm [lnfw lnfb], plus the classifier tied to wte (it reads layer
-//                  0's parameters and accumulates into layer 0's gradient) and the loss
+// GPT-2 as llm.c lays it out, as layers the engine drives (offload/model.hpp): layer 0 the
+// embedding (forward = encoder), layers 1..L the transformer blocks, layer L+1 the final
+// layernorm plus the classifier tied to wte (it reads layer 0's parameters and accumulates into
+// layer 0's gradient) and the loss. Each layer's flat block and where each tensor sits in it are
+// models/gpt_layout.hpp's table.
 // The tied embedding's gradient gets the classifier's contribution (backward of layer L+1) and
 // then the encoder's (backward of layer 0) through the RW dependencies on layer 0's gradient.
 #include <cstdint>
@@ -14,17 +13,14 @@
 #include <string_view>
 #include <vector>
 
-#include "models/llmc_files.hpp"
+#include "models/gpt_layout.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
-#include "tasks/gpt_codelets.hpp"
+#include "tasks/nn.hpp"
 
 namespace starzero {
 
-// Presets: "tiny" (byte vocabulary, trains visibly on 2 CPU cores in minutes), "gpt2-124M",
-// "gpt2-350M", "gpt2-774M", "gpt2-1558M". Throws std::invalid_argument listing the names.
-GptShape gpt_preset(std::string_view name);
-std::vector<std::string> gpt_preset_names();
+// The presets (gpt_preset, gpt_preset_names) are in models/gpt_layout.hpp.
 
 class GptModel final : public Model {
  public:
@@ -42,6 +38,7 @@ class GptModel final : public Model {
   void submit_backward(int layer, const GroupHandles& groups) override;
 
   const GptShape& shape() const { return shape_; }
+  const GptLayout& layout() const { return layout_; }
   int batch() const { return dims_.B; }
   int seq() const { return dims_.T; }
 
@@ -65,7 +62,8 @@ class GptModel final : public Model {
   void submit_block_backward(int block, const GroupHandles& groups);
 
   GptShape shape_;
-  tasks::GptDims dims_;
+  GptLayout layout_;
+  tasks::Dims dims_;
   std::unique_ptr<Buffers> buffers_;
 };
 

@@ -175,22 +175,6 @@ std::string size_mismatch(std::size_t have, std::size_t need, const std::string&
          std::to_string(have) + " bytes, " + what + " needs exactly " + std::to_string(need);
 }
 
-GptShape shape_from_ints(const std::int32_t* h) {
-  // h points at the llm.c header's [2..7]: maxT, V, L, NH, C, Vp.
-  GptShape s;
-  s.max_seq = h[0];
-  s.vocab = h[1];
-  s.layers = h[2];
-  s.heads = h[3];
-  s.channels = h[4];
-  s.padded_vocab = h[5];
-  return s;
-}
-
-std::array<std::int32_t, 6> shape_to_ints(const GptShape& s) {
-  return {s.max_seq, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab};
-}
-
 void check_shape(const std::filesystem::path& path, const GptShape& shape) {
   try {
     shape.validate();
@@ -206,65 +190,13 @@ void check_expected(const std::filesystem::path& path, const GptShape& have, con
 
 }  // namespace
 
-// ---- GptShape ---------------------------------------------------------------------------------
-
-std::size_t GptShape::param_count() const {
-  const std::size_t C = std::size_t(channels), L = std::size_t(layers);
-  return std::size_t(padded_vocab) * C + std::size_t(max_seq) * C + L * (12 * C * C + 13 * C) + 2 * C;
-}
-
-void GptShape::validate() const {
-  if (max_seq <= 0 || vocab <= 0 || padded_vocab <= 0 || layers <= 0 || heads <= 0 || channels <= 0)
-    throw std::invalid_argument("every dimension must be positive (" + to_string() + ")");
-  if (channels % heads != 0)
-    throw std::invalid_argument("channels C=" + std::to_string(channels) +
-                                " is not a multiple of heads NH=" + std::to_string(heads));
-  if (padded_vocab < vocab)
-    throw std::invalid_argument("padded vocab Vp=" + std::to_string(padded_vocab) +
-                                " is smaller than vocab V=" + std::to_string(vocab));
-  // Exact count in 128 bits: a corrupt header must not wrap around into a plausible size.
-  using u128 = unsigned __int128;
-  const u128 C = u128(channels), L = u128(layers);
-  const u128 count = u128(padded_vocab) * C + u128(max_seq) * C + L * (12 * C * C + 13 * C) + 2 * C;
-  if (count * 4 >= (u128(1) << 63))
-    throw std::invalid_argument("parameter count too large (" + to_string() + ")");
-}
-
-std::string GptShape::to_string() const {
-  return "maxT=" + std::to_string(max_seq) + " V=" + std::to_string(vocab) + " Vp=" +
-         std::to_string(padded_vocab) + " L=" + std::to_string(layers) + " NH=" +
-         std::to_string(heads) + " C=" + std::to_string(channels);
-}
-
-GptShape GptShape::gpt2_124m() {
-  GptShape s;
-  s.max_seq = 1024;
-  s.vocab = 50257;
-  s.padded_vocab = 50304;
-  s.layers = 12;
-  s.heads = 12;
-  s.channels = 768;
-  return s;
-}
+// ---- llm.c tensor order ----------------------------------------------------------------------
 
 std::vector<TensorSpec> llmc_tensor_specs(const GptShape& shape) {
-  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
-  const std::size_t Vp = std::size_t(shape.padded_vocab), T = std::size_t(shape.max_seq);
-  std::vector<TensorSpec> specs = {
-      {"wte", Vp * C, false},          {"wpe", T * C, false},
-      {"ln1w", L * C, true},           {"ln1b", L * C, true},
-      {"qkvw", L * 3 * C * C, true},   {"qkvb", L * 3 * C, true},
-      {"attprojw", L * C * C, true},   {"attprojb", L * C, true},
-      {"ln2w", L * C, true},           {"ln2b", L * C, true},
-      {"fcw", L * 4 * C * C, true},    {"fcb", L * 4 * C, true},
-      {"fcprojw", L * C * 4 * C, true}, {"fcprojb", L * C, true},
-      {"lnfw", C, false},              {"lnfb", C, false},
-  };
-  std::size_t offset = 0;
-  for (auto& s : specs) {
-    s.offset = offset;
-    offset += s.count;
-  }
+  const GptLayout layout(shape);
+  std::vector<TensorSpec> specs;
+  for (const GptTensor& tensor : layout.tensors())
+    specs.push_back({std::string(tensor.name), tensor.count, tensor.per_layer, tensor.llmc_offset});
   return specs;
 }
 
@@ -336,7 +268,9 @@ LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape
 
   LlmcCheckpoint ckpt;
   ckpt.version = version;
-  ckpt.shape = shape_from_ints(&header[2]);
+  StateShapeFields fields{};
+  std::copy_n(header.begin() + 2, fields.size(), fields.begin());
+  ckpt.shape = gpt_shape_from_fields(fields);
   check_shape(path, ckpt.shape);
   // Before the size check, so a file of another model is reported as such.
   if (expected) check_expected(path, ckpt.shape, *expected);
@@ -371,31 +305,56 @@ LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const Gpt
 
 void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape,
                            std::span<const float> params, int version) {
-  shape.validate();
-  if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
-    throw std::invalid_argument("llm.c checkpoint version must be 3 (fp32) or 5 (bf16), not " +
-                                std::to_string(version));
   if (params.size() != shape.param_count())
     throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
                                 " parameters given, shape " + shape.to_string() + " has " +
                                 std::to_string(shape.param_count()));
+  std::vector<std::size_t> pieces;
+  for (std::size_t done = 0; done < params.size(); done += pieces.back())
+    pieces.push_back(std::min<std::size_t>(params.size() - done, std::size_t(1) << 20));
+  write_llmc_checkpoint_streamed(
+      path, shape, version,
+      [&](std::size_t offset, std::span<float> out) {
+        std::copy_n(params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
+      },
+      pieces);
+}
+
+void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& shape, int version,
+                                    const std::function<void(std::size_t, std::span<float>)>& fill,
+                                    std::span<const std::size_t> pieces) {
+  shape.validate();
+  if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
+    throw std::invalid_argument("llm.c checkpoint version must be 3 (fp32) or 5 (bf16), not " +
+                                std::to_string(version));
+  std::size_t total = 0, largest = 0;
+  for (std::size_t n : pieces) {
+    total += n;
+    largest = std::max(largest, n);
+  }
+  if (total != shape.param_count())
+    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
+                                " parameters, shape " + shape.to_string() + " has " + std::to_string(shape.param_count()));
   write_file_atomically(path, [&](std::ostream& os) {
     std::array<std::int32_t, kLlmcHeaderInts> header{};
     header[0] = kLlmcCheckpointMagic;
     header[1] = version;
-    const auto dims = shape_to_ints(shape);
-    std::copy(dims.begin(), dims.end(), header.begin() + 2);
+    const StateShapeFields fields = gpt_shape_fields(shape);
+    std::copy(fields.begin(), fields.end(), header.begin() + 2);
     write_bytes(os, header.data(), sizeof header);
-    if (version == kLlmcCheckpointFp32) {
-      write_bytes(os, params.data(), params.size_bytes());
-      return;
-    }
-    std::vector<bf16_bits> chunk(std::min<std::size_t>(params.size(), std::size_t(1) << 20));
-    for (std::size_t done = 0; done < params.size() && os;) {
-      const std::size_t n = std::min(chunk.size(), params.size() - done);
-      for (std::size_t i = 0; i < n; ++i) chunk[i] = float_to_bf16(params[done + i]);
-      write_bytes(os, chunk.data(), n * sizeof(bf16_bits));
-      done += n;
+    std::vector<float> values(largest);
+    std::vector<bf16_bits> halves(version == kLlmcCheckpointBf16 ? largest : 0);
+    std::size_t offset = 0;
+    for (std::size_t n : pieces) {
+      const std::span<float> piece(values.data(), n);
+      fill(offset, piece);
+      if (version == kLlmcCheckpointFp32) {
+        write_bytes(os, piece.data(), piece.size_bytes());
+      } else {
+        std::transform(piece.begin(), piece.end(), halves.begin(), float_to_bf16);
+        write_bytes(os, halves.data(), n * sizeof(bf16_bits));
+      }
+      offset += n;
     }
   });
 }
@@ -445,18 +404,17 @@ constexpr std::size_t kTrainingStateFixedBytes = 64;
 constexpr std::uint64_t kMaxRngTextBytes = 64 * 1024;
 }  // namespace
 
-void write_training_state(const std::filesystem::path& path, const GptShape& shape,
+void write_training_state(const std::filesystem::path& path, const StateLayout& layout,
                           const TrainingState& state) {
-  shape.validate();
   const std::size_t n = state.master.size();
   if (state.m.size() != n || state.v.size() != n)
     throw std::invalid_argument("training state " + path.string() + ": master/m/v sizes differ (" +
                                 std::to_string(n) + ", " + std::to_string(state.m.size()) + ", " +
                                 std::to_string(state.v.size()) + ")");
-  if (n > shape.param_count())
+  if (n > layout.param_count())
     throw std::invalid_argument("training state " + path.string() + ": " + std::to_string(n) +
-                                " elements exceed the parameter count " +
-                                std::to_string(shape.param_count()) + " of " + shape.to_string());
+                                " elements exceed the parameter count " + std::to_string(layout.param_count()) +
+                                " of " + layout.describe(layout.shape_fields));
   std::ostringstream rng_text;
   rng_text << state.rng;
   const std::string rng = rng_text.str();
@@ -465,8 +423,7 @@ void write_training_state(const std::filesystem::path& path, const GptShape& sha
     write_bytes(os, kTrainingStateMagic.data(), kTrainingStateMagic.size());
     const std::uint32_t version = kTrainingStateVersion;
     write_bytes(os, &version, sizeof version);
-    const auto dims = shape_to_ints(shape);
-    write_bytes(os, dims.data(), sizeof dims);
+    write_bytes(os, layout.shape_fields.data(), sizeof layout.shape_fields);
     const std::array<std::uint64_t, 4> fields = {state.step, state.data_position, std::uint64_t(n),
                                                  std::uint64_t(rng.size())};
     write_bytes(os, fields.data(), sizeof fields);
@@ -477,7 +434,7 @@ void write_training_state(const std::filesystem::path& path, const GptShape& sha
   });
 }
 
-TrainingState read_training_state(const std::filesystem::path& path, const GptShape& expected) {
+TrainingState read_training_state(const std::filesystem::path& path, const StateLayout& expected) {
   FileReader in(path);
   if (in.size() < kTrainingStateFixedBytes)
     throw_format(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
@@ -489,20 +446,20 @@ TrainingState read_training_state(const std::filesystem::path& path, const GptSh
   if (version != kTrainingStateVersion)
     throw_format(path, "unknown version " + std::to_string(version) + " (known: " +
                            std::to_string(kTrainingStateVersion) + ")");
-  std::array<std::int32_t, 6> dims{};
-  in.read_exact(dims.data(), sizeof dims);
-  const GptShape shape = shape_from_ints(dims.data());
-  check_shape(path, shape);
-  check_expected(path, shape, expected);
+  StateShapeFields shape_fields{};
+  in.read_exact(shape_fields.data(), sizeof shape_fields);
+  if (shape_fields != expected.shape_fields)
+    throw_format(path, "shape mismatch: file has " + expected.describe(shape_fields) + ", expected " +
+                           expected.describe(expected.shape_fields));
 
   TrainingState state;
   state.step = in.read_value<std::uint64_t>();
   state.data_position = in.read_value<std::uint64_t>();
   const auto n = in.read_value<std::uint64_t>();
   const auto rng_bytes = in.read_value<std::uint64_t>();
-  if (n > shape.param_count())
+  if (n > expected.param_count())
     throw_format(path, "state length " + std::to_string(n) + " exceeds the parameter count " +
-                           std::to_string(shape.param_count()));
+                           std::to_string(expected.param_count()));
   if (rng_bytes > kMaxRngTextBytes) throw_format(path, "implausible RNG state size " + std::to_string(rng_bytes));
   const std::size_t need = kTrainingStateFixedBytes + std::size_t(rng_bytes) + 3 * std::size_t(n) * sizeof(float);
   if (in.size() != need)

@@ -17,34 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt_layout.hpp"
+#include "models/state_layout.hpp"
+
 namespace starzero {
 
 // A file that cannot be used: missing, truncated, wrong magic/version/shape, trailing bytes.
 class FileFormatError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-// GPT-2 hyperparameters as llm.c's checkpoint header stores them.
-struct GptShape {
-  int max_seq = 0;       // header[2] maxT
-  int vocab = 0;         // header[3] V
-  int padded_vocab = 0;  // header[7] Vp (wte rows, padded for efficient matmuls)
-  int layers = 0;        // header[4] L
-  int heads = 0;         // header[5] NH
-  int channels = 0;      // header[6] C
-
-  // Vp·C + maxT·C + L·(12C² + 13C) + 2C.
-  std::size_t param_count() const;
-  // All positive, C % NH == 0, Vp >= V, parameter bytes fit in 63 bits; std::invalid_argument.
-  void validate() const;
-  // "maxT=1024 V=50257 Vp=50304 L=12 NH=12 C=768".
-  std::string to_string() const;
-
-  friend bool operator==(const GptShape&, const GptShape&) = default;
-
-  // GPT-2 124M as llm.c trains it (124,475,904 parameters).
-  static GptShape gpt2_124m();
 };
 
 // One of the 16 llm.c parameter tensors. Per-layer tensors are stored layer-major: layer l's
@@ -59,11 +40,11 @@ struct TensorSpec {
 };
 
 // wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb,
-// lnfw, lnfb: llm.c's order; the counts add up to shape.param_count().
+// lnfw, lnfb: llm.c's order (GptLayout's table); the counts add up to shape.param_count().
 std::vector<TensorSpec> llmc_tensor_specs(const GptShape& shape);
 
 // ---- llm.c checkpoint -------------------------------------------------------------------------
-// 256 int32 header: [0] magic 20240326, [1] version, [2..7] shape (see GptShape); then every
+// 256 int32 header: [0] magic 20240326, [1] version, [2..7] shape (gpt_shape_fields); then every
 // parameter in llm.c order as fp32 (version 3) or bf16 (version 5: upper 16 bits of fp32).
 inline constexpr std::int32_t kLlmcCheckpointMagic = 20240326;
 inline constexpr std::int32_t kLlmcCheckpointFp32 = 3;
@@ -83,6 +64,12 @@ LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const Gpt
 // shape.param_count() (std::invalid_argument otherwise); I/O failures throw std::system_error.
 void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape,
                            std::span<const float> params, int version = kLlmcCheckpointFp32);
+// The same file written piece by piece, so that no more than one piece is in memory: `fill`
+// gets each piece's first llm.c offset and its values to set, in file order; `pieces` are the
+// piece sizes, adding up to shape.param_count().
+void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& shape, int version,
+                                    const std::function<void(std::size_t, std::span<float>)>& fill,
+                                    std::span<const std::size_t> pieces);
 
 // ---- llm.c token shard ------------------------------------------------------------------------
 // 256 int32 header: [0] magic 20240520, [1] version 1, [2] number of tokens; then uint16 tokens.
@@ -96,7 +83,7 @@ void write_token_shard(const std::filesystem::path& path, std::span<const std::u
 // Layout (native little-endian):
 //   0  char[4]   "SZTS"
 //   4  uint32    version (kTrainingStateVersion)
-//   8  int32[6]  shape: maxT, V, L, NH, C, Vp (llm.c header order [2..7])
+//   8  int32[6]  shape fields (StateLayout; GPT: maxT, V, L, NH, C, Vp, llm.c header order [2..7])
 //   32 uint64    step
 //   40 uint64    data_position
 //   48 uint64    n: length of master, m and v (the full parameter count, or one rank's shard)
@@ -112,12 +99,13 @@ struct TrainingState {
   std::vector<float> master, m, v;  // fp32 master weights and AdamW moments, same length
 };
 
-// master, m and v must have the same length, at most shape.param_count() (invalid_argument).
-void write_training_state(const std::filesystem::path& path, const GptShape& shape,
+// master, m and v must have the same length, at most layout.param_count() (invalid_argument).
+// GPT: write_training_state(path, gpt_state_layout(shape), state).
+void write_training_state(const std::filesystem::path& path, const StateLayout& layout,
                           const TrainingState& state);
 // Throws FileFormatError on a bad magic/version, sizes inconsistent with the file, truncation,
-// trailing bytes or a shape other than `expected`.
-TrainingState read_training_state(const std::filesystem::path& path, const GptShape& expected);
+// trailing bytes or shape fields other than `expected`'s.
+TrainingState read_training_state(const std::filesystem::path& path, const StateLayout& expected);
 
 // ---- atomic write -----------------------------------------------------------------------------
 // Writes `path` through a temporary file in the same directory (<name>.tmp.<pid>): `write` fills

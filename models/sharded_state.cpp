@@ -9,17 +9,13 @@
 #include <regex>
 #include <system_error>
 
+#include "runtime/comm.hpp"
+
 namespace starzero {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::size_t kBlockTensors = 12;
-
-std::array<std::size_t, kBlockTensors> block_tensor_sizes(std::size_t C) {
-  return {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
-}
 
 // A read-only file descriptor.
 class Fd {
@@ -47,38 +43,6 @@ class Fd {
 };
 
 }  // namespace
-
-int gpt_layers(const GptShape& shape) { return shape.layers + 2; }
-
-std::size_t gpt_layer_params(const GptShape& shape, int layer) {
-  const std::size_t C = std::size_t(shape.channels);
-  if (layer == 0) return std::size_t(shape.padded_vocab) * C + std::size_t(shape.max_seq) * C;
-  if (layer >= 1 && layer <= shape.layers) return 12 * C * C + 13 * C;
-  if (layer == shape.layers + 1) return 2 * C;
-  throw std::out_of_range("GPT layer " + std::to_string(layer) + " out of range");
-}
-
-std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer) {
-  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
-  const std::size_t wte = std::size_t(shape.padded_vocab) * C, wpe = std::size_t(shape.max_seq) * C;
-  if (layer == 0) return {{0, 0, wte}, {wte, wte, wpe}};
-  const auto sizes = block_tensor_sizes(C);
-  std::size_t tensor_start = wte + wpe;  // llm.c offset of the first per-layer tensor
-  if (layer >= 1 && layer <= shape.layers) {
-    const std::size_t l = std::size_t(layer - 1);
-    std::vector<LlmcRun> runs;
-    std::size_t block_offset = 0;
-    for (std::size_t t = 0; t < kBlockTensors; ++t) {
-      runs.push_back({tensor_start + l * sizes[t], block_offset, sizes[t]});
-      block_offset += sizes[t];
-      tensor_start += L * sizes[t];
-    }
-    return runs;
-  }
-  if (layer != shape.layers + 1) throw std::out_of_range("GPT layer " + std::to_string(layer) + " out of range");
-  for (std::size_t t = 0; t < kBlockTensors; ++t) tensor_start += L * sizes[t];
-  return {{tensor_start, 0, C}, {tensor_start + C, C, C}};
-}
 
 fs::path training_state_path(const fs::path& checkpoint, int rank, int ranks) {
   if (ranks == 1) return checkpoint.string() + ".state";
@@ -110,78 +74,89 @@ int count_state_ranks(const fs::path& checkpoint) {
   return ranks;
 }
 
+// The fixed part of a .state header (the format is in models/llmc_files.hpp).
+constexpr std::uint64_t kStateHeaderBytes = 64;
+
+struct StateHeader {
+  StateShapeFields shape_fields{};
+  std::uint64_t step = 0;
+  std::uint64_t count = 0;      // elements of each of master, m, v
+  std::uint64_t rng_bytes = 0;  // the RNG text between the header and the arrays
+};
+
+// Checks the magic and version; the arrays are not read.
+StateHeader read_state_header(const fs::path& path) {
+  std::array<char, kStateHeaderBytes> bytes{};
+  Fd(path).read_at(0, bytes.data(), bytes.size(), path);
+  if (std::memcmp(bytes.data(), "SZTS", 4) != 0) throw FileFormatError(path.string() + ": not a starzero training state");
+  std::uint32_t version;
+  std::memcpy(&version, bytes.data() + 4, sizeof version);
+  if (version != kTrainingStateVersion) throw FileFormatError(path.string() + ": unknown version " + std::to_string(version));
+  StateHeader header;
+  std::memcpy(header.shape_fields.data(), bytes.data() + 8, sizeof header.shape_fields);
+  std::array<std::uint64_t, 4> fields{};  // step, data_position, count, rng_bytes
+  std::memcpy(fields.data(), bytes.data() + 32, sizeof fields);
+  header.step = fields[0];
+  header.count = fields[2];
+  header.rng_bytes = fields[3];
+  return header;
+}
+
 }  // namespace
 
-std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& checkpoint) {
+std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& checkpoint,
+                                                               const LayoutOfFields& layout_of) {
   const int ranks = count_state_ranks(checkpoint);
   if (ranks == 0) return std::nullopt;
   const fs::path first = training_state_path(checkpoint, 0, ranks);
-  std::array<char, 32> header{};
-  Fd(first).read_at(0, header.data(), header.size(), first);
-  if (std::memcmp(header.data(), "SZTS", 4) != 0) throw FileFormatError(first.string() + ": not a starzero training state");
-  std::array<std::int32_t, 6> dims{};
-  std::memcpy(dims.data(), header.data() + 8, sizeof dims);
-  const GptShape shape{dims[0], dims[1], dims[5], dims[2], dims[3], dims[4]};
+  const StateShapeFields fields = read_state_header(first).shape_fields;
+  StateLayout layout;
   try {
-    shape.validate();
-  } catch (const std::exception& e) {
+    layout = layout_of(fields);
+  } catch (const std::invalid_argument& e) {
     throw FileFormatError(first.string() + ": invalid shape: " + e.what());
   }
-  return find(checkpoint, shape);
+  return find(checkpoint, layout);
 }
 
-std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& checkpoint, const GptShape& shape) {
+std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& checkpoint, const StateLayout& layout) {
   const int ranks = count_state_ranks(checkpoint);
   if (ranks == 0) return std::nullopt;
 
   ShardedTrainingState state;
-  state.shape_ = shape;
-  const int L = gpt_layers(shape);
+  state.layout_ = layout;
   std::uint64_t total = 0, total_shards = 0;
-  for (int l = 0; l < L; ++l) {
-    total += gpt_layer_params(shape, l);
-    total_shards += (gpt_layer_params(shape, l) + std::uint64_t(ranks) - 1) / std::uint64_t(ranks);
+  for (const std::size_t count : layout.layer_params) {
+    total += count;
+    total_shards += shard_count(count, std::size_t(ranks));
   }
   for (int r = 0; r < ranks; ++r) {
     const fs::path path = training_state_path(checkpoint, r, ranks);
     if (!fs::exists(path)) throw FileFormatError(path.string() + ": missing (rank " + std::to_string(r) + " of " + std::to_string(ranks) + ")");
     // The full check (magic, version, shape, exact size) without loading the arrays.
-    Fd fd(path);
-    std::array<char, 64> header{};
-    fd.read_at(0, header.data(), header.size(), path);
-    if (std::memcmp(header.data(), "SZTS", 4) != 0) throw FileFormatError(path.string() + ": not a starzero training state");
-    std::uint32_t version;
-    std::memcpy(&version, header.data() + 4, 4);
-    if (version != kTrainingStateVersion) throw FileFormatError(path.string() + ": unknown version " + std::to_string(version));
-    std::array<std::int32_t, 6> dims{};
-    std::memcpy(dims.data(), header.data() + 8, sizeof dims);
-    const GptShape file_shape{dims[0], dims[1], dims[5], dims[2], dims[3], dims[4]};
-    if (!(file_shape == shape))
-      throw FileFormatError(path.string() + ": shape " + file_shape.to_string() + ", expected " + shape.to_string());
-    std::uint64_t fields[4];
-    std::memcpy(fields, header.data() + 32, sizeof fields);
-    const auto [step, data_position, count, rng_bytes] = std::array<std::uint64_t, 4>{fields[0], fields[1], fields[2], fields[3]};
-    (void)data_position;
-    File file{path, 64 + rng_bytes, count};
-    if (fs::file_size(path) != file.arrays_offset + 3 * count * sizeof(float))
-      throw FileFormatError(path.string() + ": size does not match its header");
-    const bool sharded = ranks > 1 && count == total_shards && count != total;
-    if (count != total && count != total_shards)
-      throw FileFormatError(path.string() + ": " + std::to_string(count) + " elements: neither the model (" +
+    const StateHeader header = read_state_header(path);
+    if (header.shape_fields != layout.shape_fields)
+      throw FileFormatError(path.string() + ": shape " + layout.describe(header.shape_fields) + ", expected " +
+                            layout.describe(layout.shape_fields));
+    if (header.count != total && header.count != total_shards)
+      throw FileFormatError(path.string() + ": " + std::to_string(header.count) + " elements: neither the model (" +
                             std::to_string(total) + ") nor a 1/" + std::to_string(ranks) + " shard of it");
+    const File file{path, kStateHeaderBytes + header.rng_bytes, header.count};
+    if (fs::file_size(path) != file.arrays_offset + 3 * file.count * sizeof(float))
+      throw FileFormatError(path.string() + ": size does not match its header");
+    const bool sharded = ranks > 1 && header.count == total_shards && header.count != total;
     if (r == 0) {
-      state.step_ = step;
+      state.step_ = header.step;
       state.sharded_ = sharded;
-    } else if (step != state.step_ || sharded != state.sharded_) {
+    } else if (header.step != state.step_ || sharded != state.sharded_) {
       throw FileFormatError(path.string() + ": step or layout differs from rank 0's file");
     }
     state.files_.push_back(file);
   }
   std::size_t start = 0;
-  for (int l = 0; l < L; ++l) {
+  for (const std::size_t count : layout.layer_params) {
     state.layer_start_.push_back(start);
-    const std::size_t n = gpt_layer_params(shape, l);
-    start += state.sharded_ ? (n + std::size_t(ranks) - 1) / std::size_t(ranks) : n;
+    start += state.sharded_ ? shard_count(count, std::size_t(ranks)) : count;
   }
   return state;
 }
@@ -193,7 +168,7 @@ void ShardedTrainingState::read_file(const File& file, std::uint64_t element, st
 }
 
 void ShardedTrainingState::read(int layer, Array array, std::size_t begin, std::span<float> out) const {
-  const std::size_t count = gpt_layer_params(shape_, layer);
+  const std::size_t count = layout_.layer_params.at(std::size_t(layer));
   const std::size_t array_index = std::size_t(array);
   std::fill(out.begin(), out.end(), 0.0f);
   const std::size_t end = std::min(begin + out.size(), count);
@@ -203,7 +178,7 @@ void ShardedTrainingState::read(int layer, Array array, std::size_t begin, std::
     read_file(file, array_index * file.count + layer_start_[std::size_t(layer)] + begin, out.first(end - begin));
     return;
   }
-  const std::size_t shard = (count + files_.size() - 1) / files_.size();
+  const std::size_t shard = shard_count(count, files_.size());
   for (std::size_t position = begin; position < end;) {
     const std::size_t rank = position / shard;
     const std::size_t in_shard = position % shard;

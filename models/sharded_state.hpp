@@ -4,29 +4,24 @@
 // `starzero consolidate` needs (one layer's slice in memory at a time) and what a resume with a
 // different number of ranks needs (each new rank reads its own new shard from the old ones).
 //
-// Each file holds, for every layer in order, this rank's shard of the fp32 master weights, then
-// of m, then of v (shard = ceil(count/N) elements, zero padded past the layer's end). A file of
-// an unsharded run (ZeRO-0, or one rank) holds every layer whole.
+// Each file holds this rank's fp32 master weights, then m, then v; each of them, for every layer
+// in order, this rank's shard of the layer (shard_count(count, N) elements, zero padded past
+// the layer's end). A file of an unsharded run (ZeRO-0, or one rank) holds every layer whole.
+// The model is described by a StateLayout (models/state_layout.hpp): any model can use these
+// files; GPT's is gpt_state_layout (models/gpt_layout.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "models/llmc_files.hpp"
+#include "models/state_layout.hpp"
 
 namespace starzero {
-
-// GPT layers as the engine sees them (layer 0 embedding, 1..L blocks, L+1 final layernorm), and
-// where each layer's elements sit in llm.c's flat parameter order.
-int gpt_layers(const GptShape& shape);
-std::size_t gpt_layer_params(const GptShape& shape, int layer);
-struct LlmcRun {
-  std::size_t llmc_offset, block_offset, count;
-};
-std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer);
 
 // FILE.state (ranks = 1) or FILE.rank<r>-of-<ranks>.state.
 std::filesystem::path training_state_path(const std::filesystem::path& checkpoint, int rank, int ranks);
@@ -36,16 +31,20 @@ class ShardedTrainingState {
   enum class Array { master, m, v };
 
   // The state files beside `checkpoint` (FILE.state, or FILE.rank*-of-N.state for one N), or
-  // nullopt when there are none. Throws FileFormatError for missing ranks, files of another
-  // shape, inconsistent sizes or steps.
-  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint, const GptShape& shape);
-  // The same, with the shape taken from the files themselves.
-  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint);
+  // nullopt when there are none. Throws FileFormatError for missing ranks, files of other shape
+  // fields, inconsistent sizes or steps.
+  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint, const StateLayout& layout);
+  // The same, with the layout derived from the shape fields the files store (rank 0's header),
+  // e.g. find(checkpoint, gpt_state_layout_from_fields). `layout_of` throws std::invalid_argument
+  // for fields that describe no valid model (reported as a FileFormatError).
+  using LayoutOfFields = std::function<StateLayout(const StateShapeFields&)>;
+  static std::optional<ShardedTrainingState> find(const std::filesystem::path& checkpoint,
+                                                  const LayoutOfFields& layout_of);
 
   int ranks() const { return int(files_.size()); }
   bool sharded() const { return sharded_; }
   std::uint64_t step() const { return step_; }
-  const GptShape& shape() const { return shape_; }
+  const StateLayout& layout() const { return layout_; }
 
   // Elements [begin, begin + out.size()) of one layer's full (unpadded) array; positions past
   // the layer's end read as 0 (the padding of a new shard).
@@ -59,7 +58,7 @@ class ShardedTrainingState {
   };
   void read_file(const File& file, std::uint64_t element, std::span<float> out) const;
 
-  GptShape shape_;
+  StateLayout layout_;
   std::vector<File> files_;
   bool sharded_ = false;
   std::uint64_t step_ = 0;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "optimizers/adamw_codelet.hpp"
@@ -17,16 +18,16 @@ namespace starzero {
 
 namespace {
 
-std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
+std::string at(std::string_view what, int index) {
+  return std::string(what) + "[" + std::to_string(index) + "]";
+}
 
 }  // namespace
 
-// One layer's buffers (see engine.hpp for which exist at which stage and placement).
+// One layer's buffers, as its plan says (offload/layer_plan.hpp): param and grad always exist,
+// the optional ones where the plan has them.
 struct Engine::Layer {
-  std::size_t count = 0;   // the model's parameters in this layer
-  std::size_t shard = 0;   // ceil(count / N)
-  std::size_t padded = 0;  // N · shard: the size of full buffers
-  std::size_t own_offset = 0;  // rank · shard
+  LayerPlan plan;
   Tensor param, grad;
   std::optional<Tensor> param_shard, grad_shard;
   std::optional<Tensor> grad_partial;  // ZeRO-2/3 with accumulation: a later micro-batch's shard
@@ -35,43 +36,43 @@ struct Engine::Layer {
   Tensor master, m, v, sum_of_squares;
 
   Layer(Engine& engine, int layer)
-      : count(engine.model_.layer_params(layer)),
-        shard((count + std::size_t(engine.ranks_) - 1) / std::size_t(engine.ranks_)),
-        padded(shard * std::size_t(engine.ranks_)),
-        own_offset(shard * std::size_t(engine.rank_)),
-        param(engine.options_.stage == 3 && engine.ranks_ > 1
-                  ? Tensor::transient(engine.model_.dtype(), padded, at("param", layer))
-              : engine.options_.offload_params == ParamOffload::cpu  // one rank: the whole model on the host
-                  ? engine.pinned_tensor(engine.model_.dtype(), padded, at("param", layer))
-                  : Tensor::host(engine.model_.dtype(), padded, at("param", layer))),
-        grad(Tensor::transient(engine.model_.dtype(), padded, at("grad", layer))),
-        master(engine.optimizer_tensor(optimizer_count(engine), at("master", layer))),
-        m(engine.optimizer_tensor(optimizer_count(engine), at("adam_m", layer))),
-        v(engine.optimizer_tensor(optimizer_count(engine), at("adam_v", layer))),
+      : plan(engine.layer_plan_input(layer)),
+        param(engine.allocate(plan.buffer(LayerBuffer::param), at("param", layer))),
+        grad(engine.allocate(plan.buffer(LayerBuffer::grad), at("grad", layer))),
+        master(engine.allocate(plan.buffer(LayerBuffer::optimizer_state), at("master", layer))),
+        m(engine.allocate(plan.buffer(LayerBuffer::optimizer_state), at("adam_m", layer))),
+        v(engine.allocate(plan.buffer(LayerBuffer::optimizer_state), at("adam_v", layer))),
         sum_of_squares(Tensor::transient(DType::f32, 1, at("grad_sumsq", layer))) {
-    const int ranks = engine.ranks_, stage = engine.options_.stage;
-    const bool offloaded = engine.optimizer_offloaded();
-    const bool delayed = engine.options_.delayed_update_warmup >= 0;
-    const DType dtype = engine.model_.dtype();
-    // A separate parameter shard: ZeRO-3 always; ZeRO-1/2 when AdamW cannot write the full
-    // buffer in place (the CPU task would move the whole layer; the delayed update must not
-    // touch what the next forward reads).
-    if (ranks > 1 && (stage == 3 || (stage >= 1 && (offloaded || delayed)))) {
-      const bool on_host = offloaded || engine.options_.offload_params == ParamOffload::cpu;
-      param_shard.emplace(on_host ? engine.pinned_tensor(dtype, shard, at("param_shard", layer))
-                                  : Tensor::host(dtype, shard, at("param_shard", layer)));
-    }
-    if (delayed && !(ranks > 1 && (stage == 1 || stage == 2)))
-      param_next.emplace(offloaded ? engine.pinned_tensor(dtype, optimizer_count(engine), at("param_next", layer))
-                                   : Tensor::host(dtype, optimizer_count(engine), at("param_next", layer)));
-    // A separate gradient shard: ZeRO-2/3, and ZeRO-1 under offload (only the shard goes down).
-    if (ranks > 1 && (stage >= 2 || (stage == 1 && offloaded)))
-      grad_shard.emplace(Tensor::transient(dtype, shard, at("grad_shard", layer)));
-    if (ranks > 1 && stage >= 2) grad_partial.emplace(Tensor::transient(dtype, shard, at("grad_partial", layer)));
-    if (engine.options_.fp32_grad_accum)
-      grad_accum.emplace(Tensor::host(DType::f32, ranks > 1 && stage >= 2 ? shard : padded, at("grad_accum", layer)));
+    for (LayerBuffer role : {LayerBuffer::param_shard, LayerBuffer::param_next, LayerBuffer::grad_shard,
+                             LayerBuffer::grad_partial, LayerBuffer::grad_accum})
+      if (plan.has(role)) optional_tensor(role).emplace(engine.allocate(plan.buffer(role), at(layer_buffer_name(role), layer)));
   }
-  std::size_t optimizer_count(const Engine& engine) const { return engine.sharded() ? shard : padded; }
+
+  std::size_t count() const { return plan.count(); }
+  std::size_t shard() const { return plan.shard(); }
+  std::size_t padded() const { return plan.padded(); }
+  std::size_t own_offset() const { return plan.own_offset(); }
+
+  // The tensor of a planned buffer (not the optimizer state: master, m and v are three).
+  Tensor& tensor(LayerBuffer role) {
+    if (role == LayerBuffer::param) return param;
+    if (role == LayerBuffer::grad) return grad;
+    std::optional<Tensor>& tensor = optional_tensor(role);
+    if (!tensor) throw std::logic_error("layer has no " + std::string(layer_buffer_name(role)));
+    return *tensor;
+  }
+
+ private:
+  std::optional<Tensor>& optional_tensor(LayerBuffer role) {
+    switch (role) {
+      case LayerBuffer::param_shard: return param_shard;
+      case LayerBuffer::param_next: return param_next;
+      case LayerBuffer::grad_shard: return grad_shard;
+      case LayerBuffer::grad_partial: return grad_partial;
+      case LayerBuffer::grad_accum: return grad_accum;
+      default: throw std::logic_error("not an optional layer buffer: " + std::string(layer_buffer_name(role)));
+    }
+  }
 };
 
 class Engine::Handles final : public GroupHandles {
@@ -135,7 +136,8 @@ Engine::Engine(Model& model, const EngineOptions& options)
   }
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
-  if (ranks_ > 1) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
+  zero_ = ZeroState::of(options.stage, ranks_);
+  if (zero_.collectives) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
   const int L = model.layers();
   layers_.reserve(std::size_t(L));
@@ -155,7 +157,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   // Every rank initialises every layer from the same seed and keeps its own part.
   std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) {
-    initial[std::size_t(l)].resize(layers_[std::size_t(l)].count);
+    initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
     model.init_layer(l, initial[std::size_t(l)], options.seed);
   }
   set_master_params(initial);
@@ -164,45 +166,35 @@ Engine::Engine(Model& model, const EngineOptions& options)
     write_values(layer.m, zeros);
     write_values(layer.v, zeros);
   }
-
-  // The bytes this rank holds for good; transient ones are added and removed as the graph runs.
-  // Under optimizer offload the gradient shard and the parameter shard AdamW writes are host
-  // staging buffers (the device keeps its own full gradient and parameters at stages 0-2).
-  const std::int64_t dtype_bytes = std::int64_t(dtype_size(model.dtype()));
-  const MemoryPlace state_place = options.offload_optimizer == OptimizerOffload::nvme ? MemoryPlace::disk
-                                  : optimizer_offloaded()                              ? MemoryPlace::host
-                                                                                       : MemoryPlace::device;
-  const bool staged = optimizer_offloaded();
-  const bool params_offloaded = options.offload_params == ParamOffload::cpu;
-  const MemoryPlace shard_place =
-      staged || options.offload_params == ParamOffload::cpu ? MemoryPlace::host : MemoryPlace::device;
-  for (const Layer& layer : layers_) {
-    const std::int64_t full = std::int64_t(layer.padded) * dtype_bytes, shard = std::int64_t(layer.shard) * dtype_bytes;
-    if (!layer.param.is_transient())
-      ledger_.add(MemoryCategory::params, full, params_offloaded ? MemoryPlace::host : MemoryPlace::device);
-    if (layer.param_shard) {
-      ledger_.add(MemoryCategory::params, shard, shard_place);
-      // ZeRO-3 with the optimizer offloaded but not the parameters: the device keeps a copy of
-      // the shard AdamW wrote on the host (the all-gathers read it there).
-      if (options.stage == 3 && staged && !params_offloaded) ledger_.add(MemoryCategory::params, shard);
-    }
-    if (layer.param_next) ledger_.add(MemoryCategory::params, std::int64_t(layer.param_next->bytes()), shard_place);
-    if (staged && !params_offloaded && !layer.param_shard && !layer.param_next)  // AdamW writes the full
-      ledger_.add(MemoryCategory::params, full, MemoryPlace::host);             // buffer on the host
-    if (layer.grad_shard) {
-      if (!sharded() || options.stage >= 2) ledger_.add(MemoryCategory::grads, shard);  // the device's shard
-      if (staged) ledger_.add(MemoryCategory::grads, shard, MemoryPlace::host);
-    } else {
-      ledger_.add(MemoryCategory::grads, full);
-      if (staged) ledger_.add(MemoryCategory::grads, full, MemoryPlace::host);
-    }
-    if (layer.grad_shard && options.stage == 1) ledger_.add(MemoryCategory::grads, full);  // ZeRO-1: full grads stay
-    ledger_.add(MemoryCategory::optimizer, 3 * std::int64_t(layer.master.bytes()), state_place);
-    if (layer.grad_accum) ledger_.add(MemoryCategory::grads, std::int64_t(layer.grad_accum->bytes()));
-  }
-  if (options.stage == 3 && ranks_ > 1)
+  add_held_bytes_to_ledger();
+  if (zero_.shard_params)
     for (int slot = 0; slot <= options.prefetch_depth; ++slot)
       window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
+}
+
+LayerPlanInput Engine::layer_plan_input(int layer) const {
+  LayerPlanInput input;
+  input.stage = options_.stage;
+  input.ranks = ranks_;
+  input.rank = rank_;
+  input.offload_optimizer = options_.offload_optimizer;
+  input.offload_params = options_.offload_params;
+  input.delayed_update = options_.delayed_update_warmup >= 0;
+  input.fp32_grad_accum = options_.fp32_grad_accum;
+  input.dtype = model_.dtype();
+  input.params = model_.layer_params(layer);
+  input.optimizer_bytes_per_param = 3 * double(dtype_size(DType::f32));  // AdamW: master, m, v
+  return input;
+}
+
+const LayerPlan& Engine::layer_plan(int layer) const { return layers_.at(std::size_t(layer)).plan; }
+
+// The bytes this rank holds for good, as the plans place them (the planner sums the same
+// copies); transient ones are added and removed as the graph runs.
+void Engine::add_held_bytes_to_ledger() {
+  for (const Layer& layer : layers_)
+    for (const LayerPlan::HeldCopy& copy : layer.plan.held_copies())
+      ledger_.add(copy.buffer->category, layer.plan.bytes(*copy.buffer), copy.place);
 }
 
 Engine::~Engine() { starpu_task_wait_for_all(); }
@@ -236,38 +228,42 @@ void Engine::submit_window_mark(int layer, int delta, const std::string& name) {
       name);
 }
 
-// ZeRO-3: all-gather the full parameters a layer needs, once the window slot is free (the
-// release of the gather W+1 before this one).
+// ZeRO-3 (unshard): all-gather the full parameters a layer needs, once the window slot is free
+// (the release of the gather W+1 before this one).
 void Engine::gather(int layer, const char* pass) {
-  if (!(options_.stage == 3 && ranks_ > 1)) return;
-  submit_window_mark(layer, +1, at((std::string("window_") + pass).c_str(), layer));
+  if (layers_[std::size_t(layer)].plan.param_access() != ParamAccess::gathered_per_use) return;
+  submit_window_mark(layer, +1, at(std::string("window_") + pass, layer));
   for (int g : uses(layer)) {
     Layer& l = layers_[std::size_t(g)];
-    tasks::submit_all_gather(*order_, l.param_shard->handle(), l.param.handle(), l.count, model_.dtype(),
-                             at((std::string("all_gather_") + pass).c_str(), g));
+    tasks::submit_all_gather(*order_, l.param_shard->handle(), l.param.handle(), l.count(), model_.dtype(),
+                             at(std::string("all_gather_") + pass, g));
   }
 }
 
+// Reshard: the full parameters a layer used are freed (ZeRO-3), or their device copy may go
+// (one rank with the parameters on the host).
 void Engine::release(int layer, const char* pass) {
-  if (options_.offload_params == ParamOffload::cpu && ranks_ == 1) {
-    // One rank, parameters on the host: the device copy may go once the layer is done.
-    for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
-    return;
+  switch (layers_[std::size_t(layer)].plan.param_access()) {
+    case ParamAccess::resident: return;
+    case ParamAccess::fetched_per_use:
+      for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
+      return;
+    case ParamAccess::gathered_per_use:
+      submit_window_mark(layer, -1, at(std::string("release_") + pass, layer));
+      ++gathers_;
+      for (int g : uses(layer)) layers_[std::size_t(g)].param.invalidate_submit();
+      return;
   }
-  if (!(options_.stage == 3 && ranks_ > 1)) return;
-  submit_window_mark(layer, -1, at((std::string("release_") + pass).c_str(), layer));
-  ++gathers_;
-  for (int g : uses(layer)) layers_[std::size_t(g)].param.invalidate_submit();
 }
 
-// ZeRO-2/3: the full gradient of a group comes to life just before its first backward, and
-// only once the full gradient freed grad_window reductions ago is gone.
+// A full gradient held for good is zeroed for the step (and for every micro-batch when the fp32
+// buffer accumulates); one allocated per use (ZeRO-2/3) comes to life just before its group's
+// first backward, and only once the full gradient freed grad_window reductions ago is gone.
 void Engine::allocate_gradient(int group, bool first_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
-  const bool transient = ranks_ > 1 && options_.stage >= 2;
-  // It accumulates across micro-batches, unless the fp32 buffer does.
-  if (!transient && !first_micro_batch && !layer.grad_accum) return;
-  if (transient) {
+  const bool per_use = layer.plan.buffer(LayerBuffer::grad).lifetime == Lifetime::per_use;
+  if (!per_use && !first_micro_batch && !layer.grad_accum) return;
+  if (per_use) {
     std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
     const std::size_t window = std::size_t(options_.grad_window);
     if (recently_reduced_.size() >= window) handles.push_back(recently_reduced_[recently_reduced_.size() - window]);
@@ -280,56 +276,64 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
 
 void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
+  const LayerPlan& plan = layer.plan;
   const DType dtype = model_.dtype();
-  const bool shard_reduced = ranks_ > 1 && options_.stage >= 2;
-  if (layer.grad_accum && !shard_reduced) {
-    // Stages 0-1: the micro-batch's full gradient is added in fp32; the sum is rounded once and
-    // reduced once, after the last micro-batch.
+  if (plan.fp32_accumulation() == Fp32Accumulation::full_before_reduction) {
+    // The micro-batch's full gradient is added in fp32; the sum is rounded once and reduced
+    // once, after the last micro-batch.
     if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
     tasks::submit_accumulate_widen(layer.grad.handle(), layer.grad_accum->handle(), at("accumulate_grad_fp32", group));
     if (!last_micro_batch) return;
     tasks::submit_narrow(layer.grad_accum->handle(), layer.grad.handle(), at("round_grad", group));
   }
-  if (ranks_ == 1) return;
-  if (options_.stage <= 1 && !last_micro_batch) return;  // reduced once, accumulated
-  switch (options_.stage) {
-    case 0:
+  if (plan.reduce_every_micro_batch()) {
+    reduce_into_shard_each_micro_batch(group, first_micro_batch, last_micro_batch);
+    return;
+  }
+  if (!last_micro_batch) return;  // reduced once, accumulated
+  switch (plan.grad_reduction()) {
+    case GradReduction::none: return;
+    case GradReduction::all_reduce:
       tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
       return;
-    case 1:
-      if (layer.grad_shard)  // offload: only the shard goes down to the CPU AdamW
-        tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count, dtype,
-                                     at("reduce_scatter_grad", group));
-      else
-        tasks::submit_reduce_scatter_in_place(*order_, layer.grad.handle(), layer.count, dtype,
-                                              at("reduce_scatter_grad", group));
+    case GradReduction::reduce_scatter_in_place:
+      tasks::submit_reduce_scatter_in_place(*order_, layer.grad.handle(), layer.count(), dtype,
+                                            at("reduce_scatter_grad", group));
       return;
-    default: {
-      // A later micro-batch's shard goes to grad_partial and is added to the shard, in the
-      // model's dtype; with the fp32 buffer every shard is added there and rounded once, at the end.
-      const bool into_shard = first_micro_batch || layer.grad_accum;
-      Tensor& target = into_shard ? *layer.grad_shard : *layer.grad_partial;
-      tasks::submit_reduce_scatter(*order_, layer.grad.handle(), target.handle(), layer.count, dtype,
+    case GradReduction::reduce_scatter_into_shard:  // ZeRO-1 under offload: only the shard goes down
+      tasks::submit_reduce_scatter(*order_, layer.grad.handle(), layer.grad_shard->handle(), layer.count(), dtype,
                                    at("reduce_scatter_grad", group));
-      if (layer.grad_accum) {
-        if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
-        tasks::submit_accumulate_widen(layer.grad_shard->handle(), layer.grad_accum->handle(),
-                                       at("accumulate_grad_fp32", group));
-        if (last_micro_batch)
-          tasks::submit_narrow(layer.grad_accum->handle(), layer.grad_shard->handle(), at("round_grad", group));
-      } else if (!into_shard) {
-        tasks::submit_accumulate(layer.grad_partial->handle(), layer.grad_shard->handle(), dtype,
-                                 at("accumulate_grad_shard", group));
-        layer.grad_partial->invalidate_submit();
-      }
-      const auto bytes = std::int64_t(layer.grad.bytes());
-      tasks::submit_mark({layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); },
-                         at("grad_free", group));
-      layer.grad.invalidate_submit();
-      recently_reduced_.push_back(layer.grad.handle());
       return;
-    }
   }
+}
+
+// ZeRO-2/3: each micro-batch's full gradient is reduce-scattered into the shard and freed. A
+// later micro-batch's shard goes to grad_partial and is added to the shard in the model's dtype;
+// with the fp32 buffer every shard is added there and rounded once, at the end.
+void Engine::reduce_into_shard_each_micro_batch(int group, bool first_micro_batch, bool last_micro_batch) {
+  Layer& layer = layers_[std::size_t(group)];
+  const DType dtype = model_.dtype();
+  const bool fp32_accumulation = layer.plan.fp32_accumulation() == Fp32Accumulation::shard_after_reduction;
+  const bool into_shard = first_micro_batch || fp32_accumulation;
+  Tensor& target = into_shard ? *layer.grad_shard : *layer.grad_partial;
+  tasks::submit_reduce_scatter(*order_, layer.grad.handle(), target.handle(), layer.count(), dtype,
+                               at("reduce_scatter_grad", group));
+  if (fp32_accumulation) {
+    if (first_micro_batch) tasks::submit_zero(layer.grad_accum->handle(), at("zero_grad_accum", group));
+    tasks::submit_accumulate_widen(layer.grad_shard->handle(), layer.grad_accum->handle(),
+                                   at("accumulate_grad_fp32", group));
+    if (last_micro_batch)
+      tasks::submit_narrow(layer.grad_accum->handle(), layer.grad_shard->handle(), at("round_grad", group));
+  } else if (!into_shard) {
+    tasks::submit_accumulate(layer.grad_partial->handle(), layer.grad_shard->handle(), dtype,
+                             at("accumulate_grad_shard", group));
+    layer.grad_partial->invalidate_submit();
+  }
+  const auto bytes = std::int64_t(layer.grad.bytes());
+  tasks::submit_mark({layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); },
+                     at("grad_free", group));
+  layer.grad.invalidate_submit();
+  recently_reduced_.push_back(layer.grad.handle());
 }
 
 void Engine::submit_forward_walk() {
@@ -356,7 +360,7 @@ void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch)
 void Engine::submit_forward() { submit_forward_walk(); }
 
 void Engine::submit_gradients() {
-  if (sharded() && options_.stage >= 2)
+  if (zero_.shard_grads)
     throw std::logic_error("submit_gradients: full gradients are not kept at ZeRO-2/3 with several ranks");
   submit_forward_walk();
   submit_backward_walk(true, true);
@@ -366,8 +370,8 @@ std::vector<std::vector<float>> Engine::gradients() const {
   std::vector<std::vector<float>> out;
   for (const Layer& layer : layers_) {
     auto view = layer.grad.view(Access::read);
-    std::vector<float> values(layer.count);
-    for (std::size_t i = 0; i < layer.count; ++i)
+    std::vector<float> values(layer.count());
+    for (std::size_t i = 0; i < layer.count(); ++i)
       values[i] = layer.grad.dtype() == DType::f32 ? view.as<float>()[i] : to_float(view.as<bf16>()[i]);
     out.push_back(std::move(values));
   }
@@ -390,32 +394,7 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
 
-  // Global gradient norm over the reduced gradients: each rank's shard, summed across ranks.
-  const DType dtype = model_.dtype();
-  std::vector<starpu_data_handle_t> partial_sums;
-  for (int l = model_.layers() - 1; l >= 0; --l) {
-    Layer& layer = layers_[std::size_t(l)];
-    const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
-    const optim::Slice slice = layer.grad_shard ? optim::Slice{0, layer.shard}
-                               : sharded()      ? optim::Slice{layer.own_offset, layer.shard}
-                                                : optim::Slice{0, layer.padded};
-    optim::submit_sum_of_squares(grad, slice, dtype, layer.sum_of_squares.handle(), at("grad_sumsq", l));
-    partial_sums.push_back(layer.sum_of_squares.handle());
-  }
-  if (sharded()) {
-    optim::submit_sum_scalars(partial_sums, grad_sumsq_total_.handle(), "grad_sumsq_local");
-    tasks::submit_all_reduce(*order_, grad_sumsq_total_.handle(), DType::f32, "all_reduce_grad_sumsq");
-    partial_sums = {grad_sumsq_total_.handle()};
-  }
-  // Exact clipping is a global point: every AdamW waits for the norm of all gradients.
-  // Gradients summed over ranks and micro-batches: AdamW gets their mean.
-  const float divisor = float(ranks_ * micro_batches);
-  optim::submit_clip_scale(partial_sums, options_.grad_clip, divisor, clip_scale_.handle(), grad_norm_.handle(),
-                           "clip_scale");
-  // Without clipping AdamW needs only the divisor: it does not wait for the norm.
-  if (options_.grad_clip <= 0)
-    optim::submit_clip_scale({}, 0.0f, divisor, unclipped_scale_.handle(), unclipped_norm_.handle(),
-                             "unclipped_scale");
+  submit_grad_norm(micro_batches);
 
   optim::AdamWHyper hyper = options_.adam;
   hyper.lr = lr;
@@ -430,6 +409,34 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   }
 }
 
+// Global gradient norm over the reduced gradients: each rank's part (the slice AdamW reads),
+// summed across ranks when sharded; then the clipping scale AdamW waits for.
+void Engine::submit_grad_norm(int micro_batches) {
+  const DType dtype = model_.dtype();
+  std::vector<starpu_data_handle_t> partial_sums;
+  for (int l = model_.layers() - 1; l >= 0; --l) {
+    Layer& layer = layers_[std::size_t(l)];
+    const BufferSlice& grad = layer.plan.update().grad;
+    optim::submit_sum_of_squares(layer.tensor(grad.buffer).handle(), optim::Slice{grad.offset, grad.count}, dtype,
+                                 layer.sum_of_squares.handle(), at("grad_sumsq", l));
+    partial_sums.push_back(layer.sum_of_squares.handle());
+  }
+  if (zero_.sharded) {
+    optim::submit_sum_scalars(partial_sums, grad_sumsq_total_.handle(), "grad_sumsq_local");
+    tasks::submit_all_reduce(*order_, grad_sumsq_total_.handle(), DType::f32, "all_reduce_grad_sumsq");
+    partial_sums = {grad_sumsq_total_.handle()};
+  }
+  // Exact clipping is a global point: every AdamW waits for the norm of all gradients.
+  // Gradients summed over ranks and micro-batches: AdamW gets their mean.
+  const float divisor = float(ranks_ * micro_batches);
+  optim::submit_clip_scale(partial_sums, options_.grad_clip, divisor, clip_scale_.handle(), grad_norm_.handle(),
+                           "clip_scale");
+  // Without clipping AdamW needs only the divisor: it does not wait for the norm.
+  if (options_.grad_clip <= 0)
+    optim::submit_clip_scale({}, 0.0f, divisor, unclipped_scale_.handle(), unclipped_norm_.handle(),
+                             "unclipped_scale");
+}
+
 void Engine::flush() {
   if (!pending_update_) return;
   for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *pending_update_, true);
@@ -441,24 +448,22 @@ void Engine::flush() {
 // parameters it writes (see engine.hpp; `delayed`: into a buffer the model does not read yet).
 void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) {
   Layer& layer = layers_[std::size_t(l)];
+  const UpdatePlan& update = layer.plan.update();
   const DType dtype = model_.dtype();
   const std::string name = at("adamw", l);
   const starpu_data_handle_t scale = options_.grad_clip > 0 ? clip_scale_.handle() : unclipped_scale_.handle();
-  // The gradient this rank updates with: its shard, or its block of the full buffer (ZeRO-1
-  // in place), or the whole (replicated) gradient.
-  const starpu_data_handle_t grad = layer.grad_shard ? layer.grad_shard->handle() : layer.grad.handle();
-  const std::size_t grad_offset = layer.grad_shard || !sharded() ? 0 : layer.own_offset;
-  // Where the updated parameters go: a separate buffer when there is one, else in place.
-  Tensor* target = delayed && layer.param_next ? &*layer.param_next
-                   : layer.param_shard          ? &*layer.param_shard
-                                                : &layer.param;
-  const std::size_t param_offset = target == &layer.param && sharded() ? layer.own_offset : 0;
-  if (optimizer_offloaded()) {
-    optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), target->handle(), scale,
-                            dtype, hyper, {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node}, name);
-  } else {
-    optim::submit_adamw(grad, grad_offset, layer.master.handle(), layer.m.handle(), layer.v.handle(),
-                        target->handle(), param_offset, scale, dtype, hyper, name);
+  const starpu_data_handle_t grad = layer.tensor(update.grad.buffer).handle();
+  const BufferSlice& target = delayed ? update.delayed_target : update.target;
+  const starpu_data_handle_t param = layer.tensor(target.buffer).handle();
+  switch (update.kernel) {
+    case UpdateKernel::cpu:  // whole buffers: the gradient shard down, the parameter shard up
+      optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), param, scale, dtype,
+                              hyper, {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node}, name);
+      return;
+    case UpdateKernel::device:
+      optim::submit_adamw(grad, update.grad.offset, layer.master.handle(), layer.m.handle(), layer.v.handle(), param,
+                          target.offset, scale, dtype, hyper, name);
+      return;
   }
 }
 
@@ -466,35 +471,37 @@ void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) 
 // the copy of a delayed update into place.
 void Engine::submit_publish(int l, bool delayed) {
   Layer& layer = layers_[std::size_t(l)];
+  const PublishPlan& publish = layer.plan.publish(delayed);
   const DType dtype = model_.dtype();
-  if (delayed && layer.param_next) {
-    tasks::submit_copy(layer.param_next->handle(), layer.param_shard ? layer.param_shard->handle() : layer.param.handle(),
-                       at("publish_param", l));
-    return;
-  }
-  if (!sharded() || options_.stage == 3) return;  // AdamW wrote where the model reads
-  if (layer.param_shard) {
-    tasks::submit_all_gather(*order_, layer.param_shard->handle(), layer.param.handle(), layer.count, dtype,
-                             at("all_gather_param", l));
-    // The shard was only needed for the gather: the device copy may go (offload keeps it on the host).
-    if (optimizer_offloaded()) starpu_data_wont_use(layer.param_shard->handle());
-  } else {
-    tasks::submit_all_gather_in_place(*order_, layer.param.handle(), layer.count, dtype, at("all_gather_param", l));
+  switch (publish.how) {
+    case Publish::none: return;  // AdamW wrote where the model reads
+    case Publish::copy_next:
+      tasks::submit_copy(layer.param_next->handle(), layer.tensor(publish.destination).handle(), at("publish_param", l));
+      return;
+    case Publish::all_gather_from_shard:
+      tasks::submit_all_gather(*order_, layer.param_shard->handle(), layer.param.handle(), layer.count(), dtype,
+                               at("all_gather_param", l));
+      // The shard was only needed for the gather: the device copy may go (offload keeps it on the host).
+      if (publish.drop_device_shard) starpu_data_wont_use(layer.param_shard->handle());
+      return;
+    case Publish::all_gather_in_place:
+      tasks::submit_all_gather_in_place(*order_, layer.param.handle(), layer.count(), dtype, at("all_gather_param", l));
+      return;
   }
 }
 
-Tensor Engine::pinned_tensor(DType dtype, std::size_t count, const std::string& name) {
-  return Tensor::with_home(dtype, count, name,
-                           std::make_unique<PinnedHostBuffer>(count * dtype_size(dtype), options_.host_numa_node, name));
-}
-
-Tensor Engine::optimizer_tensor(std::size_t count, const std::string& name) {
-  switch (options_.offload_optimizer) {
-    case OptimizerOffload::none: return Tensor::host(DType::f32, count, name);
-    case OptimizerOffload::cpu: return pinned_tensor(DType::f32, count, name);
-    case OptimizerOffload::nvme: return Tensor::with_home(DType::f32, count, name, options_.nvme->home(count * 4, name));
+Tensor Engine::allocate(const PlannedBuffer& buffer, const std::string& name) {
+  const std::size_t count = buffer.elements;
+  const DType dtype = buffer.dtype;
+  switch (buffer.home) {
+    case BufferHome::device: return Tensor::host(dtype, count, name);
+    case BufferHome::transient: return Tensor::transient(dtype, count, name);
+    case BufferHome::pinned_host:
+      return Tensor::with_home(dtype, count, name,
+                               std::make_unique<PinnedHostBuffer>(count * dtype_size(dtype), options_.host_numa_node, name));
+    case BufferHome::disk: return Tensor::with_home(dtype, count, name, options_.nvme->home(count * dtype_size(dtype), name));
   }
-  throw std::logic_error("unknown optimizer placement");
+  throw std::logic_error("unknown buffer home");
 }
 
 float Engine::last_grad_norm() const {
@@ -509,13 +516,13 @@ std::vector<std::vector<float>> Engine::master_params() const {
   for (const Layer& layer : layers_) {
     std::vector<float> mine = read_f32(layer.master);
     if (!sharded()) {
-      mine.resize(layer.count);
+      mine.resize(layer.count());
       out.push_back(std::move(mine));
       continue;
     }
-    std::vector<float> full(layer.padded);
-    host_comm().all_gather(mine.data(), full.data(), layer.count, DType::f32);
-    full.resize(layer.count);
+    std::vector<float> full(layer.padded());
+    host_comm().all_gather(mine.data(), full.data(), layer.count(), DType::f32);
+    full.resize(layer.count());
     out.push_back(std::move(full));
   }
   return out;
@@ -525,11 +532,11 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
   if (values.size() != layers_.size()) throw std::invalid_argument("set_master_params: wrong number of layers");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
-    if (values[l].size() != layer.count)
+    if (values[l].size() != layer.count())
       throw std::invalid_argument("set_master_params: wrong size for layer " + std::to_string(l));
-    const std::vector<float> full = shard_of(values[l], 0, layer.padded);
-    write_values(layer.master, sharded() ? shard_of(values[l], layer.own_offset, layer.shard) : full);
-    if (layer.param_shard) write_values(*layer.param_shard, shard_of(values[l], layer.own_offset, layer.shard));
+    const std::vector<float> full = shard_of(values[l], 0, layer.padded());
+    write_values(layer.master, sharded() ? shard_of(values[l], layer.own_offset(), layer.shard()) : full);
+    if (layer.param_shard) write_values(*layer.param_shard, shard_of(values[l], layer.own_offset(), layer.shard()));
     if (!layer.param.is_transient()) write_values(layer.param, full);
   }
 }
@@ -539,7 +546,7 @@ std::vector<LayerOptimizerState> Engine::optimizer_state() const {
   for (const Layer& layer : layers_) {
     LayerOptimizerState state{read_f32(layer.master), read_f32(layer.m), read_f32(layer.v)};
     if (!sharded())  // the full state, without the collectives' padding
-      for (auto* values : {&state.master, &state.m, &state.v}) values->resize(layer.count);
+      for (auto* values : {&state.master, &state.m, &state.v}) values->resize(layer.count());
     out.push_back(std::move(state));
   }
   return out;
@@ -550,7 +557,7 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
   if (sharded()) starpu_task_wait_for_all();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
-    const std::size_t n = sharded() ? layer.master.count() : layer.count;
+    const std::size_t n = sharded() ? layer.master.count() : layer.count();
     if (state[l].master.size() != n || state[l].m.size() != n || state[l].v.size() != n)
       throw std::invalid_argument("set_optimizer_state: wrong size for layer " + std::to_string(l));
     // Unsharded state comes without padding; the padding stays zero.
@@ -561,11 +568,11 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
     if (layer.param_shard) write_values(*layer.param_shard, state[l].master);
     if (!layer.param.is_transient()) {
       if (sharded()) {
-        std::vector<float> full(layer.padded);
-        host_comm().all_gather(state[l].master.data(), full.data(), layer.count, DType::f32);
+        std::vector<float> full(layer.padded());
+        host_comm().all_gather(state[l].master.data(), full.data(), layer.count(), DType::f32);
         write_values(layer.param, full);
       } else {
-        write_values(layer.param, shard_of(state[l].master, 0, layer.padded));
+        write_values(layer.param, shard_of(state[l].master, 0, layer.padded()));
       }
     }
   }
@@ -573,21 +580,21 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
 
 std::size_t Engine::padded_parameter_count() const {
   std::size_t n = 0;
-  for (const Layer& layer : layers_) n += layer.padded;
+  for (const Layer& layer : layers_) n += layer.padded();
   return n;
 }
 
 std::size_t Engine::regathered_elements_per_step() const {
-  if (!(options_.stage == 3 && ranks_ > 1)) return 0;
+  if (!zero_.shard_params) return 0;
   std::size_t n = 0;
   for (int l = 0; l < model_.layers(); ++l)
-    for (int g : model_.shared_groups(l)) n += 2 * layers_[std::size_t(g)].padded;  // forward and backward
+    for (int g : model_.shared_groups(l)) n += 2 * layers_[std::size_t(g)].padded();  // forward and backward
   return n;
 }
 
 std::size_t Engine::parameter_count() const {
   std::size_t n = 0;
-  for (const Layer& layer : layers_) n += layer.count;
+  for (const Layer& layer : layers_) n += layer.count();
   return n;
 }
 

@@ -1,20 +1,46 @@
 #pragma once
 // The ZeRO engine: walks a Model's layers and submits one training step as a task graph
-// (design.md): forward of every layer, backward in reverse order, and per layer the collective
-// and optimizer tasks of the chosen ZeRO stage. Nothing waits inside a step.
+// (docs/architecture.md): forward of every layer, backward in reverse order, and per layer the
+// collective and optimizer tasks of the chosen ZeRO stage. Nothing waits inside a step.
 //
-// Buffers per layer l, N ranks, s = ceil(count/N) (collective buffers are padded to N·s):
-//   param[l]        full, model dtype      stages 0-2: persistent; 3: gathered before each use
-//   param_shard[l]  s, model dtype         stages 1-3 (N > 1)
-//   grad[l]         full, model dtype      stages 0-1: persistent; 2-3: freed after its
-//                                          reduce-scatter
-//   grad_shard[l]   s, model dtype         stages 1-3 (N > 1)
-//   master/m/v[l]   fp32, s (stage 0: full)
-// Stage 0: all-reduce of each layer's gradient, AdamW on the full (replicated) state.
-// Stages 1-2: reduce-scatter, AdamW on the own shard, all-gather of the updated parameters.
-// Stage 3: all-gather before forward and again before backward, freed after use, with a
-// prefetch window: gather k+W+1 waits for the release of gather k (at most W+1 live).
+// What ZeRO shards is decided once (ZeroState, offload/layer_plan.hpp), and each layer's buffers
+// and operations once, in its LayerPlan: allocation, task submission and the memory ledger all
+// read the plan, and the planner (offload/planner.hpp) counts bytes from the same code.
+//
+// States of a layer (FSDP2's words) and the transitions the engine submits between them:
+//   parameters  sharded: only this rank's shard (param_shard) is held (ZeRO-3);
+//               unsharded: the full parameters (param) are there for forward and backward.
+//     unshard   ZeRO-3: all-gather param_shard -> param before each forward and each backward,
+//               with a prefetch window: gather k+W+1 waits for the release of gather k (at
+//               most W+1 layers live). One rank with the parameters on the host: fetched.
+//     reshard   ZeRO-3: free param after the layer's tasks; one rank with the parameters on the
+//               host: drop the device copy.
+//   gradients   unsharded: the full gradient (grad) that backward accumulates into;
+//               sharded (reduced): this rank's part, grad_shard or its block of grad.
+//     allocate  ZeRO-2/3: grad comes to life before the layer's first backward, once the one
+//               freed grad_window reductions earlier is gone; stages 0-1 hold it for good.
+//     reduce    all-reduce (ZeRO-0), reduce-scatter in place (ZeRO-1) or into grad_shard
+//               (ZeRO-1 under optimizer offload; ZeRO-2/3 after every micro-batch, then grad is
+//               freed). fp32 accumulation adds the full gradient before the reduction (stages
+//               0-1) or each reduced shard after it (stages 2-3), rounded once per step.
+//   optimizer   master/m/v of this rank's shard (everything when not sharded), fp32.
+//     update    AdamW: a device kernel at an offset into the buffers, or under optimizer offload
+//               a CPU task that reads the gradient shard and writes a parameter shard whole.
+//     publish   make the update what the model reads: all-gather of the full parameters
+//               (ZeRO-1/2, in place or from param_shard), or copy of a delayed update's
+//               param_next into place; nothing where the update wrote there (one rank, ZeRO-0,
+//               ZeRO-3).
 // With one rank (or no communicator) there are no collectives and all stages are the same.
+//
+// Buffers per layer l, N ranks, s = ceil(count/N) (full buffers are padded to N·s):
+//   param[l]        full, model dtype      stages 0-2: held; 3: gathered for each use
+//   param_shard[l]  s, model dtype         ZeRO-3; ZeRO-1/2 under optimizer offload or delay
+//   param_next[l]   s or full              delayed update where no param_shard takes it
+//   grad[l]         full, model dtype      stages 0-1: held; 2-3: freed after its reduce-scatter
+//   grad_shard[l]   s, model dtype         ZeRO-2/3; ZeRO-1 under optimizer offload
+//   grad_partial[l] s, model dtype         ZeRO-2/3: a later micro-batch's reduced shard
+//   grad_accum[l]   fp32, full or s        fp32 gradient accumulation
+//   master/m/v[l]   fp32, s (stage 0: full)
 //
 // Gradient clipping by global norm is exact: every AdamW waits for the norm over all gradient
 // shards, a global point after the whole backward. With clipping off (grad_clip <= 0) AdamW of
@@ -22,7 +48,7 @@
 // norm is still computed, off the critical path. With the delayed update, clipping stays exact
 // and costs no overlap (the update runs during the next step's forward and backward).
 //
-// ZeRO-Offload (design.md "Offload placement"):
+// ZeRO-Offload (docs/architecture.md):
 //   offload_optimizer cpu:  master/m/v in pinned host memory on a chosen NUMA node; AdamW is a
 //                           CPU-only task (fused SIMD kernel, adam_threads threads) that reads
 //                           the gradient shard and writes a parameter shard whole: StarPU moves
@@ -44,8 +70,9 @@
 #include <string>
 #include <vector>
 
+#include "offload/layer_plan.hpp"
 #include "offload/model.hpp"
-#include "offload/planner.hpp"
+#include "offload/placement.hpp"
 #include "optimizers/adamw.hpp"
 #include "runtime/comm.hpp"
 #include "runtime/ledger.hpp"
@@ -135,10 +162,14 @@ class Engine {
   int rank() const { return rank_; }
   int stage() const { return options_.stage; }
   const EngineOptions& options() const { return options_; }
-  bool sharded() const { return ranks_ > 1 && options_.stage >= 1; }
+  bool sharded() const { return zero_.sharded; }
+  // What ZeRO shards in this run, and each layer's buffers and operations.
+  const ZeroState& zero_state() const { return zero_; }
+  const LayerPlan& layer_plan(int layer) const;
   bool fp32_grad_accum() const { return options_.fp32_grad_accum; }
   bool optimizer_offloaded() const { return options_.offload_optimizer != OptimizerOffload::none; }
   const MemoryLedger& ledger() const { return ledger_; }
+  DType model_dtype() const { return model_.dtype(); }
 
  private:
   class Handles;
@@ -151,15 +182,20 @@ class Engine {
   void release(int layer, const char* pass);
   void allocate_gradient(int group, bool first_micro_batch);
   void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
-  Tensor optimizer_tensor(std::size_t count, const std::string& name);
+  void reduce_into_shard_each_micro_batch(int group, bool first_micro_batch, bool last_micro_batch);
+  void submit_grad_norm(int micro_batches);
+  void add_held_bytes_to_ledger();
+  LayerPlanInput layer_plan_input(int layer) const;
+  // A tensor for one planned buffer, at its home.
+  Tensor allocate(const PlannedBuffer& buffer, const std::string& name);
   Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
-  Tensor pinned_tensor(DType dtype, std::size_t count, const std::string& name);
   void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
   void submit_publish(int layer, bool delayed);
 
   Model& model_;
   EngineOptions options_;
   int ranks_ = 1, rank_ = 0;
+  ZeroState zero_;
   std::vector<Layer> layers_;
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;

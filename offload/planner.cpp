@@ -5,24 +5,10 @@
 #include <limits>
 #include <tuple>
 
+#include "offload/layer_plan.hpp"
+
 namespace starzero {
 namespace {
-
-// Overflow-checked int64 arithmetic: absurd configs give an error, not a wrapped number.
-std::int64_t mul(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) throw PlanError("model too large: element count overflows 64 bits");
-  return r;
-}
-std::int64_t add(std::int64_t a, std::int64_t b) {
-  std::int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) throw PlanError("model too large: element count overflows 64 bits");
-  return r;
-}
-template <typename... Rest>
-std::int64_t mul(std::int64_t a, std::int64_t b, Rest... rest) {
-  return mul(mul(a, b), rest...);
-}
 
 // Shard divisors per stage: what each stage shards (seeds' table).
 std::int64_t param_divisor(int stage, std::int64_t dp) { return stage >= 3 ? dp : 1; }
@@ -64,121 +50,15 @@ std::optional<Precision> precision_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view offload_name(OptimizerOffload o) {
-  switch (o) {
-    case OptimizerOffload::none: return "none";
-    case OptimizerOffload::cpu: return "cpu";
-    case OptimizerOffload::nvme: return "nvme";
-  }
-  return "?";
-}
-
-std::string_view offload_name(ParamOffload o) { return o == ParamOffload::cpu ? "cpu" : "none"; }
-
-std::optional<OptimizerOffload> optimizer_offload_from_name(std::string_view name) {
-  if (name == "none") return OptimizerOffload::none;
-  if (name == "cpu") return OptimizerOffload::cpu;
-  if (name == "nvme") return OptimizerOffload::nvme;
-  return std::nullopt;
-}
-
-std::optional<ParamOffload> param_offload_from_name(std::string_view name) {
-  if (name == "none") return ParamOffload::none;
-  if (name == "cpu") return ParamOffload::cpu;
-  return std::nullopt;
-}
-
-// ---- GPT -------------------------------------------------------------------------------------
-
-void validate(const GptConfig& c) {
-  const std::pair<const char*, std::int64_t> fields[] = {
-      {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
-      {"vocab", c.vocab},   {"seq", c.seq},       {"batch", c.batch}};
-  for (const auto& [name, value] : fields) {
-    if (value <= 0) {
-      throw PlanError(std::string("GPT ") + name + " must be > 0, got " + std::to_string(value));
-    }
-  }
-  if (c.hidden % c.heads != 0) {
-    throw PlanError("GPT heads (" + std::to_string(c.heads) + ") must divide hidden (" +
-                    std::to_string(c.hidden) + ")");
-  }
-  // Overflow checks of everything derived below.
-  (void)gpt_param_count(c);
-  (void)gpt_activation_elements(c);
-}
-
-std::int64_t padded_vocab(std::int64_t vocab, std::int64_t multiple) {
-  if (vocab <= 0 || multiple <= 0) throw PlanError("vocab and its padding multiple must be > 0");
-  return mul(add(vocab, multiple - 1) / multiple, multiple);
-}
-
-std::vector<NamedCount> gpt_layer_kinds(const GptConfig& c) {
-  const std::int64_t C = c.hidden;
-  const std::int64_t Vp = padded_vocab(c.vocab);
-  return {
-      {"embedding", add(mul(Vp, C), mul(c.seq, C))},          // wte + wpe
-      {"block", add(mul(12, C, C), mul(13, C))},              // per transformer block
-      {"final layernorm", mul(2, C)},                         // lnfw + lnfb
-  };
-}
-
-std::int64_t gpt_param_count(const GptConfig& c) {
-  const auto kinds = gpt_layer_kinds(c);
-  return add(add(kinds[0].count, mul(c.layers, kinds[1].count)), kinds[2].count);
-}
-
-NamedCount gpt_largest_layer(const GptConfig& c) {
-  const auto kinds = gpt_layer_kinds(c);
-  return *std::max_element(kinds.begin(), kinds.end(),
-                           [](const NamedCount& a, const NamedCount& b) { return a.count < b.count; });
-}
-
-std::vector<NamedCount> gpt_activation_tensors(const GptConfig& c) {
-  const std::int64_t L = c.layers, B = c.batch, T = c.seq, C = c.hidden, NH = c.heads;
-  const std::int64_t Vp = padded_vocab(c.vocab);
-  return {
-      {"encoded", mul(B, T, C)},
-      {"ln1", mul(L, B, T, C)},
-      {"ln1_mean", mul(L, B, T)},
-      {"ln1_rstd", mul(L, B, T)},
-      {"qkv", mul(L, B, T, 3 * C)},
-      {"atty", mul(L, B, T, C)},
-      {"preatt", mul(L, B, NH, T, T)},
-      {"att", mul(L, B, NH, T, T)},
-      {"attproj", mul(L, B, T, C)},
-      {"residual2", mul(L, B, T, C)},
-      {"ln2", mul(L, B, T, C)},
-      {"ln2_mean", mul(L, B, T)},
-      {"ln2_rstd", mul(L, B, T)},
-      {"fch", mul(L, B, T, 4 * C)},
-      {"fch_gelu", mul(L, B, T, 4 * C)},
-      {"fcproj", mul(L, B, T, C)},
-      {"residual3", mul(L, B, T, C)},
-      {"lnf", mul(B, T, C)},
-      {"lnf_mean", mul(B, T)},
-      {"lnf_rstd", mul(B, T)},
-      {"logits", mul(B, T, Vp)},
-      {"probs", mul(B, T, Vp)},
-      {"losses", mul(B, T)},
-  };
-}
-
-std::int64_t gpt_activation_elements(const GptConfig& c) {
-  std::int64_t total = 0;
-  for (const auto& t : gpt_activation_tensors(c)) total = add(total, t.count);
-  return total;
-}
-
 // ---- One configuration ---------------------------------------------------------------------
 
 void validate(const PlanInput& in) {
-  if (in.gpt) {
-    validate(*in.gpt);
-    const std::int64_t count = gpt_param_count(*in.gpt);
-    if (in.params != 0 && in.params != count) {
-      throw PlanError("params (" + std::to_string(in.params) + ") disagrees with the GPT config (" +
-                      std::to_string(count) + "); give one or the other");
+  if (in.model) {
+    if (in.model->params <= 0)
+      throw PlanError("the model footprint's parameter count must be > 0, got " + std::to_string(in.model->params));
+    if (in.params != 0 && in.params != in.model->params) {
+      throw PlanError("params (" + std::to_string(in.params) + ") disagrees with the model footprint (" +
+                      std::to_string(in.model->params) + "); give one or the other");
     }
   } else if (in.params <= 0) {
     throw PlanError("params must be > 0, got " + std::to_string(in.params));
@@ -199,11 +79,51 @@ void validate(const PlanInput& in) {
 
 std::int64_t model_params(const PlanInput& in) {
   validate(in);
-  return in.gpt ? gpt_param_count(*in.gpt) : in.params;
+  return in.model ? in.model->params : in.params;
 }
 
 double MemoryPlan::gpu_total() const {
   return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0);
+}
+
+namespace {
+
+// The engine's storage type of the precision: only its size matters here (fp16 is 2 bytes, as bf16).
+DType storage_dtype(Precision p) { return p == Precision::fp32 ? DType::f32 : DType::bf16; }
+
+// The plan of one layer holding all Ψ parameters on rank 0 of N: its held buffers, unpadded, are
+// the seeds' figures placed.
+LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi) {
+  LayerPlanInput layer;
+  layer.stage = in.stage;
+  layer.ranks = in.dp;
+  layer.rank = 0;
+  layer.offload_optimizer = in.offload_optimizer;
+  layer.offload_params = in.offload_params;
+  layer.fp32_grad_accum = in.fp32_grad_accum;
+  layer.dtype = storage_dtype(in.precision);
+  layer.params = std::size_t(psi);
+  layer.optimizer_bytes_per_param = in.k;
+  return LayerPlan(layer);
+}
+
+std::optional<double> zero3_temporaries(const PlanInput& in, int prec) {
+  if (in.stage < 3) return 0.0;
+  if (!in.model) return std::nullopt;
+  if (in.dp == 1 && in.offload_params == ParamOffload::none) return 0.0;  // the "shard" is the whole model
+  return double(in.prefetch_depth + 1) * double(in.model->largest_layer().count) * prec;
+}
+
+}  // namespace
+
+void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum) {
+  for (const LayerPlan::HeldCopy& copy : plan.held_copies()) {
+    ByteSplit& place = copy.place == MemoryPlace::device ? sum.gpu : copy.place == MemoryPlace::host ? sum.host : sum.nvme;
+    double& category = copy.buffer->category == MemoryCategory::params  ? place.params
+                       : copy.buffer->category == MemoryCategory::grads ? place.grads
+                                                                        : place.optimizer;
+    category += padded ? double(plan.bytes(*copy.buffer)) : plan.unpadded_bytes(*copy.buffer);
+  }
 }
 
 MemoryPlan plan_memory(const PlanInput& in) {
@@ -216,38 +136,22 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.dp = in.dp;
   p.stage = in.stage;
   p.seeds = seeds_bytes(psi, in.dp, in.stage, in.k, in.fp32_grad_accum, prec);
-  p.gpu = p.seeds;
+  PlacedBytes placed;
+  add_placed_bytes(whole_model_layer(in, psi_count), false, placed);
+  p.gpu = placed.gpu;
+  p.host = placed.host;
+  p.nvme = placed.nvme;
 
   if (in.offload_optimizer != OptimizerOffload::none) {
-    ByteSplit& home = in.offload_optimizer == OptimizerOffload::cpu ? p.host : p.nvme;
-    home.optimizer = p.seeds.optimizer;
-    p.gpu.optimizer = 0;
-    // Staging: this rank's gradient shard comes down, its updated parameter shard goes up.
-    const double shard = prec * psi / double(optimizer_divisor(in.stage, in.dp));
-    p.host.grads += shard;
-    p.host.params += shard;
-    p.offload_transfer_bytes += 2 * shard;
+    // This rank's gradient shard comes down, its updated parameter shard goes up.
+    p.offload_transfer_bytes += 2 * (prec * psi / double(optimizer_divisor(in.stage, in.dp)));
   }
-  if (in.offload_params == ParamOffload::cpu) {  // stage 3 (validated)
-    // The parameter shard lives on the host; with optimizer offload it is the staging buffer.
-    p.host.params = p.seeds.params;
-    p.gpu.params = 0;
+  if (in.offload_params == ParamOffload::cpu) {
     // Each layer's shard goes up for the forward and again for the backward all-gather.
     p.offload_transfer_bytes += 2 * p.seeds.params;
   }
-
-  if (in.gpt) {
-    p.activations = double(gpt_activation_elements(*in.gpt)) * prec;
-    if (in.stage < 3) {
-      p.temporaries = 0.0;
-    } else if (in.dp == 1 && in.offload_params == ParamOffload::none) {
-      p.temporaries = 0.0;  // the "shard" is the whole model, already on the GPU
-    } else {
-      p.temporaries = double(in.prefetch_depth + 1) * double(gpt_largest_layer(*in.gpt).count) * prec;
-    }
-  } else if (in.stage < 3) {
-    p.temporaries = 0.0;
-  }
+  if (in.model) p.activations = double(in.model->activation_elements()) * prec;
+  p.temporaries = zero3_temporaries(in, prec);
   return p;
 }
 

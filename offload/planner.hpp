@@ -1,6 +1,6 @@
 #pragma once
-// The memory and communication planner: the seeds' ZeRO formulas (shared/seeds/SUMMARY.md),
-// generalised to GPT configs, offload placements and fit checks. Plain structs, no I/O.
+// The memory and communication planner: the seeds' ZeRO formulas (docs/zero-formulas.md),
+// generalised to any model's footprint, offload placements and fit checks. Plain structs, no I/O.
 //
 // Units: parameter counts and elements are integers; bytes are doubles. Every byte figure is
 // computed as (whole bytes) / N in double precision, which is exact whenever the result is a
@@ -11,18 +11,20 @@
 //   ZeRO-2: 2Ψ + (2Ψ + kΨ)/N; ZeRO-3: (2Ψ + 2Ψ + kΨ)/N, where "2" is the precision's bytes.
 //   An fp32 gradient accumulation buffer adds 4Ψ (stages 0-1) or 4Ψ/N (stages 2-3), counted
 //   under gradients.
-// - placement: where those bytes live (GPU, host, NVMe) given the offload options. Offloading
-//   the optimizer moves its state (kΨ/N; kΨ at ZeRO-0) to host memory (cpu) or to NVMe (nvme)
-//   and adds two host staging buffers of precision·Ψ/N each: the gradient shard that comes down
-//   for the CPU Adam step and the updated parameter shard that goes back up (ZeRO-Offload's
-//   minimum transfer: 2 + 2 bytes per parameter in bf16). The GPU keeps its own gradient and
-//   parameter copies, so the GPU figure is the seeds' figure minus the optimizer state.
-//   Offloading parameters (ZeRO-3 only) moves the parameter shard precision·Ψ/N to host
+// - placement: where those bytes live (GPU, host, NVMe) given the offload options, summed from
+//   the engine's own plan of one layer of Ψ parameters (offload/layer_plan.hpp) without the
+//   collectives' padding; the engine's ledger sums the same buffers over its real, padded layers.
+//   Offloading the optimizer moves its state (kΨ/N; kΨ at ZeRO-0) to host memory (cpu) or to
+//   NVMe (nvme) and adds two host staging buffers of precision·Ψ/N each: the gradient shard that
+//   comes down for the CPU Adam step and the updated parameter shard that goes back up
+//   (ZeRO-Offload's minimum transfer: 2 + 2 bytes per parameter in bf16). The GPU keeps its own
+//   gradient and parameter copies, so the GPU figure is the seeds' figure minus the optimizer
+//   state. Offloading parameters (ZeRO-3 only) moves the parameter shard precision·Ψ/N to host
 //   memory; with optimizer offload too, that shard and the staging copy are the same buffer.
-// - activations (GPT config only): one micro-batch, llm.c's train_gpt2.c layout, at the
-//   precision's bytes per element. ZeRO does not shard activations: every rank holds its own.
-// - ZeRO-3 temporaries (GPT config only): the full parameters of the layers being computed and
-//   prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
+// - activations (model footprint only): one micro-batch's activation tensors, at the precision's
+//   bytes per element. ZeRO does not shard activations: every rank holds its own.
+// - ZeRO-3 temporaries (model footprint only): the full parameters of the layers being computed
+//   and prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
 //   without parameter offload the shard is the whole model, nothing is gathered: 0.
 // Not counted anywhere (they remain however large dp is): the transient full gradient of the
 // layer being reduce-scattered (stages 2-3), communication buckets, activation gradients and
@@ -35,10 +37,13 @@
 #include <string_view>
 #include <vector>
 
+#include "offload/footprint.hpp"
+#include "offload/placement.hpp"
+
 namespace starzero {
 
 // Invalid planner input: params <= 0, dp <= 0, stage outside 0..3, k < 0, parameter offload
-// outside ZeRO-3, a GPT config with a non-positive field, ... The message is one line.
+// outside ZeRO-3, a footprint without parameters, ... The message is one line.
 class PlanError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
@@ -50,45 +55,10 @@ int precision_bytes(Precision p);  // 2, 2, 4
 std::string_view precision_name(Precision p);
 std::optional<Precision> precision_from_name(std::string_view name);
 
-enum class OptimizerOffload { none, cpu, nvme };
-enum class ParamOffload { none, cpu };
-std::string_view offload_name(OptimizerOffload o);
-std::string_view offload_name(ParamOffload o);
-std::optional<OptimizerOffload> optimizer_offload_from_name(std::string_view name);
-std::optional<ParamOffload> param_offload_from_name(std::string_view name);
-
-// ---- GPT (llm.c GPT-2 layout) ----------------------------------------------------------------
-struct GptConfig {
-  std::int64_t layers = 0;  // L
-  std::int64_t hidden = 0;  // C (channels)
-  std::int64_t heads = 0;   // NH, must divide C
-  std::int64_t vocab = 0;   // V, padded to Vp
-  std::int64_t seq = 0;     // T = maxT (also sizes the position embedding)
-  std::int64_t batch = 0;   // B, micro-batch
-};
-
-struct NamedCount {
-  std::string name;
-  std::int64_t count = 0;
-};
-
-void validate(const GptConfig& config);  // throws PlanError
-// Vocabulary padded up to a multiple of `multiple` (llm.c: 128; 50257 -> 50304).
-std::int64_t padded_vocab(std::int64_t vocab, std::int64_t multiple = 128);
-// Vp·C + T·C + L·(12C² + 13C) + 2C.
-std::int64_t gpt_param_count(const GptConfig& config);
-// The parameter blocks ZeRO-3 gathers one at a time: "embedding" (Vp·C + T·C), "block"
-// (12C² + 13C, one entry standing for each of the L blocks), "final layernorm" (2C).
-std::vector<NamedCount> gpt_layer_kinds(const GptConfig& config);
-NamedCount gpt_largest_layer(const GptConfig& config);
-// Activation tensors of one micro-batch in train_gpt2.c's order, in elements.
-std::vector<NamedCount> gpt_activation_tensors(const GptConfig& config);
-std::int64_t gpt_activation_elements(const GptConfig& config);
-
 // ---- One configuration ---------------------------------------------------------------------
 struct PlanInput {
-  std::int64_t params = 0;        // Ψ; with a GPT config leave 0 (or equal to its count)
-  std::optional<GptConfig> gpt;   // gives Ψ, activations and ZeRO-3 temporaries
+  std::int64_t params = 0;        // Ψ; with a model footprint leave 0 (or equal to its Ψ)
+  std::optional<ModelFootprint> model;  // gives Ψ, activations and ZeRO-3 temporaries
   std::int64_t dp = 1;            // N
   int stage = 0;                  // 0..3
   Precision precision = Precision::bf16;
@@ -117,9 +87,9 @@ struct MemoryPlan {
   ByteSplit gpu;    // placed: GPU
   ByteSplit host;   // placed: host memory (includes the offload staging copies)
   ByteSplit nvme;   // placed: NVMe
-  std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without GPT
+  std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without a footprint
   std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
-                                      // unknown for ZeRO-3 without GPT config
+                                      // unknown for ZeRO-3 without a footprint
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
   double gpu_static() const { return gpu.total(); }
   double gpu_total() const;  // static + activations + temporaries (the known ones)
@@ -128,6 +98,15 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const PlanInput& input);
+
+// What one layer's plan holds for good, per place (GPU = the device, host, NVMe = the disk node)
+// and category, added to `sum`: `padded` as the engine allocates it (its ledger), else the
+// seeds' unpadded figures (plan_memory's placement is this for one layer of Ψ parameters).
+class LayerPlan;
+struct PlacedBytes {
+  ByteSplit gpu, host, nvme;
+};
+void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum);
 
 // GPU bytes per rank that no dp removes (the limit of gpu_total() as dp grows): the model
 // states a stage does not shard, plus activations and ZeRO-3 temporaries when known. The

@@ -7,21 +7,14 @@
 
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/codelet.hpp"
-#include "runtime/task_name.hpp"
 
 namespace starzero::optim {
 
 namespace {
 
-template <class T>
-T* ptr(void* buffer) {
-  return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
-}
-std::size_t count(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
-
 struct AdamArgs {
   AdamWHyper hyper;
-  DType dtype;
+  DType dtype;  // of the gradient and the parameter copy
   std::size_t grad_offset, param_offset;
 };
 
@@ -30,59 +23,10 @@ struct SumArgs {
   Slice slice;
 };
 
-std::size_t slice_count(void* buffer, const Slice& slice) {
-  return slice.count ? slice.count : count(buffer) - slice.offset;
-}
-
-void sum_of_squares_cpu(void* buffers[], void* cl_arg) {
-  SumArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
-  double sum = 0;  // double: the norm of millions of small gradients
-  const std::size_t n = slice_count(buffers[0], a.slice);
-  if (a.dtype == DType::f32) {
-    const float* g = ptr<float>(buffers[0]) + a.slice.offset;
-    for (std::size_t i = 0; i < n; ++i) sum += double(g[i]) * g[i];
-  } else {
-    const bf16* g = ptr<bf16>(buffers[0]) + a.slice.offset;
-    for (std::size_t i = 0; i < n; ++i) sum += double(to_float(g[i])) * to_float(g[i]);
-  }
-  *ptr<float>(buffers[1]) = float(sum);
-}
-
-void clip_scale_cpu(void* buffers[], void* cl_arg) {
-  float max_norm, divisor;
-  int nparts;
-  starpu_codelet_unpack_args(cl_arg, &max_norm, &divisor, &nparts);
-  double sum = 0;
-  for (int i = 0; i < nparts; ++i) sum += *ptr<float>(buffers[2 + i]);
-  const float norm = float(std::sqrt(sum) / divisor);
-  const float clip = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0f;
-  *ptr<float>(buffers[0]) = clip / divisor;
-  *ptr<float>(buffers[1]) = norm;
-}
-
-void sum_scalars_cpu(void* buffers[], void* cl_arg) {
-  int nparts;
-  starpu_codelet_unpack_args(cl_arg, &nparts);
-  double sum = 0;
-  for (int i = 0; i < nparts; ++i) sum += *ptr<float>(buffers[1 + i]);
-  *ptr<float>(buffers[0]) = float(sum);
-}
-
-// The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
-void adamw_cpu_func(void* buffers[], void* cl_arg) {
-  AdamArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
-  const std::size_t n = count(buffers[1]);
-  const float scale = *ptr<float>(buffers[5]);
-  static const SimdPath path = best_simd_path();
-  if (a.dtype == DType::f32)
-    adamw_fused(path, n, ptr<float>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]),
-                ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper);
-  else
-    adamw_fused(path, n, ptr<bf16>(buffers[0]) + a.grad_offset, scale, ptr<float>(buffers[1]),
-                ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper);
-}
+struct ClipArgs {
+  float max_norm;
+  float grad_divisor;
+};
 
 struct CpuAdamArgs {
   AdamWHyper hyper;
@@ -91,111 +35,186 @@ struct CpuAdamArgs {
   int numa_node;
 };
 
-// Buffers: grad, master, m, v, param_out, scale, token.
-void adamw_offload_cpu_func(void* buffers[], void* cl_arg) {
-  CpuAdamArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
-  const std::size_t n = count(buffers[1]);
-  const float scale = *ptr<float>(buffers[5]);
+std::size_t slice_count(std::size_t elements, const Slice& slice) {
+  return slice.count ? slice.count : elements - slice.offset;
+}
+
+// ---- the functions the codelets run: buffers by their declared meaning -------------------------
+
+void sum_of_squares_cpu(const TaskBuffers& b, const SumArgs& a) {
+  double sum = 0;  // double: the norm of millions of small gradients
+  const std::size_t n = slice_count(b.elements("grad"), a.slice);
+  if (a.dtype == DType::f32) {
+    const float* g = b.get<const float>("grad", a.slice.offset);
+    for (std::size_t i = 0; i < n; ++i) sum += double(g[i]) * g[i];
+  } else {
+    const bf16* g = b.get<const bf16>("grad", a.slice.offset);
+    for (std::size_t i = 0; i < n; ++i) sum += double(to_float(g[i])) * to_float(g[i]);
+  }
+  *b.get<float>("sum") = float(sum);
+}
+
+void clip_scale_cpu(const TaskBuffers& b, const ClipArgs& a) {
+  double sum = 0;
+  for (std::size_t i = 0; i < b.repeated_count(); ++i) sum += *b.repeated<const float>(i);
+  const float norm = float(std::sqrt(sum) / a.grad_divisor);
+  const float clip = (a.max_norm > 0 && norm > a.max_norm) ? a.max_norm / norm : 1.0f;
+  *b.get<float>("scale") = clip / a.grad_divisor;
+  *b.get<float>("norm") = norm;
+}
+
+void sum_scalars_cpu(const TaskBuffers& b, const NoArgs&) {
+  double sum = 0;
+  for (std::size_t i = 0; i < b.repeated_count(); ++i) sum += *b.repeated<const float>(i);
+  *b.get<float>("total") = float(sum);
+}
+
+// The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
+void adamw_cpu_func(const TaskBuffers& b, const AdamArgs& a) {
+  const std::size_t n = b.elements("master");
+  const float scale = *b.get<const float>("scale");
+  float* master = b.get<float>("master");
+  float* m = b.get<float>("m");
+  float* v = b.get<float>("v");
+  static const SimdPath path = best_simd_path();
+  if (a.dtype == DType::f32)
+    adamw_fused(path, n, b.get<const float>("grad", a.grad_offset), scale, master, m, v,
+                b.get<float>("param", a.param_offset), a.hyper);
+  else
+    adamw_fused(path, n, b.get<const bf16>("grad", a.grad_offset), scale, master, m, v,
+                b.get<bf16>("param", a.param_offset), a.hyper);
+}
+
+void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
+  const std::size_t n = b.elements("master");
+  const float scale = *b.get<const float>("scale");
+  float* master = b.get<float>("master");
+  float* m = b.get<float>("m");
+  float* v = b.get<float>("v");
   static const SimdPath path = best_simd_path();
   constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
   if (a.dtype == DType::f32)
-    adamw_fused_parallel(path, a.threads, chunk, n, ptr<float>(buffers[0]), scale, ptr<float>(buffers[1]),
-                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]), a.hyper,
-                         a.numa_node);
+    adamw_fused_parallel(path, a.threads, chunk, n, b.get<const float>("grad"), scale, master, m, v,
+                         b.get<float>("param_out"), a.hyper, a.numa_node);
   else
-    adamw_fused_parallel(path, a.threads, chunk, n, ptr<bf16>(buffers[0]), scale, ptr<float>(buffers[1]),
-                         ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]), a.hyper,
-                         a.numa_node);
+    adamw_fused_parallel(path, a.threads, chunk, n, b.get<const bf16>("grad"), scale, master, m, v,
+                         b.get<bf16>("param_out"), a.hyper, a.numa_node);
 }
 
 #ifdef STARZERO_WITH_CUDA
-void sum_of_squares_cuda_func(void* buffers[], void* cl_arg) {
-  SumArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
+void sum_of_squares_cuda_func(const TaskBuffers& b, const SumArgs& a) {
   cudaStream_t stream = starpu_cuda_get_local_stream();
-  const std::size_t n = slice_count(buffers[0], a.slice);
-  cudaMemsetAsync(ptr<float>(buffers[1]), 0, sizeof(float), stream);
-  if (a.dtype == DType::f32)
-    sum_of_squares_cuda(n, ptr<float>(buffers[0]) + a.slice.offset, ptr<float>(buffers[1]), stream);
-  else
-    sum_of_squares_cuda(n, ptr<bf16>(buffers[0]) + a.slice.offset, ptr<float>(buffers[1]), stream);
+  const std::size_t n = slice_count(b.elements("grad"), a.slice);
+  float* sum = b.get<float>("sum");
+  cudaMemsetAsync(sum, 0, sizeof(float), stream);
+  if (a.dtype == DType::f32) sum_of_squares_cuda(n, b.get<const float>("grad", a.slice.offset), sum, stream);
+  else sum_of_squares_cuda(n, b.get<const bf16>("grad", a.slice.offset), sum, stream);
 }
 
-void adamw_cuda_func(void* buffers[], void* cl_arg) {
-  AdamArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
-  const std::size_t n = count(buffers[1]);
+void adamw_cuda_func(const TaskBuffers& b, const AdamArgs& a) {
+  const std::size_t n = b.elements("master");
+  const float* scale = b.get<const float>("scale");
+  float* master = b.get<float>("master");
+  float* m = b.get<float>("m");
+  float* v = b.get<float>("v");
   void* stream = starpu_cuda_get_local_stream();
   if (a.dtype == DType::f32)
-    adamw_cuda(n, ptr<float>(buffers[0]) + a.grad_offset, ptr<float>(buffers[5]), ptr<float>(buffers[1]),
-               ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<float>(buffers[4]) + a.param_offset, a.hyper,
-               stream);
+    adamw_cuda(n, b.get<const float>("grad", a.grad_offset), scale, master, m, v,
+               b.get<float>("param", a.param_offset), a.hyper, stream);
   else
-    adamw_cuda(n, ptr<bf16>(buffers[0]) + a.grad_offset, ptr<float>(buffers[5]), ptr<float>(buffers[1]),
-               ptr<float>(buffers[2]), ptr<float>(buffers[3]), ptr<bf16>(buffers[4]) + a.param_offset, a.hyper,
-               stream);
+    adamw_cuda(n, b.get<const bf16>("grad", a.grad_offset), scale, master, m, v,
+               b.get<bf16>("param", a.param_offset), a.hyper, stream);
 }
 #endif
 
-Codelet sum_of_squares_codelet("sum_of_squares", sum_of_squares_cpu, STARZERO_CUDA_FUNC(sum_of_squares_cuda_func),
-                               {STARPU_R, STARPU_W});
-// Tiny and CPU only; the variable number of inputs comes with the task.
-Codelet clip_scale_codelet("clip_scale", clip_scale_cpu, nullptr, {});
-Codelet sum_scalars_codelet("sum_scalars", sum_scalars_cpu, nullptr, {});
+// ---- the declarations ------------------------------------------------------------------------------
+// n: elements updated or summed; g, p: bytes per gradient / parameter element (4 fp32, 2 bf16).
+
+double partial_sums(Handles h, std::size_t fixed) { return double(h.size() - fixed); }
+
+// FLOPs 2·n; bytes n·g + 4.
+Codelet<SumArgs> sum_of_squares_codelet({
+    .name = "sum_of_squares",
+    .buffers = {{STARPU_R, "grad"}, {STARPU_W, "sum"}},
+    .cpu = sum_of_squares_cpu,
+    .cuda = STARZERO_CUDA_FUNC(sum_of_squares_cuda_func),
+    .flops = [](const SumArgs& a, Handles h) { return 2.0 * double(slice_count(starpu_vector_get_nx(h[0]), a.slice)); },
+    .bytes = [](const SumArgs& a, Handles h) {
+      return double(slice_count(starpu_vector_get_nx(h[0]), a.slice)) * double(dtype_size(a.dtype)) + 4.0;
+    },
+});
+// Tiny and CPU only; the partial sums come with the task, any number of them.
+// FLOPs: one add per partial sum, plus the square root and the clip; bytes 4 per scalar.
+Codelet<ClipArgs> clip_scale_codelet({
+    .name = "clip_scale",
+    .buffers = {{STARPU_W, "scale"}, {STARPU_W, "norm"}},
+    .repeated = Buffer{STARPU_R, "partial_sum"},
+    .cpu = clip_scale_cpu,
+    .flops = [](const ClipArgs&, Handles h) { return partial_sums(h, 2) + 4.0; },
+    .bytes = [](const ClipArgs&, Handles h) { return 4.0 * double(h.size()); },
+});
+// FLOPs: one add per partial sum; bytes 4 per scalar.
+Codelet<NoArgs> sum_scalars_codelet({
+    .name = "sum_scalars",
+    .buffers = {{STARPU_W, "total"}},
+    .repeated = Buffer{STARPU_R, "partial_sum"},
+    .cpu = sum_scalars_cpu,
+    .flops = [](const NoArgs&, Handles h) { return partial_sums(h, 1); },
+    .bytes = [](const NoArgs&, Handles h) { return 4.0 * double(h.size()); },
+});
+
+// AdamW: FLOPs ≈ 12·n (scale the gradient, two moments, two bias corrections, sqrt, divide,
+// decay, update); bytes n·(g + 24 + p): gradient read, master/m/v fp32 read and written,
+// parameter copy written.
+double adamw_flops(std::size_t n) { return 12.0 * double(n); }
+double adamw_bytes(std::size_t n, DType dtype) { return double(n) * (2.0 * double(dtype_size(dtype)) + 24.0); }
+
 // The parameter copy is RW: with a shard inside a full buffer only this rank's slice is written.
-Codelet adamw_codelet("adamw", adamw_cpu_func, STARZERO_CUDA_FUNC(adamw_cuda_func),
-                      {STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_R});
+Codelet<AdamArgs> adamw_codelet({
+    .name = "adamw",
+    .buffers = {{STARPU_R, "grad"}, {STARPU_RW, "master"}, {STARPU_RW, "m"}, {STARPU_RW, "v"}, {STARPU_RW, "param"},
+                {STARPU_R, "scale"}},
+    .cpu = adamw_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(adamw_cuda_func),
+    .flops = [](const AdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
+    .bytes = [](const AdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
+});
 
-Codelet adamw_offload_codelet("adamw_cpu", adamw_offload_cpu_func, nullptr,
-                              {STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW, STARPU_W, STARPU_R, STARPU_RW});
-
-void check(int ret, const std::string& name) {
-  if (ret != 0) throw std::runtime_error("submitting task " + name + " failed (StarPU code " + std::to_string(ret) + ")");
-}
+// ZeRO-Offload's CPU step; "pool" is the CPU Adam pool's token (one such task at a time).
+Codelet<CpuAdamArgs> adamw_offload_codelet({
+    .name = "adamw_cpu",
+    .buffers = {{STARPU_R, "grad"}, {STARPU_RW, "master"}, {STARPU_RW, "m"}, {STARPU_RW, "v"},
+                {STARPU_W, "param_out"}, {STARPU_R, "scale"}, {STARPU_RW, "pool"}},
+    .cpu = adamw_offload_cpu_func,
+    .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
+    .bytes = [](const CpuAdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
+});
 
 }  // namespace
 
 void submit_sum_of_squares(starpu_data_handle_t grad, Slice slice, DType dtype, starpu_data_handle_t sum_of_squares,
                            const std::string& name) {
-  const SumArgs args{dtype, slice};
-  check(starpu_task_insert(sum_of_squares_codelet.get(), STARPU_R, grad, STARPU_W, sum_of_squares, STARPU_VALUE, &args,
-                           sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(sum_of_squares_codelet, {grad, sum_of_squares}, SumArgs{dtype, slice}, name);
 }
 
 void submit_sum_scalars(const std::vector<starpu_data_handle_t>& partial_sums, starpu_data_handle_t total,
                         const std::string& name) {
-  std::vector<starpu_data_descr> buffers{{total, STARPU_W}};
-  for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
-  const int nparts = int(partial_sums.size());
-  check(starpu_task_insert(sum_scalars_codelet.get(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
-                           STARPU_VALUE, &nparts, sizeof nparts, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  std::vector<starpu_data_handle_t> handles{total};
+  handles.insert(handles.end(), partial_sums.begin(), partial_sums.end());
+  submit(sum_scalars_codelet, handles, NoArgs{}, name);
 }
 
 void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm, float grad_divisor,
                        starpu_data_handle_t scale, starpu_data_handle_t norm, const std::string& name) {
-  std::vector<starpu_data_descr> buffers;
-  buffers.push_back({scale, STARPU_W});
-  buffers.push_back({norm, STARPU_W});
-  for (auto h : partial_sums) buffers.push_back({h, STARPU_R});
-  const int nparts = int(partial_sums.size());
-  check(starpu_task_insert(clip_scale_codelet.get(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
-                           STARPU_VALUE, &max_norm, sizeof max_norm, STARPU_VALUE, &grad_divisor, sizeof grad_divisor,
-                           STARPU_VALUE, &nparts, sizeof nparts,
-                           STARPU_NAME, intern_task_name(name), 0),
-        name);
+  std::vector<starpu_data_handle_t> handles{scale, norm};
+  handles.insert(handles.end(), partial_sums.begin(), partial_sums.end());
+  submit(clip_scale_codelet, handles, ClipArgs{max_norm, grad_divisor}, name);
 }
 
 void submit_adamw(starpu_data_handle_t grad, std::size_t grad_offset, starpu_data_handle_t master,
                   starpu_data_handle_t m, starpu_data_handle_t v, starpu_data_handle_t param, std::size_t param_offset,
                   starpu_data_handle_t scale, DType dtype, const AdamWHyper& hyper, const std::string& name) {
-  const AdamArgs args{hyper, dtype, grad_offset, param_offset};
-  check(starpu_task_insert(adamw_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v, STARPU_RW,
-                           param, STARPU_R, scale, STARPU_VALUE, &args, sizeof args, STARPU_NAME,
-                           intern_task_name(name), 0),
-        name);
+  submit(adamw_codelet, {grad, master, m, v, param, scale}, AdamArgs{hyper, dtype, grad_offset, param_offset}, name);
 }
 
 void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
@@ -205,11 +224,8 @@ void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, st
   const std::size_t n = starpu_vector_get_nx(master);
   if (starpu_vector_get_nx(grad) != n || starpu_vector_get_nx(param_out) != n)
     throw std::invalid_argument("submit_adamw_cpu " + name + ": gradient, state and parameter sizes differ");
-  const CpuAdamArgs args{hyper, dtype, pool.threads, pool.numa_node};
-  check(starpu_task_insert(adamw_offload_codelet.get(), STARPU_R, grad, STARPU_RW, master, STARPU_RW, m, STARPU_RW, v,
-                           STARPU_W, param_out, STARPU_R, scale, STARPU_RW, pool.token, STARPU_VALUE, &args,
-                           sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(adamw_offload_codelet, {grad, master, m, v, param_out, scale, pool.token},
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
 }
 
 }  // namespace starzero::optim

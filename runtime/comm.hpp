@@ -58,6 +58,10 @@ struct CommStats {
   std::uint64_t total_calls() const;
 };
 
+// ceil(count / ranks): elements per shard when `count` elements are split over `ranks`, padded to
+// ranks·shard (the layout below; Communicator::shard_count is this with ranks = size()).
+inline std::size_t shard_count(std::size_t count, std::size_t ranks) { return (count + ranks - 1) / ranks; }
+
 class Communicator {
  public:
   Communicator() = default;

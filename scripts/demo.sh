@@ -6,4 +6,4 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${STARZERO_BUILD:-$root/build}
 "$root/scripts/build.sh" "$build" >&2
-"$build/examples/starzero" train --preset tiny --steps 300 --cuda-workers 0 --sample-every 100 "$@"
+"$build/apps/starzero" train --preset tiny --steps 300 --cuda-workers 0 --sample-every 100 "$@"

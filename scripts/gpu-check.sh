@@ -269,10 +269,10 @@ fi
 #    step benchmark in fp32 and bf16 (tokens/s and MFU against a GEMM probe in the same run).
 if [ $built = 1 ]; then
   step "train tiny, 50 steps on 1 CUDA worker" "$logs/train_tiny.log" \
-    "$build/examples/starzero" train --preset tiny --steps 50 --cuda-workers 1 --val-every 25 || true
+    "$build/apps/starzero" train --preset tiny --steps 50 --cuda-workers 1 --val-every 25 || true
   for precision in fp32 bf16; do
     step "bench step gpt2-124M B=4 T=64 $precision" "$logs/bench_$precision.log" \
-      "$build/examples/starzero" bench step --preset gpt2-124M --batch 4 --seq 64 --precision $precision \
+      "$build/apps/starzero" bench step --preset gpt2-124M --batch 4 --seq 64 --precision $precision \
       --cuda-workers 1 --steps 5 || true
     if [ -f "$logs/bench_$precision.log" ]; then
       while IFS= read -r row; do rows+=("| bench $precision: ${row#| }"); done \
@@ -319,26 +319,26 @@ if [ $built = 1 ]; then
   stats=(env STARPU_BUS_STATS=1 STARPU_PROFILING=1 STARPU_WORKER_STATS=1)
   common=(train --preset gpt2-124M --batch 8 --seq 256 --steps 12 --precision bf16 --cuda-workers 1 --val-every 0
           --sample-tokens 1)
-  step "gpt2-124M bf16, plain" "$logs/offload_plain.log" "${stats[@]}" "$build/examples/starzero" "${common[@]}" || true
+  step "gpt2-124M bf16, plain" "$logs/offload_plain.log" "${stats[@]}" "$build/apps/starzero" "${common[@]}" || true
   step "gpt2-124M bf16, --offload-optimizer cpu" "$logs/offload_cpu.log" \
-    "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu || true
+    "${stats[@]}" "$build/apps/starzero" "${common[@]}" --offload-optimizer cpu || true
   step "gpt2-124M bf16, offload + --delayed-update 4" "$logs/offload_dpu.log" \
-    "${stats[@]}" "$build/examples/starzero" "${common[@]}" --offload-optimizer cpu --delayed-update 4 || true
+    "${stats[@]}" "$build/apps/starzero" "${common[@]}" --offload-optimizer cpu --delayed-update 4 || true
   big=(train --preset gpt2-774M --batch 4 --seq 256 --steps 4 --precision bf16 --cuda-workers 1 --val-every 0
        --sample-tokens 1 --cuda-mem-limit 8192)
   step "gpt2-774M bf16, GPU capped at 8 GiB, plain" "$logs/big_plain.log" \
-    "${stats[@]}" timeout 150 "$build/examples/starzero" "${big[@]}" || true
+    "${stats[@]}" timeout 150 "$build/apps/starzero" "${big[@]}" || true
   step "gpt2-774M bf16, GPU capped at 8 GiB, --offload-optimizer cpu" "$logs/big_offload.log" \
-    "${stats[@]}" timeout 150 "$build/examples/starzero" "${big[@]}" --offload-optimizer cpu || true
+    "${stats[@]}" timeout 150 "$build/apps/starzero" "${big[@]}" --offload-optimizer cpu || true
   # Two ranks on the one GPU: NCCL refuses two ranks on one device, so MPI collectives (CPU tasks;
   # StarPU moves the buffers) with CUDA compute; the losses must be single-rank training's.
   if command -v mpirun >/dev/null; then
     ranks_common=(train --preset tiny --layers 2 --steps 6 --batch 8 --precision fp32 --cuda-workers 1 --val-every 0
                   --sample-tokens 1 --warmup 0 --seed 5)
-    step "tiny fp32, 1 rank on the GPU" "$logs/ranks1.log" "$build/examples/starzero" "${ranks_common[@]}" || true
+    step "tiny fp32, 1 rank on the GPU" "$logs/ranks1.log" "$build/apps/starzero" "${ranks_common[@]}" || true
     for stage in 1 3; do
       step "tiny fp32, 2 ranks on the GPU, ZeRO-$stage, MPI collectives, offload cpu" "$logs/ranks2_s$stage.log" \
-        mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$build/examples/starzero" "${ranks_common[@]}" \
+        mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$build/apps/starzero" "${ranks_common[@]}" \
         --stage $stage --collectives mpi --offload-optimizer cpu || true
       python3 - "$logs/ranks1.log" "$logs/ranks2_s$stage.log" <<'EOF' && rows+=("| 2 ranks ZeRO-$stage losses = 1 rank | passed | |") \
         || { rows+=("| 2 ranks ZeRO-$stage losses = 1 rank | FAILED | |"); failed=1; }

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "runtime/task_name.hpp"
+#include "runtime/codelet.hpp"
 
 namespace starzero::tasks {
 
@@ -14,103 +14,130 @@ struct CollectiveArgs {
   DType dtype;
 };
 
-CollectiveArgs unpack(void* cl_arg) {
-  CollectiveArgs a;
-  starpu_codelet_unpack_args(cl_arg, &a);
-  return a;
-}
+// ---- the functions: CPU on host buffers (MPI, or self), CUDA on device buffers on the worker's
+// stream (NCCL) ----------------------------------------------------------------------------------
 
-void* ptr(void* buffer) { return reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffer)); }
-std::size_t elements(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
-
-// CPU: host buffers (MPI, or self). CUDA: device buffers on the worker's stream (NCCL).
-void all_gather_func(void* buffers[], void* cl_arg, void* stream) {
-  const CollectiveArgs a = unpack(cl_arg);
-  a.comm->all_gather(ptr(buffers[0]), ptr(buffers[1]), a.count, a.dtype, stream);
+void all_gather(const TaskBuffers& b, const CollectiveArgs& a, void* stream) {
+  a.comm->all_gather(b.data("shard"), b.data("full"), a.count, a.dtype, stream);
 }
-void reduce_scatter_func(void* buffers[], void* cl_arg, void* stream) {
-  const CollectiveArgs a = unpack(cl_arg);
-  a.comm->reduce_scatter(ptr(buffers[0]), ptr(buffers[1]), a.count, a.dtype, stream);
+void reduce_scatter(const TaskBuffers& b, const CollectiveArgs& a, void* stream) {
+  a.comm->reduce_scatter(b.data("full"), b.data("shard"), a.count, a.dtype, stream);
 }
 // This rank's block of a padded full buffer.
 void* own_block(void* full, const CollectiveArgs& a) {
   const std::size_t offset = std::size_t(a.comm->rank()) * a.comm->shard_count(a.count) * dtype_size(a.dtype);
   return static_cast<char*>(full) + offset;
 }
-void all_gather_in_place_func(void* buffers[], void* cl_arg, void* stream) {
-  const CollectiveArgs a = unpack(cl_arg);
-  a.comm->all_gather(own_block(ptr(buffers[0]), a), ptr(buffers[0]), a.count, a.dtype, stream);
+void all_gather_in_place(const TaskBuffers& b, const CollectiveArgs& a, void* stream) {
+  a.comm->all_gather(own_block(b.data("full"), a), b.data("full"), a.count, a.dtype, stream);
 }
-void reduce_scatter_in_place_func(void* buffers[], void* cl_arg, void* stream) {
-  const CollectiveArgs a = unpack(cl_arg);
-  a.comm->reduce_scatter(ptr(buffers[0]), own_block(ptr(buffers[0]), a), a.count, a.dtype, stream);
+void reduce_scatter_in_place(const TaskBuffers& b, const CollectiveArgs& a, void* stream) {
+  a.comm->reduce_scatter(b.data("full"), own_block(b.data("full"), a), a.count, a.dtype, stream);
 }
-void all_reduce_func(void* buffers[], void* cl_arg, void* stream) {
-  const CollectiveArgs a = unpack(cl_arg);
-  a.comm->all_reduce(ptr(buffers[0]), elements(buffers[0]), a.dtype, stream);
+void all_reduce(const TaskBuffers& b, const CollectiveArgs& a, void* stream) {
+  a.comm->all_reduce(b.data("data"), b.elements("data"), a.dtype, stream);
 }
 
-template <void (*Func)(void**, void*, void*)>
-void on_cpu(void* buffers[], void* cl_arg) {
-  Func(buffers, cl_arg, nullptr);
+using CollectiveFunction = void (*)(const TaskBuffers&, const CollectiveArgs&, void*);
+template <CollectiveFunction Func>
+void on_cpu(const TaskBuffers& b, const CollectiveArgs& a) {
+  Func(b, a, nullptr);
 }
 #ifdef STARZERO_WITH_CUDA
-template <void (*Func)(void**, void*, void*)>
-void on_cuda(void* buffers[], void* cl_arg) {
-  Func(buffers, cl_arg, starpu_cuda_get_local_stream());
+template <CollectiveFunction Func>
+void on_cuda(const TaskBuffers& b, const CollectiveArgs& a) {
+  Func(b, a, starpu_cuda_get_local_stream());
 }
 #endif
 
-// One codelet per operation and kind of communicator: MPI/self run on CPU workers only, NCCL
-// on CUDA workers only, so the buffers are where the library expects them.
+// ---- the declarations ---------------------------------------------------------------------------
+// FLOPs 0 (the reductions' adds are left out); bytes: what this rank sends, as the communicators
+// count it: (p-1)·s elements for a ring all-gather or reduce-scatter of shards of s, and the
+// ring all-reduce's volume. No performance model: a collective's time is mostly the wait for the
+// other ranks.
+
+double shard_exchange_bytes(const CollectiveArgs& a, Handles) {
+  return double(a.comm->size() - 1) * double(a.comm->shard_count(a.count)) * double(dtype_size(a.dtype));
+}
+double all_reduce_bytes(const CollectiveArgs& a, Handles h) {
+  const auto sent = detail::ring_all_reduce_elements_sent(starpu_vector_get_nx(h[0]), a.comm->size(), a.comm->rank());
+  return double(sent) * double(dtype_size(a.dtype));
+}
+double no_flops(const CollectiveArgs&, Handles) { return 0; }
+
+// One declaration per operation; two codelets from it, by kind of communicator: MPI/self run on
+// CPU workers only, NCCL on CUDA workers only, so the buffers are where the library expects them.
 struct CollectiveCodelets {
-  starpu_codelet host{}, device{};
-  CollectiveCodelets(const char* name, starpu_cpu_func_t cpu, [[maybe_unused]] starpu_cuda_func_t cuda,
-                     starpu_data_access_mode first, starpu_data_access_mode second, int nbuffers) {
-    for (starpu_codelet* cl : {&host, &device}) {
-      cl->name = name;
-      cl->nbuffers = nbuffers;
-      cl->modes[0] = first;
-      cl->modes[1] = second;
-      if (nbuffers == 3) cl->modes[2] = STARPU_RW;  // the order token
-    }
-    host.cpu_funcs[0] = cpu;
+  Codelet<CollectiveArgs> host, device;
+  explicit CollectiveCodelets(const Codelet<CollectiveArgs>::Declaration& both)
+      : host(only_cpu(both)), device(only_cuda(both)) {}
+
+  const Codelet<CollectiveArgs>& for_comm(const Communicator& comm) const {
+    if (comm.name() != "nccl") return host;
 #ifdef STARZERO_WITH_CUDA
-    device.cuda_funcs[0] = cuda;
-    device.cuda_flags[0] = STARPU_CUDA_ASYNC;
-#endif
-  }
-  starpu_codelet* for_comm(const Communicator& comm) {
-    if (comm.name() != "nccl") return &host;
-#ifdef STARZERO_WITH_CUDA
-    return &device;
+    return device;
 #else
     throw std::logic_error("an NCCL communicator in a build without CUDA");
 #endif
   }
+
+ private:
+  static Codelet<CollectiveArgs>::Declaration only_cpu(Codelet<CollectiveArgs>::Declaration d) {
+    d.cuda = nullptr;
+    return d;
+  }
+  static Codelet<CollectiveArgs>::Declaration only_cuda(Codelet<CollectiveArgs>::Declaration d) {
+    d.cpu = nullptr;
+    return d;
+  }
 };
 
-#ifdef STARZERO_WITH_CUDA
-#define STARZERO_CUDA_ENTRY(f) on_cuda<f>
-#else
-#define STARZERO_CUDA_ENTRY(f) nullptr
-#endif
-
-CollectiveCodelets all_gather_cl("all_gather", on_cpu<all_gather_func>, STARZERO_CUDA_ENTRY(all_gather_func),
-                                 STARPU_R, STARPU_W, 3);
-CollectiveCodelets reduce_scatter_cl("reduce_scatter", on_cpu<reduce_scatter_func>,
-                                     STARZERO_CUDA_ENTRY(reduce_scatter_func), STARPU_R, STARPU_W, 3);
-CollectiveCodelets all_gather_in_place_cl("all_gather", on_cpu<all_gather_in_place_func>,
-                                          STARZERO_CUDA_ENTRY(all_gather_in_place_func), STARPU_RW, STARPU_RW, 2);
-CollectiveCodelets reduce_scatter_in_place_cl("reduce_scatter", on_cpu<reduce_scatter_in_place_func>,
-                                              STARZERO_CUDA_ENTRY(reduce_scatter_in_place_func), STARPU_RW, STARPU_RW,
-                                              2);
-CollectiveCodelets all_reduce_cl("all_reduce", on_cpu<all_reduce_func>, STARZERO_CUDA_ENTRY(all_reduce_func),
-                                 STARPU_RW, STARPU_RW, 2);
-
-void check(int ret, const std::string& name) {
-  if (ret != 0) throw std::runtime_error("submitting task " + name + " failed (StarPU code " + std::to_string(ret) + ")");
-}
+// Every collective also takes the communicator's order token ("order", RW), last.
+const CollectiveCodelets all_gather_cl({
+    .name = "all_gather",
+    .buffers = {{STARPU_R, "shard"}, {STARPU_W, "full"}, {STARPU_RW, "order"}},
+    .cpu = on_cpu<all_gather>,
+    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_gather>),
+    .flops = no_flops,
+    .bytes = shard_exchange_bytes,
+    .history_model = false,
+});
+const CollectiveCodelets reduce_scatter_cl({
+    .name = "reduce_scatter",
+    .buffers = {{STARPU_R, "full"}, {STARPU_W, "shard"}, {STARPU_RW, "order"}},
+    .cpu = on_cpu<reduce_scatter>,
+    .cuda = STARZERO_CUDA_FUNC(on_cuda<reduce_scatter>),
+    .flops = no_flops,
+    .bytes = shard_exchange_bytes,
+    .history_model = false,
+});
+const CollectiveCodelets all_gather_in_place_cl({
+    .name = "all_gather",
+    .buffers = {{STARPU_RW, "full"}, {STARPU_RW, "order"}},
+    .cpu = on_cpu<all_gather_in_place>,
+    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_gather_in_place>),
+    .flops = no_flops,
+    .bytes = shard_exchange_bytes,
+    .history_model = false,
+});
+const CollectiveCodelets reduce_scatter_in_place_cl({
+    .name = "reduce_scatter",
+    .buffers = {{STARPU_RW, "full"}, {STARPU_RW, "order"}},
+    .cpu = on_cpu<reduce_scatter_in_place>,
+    .cuda = STARZERO_CUDA_FUNC(on_cuda<reduce_scatter_in_place>),
+    .flops = no_flops,
+    .bytes = shard_exchange_bytes,
+    .history_model = false,
+});
+const CollectiveCodelets all_reduce_cl({
+    .name = "all_reduce",
+    .buffers = {{STARPU_RW, "data"}, {STARPU_RW, "order"}},
+    .cpu = on_cpu<all_reduce>,
+    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_reduce>),
+    .flops = no_flops,
+    .bytes = all_reduce_bytes,
+    .history_model = false,
+});
 
 }  // namespace
 
@@ -124,41 +151,30 @@ CollectiveOrder::~CollectiveOrder() { starpu_data_unregister(token_); }
 
 void submit_all_gather(const CollectiveOrder& order, starpu_data_handle_t shard, starpu_data_handle_t full,
                        std::size_t count, DType dtype, const std::string& name) {
-  const CollectiveArgs args{&order.comm(), count, dtype};
-  check(starpu_task_insert(all_gather_cl.for_comm(order.comm()), STARPU_R, shard, STARPU_W, full, STARPU_RW,
-                           order.token(), STARPU_VALUE, &args, sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(all_gather_cl.for_comm(order.comm()), {shard, full, order.token()},
+         CollectiveArgs{&order.comm(), count, dtype}, name);
 }
 
 void submit_reduce_scatter(const CollectiveOrder& order, starpu_data_handle_t full, starpu_data_handle_t shard,
                            std::size_t count, DType dtype, const std::string& name) {
-  const CollectiveArgs args{&order.comm(), count, dtype};
-  check(starpu_task_insert(reduce_scatter_cl.for_comm(order.comm()), STARPU_R, full, STARPU_W, shard, STARPU_RW,
-                           order.token(), STARPU_VALUE, &args, sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(reduce_scatter_cl.for_comm(order.comm()), {full, shard, order.token()},
+         CollectiveArgs{&order.comm(), count, dtype}, name);
 }
 
 void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
                                 DType dtype, const std::string& name) {
-  const CollectiveArgs args{&order.comm(), count, dtype};
-  check(starpu_task_insert(all_gather_in_place_cl.for_comm(order.comm()), STARPU_RW, full, STARPU_RW, order.token(),
-                           STARPU_VALUE, &args, sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(all_gather_in_place_cl.for_comm(order.comm()), {full, order.token()},
+         CollectiveArgs{&order.comm(), count, dtype}, name);
 }
 
 void submit_reduce_scatter_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
                                     DType dtype, const std::string& name) {
-  const CollectiveArgs args{&order.comm(), count, dtype};
-  check(starpu_task_insert(reduce_scatter_in_place_cl.for_comm(order.comm()), STARPU_RW, full, STARPU_RW,
-                           order.token(), STARPU_VALUE, &args, sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(reduce_scatter_in_place_cl.for_comm(order.comm()), {full, order.token()},
+         CollectiveArgs{&order.comm(), count, dtype}, name);
 }
 
 void submit_all_reduce(const CollectiveOrder& order, starpu_data_handle_t data, DType dtype, const std::string& name) {
-  const CollectiveArgs args{&order.comm(), 0, dtype};
-  check(starpu_task_insert(all_reduce_cl.for_comm(order.comm()), STARPU_RW, data, STARPU_RW, order.token(),
-                           STARPU_VALUE, &args, sizeof args, STARPU_NAME, intern_task_name(name), 0),
-        name);
+  submit(all_reduce_cl.for_comm(order.comm()), {data, order.token()}, CollectiveArgs{&order.comm(), 0, dtype}, name);
 }
 
 }  // namespace starzero::tasks

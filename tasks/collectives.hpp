@@ -1,6 +1,6 @@
 #pragma once
-// Collectives as StarPU tasks (design.md, "Rules for collectives"). Every collective task also
-// takes the communicator's order token in RW mode, so StarPU runs them in submission order;
+// Collectives as StarPU tasks (docs/architecture.md, "The order token"). Every collective task
+// also takes the communicator's order token in RW mode, so StarPU runs them in submission order;
 // every rank submits them in the same order, so no rank can wait on a collective another rank
 // has not reached. The MPI communicator runs in a CPU task on host buffers; NCCL runs in a CUDA
 // task on the worker's stream.

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "runtime/codelet.hpp"
-#include "runtime/task_name.hpp"
 
 namespace starzero::tasks {
 
@@ -36,179 +35,170 @@ void narrow_cpu(std::size_t n, const float* x, bf16* y) {
 
 namespace {
 
-float unpack_alpha(void* cl_arg) {
-  float alpha = 0;
-  starpu_codelet_unpack_args(cl_arg, &alpha);
-  return alpha;
-}
+// ---- the functions the codelets run: buffers by their declared meaning -------------------------
 
-void axpy_cpu_func(void* buffers[], void* cl_arg) {
-  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-  axpy_cpu(n, unpack_alpha(cl_arg), reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-           reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])));
-}
+struct AlphaArgs {
+  float alpha;
+};
+struct StorageArgs {
+  DType dtype;  // fp32 or bf16
+};
 
-void scale_cpu_func(void* buffers[], void* cl_arg) {
-  scale_cpu(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
-            reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[0])));
+void axpy_cpu_func(const TaskBuffers& b, const AlphaArgs& a) {
+  axpy_cpu(b.elements("x"), a.alpha, b.get<const float>("x"), b.get<float>("y"));
 }
-
-#ifdef STARZERO_WITH_CUDA
-void axpy_cuda_func(void* buffers[], void* cl_arg) {
-  axpy_cuda(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
-            reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-            reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
+void scale_cpu_func(const TaskBuffers& b, const AlphaArgs& a) {
+  scale_cpu(b.elements("x"), a.alpha, b.get<float>("x"));
 }
-
-void scale_cuda_func(void* buffers[], void* cl_arg) {
-  scale_cuda(STARPU_VECTOR_GET_NX(buffers[0]), unpack_alpha(cl_arg),
-             reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[0])), starpu_cuda_get_local_stream());
+void zero_cpu_func(const TaskBuffers& b, const NoArgs&) { std::memset(b.data("x"), 0, b.bytes("x")); }
+void copy_cpu_func(const TaskBuffers& b, const NoArgs&) {
+  std::memcpy(b.data("dst"), b.data("src"), b.bytes("src"));
 }
-#endif
-
-void zero_cpu_func(void* buffers[], void*) {
-  std::memset(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0,
-              STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+void accumulate_widen_cpu_func(const TaskBuffers& b, const NoArgs&) {
+  accumulate_widen_cpu(b.elements("src"), b.get<const bf16>("src"), b.get<float>("dst"));
+}
+void narrow_cpu_func(const TaskBuffers& b, const NoArgs&) {
+  narrow_cpu(b.elements("src"), b.get<const float>("src"), b.get<bf16>("dst"));
+}
+void accumulate_cpu_func(const TaskBuffers& b, const StorageArgs& a) {
+  const std::size_t n = b.elements("src");
+  if (a.dtype == DType::f32) accumulate_cpu(n, b.get<const float>("src"), b.get<float>("dst"));
+  else accumulate_cpu(n, b.get<const bf16>("src"), b.get<bf16>("dst"));
 }
 
 #ifdef STARZERO_WITH_CUDA
-void zero_cuda_func(void* buffers[], void*) {
-  cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0,
-                  STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]),
-                  starpu_cuda_get_local_stream());
+cudaStream_t stream() { return starpu_cuda_get_local_stream(); }
+
+void axpy_cuda_func(const TaskBuffers& b, const AlphaArgs& a) {
+  axpy_cuda(b.elements("x"), a.alpha, b.get<const float>("x"), b.get<float>("y"), stream());
+}
+void scale_cuda_func(const TaskBuffers& b, const AlphaArgs& a) {
+  scale_cuda(b.elements("x"), a.alpha, b.get<float>("x"), stream());
+}
+void zero_cuda_func(const TaskBuffers& b, const NoArgs&) { cudaMemsetAsync(b.data("x"), 0, b.bytes("x"), stream()); }
+void copy_cuda_func(const TaskBuffers& b, const NoArgs&) {
+  cudaMemcpyAsync(b.data("dst"), b.data("src"), b.bytes("src"), cudaMemcpyDeviceToDevice, stream());
+}
+void accumulate_widen_cuda_func(const TaskBuffers& b, const NoArgs&) {
+  accumulate_widen_cuda(b.elements("src"), b.get<const bf16>("src"), b.get<float>("dst"), stream());
+}
+void narrow_cuda_func(const TaskBuffers& b, const NoArgs&) {
+  narrow_cuda(b.elements("src"), b.get<const float>("src"), b.get<bf16>("dst"), stream());
+}
+void accumulate_cuda_func(const TaskBuffers& b, const StorageArgs& a) {
+  const std::size_t n = b.elements("src");
+  if (a.dtype == DType::f32) accumulate_cuda(n, b.get<const float>("src"), b.get<float>("dst"), stream());
+  else accumulate_cuda(n, b.get<const bf16>("src"), b.get<bf16>("dst"), stream());
 }
 #endif
 
-std::size_t vector_bytes(void* buffer) { return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer); }
+// ---- the declarations: n elements of the first handle; FLOPs and bytes (read + written) -------
 
-void copy_cpu_func(void* buffers[], void*) {
-  std::memcpy(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[1])),
-              reinterpret_cast<const void*>(STARPU_VECTOR_GET_PTR(buffers[0])), vector_bytes(buffers[0]));
-}
+double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
+double size_of(starpu_data_handle_t h) { return double(starpu_data_get_size(h)); }
 
-#ifdef STARZERO_WITH_CUDA
-void copy_cuda_func(void* buffers[], void*) {
-  cudaMemcpyAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[1])),
-                  reinterpret_cast<const void*>(STARPU_VECTOR_GET_PTR(buffers[0])), vector_bytes(buffers[0]),
-                  cudaMemcpyDeviceToDevice, starpu_cuda_get_local_stream());
-}
-#endif
-
-template <class T>
-T* vector_ptr(void* buffer) {
-  return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
-}
-
-void accumulate_widen_cpu_func(void* buffers[], void*) {
-  accumulate_widen_cpu(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const bf16>(buffers[0]), vector_ptr<float>(buffers[1]));
-}
-
-void narrow_cpu_func(void* buffers[], void*) {
-  narrow_cpu(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const float>(buffers[0]), vector_ptr<bf16>(buffers[1]));
-}
-
-#ifdef STARZERO_WITH_CUDA
-void accumulate_widen_cuda_func(void* buffers[], void*) {
-  accumulate_widen_cuda(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const bf16>(buffers[0]),
-                        vector_ptr<float>(buffers[1]), starpu_cuda_get_local_stream());
-}
-
-void narrow_cuda_func(void* buffers[], void*) {
-  narrow_cuda(STARPU_VECTOR_GET_NX(buffers[0]), vector_ptr<const float>(buffers[0]), vector_ptr<bf16>(buffers[1]),
-              starpu_cuda_get_local_stream());
-}
-#endif
-
-void accumulate_cpu_func(void* buffers[], void* cl_arg) {
-  DType dtype;
-  starpu_codelet_unpack_args(cl_arg, &dtype);
-  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-  if (dtype == DType::f32)
-    accumulate_cpu(n, reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-                   reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])));
-  else
-    accumulate_cpu(n, reinterpret_cast<const bf16*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-                   reinterpret_cast<bf16*>(STARPU_VECTOR_GET_PTR(buffers[1])));
-}
-
-#ifdef STARZERO_WITH_CUDA
-void accumulate_cuda_func(void* buffers[], void* cl_arg) {
-  DType dtype;
-  starpu_codelet_unpack_args(cl_arg, &dtype);
-  const std::size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-  if (dtype == DType::f32)
-    accumulate_cuda(n, reinterpret_cast<const float*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-                    reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
-  else
-    accumulate_cuda(n, reinterpret_cast<const bf16*>(STARPU_VECTOR_GET_PTR(buffers[0])),
-                    reinterpret_cast<bf16*>(STARPU_VECTOR_GET_PTR(buffers[1])), starpu_cuda_get_local_stream());
-}
-#endif
-
-Codelet axpy_codelet("axpy", axpy_cpu_func, STARZERO_CUDA_FUNC(axpy_cuda_func), {STARPU_R, STARPU_RW});
-Codelet scale_codelet("scale", scale_cpu_func, STARZERO_CUDA_FUNC(scale_cuda_func), {STARPU_RW});
-Codelet accumulate_codelet("accumulate", accumulate_cpu_func, STARZERO_CUDA_FUNC(accumulate_cuda_func),
-                           {STARPU_R, STARPU_RW});
-Codelet accumulate_widen_codelet("accumulate_widen", accumulate_widen_cpu_func,
-                                 STARZERO_CUDA_FUNC(accumulate_widen_cuda_func), {STARPU_R, STARPU_RW});
-Codelet narrow_codelet("narrow", narrow_cpu_func, STARZERO_CUDA_FUNC(narrow_cuda_func), {STARPU_R, STARPU_W});
-Codelet copy_codelet("copy", copy_cpu_func, STARZERO_CUDA_FUNC(copy_cuda_func), {STARPU_R, STARPU_W});
-Codelet zero_codelet("zero", zero_cpu_func, STARZERO_CUDA_FUNC(zero_cuda_func), {STARPU_W});
-
-void check(int ret, const char* what) {
-  if (ret != 0) throw std::runtime_error(std::string("starpu_task_insert(") + what + ") failed: " + std::to_string(ret));
-}
+// FLOPs 2·n; bytes 12·n (fp32 x read, y read and written).
+Codelet<AlphaArgs> axpy_codelet({
+    .name = "axpy",
+    .buffers = {{STARPU_R, "x"}, {STARPU_RW, "y"}},
+    .cpu = axpy_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(axpy_cuda_func),
+    .flops = [](const AlphaArgs&, Handles h) { return 2.0 * elements(h); },
+    .bytes = [](const AlphaArgs&, Handles h) { return 12.0 * elements(h); },
+});
+// FLOPs n; bytes 8·n.
+Codelet<AlphaArgs> scale_codelet({
+    .name = "scale",
+    .buffers = {{STARPU_RW, "x"}},
+    .cpu = scale_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(scale_cuda_func),
+    .flops = [](const AlphaArgs&, Handles h) { return elements(h); },
+    .bytes = [](const AlphaArgs&, Handles h) { return 8.0 * elements(h); },
+});
+// FLOPs n; bytes 3·n·s (src read, dst read and written).
+Codelet<StorageArgs> accumulate_codelet({
+    .name = "accumulate",
+    .buffers = {{STARPU_R, "src"}, {STARPU_RW, "dst"}},
+    .cpu = accumulate_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(accumulate_cuda_func),
+    .flops = [](const StorageArgs&, Handles h) { return elements(h); },
+    .bytes = [](const StorageArgs& a, Handles h) { return 3.0 * elements(h) * double(dtype_size(a.dtype)); },
+});
+// FLOPs n; bytes 10·n (bf16 src read, fp32 dst read and written).
+Codelet<NoArgs> accumulate_widen_codelet({
+    .name = "accumulate_widen",
+    .buffers = {{STARPU_R, "src"}, {STARPU_RW, "dst"}},
+    .cpu = accumulate_widen_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(accumulate_widen_cuda_func),
+    .flops = [](const NoArgs&, Handles h) { return elements(h); },
+    .bytes = [](const NoArgs&, Handles h) { return 10.0 * elements(h); },
+});
+// FLOPs 0 (a rounding per element); bytes 6·n (fp32 read, bf16 written).
+Codelet<NoArgs> narrow_codelet({
+    .name = "narrow",
+    .buffers = {{STARPU_R, "src"}, {STARPU_W, "dst"}},
+    .cpu = narrow_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(narrow_cuda_func),
+    .flops = [](const NoArgs&, Handles) { return 0.0; },
+    .bytes = [](const NoArgs&, Handles h) { return 6.0 * elements(h); },
+});
+// FLOPs 0; bytes twice the size (read, written).
+Codelet<NoArgs> copy_codelet({
+    .name = "copy",
+    .buffers = {{STARPU_R, "src"}, {STARPU_W, "dst"}},
+    .cpu = copy_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(copy_cuda_func),
+    .flops = [](const NoArgs&, Handles) { return 0.0; },
+    .bytes = [](const NoArgs&, Handles h) { return 2.0 * size_of(h[0]); },
+});
+// FLOPs 0; bytes the size (written).
+Codelet<NoArgs> zero_codelet({
+    .name = "zero",
+    .buffers = {{STARPU_W, "x"}},
+    .cpu = zero_cpu_func,
+    .cuda = STARZERO_CUDA_FUNC(zero_cuda_func),
+    .flops = [](const NoArgs&, Handles) { return 0.0; },
+    .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
+});
 
 }  // namespace
 
 void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::string& name) {
   if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || x.count() != y.count())
     throw std::invalid_argument("axpy: x and y must be fp32 tensors of one size");
-  check(starpu_task_insert(axpy_codelet.get(), STARPU_R, x.handle(), STARPU_RW, y.handle(), STARPU_VALUE, &alpha,
-                           sizeof alpha, STARPU_NAME, intern_task_name(name), 0),
-        "axpy");
+  submit(axpy_codelet, {x.handle(), y.handle()}, AlphaArgs{alpha}, name);
 }
 
-void submit_zero(starpu_data_handle_t x, const std::string& name) {
-  check(starpu_task_insert(zero_codelet.get(), STARPU_W, x, STARPU_NAME, intern_task_name(name), 0), "zero");
-}
+void submit_zero(starpu_data_handle_t x, const std::string& name) { submit(zero_codelet, {x}, NoArgs{}, name); }
 
 void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
   if (starpu_data_get_size(src) != starpu_data_get_size(dst))
     throw std::invalid_argument("copy " + name + ": source and destination sizes differ");
-  check(starpu_task_insert(copy_codelet.get(), STARPU_R, src, STARPU_W, dst, STARPU_NAME, intern_task_name(name), 0),
-        "copy");
+  submit(copy_codelet, {src, dst}, NoArgs{}, name);
 }
 
 void submit_accumulate_widen(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
   if (starpu_vector_get_nx(src) != starpu_vector_get_nx(dst) || starpu_vector_get_elemsize(src) != 2 ||
       starpu_vector_get_elemsize(dst) != 4)
     throw std::invalid_argument("accumulate_widen " + name + ": needs bf16 src and fp32 dst of one length");
-  check(starpu_task_insert(accumulate_widen_codelet.get(), STARPU_R, src, STARPU_RW, dst, STARPU_NAME,
-                           intern_task_name(name), 0),
-        "accumulate_widen");
+  submit(accumulate_widen_codelet, {src, dst}, NoArgs{}, name);
 }
 
 void submit_narrow(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
   if (starpu_vector_get_nx(src) != starpu_vector_get_nx(dst) || starpu_vector_get_elemsize(src) != 4 ||
       starpu_vector_get_elemsize(dst) != 2)
     throw std::invalid_argument("narrow " + name + ": needs fp32 src and bf16 dst of one length");
-  check(starpu_task_insert(narrow_codelet.get(), STARPU_R, src, STARPU_W, dst, STARPU_NAME, intern_task_name(name), 0),
-        "narrow");
+  submit(narrow_codelet, {src, dst}, NoArgs{}, name);
 }
 
 void submit_accumulate(starpu_data_handle_t src, starpu_data_handle_t dst, DType dtype, const std::string& name) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("accumulate: fp32 or bf16 only");
-  check(starpu_task_insert(accumulate_codelet.get(), STARPU_R, src, STARPU_RW, dst, STARPU_VALUE, &dtype, sizeof dtype,
-                           STARPU_NAME, intern_task_name(name), 0),
-        "accumulate");
+  submit(accumulate_codelet, {src, dst}, StorageArgs{dtype}, name);
 }
 
 void submit_scale(float alpha, const Tensor& x, const std::string& name) {
   if (x.dtype() != DType::f32) throw std::invalid_argument("scale: x must be an fp32 tensor");
-  check(starpu_task_insert(scale_codelet.get(), STARPU_RW, x.handle(), STARPU_VALUE, &alpha, sizeof alpha, STARPU_NAME,
-                           intern_task_name(name), 0),
-        "scale");
+  submit(scale_codelet, {x.handle()}, AlphaArgs{alpha}, name);
 }
 
 }  // namespace starzero::tasks

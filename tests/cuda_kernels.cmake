@@ -1,4 +1,4 @@
-# CUDA kernels against the CPU ones (tasks/gpt_kernels.hpp). The executable is built whenever CUDA
+# CUDA kernels against the CPU ones (tasks/nn_kernels.hpp). The executable is built whenever CUDA
 # is on, so it always compiles; it needs an NVIDIA GPU to pass (without one it fails, saying why),
 # so its CTest entry only exists with -DSTARZERO_GPU_TESTS=ON (scripts/gpu-check.sh sets it).
 if(STARZERO_WITH_CUDA)

@@ -1,9 +1,10 @@
-# offload/planner and the `starzero plan` command line.
-# The flag parser (examples/cli.cpp) is compiled straight into the test: examples/ has no
-# library target for it.
-add_executable(test_planner test_planner.cpp ${PROJECT_SOURCE_DIR}/examples/cli.cpp)
+# offload/planner, the per-layer plan it shares with the engine, the host plan of offload runs,
+# and the `starzero plan` command line. The flag parser (apps/cli.cpp) is compiled straight
+# into the test: apps/ has no library target for it. The GPT footprints come from
+# starzero_models (models/gpt_layout.hpp).
+add_executable(test_planner test_planner.cpp ${PROJECT_SOURCE_DIR}/apps/cli.cpp)
 target_include_directories(test_planner PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(test_planner PRIVATE starzero_catch_main starzero_offload)
+target_link_libraries(test_planner PRIVATE starzero_catch_main starzero_models starzero_offload)
 # The prefix keeps every test case selectable with `ctest -R plan`.
 catch_discover_tests(test_planner TEST_PREFIX "planner/")
 

@@ -1,4 +1,4 @@
-// tasks/gpt_kernels (CPU): every forward against a naive double-precision reference written here,
+// tasks/nn_kernels (CPU): every forward against a naive double-precision reference written here,
 // every backward against central finite differences of L = Σ dout ⊙ forward(x) computed with that
 // reference, the ACCUMULATE contract of the backward kernels, and the bf16 instantiations against
 // the float ones. Shapes are deliberately not multiples of 8 or 16.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/dtype.hpp"
-#include "tasks/gpt_kernels.hpp"
+#include "tasks/nn_kernels.hpp"
 
 using namespace starzero;
 namespace k = starzero::kernels;

@@ -1,4 +1,4 @@
-// CUDA-vs-CPU tests of the GPT-2 kernels (tasks/gpt_kernels.hpp): every CUDA kernel, forward and
+// CUDA-vs-CPU tests of the GPT-2 kernels (tasks/nn_kernels.hpp): every CUDA kernel, forward and
 // backward, float and bf16 storage, on seeded random inputs with shapes that are not multiples of
 // 8, compared with the CPU kernel on the same inputs.
 //
@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tasks/gpt_kernels.hpp"
+#include "tasks/nn_kernels.hpp"
 
 namespace {
 

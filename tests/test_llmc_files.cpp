@@ -513,7 +513,7 @@ TEST_CASE("training state: round trip restores everything exactly", "[llmc]") {
 
   SECTION("full parameter vector") {
     const TrainingState state = test_state(shape.param_count());
-    write_training_state(file, shape, state);
+    write_training_state(file, gpt_state_layout(shape), state);
     const std::vector<char> raw = read_raw(file);
     CHECK(std::string(raw.data(), 4) == "SZTS");
     CHECK(raw_at<std::uint32_t>(raw, 4) == kTrainingStateVersion);
@@ -524,17 +524,17 @@ TEST_CASE("training state: round trip restores everything exactly", "[llmc]") {
     CHECK(raw_at<std::uint64_t>(raw, 48) == shape.param_count());
     const auto rng_bytes = raw_at<std::uint64_t>(raw, 56);
     CHECK(raw.size() == 64 + rng_bytes + 12 * shape.param_count());
-    require_same_state(state, read_training_state(file, shape));
+    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
   }
   SECTION("one rank's shard") {
     const TrainingState state = test_state(100);
-    write_training_state(file, shape, state);
-    require_same_state(state, read_training_state(file, shape));
+    write_training_state(file, gpt_state_layout(shape), state);
+    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
   }
   SECTION("empty vectors") {
     const TrainingState state = test_state(0);
-    write_training_state(file, shape, state);
-    require_same_state(state, read_training_state(file, shape));
+    write_training_state(file, gpt_state_layout(shape), state);
+    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
   }
   CHECK(dir.entries() == std::vector<std::string>{"state.szts"});
 }
@@ -543,10 +543,10 @@ TEST_CASE("training state: malformed files and bad arguments", "[llmc]") {
   TempDir dir;
   const GptShape shape = tiny_shape();
   const fs::path good = dir / "good.szts";
-  write_training_state(good, shape, test_state(shape.param_count()));
+  write_training_state(good, gpt_state_layout(shape), test_state(shape.param_count()));
   const std::vector<char> bytes = read_raw(good);
   const fs::path bad = dir / "broken_state.szts";
-  auto read_bad = [&] { read_training_state(bad, shape); };
+  auto read_bad = [&] { read_training_state(bad, gpt_state_layout(shape)); };
 
   SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
   SECTION("truncated header") {
@@ -574,7 +574,7 @@ TEST_CASE("training state: malformed files and bad arguments", "[llmc]") {
     GptShape other = shape;
     other.channels = 8;
     try {
-      read_training_state(bad, other);
+      read_training_state(bad, gpt_state_layout(other));
       FAIL("expected a shape mismatch");
     } catch (const FileFormatError& e) {
       const std::string msg = e.what();
@@ -609,9 +609,9 @@ TEST_CASE("training state: malformed files and bad arguments", "[llmc]") {
   SECTION("writer rejects master/m/v of different sizes or too long") {
     TrainingState s = test_state(10);
     s.v.pop_back();
-    CHECK_THROWS_AS(write_training_state(bad, shape, s), std::invalid_argument);
+    CHECK_THROWS_AS(write_training_state(bad, gpt_state_layout(shape), s), std::invalid_argument);
     TrainingState big = test_state(shape.param_count() + 1);
-    CHECK_THROWS_AS(write_training_state(bad, shape, big), std::invalid_argument);
+    CHECK_THROWS_AS(write_training_state(bad, gpt_state_layout(shape), big), std::invalid_argument);
     CHECK_FALSE(fs::exists(bad));
   }
 }

@@ -1,14 +1,21 @@
-// Tests of the memory/communication planner (offload/planner.hpp) and the flag parser
-// (examples/cli.hpp). Expected values are written as arithmetic from the seeds' formulas
-// (shared/seeds/SUMMARY.md), never computed by the code under test.
+// Tests of the memory/communication planner (offload/planner.hpp), the per-layer plan it shares
+// with the engine (offload/layer_plan.hpp), the host plan of offload runs (offload/host_plan.hpp)
+// and the flag parser (apps/cli.hpp). Expected values are written as arithmetic from the
+// seeds' formulas (docs/zero-formulas.md), never computed by the code under test.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 
-#include "examples/cli.hpp"
+#include "apps/cli.hpp"
+#include "models/gpt_layout.hpp"
+#include "offload/footprint.hpp"
+#include "offload/host_plan.hpp"
+#include "offload/layer_plan.hpp"
 #include "offload/planner.hpp"
+#include "temp_dir.hpp"
 
 using namespace starzero;
 
@@ -25,16 +32,10 @@ PlanInput input7b(std::int64_t dp, int stage) {
   return in;
 }
 
-GptConfig gpt2_124m(std::int64_t batch = 4) {
-  GptConfig g;
-  g.layers = 12;
-  g.hidden = 768;
-  g.heads = 12;
-  g.vocab = 50257;
-  g.seq = 1024;
-  g.batch = batch;
-  return g;
-}
+// GPT-2 124M: maxT 1024, V 50257 (Vp 50304), L 12, NH 12, C 768.
+GptShape gpt2_124m_shape() { return GptShape{1024, 50257, 50304, 12, 12, 768}; }
+
+ModelFootprint gpt2_124m(int batch = 4) { return gpt_footprint(gpt2_124m_shape(), batch); }
 
 }  // namespace
 
@@ -162,32 +163,32 @@ TEST_CASE("communication: 2Ψ for stages 0-2, 3Ψ for stage 3, ring factor (N-1)
 // ---- GPT -----------------------------------------------------------------------------------------
 
 TEST_CASE("GPT-2 124M parameter count like llm.c", "[planner][gpt]") {
-  CHECK(padded_vocab(50257) == 50304);
-  CHECK(padded_vocab(50304) == 50304);
-  CHECK(padded_vocab(1) == 128);
-  CHECK(padded_vocab(129) == 256);
-  const GptConfig g = gpt2_124m();
-  CHECK(gpt_param_count(g) == 124'475'904);
-  CHECK(gpt_param_count(g) == 50304 * 768 + 1024 * 768 + 12 * (12 * 768 * 768 + 13 * 768) + 2 * 768);
+  const ModelFootprint g = gpt2_124m();
+  CHECK(g.params == 124'475'904);
+  CHECK(g.params == 50304 * 768 + 1024 * 768 + 12 * (12 * 768 * 768 + 13 * 768) + 2 * 768);
   // The batch does not change the parameter count.
-  CHECK(gpt_param_count(gpt2_124m(1)) == 124'475'904);
+  CHECK(gpt2_124m(1).params == 124'475'904);
+  PlanInput in;
+  in.model = g;
+  CHECK(model_params(in) == 124'475'904);
 }
 
 TEST_CASE("GPT layers and the largest one", "[planner][gpt]") {
-  const auto kinds = gpt_layer_kinds(gpt2_124m());
+  const auto kinds = gpt2_124m().layer_kinds;
   REQUIRE(kinds.size() == 3);
   CHECK(kinds[0].count == 50304 * 768 + 1024 * 768);          // 39,419,904
   CHECK(kinds[1].count == 12 * 768 * 768 + 13 * 768);         // 7,087,872
   CHECK(kinds[2].count == 2 * 768);
-  CHECK(gpt_largest_layer(gpt2_124m()).name == "embedding");
-  CHECK(gpt_largest_layer(gpt2_124m()).count == 39'419'904);
+  CHECK(gpt2_124m().largest_layer().name == "embedding");
+  CHECK(gpt2_124m().largest_layer().count == 39'419'904);
   // A wide model with a small vocabulary: a transformer block is the largest.
-  GptConfig wide = gpt2_124m();
-  wide.hidden = 8192;
+  GptShape wide = gpt2_124m_shape();
+  wide.channels = 8192;
   wide.heads = 64;
-  wide.vocab = 1000;  // Vp = 1024
-  CHECK(gpt_largest_layer(wide).name == "block");
-  CHECK(gpt_largest_layer(wide).count == 12LL * 8192 * 8192 + 13LL * 8192);
+  wide.vocab = 1000;
+  wide.padded_vocab = 1024;
+  CHECK(gpt_footprint(wide, 4).largest_layer().name == "block");
+  CHECK(gpt_footprint(wide, 4).largest_layer().count == 12LL * 8192 * 8192 + 13LL * 8192);
 }
 
 TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
@@ -215,11 +216,11 @@ TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
                                 + B * T * Vp         // logits
                                 + B * T * Vp         // probs
                                 + B * T;             // losses
-  CHECK(gpt_activation_elements(gpt2_124m()) == expected);
-  CHECK(gpt_activation_tensors(gpt2_124m()).size() == 23);
+  CHECK(gpt2_124m().activation_elements() == expected);
+  CHECK(gpt2_124m().activation_tensors.size() == 23);
 
   PlanInput in;
-  in.gpt = gpt2_124m();
+  in.model = gpt2_124m();
   in.dp = 8;
   for (int stage = 0; stage <= 3; ++stage) {
     in.stage = stage;
@@ -237,7 +238,7 @@ TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
 TEST_CASE("ZeRO-3 temporary full layers: (W+1) x largest layer x precision", "[planner][gpt]") {
   const double largest = 50304.0 * 768 + 1024.0 * 768;
   PlanInput in;
-  in.gpt = gpt2_124m();
+  in.model = gpt2_124m();
   in.dp = 8;
   in.stage = 3;
   CHECK(*plan_memory(in).temporaries == 2 * largest * 2);  // W = 1
@@ -338,9 +339,9 @@ TEST_CASE("memory floor as dp grows", "[planner][seeds]") {
   in.stage = 3;
   CHECK(gpu_floor_bytes(in) == 0);  // without a GPT config nothing else is known
   PlanInput gpt;
-  gpt.gpt = gpt2_124m();
+  gpt.model = gpt2_124m();
   gpt.stage = 3;
-  const double act = 2.0 * double(gpt_activation_elements(gpt2_124m()));
+  const double act = 2.0 * double(gpt2_124m().activation_elements());
   CHECK(gpu_floor_bytes(gpt) == act + 2 * (50304.0 * 768 + 1024.0 * 768) * 2);
 }
 
@@ -406,10 +407,10 @@ TEST_CASE("fit check prefers no offload, then less communication, then less memo
 
 TEST_CASE("fit check with a GPT config counts activations and temporaries", "[planner][fit]") {
   PlanInput in;
-  in.gpt = gpt2_124m();
+  in.model = gpt2_124m();
   in.dp = 8;
   const double psi = 124'475'904.0;
-  const double act = 2.0 * double(gpt_activation_elements(gpt2_124m()));
+  const double act = 2.0 * double(gpt2_124m().activation_elements());
   const double temps = 2 * (50304.0 * 768 + 1024.0 * 768) * 2;
   MemoryLimits limits;
   limits.gpu_bytes = 16 * psi / 8 + act + temps;  // exactly plain ZeRO-3 at dp 8
@@ -446,27 +447,29 @@ TEST_CASE("invalid planner input throws PlanError", "[planner][errors]") {
   in.prefetch_depth = -1;
   CHECK_THROWS_AS(plan_memory(in), PlanError);
 
-  // GPT configs: non-positive fields, heads not dividing hidden, a disagreeing --params.
+  // GPT shapes: non-positive fields, heads not dividing channels, a non-positive batch, counts
+  // that overflow (gpt_footprint's std::invalid_argument); a disagreeing params.
   for (int field = 0; field < 6; ++field) {
-    PlanInput g;
-    g.gpt = gpt2_124m();
-    std::int64_t* fields[] = {&g.gpt->layers, &g.gpt->hidden, &g.gpt->heads,
-                              &g.gpt->vocab,  &g.gpt->seq,    &g.gpt->batch};
+    GptShape shape = gpt2_124m_shape();
+    int* fields[] = {&shape.max_seq, &shape.vocab, &shape.padded_vocab, &shape.layers, &shape.heads, &shape.channels};
     *fields[field] = 0;
-    CHECK_THROWS_AS(plan_memory(g), PlanError);
+    CHECK_THROWS_AS(gpt_footprint(shape, 4), std::invalid_argument);
   }
+  GptShape shape = gpt2_124m_shape();
+  shape.heads = 7;
+  CHECK_THROWS_AS(gpt_footprint(shape, 4), std::invalid_argument);
+  CHECK_THROWS_AS(gpt_footprint(gpt2_124m_shape(), 0), std::invalid_argument);
+  shape = gpt2_124m_shape();
+  shape.max_seq = 1 << 30;  // L·B·NH·T² overflows 64 bits
+  CHECK_THROWS_AS(gpt_footprint(shape, 4), std::invalid_argument);
   PlanInput g;
-  g.gpt = gpt2_124m();
-  g.gpt->heads = 7;
-  CHECK_THROWS_AS(plan_memory(g), PlanError);
-  g.gpt = gpt2_124m();
+  g.model = gpt2_124m();
   g.params = 1000;
   CHECK_THROWS_AS(plan_memory(g), PlanError);
   g.params = 124'475'904;  // agreeing is fine
   CHECK_NOTHROW(plan_memory(g));
-  // Overflowing configs are errors, not wrapped numbers.
   g.params = 0;
-  g.gpt->seq = std::int64_t{1} << 40;
+  g.model->params = 0;  // a footprint without parameters
   CHECK_THROWS_AS(plan_memory(g), PlanError);
 
   MemoryLimits bad;
@@ -490,7 +493,330 @@ TEST_CASE("invalid planner input throws PlanError", "[planner][errors]") {
   }
 }
 
-// ---- Flag parsing (examples/cli.hpp) ---------------------------------------------------------
+// ---- One plan per layer (offload/layer_plan.hpp) -------------------------------------------------
+
+namespace {
+
+// A layer of 10 parameters on rank 1 of 4: shards of 3, full buffers of 12, own block at 3.
+LayerPlanInput layer10(int stage, std::int64_t ranks = 4) {
+  LayerPlanInput in;
+  in.stage = stage;
+  in.ranks = ranks;
+  in.rank = ranks > 1 ? 1 : 0;
+  in.dtype = DType::bf16;
+  in.params = 10;
+  return in;
+}
+
+std::vector<LayerBuffer> roles(const LayerPlan& plan) {
+  std::vector<LayerBuffer> out;
+  for (const PlannedBuffer& b : plan.buffers()) out.push_back(b.role);
+  return out;
+}
+
+bool same_slice(const BufferSlice& a, LayerBuffer buffer, std::size_t offset, std::size_t count) {
+  return a.buffer == buffer && a.offset == offset && a.count == count;
+}
+
+using LB = LayerBuffer;
+using Places = std::vector<MemoryPlace>;
+
+}  // namespace
+
+TEST_CASE("ZeRO state: what each stage shards on several ranks, nothing on one", "[planner][layer_plan]") {
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ZeroState one = ZeroState::of(stage, 1);
+    CHECK_FALSE((one.collectives || one.sharded || one.shard_grads || one.shard_params));
+    const ZeroState many = ZeroState::of(stage, 8);
+    CHECK(many.collectives);
+    CHECK(many.sharded == (stage >= 1));
+    CHECK(many.shard_grads == (stage >= 2));
+    CHECK(many.shard_params == (stage == 3));
+  }
+  CHECK_THROWS_AS(ZeroState::of(4, 2), std::invalid_argument);
+  CHECK_THROWS_AS(ZeroState::of(0, 0), std::invalid_argument);
+}
+
+TEST_CASE("layer plan: buffers and operations of each stage without offload", "[planner][layer_plan]") {
+  const LayerPlan z0(layer10(0));
+  CHECK(z0.shard() == 3);
+  CHECK(z0.padded() == 12);
+  CHECK(z0.own_offset() == 3);
+  CHECK(roles(z0) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state});
+  CHECK(z0.buffer(LB::optimizer_state).elements == 12);
+  CHECK(z0.bytes(z0.buffer(LB::optimizer_state)) == 12 * 12);
+  CHECK(z0.bytes(z0.buffer(LB::param)) == 12 * 2);
+  CHECK(z0.grad_reduction() == GradReduction::all_reduce);
+  CHECK(same_slice(z0.update().grad, LB::grad, 0, 12));
+  CHECK(same_slice(z0.update().target, LB::param, 0, 12));
+  CHECK(z0.publish(false).how == Publish::none);
+  CHECK(z0.param_access() == ParamAccess::resident);
+  CHECK_THROWS_AS(z0.buffer(LB::grad_shard), std::logic_error);
+
+  const LayerPlan z1(layer10(1));
+  CHECK(roles(z1) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state});
+  CHECK(z1.buffer(LB::optimizer_state).elements == 3);
+  CHECK(z1.grad_reduction() == GradReduction::reduce_scatter_in_place);
+  CHECK_FALSE(z1.reduce_every_micro_batch());
+  CHECK(same_slice(z1.update().grad, LB::grad, 3, 3));  // its block of the full gradient
+  CHECK(same_slice(z1.update().target, LB::param, 3, 3));
+  CHECK(z1.publish(false).how == Publish::all_gather_in_place);
+
+  const LayerPlan z2(layer10(2));
+  CHECK(roles(z2) ==
+        std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state, LB::grad_shard, LB::grad_partial});
+  CHECK(z2.buffer(LB::grad).lifetime == Lifetime::per_use);
+  CHECK(z2.buffer(LB::grad_shard).held_at == Places{MemoryPlace::device});
+  CHECK(z2.grad_reduction() == GradReduction::reduce_scatter_into_shard);
+  CHECK(z2.reduce_every_micro_batch());
+  CHECK(same_slice(z2.update().grad, LB::grad_shard, 0, 3));
+  CHECK(same_slice(z2.update().target, LB::param, 3, 3));
+  CHECK(z2.publish(false).how == Publish::all_gather_in_place);
+
+  const LayerPlan z3(layer10(3));
+  CHECK(roles(z3) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state, LB::param_shard,
+                                              LB::grad_shard, LB::grad_partial});
+  CHECK(z3.buffer(LB::param).home == BufferHome::transient);
+  CHECK(z3.buffer(LB::param).lifetime == Lifetime::per_use);
+  CHECK(z3.param_access() == ParamAccess::gathered_per_use);
+  CHECK(same_slice(z3.update().target, LB::param_shard, 0, 3));
+  CHECK(z3.publish(false).how == Publish::none);
+
+  // One rank: every stage is ZeRO-0 without collectives.
+  for (int stage = 0; stage <= 3; ++stage) {
+    const LayerPlan one(layer10(stage, 1));
+    CHECK(roles(one) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state});
+    CHECK(one.padded() == 10);
+    CHECK(one.grad_reduction() == GradReduction::none);
+    CHECK(one.publish(false).how == Publish::none);
+    CHECK(one.param_access() == ParamAccess::resident);
+  }
+}
+
+TEST_CASE("layer plan: optimizer and parameter offload", "[planner][layer_plan]") {
+  LayerPlanInput in = layer10(1);
+  in.offload_optimizer = OptimizerOffload::cpu;
+  const LayerPlan z1(in);
+  // ZeRO-1: the shard comes down for the CPU AdamW, which writes a parameter shard on the host.
+  CHECK(z1.buffer(LB::param).held_at == Places{MemoryPlace::device});
+  CHECK(z1.buffer(LB::grad).held_at == Places{MemoryPlace::device});
+  CHECK(z1.buffer(LB::grad_shard).held_at == Places{MemoryPlace::host});
+  CHECK(z1.buffer(LB::param_shard).home == BufferHome::pinned_host);
+  CHECK(z1.buffer(LB::optimizer_state).home == BufferHome::pinned_host);
+  CHECK(z1.grad_reduction() == GradReduction::reduce_scatter_into_shard);
+  CHECK(z1.update().kernel == UpdateKernel::cpu);
+  CHECK(same_slice(z1.update().target, LB::param_shard, 0, 3));
+  CHECK(z1.publish(false).how == Publish::all_gather_from_shard);
+  CHECK(z1.publish(false).drop_device_shard);
+
+  // ZeRO-0: the full gradient and parameters have host copies.
+  in.stage = 0;
+  const LayerPlan z0(in);
+  CHECK(z0.buffer(LB::param).held_at == Places{MemoryPlace::device, MemoryPlace::host});
+  CHECK(z0.buffer(LB::grad).held_at == Places{MemoryPlace::device, MemoryPlace::host});
+
+  // ZeRO-3: the shard AdamW writes on the host keeps a device copy for the all-gathers.
+  in.stage = 3;
+  CHECK(LayerPlan(in).buffer(LB::param_shard).held_at == Places{MemoryPlace::host, MemoryPlace::device});
+  in.offload_params = ParamOffload::cpu;
+  CHECK(LayerPlan(in).buffer(LB::param_shard).held_at == Places{MemoryPlace::host});
+  in.offload_optimizer = OptimizerOffload::nvme;
+  CHECK(LayerPlan(in).buffer(LB::optimizer_state).home == BufferHome::disk);
+  CHECK(LayerPlan(in).buffer(LB::optimizer_state).held_at == Places{MemoryPlace::disk});
+
+  // One rank at ZeRO-3 with the parameters on the host: fetched for each use.
+  LayerPlanInput one = layer10(3, 1);
+  one.offload_params = ParamOffload::cpu;
+  const LayerPlan fetched(one);
+  CHECK(fetched.param_access() == ParamAccess::fetched_per_use);
+  CHECK(fetched.buffer(LB::param).home == BufferHome::pinned_host);
+  CHECK(fetched.buffer(LB::param).held_at == Places{MemoryPlace::host});
+  one.stage = 2;
+  CHECK_THROWS_AS(LayerPlan(one), std::invalid_argument);
+}
+
+TEST_CASE("layer plan: delayed update and fp32 gradient accumulation", "[planner][layer_plan]") {
+  LayerPlanInput in = layer10(0, 1);
+  in.delayed_update = true;
+  const LayerPlan one(in);
+  CHECK(same_slice(one.update().delayed_target, LB::param_next, 0, 10));
+  CHECK(same_slice(one.update().target, LB::param, 0, 10));
+  CHECK(one.publish(true).how == Publish::copy_next);
+  CHECK(one.publish(true).destination == LB::param);
+  CHECK(one.publish(false).how == Publish::none);
+  // ZeRO-1/2: a separate parameter shard takes the delayed update; the all-gather publishes it.
+  in = layer10(2);
+  in.delayed_update = true;
+  const LayerPlan z2(in);
+  CHECK_FALSE(z2.has(LB::param_next));
+  CHECK(z2.buffer(LB::param_shard).home == BufferHome::device);
+  CHECK(same_slice(z2.update().delayed_target, LB::param_shard, 0, 3));
+  CHECK(z2.publish(true).how == Publish::all_gather_from_shard);
+  CHECK(z2.publish(false).how == Publish::all_gather_from_shard);
+  // ZeRO-3: param_next is a shard, copied into param_shard.
+  in.stage = 3;
+  const LayerPlan z3(in);
+  CHECK(z3.buffer(LB::param_next).elements == 3);
+  CHECK(z3.publish(true).how == Publish::copy_next);
+  CHECK(z3.publish(true).destination == LB::param_shard);
+
+  in = layer10(1);
+  in.fp32_grad_accum = true;
+  CHECK(LayerPlan(in).fp32_accumulation() == Fp32Accumulation::full_before_reduction);
+  CHECK(LayerPlan(in).buffer(LB::grad_accum).elements == 12);
+  CHECK(LayerPlan(in).bytes(LayerPlan(in).buffer(LB::grad_accum)) == 12 * 4);
+  in.stage = 2;
+  CHECK(LayerPlan(in).fp32_accumulation() == Fp32Accumulation::shard_after_reduction);
+  CHECK(LayerPlan(in).buffer(LB::grad_accum).elements == 3);
+}
+
+TEST_CASE("planner placement is the layer plan's; padded layers sum to the plan at padded Ψ",
+          "[planner][layer_plan]") {
+  // The engine's GPT test model: L = 2, C = 34, T = 16, Vp = 256 (layer sizes not multiples of N).
+  const std::vector<std::size_t> layers = {256 * 34 + 16 * 34, 12 * 34 * 34 + 13 * 34, 12 * 34 * 34 + 13 * 34, 68};
+  for (std::int64_t N : {1, 2, 3}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (OptimizerOffload opt : {OptimizerOffload::none, OptimizerOffload::cpu, OptimizerOffload::nvme}) {
+        for (ParamOffload par : {ParamOffload::none, ParamOffload::cpu}) {
+          if (par == ParamOffload::cpu && stage != 3) continue;
+          for (bool accum : {false, true}) {
+            INFO("N " << N << " stage " << stage << " optimizer " << offload_name(opt) << " params "
+                      << offload_name(par) << " fp32 accum " << accum);
+            // The engine's ledger: every real layer, padded.
+            PlacedBytes engine;
+            std::int64_t padded_psi = 0;
+            for (std::size_t count : layers) {
+              LayerPlanInput in;
+              in.stage = stage;
+              in.ranks = N;
+              in.offload_optimizer = opt;
+              in.offload_params = par;
+              in.fp32_grad_accum = accum;
+              in.dtype = DType::f32;
+              in.params = count;
+              const LayerPlan plan(in);
+              add_placed_bytes(plan, true, engine);
+              padded_psi += std::int64_t(plan.padded());
+            }
+            PlanInput input;
+            input.params = padded_psi;
+            input.dp = N;
+            input.stage = stage;
+            input.precision = Precision::fp32;
+            input.fp32_grad_accum = accum;
+            input.offload_optimizer = opt;
+            input.offload_params = par;
+            const MemoryPlan plan = plan_memory(input);
+            for (auto [mine, theirs] : {std::pair{&engine.gpu, &plan.gpu}, std::pair{&engine.host, &plan.host},
+                                        std::pair{&engine.nvme, &plan.nvme}}) {
+              CHECK(mine->params == theirs->params);
+              CHECK(mine->grads == theirs->grads);
+              CHECK(mine->optimizer == theirs->optimizer);
+            }
+            // Without offload the placement is the seeds' figure, all on the GPU.
+            if (opt == OptimizerOffload::none && par == ParamOffload::none) {
+              CHECK(plan.gpu.total() == plan.seeds.total());
+              CHECK(plan.host.total() + plan.nvme.total() == 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- Host plan of offload runs (offload/host_plan.hpp) ----------------------------------------
+
+namespace {
+
+Topology machine16(bool gpu) {
+  Topology t;
+  t.cores = 16;
+  t.hardware_threads = 32;
+  t.numa_nodes = 2;
+  if (gpu) t.gpus.push_back(GpuLocality{0, "0000:3b:00.0", 1});
+  return t;
+}
+
+HostPlanInput cpu_offload(bool gpu) {
+  HostPlanInput in;
+  in.offload_optimizer = OptimizerOffload::cpu;
+  in.gpu = gpu ? 0 : -1;
+  in.memory.host.optimizer = 1e6;  // 1 MB: fits anywhere
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("host plan: CPU AdamW threads and StarPU workers on 16 cores", "[planner][host_plan]") {
+  // With a GPU: AdamW gets 16 - 1 (CUDA worker) - 1 (a CPU worker) = 14 threads; StarPU keeps
+  // 16 - 1 - 13 = 2 CPU workers; pinned memory goes to the GPU's NUMA node.
+  HostPlan plan = plan_host(cpu_offload(true), machine16(true));
+  CHECK(plan.adam_threads == 14);
+  CHECK(plan.cpu_workers == 2);
+  CHECK(plan.numa_node == 1);
+  CHECK(plan.disk_bytes == 0);
+  // Without a GPU the compute needs the cores: one AdamW thread, 16 CPU workers, no NUMA node.
+  plan = plan_host(cpu_offload(false), machine16(false));
+  CHECK(plan.adam_threads == 1);
+  CHECK(plan.cpu_workers == 16);
+  CHECK(plan.numa_node == -1);
+  // Two ranks on the machine share it: 8 cores each.
+  HostPlanInput two = cpu_offload(true);
+  two.ranks_here = 2;
+  plan = plan_host(two, machine16(true));
+  CHECK(plan.adam_threads == 6);
+  CHECK(plan.cpu_workers == 2);
+  // Threads asked for; workers asked for stay.
+  HostPlanInput asked = cpu_offload(true);
+  asked.adam_threads = 4;
+  CHECK(plan_host(asked, machine16(true)).cpu_workers == 16 - 1 - 3);
+  asked.cpu_workers = 3;
+  CHECK(plan_host(asked, machine16(true)).cpu_workers == 3);
+  // Parameters offloaded, optimizer not: AdamW stays on the device (1 thread).
+  HostPlanInput params_only = cpu_offload(true);
+  params_only.offload_optimizer = OptimizerOffload::none;
+  params_only.offload_params = ParamOffload::cpu;
+  CHECK(plan_host(params_only, machine16(true)).adam_threads == 1);
+  CHECK(plan_host(params_only, machine16(true)).cpu_workers == 15);
+  // No offload: the workers asked for (-1: StarPU's default) come back, nothing is checked.
+  HostPlanInput none;
+  none.memory.host.optimizer = 1e30;
+  plan = plan_host(none, machine16(true));
+  CHECK(plan.cpu_workers == -1);
+  CHECK(plan.adam_threads == 1);
+  CHECK(plan.numa_node == -1);
+  asked.adam_threads = 0;
+  CHECK_THROWS_AS(plan_host(asked, machine16(true)), std::invalid_argument);
+}
+
+TEST_CASE("host plan: host memory and NVMe space are checked", "[planner][host_plan]") {
+  HostPlanInput absurd = cpu_offload(true);
+  absurd.memory.host.optimizer = 1e30;
+  try {
+    plan_host(absurd, machine16(true));
+    FAIL("no throw");
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    CHECK(message.find("too little host memory for this offload plan") != std::string::npos);
+    CHECK(message.find("--offload-optimizer nvme") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  testing::TempDir dir("host_plan");
+  HostPlanInput nvme = cpu_offload(true);
+  nvme.offload_optimizer = OptimizerOffload::nvme;
+  nvme.nvme_path = dir / "nvme";
+  nvme.host_mem_limit_mib = 16;
+  nvme.memory.host.optimizer = 0;
+  nvme.memory.nvme.optimizer = 1e6;
+  const HostPlan plan = plan_host(nvme, machine16(true));
+  CHECK(plan.disk_bytes == 1'000'000 + (std::size_t(16) << 20) + (std::size_t(64) << 20));
+  CHECK(std::filesystem::is_directory(dir / "nvme"));
+  nvme.memory.nvme.optimizer = 1e30;
+  CHECK_THROWS_WITH(plan_host(nvme, machine16(true)), Catch::Contains("--nvme-path: "));
+}
+
+// ---- Flag parsing (apps/cli.hpp) ---------------------------------------------------------
 
 TEST_CASE("cli: counts with suffixes", "[planner][cli]") {
   CHECK(cli::parse_count("params", "7e9") == 7'000'000'000);

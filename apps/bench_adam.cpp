@@ -1,0 +1,264 @@
+// `starzero bench adam`: the fused CPU AdamW (optimizers/adamw_simd.hpp) on every SIMD path this
+// CPU runs and several thread counts, against what the memory allows, measured in the same run:
+//   probe       Adam's exact access pattern with no arithmetic (read bf16 grad, master, m, v; write
+//               master, m, v, bf16 param: 28 B/param): the ceiling;
+//   triad       STREAM a = b + s·c at 12 B/element (write-allocate not counted), for reference only;
+//   naive       the plain formula as a simple single-threaded loop;
+//   three-pass  cast bf16 grad -> fp32 buffer; fp32 Adam; cast fp32 master -> bf16 param, built
+//               from the same kernels, same path and threads.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "apps/cli.hpp"
+#include "apps/command.hpp"
+#include "apps/commands.hpp"
+#include "optimizers/adamw_simd.hpp"
+#include "runtime/dtype.hpp"
+
+namespace starzero {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using optim::SimdPath;
+
+constexpr double kAdamBytes = 28.0;   // per parameter, bf16 grad and param
+constexpr double kTriadBytes = 12.0;  // per element, as STREAM counts it
+constexpr std::size_t kChunk = std::size_t(1) << 16;
+
+// Median wall time of `steps` calls after one warm-up call; f receives the 1-based step.
+double median_seconds(int steps, const std::function<void(int)>& f) {
+  f(1);
+  std::vector<double> times;
+  for (int s = 1; s <= steps; ++s) {
+    const Clock::time_point start = Clock::now();
+    f(s + 1);
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// [0, n) in chunks of kChunk over an arena of `threads` threads.
+void parallel_chunks(tbb::task_arena& arena, std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t c = r.begin(); c != r.end(); ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
+    });
+  });
+}
+
+// Adam's traffic without its arithmetic: every array is loaded and stored back unchanged (the empty
+// asm hides that from the compiler, so the stores stay), and the gradient bits go to the param.
+// The widest vectors the CPU has, so the probe is a ceiling for every kernel path.
+__attribute__((target("avx512f"))) void probe_range_avx512(std::size_t b, std::size_t e, const bf16* grad,
+                                                           float* master, float* m, float* v, bf16* param) {
+  std::size_t i = b;
+  for (; i + 16 <= e; i += 16) {
+    __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
+    __m512 w = _mm512_loadu_ps(master + i), mi = _mm512_loadu_ps(m + i), vi = _mm512_loadu_ps(v + i);
+    __asm__ volatile("" : "+v"(g), "+v"(w), "+v"(mi), "+v"(vi));
+    _mm512_storeu_ps(master + i, w);
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(param + i), g);
+  }
+  for (; i < e; ++i) param[i] = grad[i];
+}
+
+__attribute__((target("avx2"))) void probe_range_avx2(std::size_t b, std::size_t e, const bf16* grad, float* master,
+                                                      float* m, float* v, bf16* param) {
+  std::size_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
+    __m256 w = _mm256_loadu_ps(master + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    __asm__ volatile("" : "+x"(g), "+x"(w), "+x"(mi), "+x"(vi));
+    _mm256_storeu_ps(master + i, w);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(param + i), g);
+  }
+  for (; i < e; ++i) param[i] = grad[i];
+}
+
+void probe_range_sse2(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
+  std::size_t i = b;
+  for (; i + 4 <= e; i += 4) {
+    __m128i g = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grad + i));
+    __m128 w = _mm_loadu_ps(master + i), mi = _mm_loadu_ps(m + i), vi = _mm_loadu_ps(v + i);
+    __asm__ volatile("" : "+x"(g), "+x"(w), "+x"(mi), "+x"(vi));
+    _mm_storeu_ps(master + i, w);
+    _mm_storeu_ps(m + i, mi);
+    _mm_storeu_ps(v + i, vi);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(param + i), g);
+  }
+  for (; i < e; ++i) param[i] = grad[i];
+}
+
+void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
+  static const auto widest = __builtin_cpu_supports("avx512f") ? probe_range_avx512
+                             : __builtin_cpu_supports("avx2") ? probe_range_avx2
+                                                              : probe_range_sse2;
+  widest(b, e, grad, master, m, v, param);
+}
+
+void triad_range(std::size_t b, std::size_t e, float* a, const float* x, const float* y, float s) {
+  const __m128 sv = _mm_set1_ps(s);
+  std::size_t i = b;
+  for (; i + 4 <= e; i += 4) _mm_storeu_ps(a + i, _mm_add_ps(_mm_loadu_ps(x + i), _mm_mul_ps(sv, _mm_loadu_ps(y + i))));
+  for (; i < e; ++i) a[i] = x[i] + s * y[i];
+}
+
+// The plain formula, written simply, one thread.
+void naive_adam(std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v, bf16* param,
+                const optim::AdamWHyper& h) {
+  const float bc1 = 1.0f - std::pow(h.beta1, float(h.step));
+  const float bc2 = 1.0f - std::pow(h.beta2, float(h.step));
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = bf16_to_float(grad[i].bits) * grad_scale;
+    m[i] = h.beta1 * m[i] + (1.0f - h.beta1) * g;
+    v[i] = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+    master[i] -= h.lr * h.weight_decay * master[i];
+    master[i] -= h.lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + h.eps);
+    param[i].bits = float_to_bf16(master[i]);
+  }
+}
+
+int count_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback, std::int64_t min_value) {
+  const auto v = p.value(name);
+  const std::int64_t x = v ? cli::parse_count(std::string("--") + name, *v) : fallback;
+  if (x < min_value)
+    throw UsageError("--" + std::string(name) + " must be at least " + std::to_string(min_value) + ", got " +
+                     std::to_string(x));
+  return x;
+}
+
+struct Row {
+  SimdPath path;
+  int threads;
+  double fused_s, three_pass_s, probe_s, triad_s;
+};
+
+int run_adam_bench(const cli::ArgParser& p) {
+  const std::size_t n = std::size_t(count_flag(p, "params", 64000000, 16));
+  const int steps = int(count_flag(p, "steps", 5, 1));
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int> thread_counts;
+  if (auto v = p.value("threads")) {
+    for (std::int64_t t : cli::parse_count_list("--threads", *v)) {
+      if (t < 1 || t > 4096) throw UsageError("--threads: each count must be 1..4096, got " + std::to_string(t));
+      thread_counts.push_back(int(t));
+    }
+  } else {
+    for (int t = 1; t <= hw; ++t) thread_counts.push_back(t);
+  }
+  const auto paths = optim::available_simd_paths();
+
+  std::printf("bench adam: %zu parameters (%.2f GB moved per step at 28 B/param), %d timed steps (median), "
+              "paths:", n, double(n) * kAdamBytes / 1e9, steps);
+  for (SimdPath path : paths) std::printf(" %s", std::string(optim::simd_path_name(path)).c_str());
+  std::printf(", %d hardware threads\n", hw);
+  std::fflush(stdout);
+
+  std::vector<bf16> grad(n), param(n);
+  std::vector<float> master(n), m(n), v(n), grad32(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = float(int((i * 2654435761u) % 2001u) - 1000) * 1e-3f;  // [-1, 1]
+    grad[i] = from_float<bf16>(x * 1e-2f + 1e-4f);
+    master[i] = x;
+    m[i] = 1e-3f * x;
+    v[i] = 1e-6f * (x * x + 1.0f);
+  }
+  optim::AdamWHyper hyper;
+  hyper.lr = 1e-4f;
+  hyper.weight_decay = 0.1f;
+  const float grad_scale = 0.9f;
+  auto hyper_at = [&](int step) {
+    optim::AdamWHyper h = hyper;
+    h.step = step;
+    return h;
+  };
+
+  const double naive_s = median_seconds(steps, [&](int s) {
+    naive_adam(n, grad.data(), grad_scale, master.data(), m.data(), v.data(), param.data(), hyper_at(s));
+  });
+
+  std::vector<Row> rows;
+  for (int threads : thread_counts) {
+    tbb::task_arena arena(threads);
+    const double probe_s = median_seconds(steps, [&](int) {
+      parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
+        probe_range(b, e, grad.data(), master.data(), m.data(), v.data(), param.data());
+      });
+    });
+    const double triad_s = median_seconds(steps, [&](int) {
+      parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
+        triad_range(b, e, grad32.data(), m.data(), v.data(), 0.5f);
+      });
+    });
+    for (SimdPath path : paths) {
+      const double fused_s = median_seconds(steps, [&](int s) {
+        optim::adamw_fused_parallel(path, threads, kChunk, n, grad.data(), grad_scale, master.data(), m.data(),
+                                    v.data(), param.data(), hyper_at(s));
+      });
+      const double three_pass_s = median_seconds(steps, [&](int s) {
+        optim::cast_bf16_to_f32_parallel(path, threads, kChunk, n, grad.data(), grad32.data());
+        optim::adamw_fused_parallel(path, threads, kChunk, n, grad32.data(), grad_scale, master.data(), m.data(),
+                                    v.data(), static_cast<float*>(nullptr), hyper_at(s));
+        optim::cast_f32_to_bf16_parallel(path, threads, kChunk, n, master.data(), param.data());
+      });
+      rows.push_back({path, threads, fused_s, three_pass_s, probe_s, triad_s});
+      std::printf("  %s, %d threads: fused %.3f s, three-pass %.3f s, probe %.3f s\n",
+                  std::string(optim::simd_path_name(path)).c_str(), threads, fused_s, three_pass_s, probe_s);
+      std::fflush(stdout);
+    }
+  }
+
+  const double N = double(n);
+  std::printf("\n| path | threads | fused Mparam/s | fused GB/s | probe GB/s (ceiling) | fused %% of probe "
+              "| three-pass Mparam/s | fused × three-pass | triad GB/s (ref.) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  const Row* best = nullptr;
+  for (const Row& r : rows) {
+    std::printf("| %s | %d | %.1f | %.1f | %.1f | %.1f %% | %.1f | %.2f | %.1f |\n",
+                std::string(optim::simd_path_name(r.path)).c_str(), r.threads, N / r.fused_s / 1e6,
+                N * kAdamBytes / r.fused_s / 1e9, N * kAdamBytes / r.probe_s / 1e9, 100.0 * r.probe_s / r.fused_s,
+                N / r.three_pass_s / 1e6, r.three_pass_s / r.fused_s, N * kTriadBytes / r.triad_s / 1e9);
+    if (!best || r.fused_s < best->fused_s) best = &r;
+  }
+  std::printf("| naive scalar loop | 1 | %.1f | %.1f | | | | | |\n", N / naive_s / 1e6, N * kAdamBytes / naive_s / 1e9);
+  std::printf("\nbest: %s with %d threads, %.1f Mparam/s, %.1f GB/s\n",
+              std::string(optim::simd_path_name(best->path)).c_str(), best->threads, N / best->fused_s / 1e6,
+              N * kAdamBytes / best->fused_s / 1e9);
+  std::printf("best vs probe (same threads): %.1f %%\n", 100.0 * best->probe_s / best->fused_s);
+  std::printf("best vs three-pass (same path and threads): %.2f ×\n", best->three_pass_s / best->fused_s);
+  std::printf("best vs naive scalar loop (1 thread): %.2f ×\n", naive_s / best->fused_s);
+  return 0;
+}
+
+}  // namespace
+
+int bench_adam_main(int argc, char** argv) {
+  cli::ArgParser parser("bench adam");
+  parser.option("params", "N", "parameters in the shard (default 64M)")
+      .option("threads", "LIST", "thread counts, e.g. 1,2,4 (default 1..hardware threads)")
+      .option("steps", "N", "timed steps per measurement, median reported (default 5)")
+      .flag("help", "show this help");
+  return run_command("starzero bench adam", "starzero bench adam [options]", parser, argc, argv, run_adam_bench);
+}
+
+}  // namespace starzero

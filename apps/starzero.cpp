@@ -1,0 +1,45 @@
+// The `starzero` command line: dispatches to one sub-command per verb.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "apps/commands.hpp"
+
+namespace {
+
+void print_usage(std::FILE* to) {
+  std::fputs(
+      "usage: starzero <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  plan    ZeRO memory and communication per rank for a model size or GPT config,\n"
+      "          per stage and data-parallel degree, with offload placements and fit checks\n"
+      "  train   train a GPT-2 model (default: `tiny` on this checkout's own docs and sources)\n"
+      "  eval    mean loss of an llm.c checkpoint over the first K batches of a token file\n"
+      "  bench   `bench step`: training-step time, tokens/s and MFU against a GEMM probe\n"
+      "  consolidate  merge the per-rank shards of a ZeRO run into one llm.c checkpoint\n"
+      "\n"
+      "Run `starzero <command> --help` for a command's options.\n",
+      to);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string_view command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (command == "plan") return starzero::plan_main(argc - 1, argv + 1);
+  if (command == "train") return starzero::train_main(argc - 1, argv + 1);
+  if (command == "eval") return starzero::eval_main(argc - 1, argv + 1);
+  if (command == "bench") return starzero::bench_main(argc - 1, argv + 1);
+  if (command == "consolidate") return starzero::consolidate_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,219 @@
+// `starzero train` and `starzero eval`: flags to a ModelRequest and RunOptions, then one library
+// call (train/run.hpp, train/evaluate.hpp).
+#include <cstdio>
+#include <string>
+
+#include "apps/cli.hpp"
+#include "apps/command.hpp"
+#include "apps/commands.hpp"
+#include "models/registry.hpp"
+#include "runtime/ranks.hpp"
+#include "train/evaluate.hpp"
+#include "train/run.hpp"
+
+namespace starzero {
+
+namespace {
+
+using cli::int_option;
+using cli::real_option;
+
+std::string model_names() {
+  std::string names;
+  for (const ModelFamily& family : model_families()) names += (names.empty() ? "" : ", ") + family.name;
+  return names;
+}
+
+cli::ArgParser make_train_parser() {
+  cli::ArgParser p("starzero train");
+  p.option("model", "NAME", "model family: " + model_names() + " (default gpt)")
+      .option("preset", "NAME", "model shape: tiny (default), gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M")
+      .option("layers", "L", "override the preset's number of transformer blocks (mlp: residual blocks)")
+      .option("channels", "C", "override the preset's hidden size")
+      .option("heads", "NH", "override the preset's attention heads (must divide C)")
+      .option("max-seq", "T", "override the preset's maximum sequence length")
+      .option("data", "FILE", "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
+      .option("batch", "B", "sequences per step (default 8)")
+      .option("seq", "T", "tokens per sequence (default: min(64, max-seq))")
+      .option("steps", "N", "optimizer steps (default 300)")
+      .option("lr", "LR", "peak learning rate (default 1e-3)")
+      .option("warmup", "N", "linear warm-up steps (default 20)")
+      .option("lr-final", "F", "cosine decay ends at lr*F (default 0.1)")
+      .option("weight-decay", "WD", "AdamW decoupled weight decay (default 0)")
+      .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
+      .option("seed", "S", "initialisation and batch order (default 1337)")
+      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)")
+      .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
+      .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
+      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
+      .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
+      .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
+      .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
+      .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
+      .flag("fp32-grad-accum", "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
+      .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
+      .option("offload-optimizer", "WHERE", "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
+      .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
+      .option("host-mem-limit", "MiB", "--offload-optimizer nvme: host memory StarPU may use before it evicts to disk")
+      .option("offload-params", "WHERE", "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory")
+      .option("adam-threads", "T", "CPU AdamW threads under offload (default: cores left by the GPU workers, else 1)")
+      .option("delayed-update", "WARMUP", "one-step-delayed parameter update after WARMUP synchronous steps "
+                                          "(ZeRO-Offload's DPU: changes the math; see README)")
+      .option("checkpoint-in", "FILE", "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists)")
+      .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
+      .option("save-every", "N", "also write the checkpoint every N steps")
+      .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
+      .option("val-every", "N", "validation loss every N steps, 0: never (default 50)")
+      .option("val-batches", "N", "validation batches (default 4)")
+      .option("sample-every", "N", "print generated text every N steps, 0: never (default: at the end only)")
+      .option("sample-tokens", "N", "tokens per sample (default 64)")
+      .option("prompt", "TEXT", "sampling prompt (default: a newline)")
+      .option("trace", "DIR", "write an FxT trace and its paje.trace (ViTE) into DIR")
+      .flag("quiet", "print only the summary")
+      .flag("help", "show this help");
+  return p;
+}
+
+ModelRequest model_request(const cli::ArgParser& p) {
+  ModelRequest r;
+  r.family = p.value("model").value_or("gpt");
+  r.preset = p.value("preset");
+  if (p.given("layers")) r.layers = int_option(p, "layers", 0, 1);
+  if (p.given("channels")) r.channels = int_option(p, "channels", 0, 1);
+  if (p.given("heads")) r.heads = int_option(p, "heads", 0, 1);
+  if (p.given("max-seq")) r.max_seq = int_option(p, "max-seq", 0, 1);
+  if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
+  if (const auto data = p.value("data")) r.data = *data;
+  if (const auto checkpoint = p.value("checkpoint-in")) {
+    if (!std::filesystem::exists(*checkpoint))
+      throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint) + "'");
+    r.checkpoint = *checkpoint;
+  }
+  r.seed = std::uint64_t(int_option(p, "seed", 1337, 0));
+  return r;
+}
+
+TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
+  TrainerOptions t;
+  t.global_batch = int_option(p, "batch", 8, 1);
+  t.micro_batches = int_option(p, "grad-accum", 1, 1);
+  t.steps = int_option(p, "steps", 300, 1);
+  t.lr = real_option(p, "lr", 1e-3);
+  t.warmup = int_option(p, "warmup", 20, 0);
+  t.lr_final = real_option(p, "lr-final", 0.1);
+  t.seed = seed;
+  t.val_every = int_option(p, "val-every", 50, 0);
+  t.val_batches = int_option(p, "val-batches", 4, 1);
+  t.sample_every = int_option(p, "sample-every", 0, 0);
+  t.sample_tokens = int_option(p, "sample-tokens", 64, 1);
+  t.prompt = p.value("prompt").value_or("");
+  t.save_every = int_option(p, "save-every", 0, 0);
+  t.quiet = p.flag_set("quiet");
+  return t;
+}
+
+void offload_options(const cli::ArgParser& p, RunOptions& o) {
+  o.offload_optimizer = *optimizer_offload_from_name(
+      cli::parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu", "nvme"}));
+  o.offload_params = *param_offload_from_name(
+      cli::parse_choice("--offload-params", p.value("offload-params").value_or("none"), {"none", "cpu"}));
+  if (o.offload_optimizer == OptimizerOffload::nvme) {
+    if (!p.given("nvme-path")) throw UsageError("--offload-optimizer nvme needs --nvme-path DIR");
+    o.nvme_path = *p.value("nvme-path");
+    o.host_mem_limit_mib = std::size_t(int_option(p, "host-mem-limit", 1024, 16));
+  } else {
+    if (p.given("nvme-path")) throw UsageError("--nvme-path is only for --offload-optimizer nvme");
+    if (p.given("host-mem-limit")) throw UsageError("--host-mem-limit is only for --offload-optimizer nvme");
+  }
+  if (p.given("adam-threads")) {
+    if (o.offload_optimizer == OptimizerOffload::none)
+      throw UsageError("--adam-threads is for --offload-optimizer cpu|nvme (on the device AdamW is a GPU kernel)");
+    o.adam_threads = int_option(p, "adam-threads", 1, 1);
+  }
+  if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
+}
+
+RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint64_t seed) {
+  RunOptions o;
+  o.precision = p.given("precision") ? cli::precision_option(p, "precision", DType::bf16) : spec.default_precision();
+  o.trainer = trainer_options(p, seed);
+  o.grad_clip = real_option(p, "grad-clip", 1.0);
+  o.weight_decay = real_option(p, "weight-decay", 0.0);
+  o.stage = int_option(p, "stage", 0, 0, 3);
+  o.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
+  o.grad_window = int_option(p, "grad-window", 2, 1);
+  o.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  const std::string collectives =
+      cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
+  o.collectives = collectives == "auto" ? Collectives::automatic
+                  : collectives == "mpi" ? Collectives::mpi
+                                         : Collectives::nccl;
+  offload_options(p, o);
+  o.session = cli::session_options(p);
+  if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
+  if (const auto in = p.value("checkpoint-in")) o.checkpoint_in = *in;
+  if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = *out;
+  o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
+  return o;
+}
+
+int run_train(const cli::ArgParser& p) {
+  const ModelRequest request = model_request(p);
+  const std::unique_ptr<ModelSpec> spec = prepare_model(request);
+  return run_training(*spec, run_options(p, *spec, request.seed));
+}
+
+cli::ArgParser make_eval_parser() {
+  cli::ArgParser p("starzero eval");
+  p.option("checkpoint", "FILE", "llm.c checkpoint (version 3 fp32 or 5 bf16)")
+      .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes)")
+      .option("batch", "B", "sequences per batch")
+      .option("seq", "T", "tokens per sequence")
+      .option("batches", "K", "number of batches, read sequentially from the start (default 1)")
+      .option("precision", "P", "fp32 (default) or bf16")
+      .option("sched", "POLICY", "StarPU scheduling policy")
+      .option("cpu-workers", "N", "StarPU CPU workers")
+      .option("cuda-workers", "N", "StarPU CUDA workers")
+      .flag("help", "show this help");
+  return p;
+}
+
+int run_eval(const cli::ArgParser& p) {
+  for (const char* required : {"checkpoint", "data", "batch", "seq"})
+    if (!p.given(required)) throw UsageError(std::string("--") + required + " is required");
+  ModelRequest request;
+  request.checkpoint = *p.value("checkpoint");
+  if (!std::filesystem::exists(*request.checkpoint))
+    throw UsageError("--checkpoint: no such file '" + cli::printable(request.checkpoint->string()) + "'");
+  request.data = *p.value("data");
+  request.seq = int_option(p, "seq", 0, 1);
+  request.validation_fraction = 0;  // the whole file is evaluation data
+  EvaluationOptions options;
+  options.checkpoint = *request.checkpoint;
+  options.batch = int_option(p, "batch", 0, 1);
+  options.batches = int_option(p, "batches", 1, 1);
+  options.precision = cli::precision_option(p, "precision", DType::f32);
+  options.session = cli::session_options(p);
+  const std::unique_ptr<ModelSpec> spec = prepare_model(request);
+  const double loss = evaluate_checkpoint(*spec, options);
+  std::printf("eval: %s on %s: mean loss %.6f over %d batches of %dx%d (%s)\n", options.checkpoint.c_str(),
+              request.data->c_str(), loss, options.batches, options.batch, *request.seq,
+              options.precision == DType::f32 ? "fp32" : "bf16");
+  return 0;
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  cli::ArgParser parser = make_train_parser();
+  return run_command("starzero train", "starzero train [options]", parser, argc, argv, run_train);
+}
+
+int eval_main(int argc, char** argv) {
+  cli::ArgParser parser = make_eval_parser();
+  return run_command("starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]", parser,
+                     argc, argv, run_eval);
+}
+
+}  // namespace starzero

@@ -1,0 +1,313 @@
+// GPT-2 as a model family: `starzero train` (the default --model gpt). The shape comes from a
+// checkpoint when one is given (a contradicting shape flag is an error naming both), else from
+// a preset and the shape flags; the vocabulary from the data (bytes 256, GPT-2 tokens 50257).
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+
+#include "models/data.hpp"
+#include "models/gpt.hpp"
+#include "models/gpt_layout.hpp"
+#include "models/llmc_files.hpp"
+#include "models/registry.hpp"
+#include "offload/footprint.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- the llm.c checkpoint as a CheckpointFormat -------------------------------------------------
+
+class LlmcCheckpointFormat final : public CheckpointFormat {
+ public:
+  explicit LlmcCheckpointFormat(const GptShape& shape) : shape_(shape), layout_(shape) {}
+
+  StateLayout state_layout() const override { return gpt_state_layout(shape_); }
+  std::string describe(DType precision) const override {
+    return "llm.c version " + std::to_string(version_of(precision));
+  }
+  // llm.c's order interleaves the layers (per-layer tensors are layer-major): the runs of every
+  // layer are written by increasing llm.c offset, one run in memory at a time.
+  void write(const fs::path& path, const LayerSource& source, DType precision) const override {
+    write_llmc_checkpoint_streamed(path, shape_, version_of(precision),
+                                   [&](std::size_t llmc_offset, std::span<float> out) {
+                                     const Piece& piece = piece_at(llmc_offset);
+                                     source(piece.layer, piece.run.block_offset, out);
+                                   },
+                                   run_sizes());
+  }
+  std::vector<std::vector<float>> read(const fs::path& path) const override {
+    const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, shape_);
+    std::vector<std::vector<float>> layers;
+    for (int l = 0; l < layout_.layers(); ++l) {
+      std::vector<float> block(layout_.layer_params(l));
+      for (const LlmcRun& run : layout_.layer_runs(l))
+        std::copy_n(checkpoint.params.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
+                    block.begin() + std::ptrdiff_t(run.block_offset));
+      layers.push_back(std::move(block));
+    }
+    return layers;
+  }
+
+ private:
+  struct Piece {
+    int layer;
+    LlmcRun run;
+  };
+  static int version_of(DType precision) {
+    if (precision == DType::f32) return kLlmcCheckpointFp32;
+    if (precision == DType::bf16) return kLlmcCheckpointBf16;
+    throw std::invalid_argument("llm.c checkpoints store fp32 (version 3) or bf16 (version 5)");
+  }
+  // Every layer's runs sorted by llm.c offset: they tile the file.
+  const std::vector<Piece>& pieces() const {
+    if (pieces_.empty()) {
+      for (int l = 0; l < layout_.layers(); ++l)
+        for (const LlmcRun& run : layout_.layer_runs(l)) pieces_.push_back({l, run});
+      std::sort(pieces_.begin(), pieces_.end(),
+                [](const Piece& a, const Piece& b) { return a.run.llmc_offset < b.run.llmc_offset; });
+    }
+    return pieces_;
+  }
+  std::vector<std::size_t> run_sizes() const {
+    std::vector<std::size_t> sizes;
+    for (const Piece& piece : pieces()) sizes.push_back(piece.run.count);
+    return sizes;
+  }
+  const Piece& piece_at(std::size_t llmc_offset) const {
+    const auto& all = pieces();
+    const auto it = std::lower_bound(all.begin(), all.end(), llmc_offset,
+                                     [](const Piece& p, std::size_t offset) { return p.run.llmc_offset < offset; });
+    if (it == all.end() || it->run.llmc_offset != llmc_offset) throw std::logic_error("llm.c runs are not contiguous");
+    return *it;
+  }
+
+  GptShape shape_;
+  GptLayout layout_;
+  mutable std::vector<Piece> pieces_;
+};
+
+// ---- GPT-2 with its data ------------------------------------------------------------------------
+
+class GptTrainable final : public Trainable {
+ public:
+  GptTrainable(const GptShape& shape, DType dtype, int B, int T, const TokenDataset& data, std::uint64_t seed,
+               Split evaluation_split)
+      : model_(shape, dtype, B, T), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
+
+  int layers() const override { return model_.layers(); }
+  std::size_t layer_params(int layer) const override { return model_.layer_params(layer); }
+  std::string layer_name(int layer) const override { return model_.layer_name(layer); }
+  DType dtype() const override { return model_.dtype(); }
+  std::vector<int> shared_groups(int layer) const override { return model_.shared_groups(layer); }
+  void init_layer(int layer, std::span<float> block, std::uint64_t seed) const override {
+    model_.init_layer(layer, block, seed);
+  }
+  void submit_forward(int layer, const GroupHandles& groups) override { model_.submit_forward(layer, groups); }
+  void submit_backward(int layer, const GroupHandles& groups) override { model_.submit_backward(layer, groups); }
+
+  int micro_batch() const override { return model_.batch(); }
+  int row_tokens() const override { return model_.seq(); }
+  void load_train_rows(std::uint64_t step, const BatchRows& rows) override {
+    load(data_.train_batch(rows.global, model_.seq(), seed_, step), rows);
+  }
+  std::size_t validation_batches(int global_rows) const override {
+    return data_.sequential_batches(global_rows, model_.seq(), evaluation_split_);
+  }
+  void load_validation_rows(std::size_t batch, const BatchRows& rows) override {
+    load(data_.sequential_batch(rows.global, model_.seq(), batch, evaluation_split_), rows);
+  }
+  double mean_loss() const override { return model_.mean_loss(); }
+  std::optional<std::string> sample(const std::function<void()>& forward, const std::string& prompt, int tokens,
+                                    std::uint64_t seed) override;
+
+ private:
+  // Rows [first, first + count) of a global batch of T-token rows.
+  void load(const Batch& global, const BatchRows& rows) {
+    const std::size_t T = std::size_t(model_.seq());
+    const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T), end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
+    model_.set_batch(std::span<const int>(global.inputs.data() + begin, global.inputs.data() + end),
+                     std::span<const int>(global.targets.data() + begin, global.targets.data() + end));
+  }
+
+  GptModel model_;
+  const TokenDataset& data_;
+  std::uint64_t seed_;
+  Split evaluation_split_;
+};
+
+// Multinomial sampling from the softmax, with the model's B x T activations (the prompt sits in
+// row 0; the rest of the batch is ignored). Byte vocabulary only; non-ASCII bytes and control
+// characters show as '?', so the sample prints on one line.
+std::optional<std::string> GptTrainable::sample(const std::function<void()>& forward, const std::string& prompt,
+                                                int tokens, std::uint64_t seed) {
+  if (data_.vocab() != kByteVocab) return std::nullopt;
+  std::vector<int> context = encode_bytes(prompt.empty() ? "\n" : prompt);
+  std::mt19937_64 rng(seed);
+  std::string out;
+  const std::size_t N = std::size_t(model_.batch()) * std::size_t(model_.seq());
+  for (int i = 0; i < tokens; ++i) {
+    const std::size_t window = std::min<std::size_t>(context.size(), std::size_t(model_.seq()));
+    std::vector<int> inputs(N, 0);
+    std::copy(context.end() - std::ptrdiff_t(window), context.end(), inputs.begin());
+    model_.set_batch(inputs, std::vector<int>(N, 0));
+    forward();
+    const std::vector<float> probs = model_.probabilities(0, int(window) - 1);
+    std::discrete_distribution<int> pick(probs.begin(), probs.end());
+    const int next = pick(rng);
+    context.push_back(next);
+    out.push_back(next < 128 && !std::iscntrl(next) ? char(next) : '?');
+  }
+  if (out.size() > 400) out = out.substr(0, 400) + "...";
+  return out;
+}
+
+class GptSpec final : public ModelSpec {
+ public:
+  GptSpec(const GptShape& shape, TokenDataset data, int T, std::uint64_t seed, Split evaluation_split)
+      : shape_(shape), data_(std::move(data)), T_(T), seed_(seed), evaluation_split_(evaluation_split), format_(shape) {}
+
+  std::string describe() const override {
+    return shape_.to_string() + ", " + std::to_string(shape_.param_count()) + " parameters";
+  }
+  std::string data_summary() const override {
+    return "data: " + std::to_string(data_.split_size(Split::train)) + " training and " +
+           std::to_string(data_.split_size(Split::validation)) + " validation tokens (vocabulary " +
+           std::to_string(data_.vocab()) + ")";
+  }
+  std::size_t parameter_count() const override { return shape_.param_count(); }
+  ModelFootprint footprint(int batch) const override { return gpt_footprint(shape_, batch); }
+  const CheckpointFormat& checkpoint_format() const override { return format_; }
+  std::unique_ptr<Trainable> build(DType dtype, int batch) const override {
+    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, data_, seed_, evaluation_split_);
+  }
+
+ private:
+  GptShape shape_;
+  TokenDataset data_;
+  int T_;
+  std::uint64_t seed_;
+  Split evaluation_split_;
+  LlmcCheckpointFormat format_;
+};
+
+// ---- choosing the shape and the data --------------------------------------------------------
+
+// The text that ships with the checkout: docs and sources, sorted, so the demo needs no download.
+std::vector<fs::path> default_training_files() {
+  const fs::path root = STARZERO_SOURCE_DIR;
+  std::vector<fs::path> files;
+  for (const char* dir : {"", "docs", "runtime", "tasks", "optimizers", "offload", "models", "train", "apps",
+                          "examples", "tests", "scripts"}) {
+    const fs::path folder = root / dir;
+    if (!fs::is_directory(folder)) continue;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      const auto ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".md" || ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".sh"))
+        files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::runtime_error("no default training text found under " + root.string());
+  return files;
+}
+
+TokenDataset load_dataset(const ModelRequest& request) {
+  if (!request.data) return TokenDataset::from_text_files(default_training_files(), request.validation_fraction);
+  const fs::path& path = *request.data;
+  if (!fs::exists(path)) throw std::invalid_argument("--data: no such file '" + path.string() + "'");
+  return path.extension() == ".bin" ? TokenDataset::from_token_shard(path, request.validation_fraction)
+                                    : TokenDataset::from_text_file(path, request.validation_fraction);
+}
+
+void check_flag(const char* flag, const std::optional<int>& given, int from_file) {
+  if (given && *given != from_file)
+    throw std::invalid_argument(std::string("--") + flag + " " + std::to_string(*given) +
+                                " contradicts the checkpoint's " + std::to_string(from_file));
+}
+
+// The checkpoint's shape; every shape flag given must agree with it.
+GptShape shape_from_checkpoint(const ModelRequest& request) {
+  const GptShape shape = read_llmc_checkpoint(*request.checkpoint).shape;
+  if (request.preset) {
+    const GptShape preset = gpt_preset(*request.preset);
+    if (preset.layers != shape.layers || preset.channels != shape.channels || preset.heads != shape.heads ||
+        preset.max_seq != shape.max_seq)
+      throw std::invalid_argument("--preset " + *request.preset + " (" + preset.to_string() +
+                                  ") contradicts the checkpoint's shape " + shape.to_string());
+  }
+  check_flag("layers", request.layers, shape.layers);
+  check_flag("channels", request.channels, shape.channels);
+  check_flag("heads", request.heads, shape.heads);
+  check_flag("max-seq", request.max_seq, shape.max_seq);
+  return shape;
+}
+
+GptShape shape_from_flags(const ModelRequest& request, int vocab) {
+  GptShape shape = gpt_preset(request.preset.value_or("tiny"));
+  if (request.layers) shape.layers = *request.layers;
+  if (request.channels) shape.channels = *request.channels;
+  if (request.heads) shape.heads = *request.heads;
+  if (request.max_seq) shape.max_seq = *request.max_seq;
+  if (vocab != shape.vocab) {  // the data decides the vocabulary
+    shape.vocab = vocab;
+    shape.padded_vocab = (vocab + 127) / 128 * 128;
+  }
+  try {
+    shape.validate();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("invalid model shape: ") + e.what());
+  }
+  return shape;
+}
+
+std::unique_ptr<ModelSpec> prepare_gpt(const ModelRequest& request) {
+  if (request.checkpoint && !fs::exists(*request.checkpoint))
+    throw std::invalid_argument("no such checkpoint '" + request.checkpoint->string() + "'");
+  TokenDataset data = load_dataset(request);
+  const bool evaluation = request.validation_fraction == 0;
+  GptShape shape;
+  if (request.checkpoint) {
+    shape = shape_from_checkpoint(request);
+    const int largest = *std::max_element(data.tokens().begin(), data.tokens().end());
+    if (evaluation && largest >= shape.vocab)
+      throw std::invalid_argument("the data holds token " + std::to_string(largest) +
+                                  ", outside the checkpoint's vocabulary of " + std::to_string(shape.vocab));
+    if (!evaluation && data.vocab() != shape.vocab)
+      throw std::invalid_argument("the data's vocabulary " + std::to_string(data.vocab()) +
+                                  " differs from the checkpoint's " + std::to_string(shape.vocab));
+  } else {
+    shape = shape_from_flags(request, data.vocab());
+  }
+  const int T = request.seq.value_or(std::min(64, shape.max_seq));
+  if (T < 1 || T > shape.max_seq)
+    throw std::invalid_argument("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
+  if (!evaluation && data.split_size(Split::train) < std::size_t(T) + 1)
+    throw std::invalid_argument("the training data has " + std::to_string(data.split_size(Split::train)) +
+                                " tokens: too few for --seq " + std::to_string(T));
+  return std::make_unique<GptSpec>(shape, std::move(data), T, request.seed,
+                                   evaluation ? Split::train : Split::validation);
+}
+
+std::unique_ptr<CheckpointFormat> gpt_format_of_state(const StateShapeFields& fields) {
+  const GptShape shape = gpt_shape_from_fields(fields);
+  try {
+    shape.validate();
+  } catch (const std::invalid_argument&) {
+    return nullptr;
+  }
+  return std::make_unique<LlmcCheckpointFormat>(shape);
+}
+
+}  // namespace
+
+ModelFamily gpt_family() {
+  return {"gpt", "GPT-2 in llm.c's layout (--preset, --layers, --channels, --heads, --max-seq; llm.c checkpoints)",
+          prepare_gpt, gpt_format_of_state};
+}
+
+}  // namespace starzero

@@ -1,0 +1,326 @@
+#include "models/gpt_layout.hpp"
+
+#include <algorithm>
+#include <array>
+#include <initializer_list>
+#include <limits>
+#include <stdexcept>
+
+#include "offload/footprint.hpp"
+
+namespace starzero {
+
+namespace {
+
+// ---- shapes as functions of the model's sizes -------------------------------------------------
+
+// The sizes a dimension is a multiple of: the shape's, and a micro-batch's B and T.
+enum class Size { layers, padded_vocab, max_seq, channels, heads, batch, seq };
+
+struct Extent {
+  Size size = Size::layers;
+  std::int64_t multiple = 1;
+};
+
+// A tensor's dimensions, outermost first (at most 5: attention is [L, B, NH, T, T]).
+struct Dims {
+  std::array<Extent, 5> extents{};
+  std::size_t rank = 0;
+  constexpr Dims(std::initializer_list<Extent> list) {
+    for (const Extent& extent : list) extents[rank++] = extent;
+  }
+  constexpr const Extent* begin() const { return extents.data(); }
+  constexpr const Extent* end() const { return extents.data() + rank; }
+};
+
+struct ParamDef {
+  GptParam id;
+  std::string_view name;
+  GptLayerKind layer_kind;
+  Dims dims;  // block tensors lead with L
+};
+
+struct ActivationDef {
+  std::string_view name;
+  Dims dims;
+};
+
+namespace dim {
+constexpr Extent L{Size::layers}, Vp{Size::padded_vocab}, maxT{Size::max_seq}, NH{Size::heads};
+constexpr Extent C{Size::channels}, C3{Size::channels, 3}, C4{Size::channels, 4};
+constexpr Extent B{Size::batch}, T{Size::seq};
+
+constexpr GptLayerKind kEmbedding = GptLayerKind::embedding, kBlock = GptLayerKind::block,
+                       kFinal = GptLayerKind::final_layernorm;
+
+// THE table: llm.c's parameter tensors in its file order. A block holds one L-slice of each
+// block tensor, 12C² + 13C elements.
+constexpr ParamDef kParams[] = {
+    {GptParam::wte, "wte", kEmbedding, {Vp, C}},
+    {GptParam::wpe, "wpe", kEmbedding, {maxT, C}},
+    {GptParam::ln1w, "ln1w", kBlock, {L, C}},
+    {GptParam::ln1b, "ln1b", kBlock, {L, C}},
+    {GptParam::qkvw, "qkvw", kBlock, {L, C3, C}},
+    {GptParam::qkvb, "qkvb", kBlock, {L, C3}},
+    {GptParam::attprojw, "attprojw", kBlock, {L, C, C}},
+    {GptParam::attprojb, "attprojb", kBlock, {L, C}},
+    {GptParam::ln2w, "ln2w", kBlock, {L, C}},
+    {GptParam::ln2b, "ln2b", kBlock, {L, C}},
+    {GptParam::fcw, "fcw", kBlock, {L, C4, C}},
+    {GptParam::fcb, "fcb", kBlock, {L, C4}},
+    {GptParam::fcprojw, "fcprojw", kBlock, {L, C, C4}},
+    {GptParam::fcprojb, "fcprojb", kBlock, {L, C}},
+    {GptParam::lnfw, "lnfw", kFinal, {C}},
+    {GptParam::lnfb, "lnfb", kFinal, {C}},
+};
+
+// One micro-batch's activations in llm.c train_gpt2.c's order (ActivationTensors).
+constexpr ActivationDef kActivations[] = {
+    {"encoded", {B, T, C}},     {"ln1", {L, B, T, C}},          {"ln1_mean", {L, B, T}},
+    {"ln1_rstd", {L, B, T}},    {"qkv", {L, B, T, C3}},         {"atty", {L, B, T, C}},
+    {"preatt", {L, B, NH, T, T}}, {"att", {L, B, NH, T, T}},    {"attproj", {L, B, T, C}},
+    {"residual2", {L, B, T, C}}, {"ln2", {L, B, T, C}},         {"ln2_mean", {L, B, T}},
+    {"ln2_rstd", {L, B, T}},    {"fch", {L, B, T, C4}},         {"fch_gelu", {L, B, T, C4}},
+    {"fcproj", {L, B, T, C}},   {"residual3", {L, B, T, C}},    {"lnf", {B, T, C}},
+    {"lnf_mean", {B, T}},       {"lnf_rstd", {B, T}},           {"logits", {B, T, Vp}},
+    {"probs", {B, T, Vp}},      {"losses", {B, T}},
+};
+}  // namespace dim
+
+using dim::kActivations;
+using dim::kParams;
+
+// The table's invariants: llm.c's order, and exactly the block tensors lead with L.
+constexpr bool table_is_consistent() {
+  if (std::size(kParams) != kGptParamCount) return false;
+  for (std::size_t i = 0; i < std::size(kParams); ++i) {
+    const ParamDef& def = kParams[i];
+    if (std::size_t(def.id) != i || def.dims.rank == 0) return false;
+    const bool leads_with_layers = def.dims.extents[0].size == Size::layers;
+    if (leads_with_layers != (def.layer_kind == GptLayerKind::block)) return false;
+  }
+  return true;
+}
+static_assert(table_is_consistent());
+
+// ---- overflow-checked int64 arithmetic --------------------------------------------------------
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    throw std::invalid_argument("GPT model too large: element count overflows 64 bits");
+  return product;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    throw std::invalid_argument("GPT model too large: element count overflows 64 bits");
+  return sum;
+}
+
+// The values of Size for one shape and micro-batch.
+class Sizes {
+ public:
+  Sizes(const GptShape& s, std::int64_t batch, std::int64_t seq)
+      : values_{s.layers, s.padded_vocab, s.max_seq, s.channels, s.heads, batch, seq} {}
+  std::int64_t operator()(const Extent& extent) const {
+    return checked_mul(extent.multiple, values_[std::size_t(extent.size)]);
+  }
+  // Elements of dims[skip..]: skip = 1 drops a leading layer dimension.
+  std::int64_t elements(const Dims& dims, std::size_t skip = 0) const {
+    std::int64_t count = 1;
+    for (const Extent* e = dims.begin() + skip; e < dims.end(); ++e) count = checked_mul(count, (*this)(*e));
+    return count;
+  }
+
+ private:
+  std::array<std::int64_t, 7> values_;
+};
+
+// Elements of one engine layer of each kind (a block: one L-slice of each block tensor).
+std::array<std::int64_t, 3> layer_kind_elements(const Sizes& sizes) {
+  std::array<std::int64_t, 3> per_kind{};
+  for (const ParamDef& def : kParams) {
+    const bool per_layer = def.layer_kind == GptLayerKind::block;
+    std::int64_t& total = per_kind[std::size_t(def.layer_kind)];
+    total = checked_add(total, sizes.elements(def.dims, per_layer ? 1 : 0));
+  }
+  return per_kind;
+}
+
+// Ψ: the embedding, L blocks and the final layernorm.
+std::int64_t total_params(const GptShape& shape, const std::array<std::int64_t, 3>& per_kind) {
+  const std::int64_t blocks = checked_mul(shape.layers, per_kind[std::size_t(GptLayerKind::block)]);
+  return checked_add(checked_add(per_kind[std::size_t(GptLayerKind::embedding)], blocks),
+                     per_kind[std::size_t(GptLayerKind::final_layernorm)]);
+}
+
+void validate_dimensions(const GptShape& s) {
+  if (s.max_seq <= 0 || s.vocab <= 0 || s.padded_vocab <= 0 || s.layers <= 0 || s.heads <= 0 || s.channels <= 0)
+    throw std::invalid_argument("every dimension must be positive (" + s.to_string() + ")");
+  if (s.channels % s.heads != 0)
+    throw std::invalid_argument("channels C=" + std::to_string(s.channels) +
+                                " is not a multiple of heads NH=" + std::to_string(s.heads));
+  if (s.padded_vocab < s.vocab)
+    throw std::invalid_argument("padded vocab Vp=" + std::to_string(s.padded_vocab) +
+                                " is smaller than vocab V=" + std::to_string(s.vocab));
+}
+
+// {max_seq, vocab, padded_vocab, layers, heads, channels}
+constexpr GptPreset kPresets[] = {
+    {"tiny", {64, 256, 256, 4, 4, 128}},
+    {"gpt2-124M", {1024, 50257, 50304, 12, 12, 768}},
+    {"gpt2-350M", {1024, 50257, 50304, 24, 16, 1024}},
+    {"gpt2-774M", {1024, 50257, 50304, 36, 20, 1280}},
+    {"gpt2-1558M", {1024, 50257, 50304, 48, 25, 1600}},
+};
+
+std::string print_gpt_fields(const StateShapeFields& fields) { return gpt_shape_from_fields(fields).to_string(); }
+
+}  // namespace
+
+// ---- GptShape ---------------------------------------------------------------------------------
+
+std::size_t GptShape::param_count() const {
+  const Sizes sizes(*this, 0, 0);
+  return std::size_t(total_params(*this, layer_kind_elements(sizes)));
+}
+
+void GptShape::validate() const {
+  validate_dimensions(*this);
+  // A corrupt header must not wrap around into a plausible size; the bytes must fit in 63 bits.
+  std::int64_t count = -1;
+  try {
+    count = total_params(*this, layer_kind_elements(Sizes(*this, 0, 0)));
+  } catch (const std::invalid_argument&) {
+  }
+  if (count < 0 || count > std::numeric_limits<std::int64_t>::max() / 4)
+    throw std::invalid_argument("parameter count too large (" + to_string() + ")");
+}
+
+std::string GptShape::to_string() const {
+  return "maxT=" + std::to_string(max_seq) + " V=" + std::to_string(vocab) + " Vp=" +
+         std::to_string(padded_vocab) + " L=" + std::to_string(layers) + " NH=" +
+         std::to_string(heads) + " C=" + std::to_string(channels);
+}
+
+GptShape GptShape::gpt2_124m() { return gpt_preset("gpt2-124M"); }
+
+// ---- presets ----------------------------------------------------------------------------------
+
+std::span<const GptPreset> gpt_presets() { return kPresets; }
+
+GptShape gpt_preset(std::string_view name) {
+  for (const GptPreset& preset : kPresets)
+    if (preset.name == name) return preset.shape;
+  std::string names;
+  for (const auto& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown model preset '" + std::string(name) + "'; valid: " + names);
+}
+
+std::vector<std::string> gpt_preset_names() {
+  std::vector<std::string> names;
+  for (const GptPreset& preset : kPresets) names.emplace_back(preset.name);
+  return names;
+}
+
+// ---- GptLayout --------------------------------------------------------------------------------
+
+GptLayout::GptLayout(const GptShape& shape) : shape_(shape) {
+  shape.validate();  // every count below then fits (Ψ < 2^61)
+  const Sizes sizes(shape, 0, 0);
+  std::size_t llmc_end = 0;
+  for (const ParamDef& def : kParams) {
+    GptTensor tensor{def.id, def.name, def.layer_kind, {}};
+    for (const Extent& extent : def.dims) tensor.dims.push_back(std::size_t(sizes(extent)));
+    tensor.per_layer = def.layer_kind == GptLayerKind::block;
+    tensor.count = std::size_t(sizes.elements(def.dims));
+    tensor.layer_count = std::size_t(sizes.elements(def.dims, tensor.per_layer ? 1 : 0));
+    // kind_params_ grows tensor by tensor: the running end of that kind's layer block.
+    std::size_t& block_end = kind_params_[std::size_t(def.layer_kind)];
+    tensor.block_offset = block_end;
+    block_end += tensor.layer_count;
+    tensor.llmc_offset = llmc_end;
+    llmc_end += tensor.count;
+    tensors_.push_back(std::move(tensor));
+  }
+  param_count_ = llmc_end;
+}
+
+GptLayerKind GptLayout::layer_kind(int layer) const {
+  if (layer == 0) return GptLayerKind::embedding;
+  if (layer >= 1 && layer <= shape_.layers) return GptLayerKind::block;
+  if (layer == shape_.layers + 1) return GptLayerKind::final_layernorm;
+  throw std::out_of_range("GPT layer " + std::to_string(layer) + " out of range 0.." +
+                          std::to_string(shape_.layers + 1));
+}
+
+std::size_t GptLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
+
+std::vector<LlmcRun> GptLayout::layer_runs(int layer) const {
+  const GptLayerKind kind = layer_kind(layer);
+  const std::size_t slice = kind == GptLayerKind::block ? std::size_t(layer - 1) : 0;
+  std::vector<LlmcRun> runs;
+  for (const GptTensor& tensor : tensors_)
+    if (tensor.layer_kind == kind)
+      runs.push_back({tensor.llmc_offset + slice * tensor.layer_count, tensor.block_offset, tensor.layer_count});
+  return runs;
+}
+
+int gpt_layers(const GptShape& shape) { return shape.layers + 2; }
+
+std::size_t gpt_layer_params(const GptShape& shape, int layer) { return GptLayout(shape).layer_params(layer); }
+
+std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer) { return GptLayout(shape).layer_runs(layer); }
+
+// ---- derived views ----------------------------------------------------------------------------
+
+StateShapeFields gpt_shape_fields(const GptShape& s) {
+  return {s.max_seq, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab};
+}
+
+GptShape gpt_shape_from_fields(const StateShapeFields& f) {
+  GptShape s;
+  s.max_seq = f[0];
+  s.vocab = f[1];
+  s.layers = f[2];
+  s.heads = f[3];
+  s.channels = f[4];
+  s.padded_vocab = f[5];
+  return s;
+}
+
+StateLayout gpt_state_layout(const GptShape& shape) {
+  const GptLayout layout(shape);
+  StateLayout state;
+  state.shape_fields = gpt_shape_fields(shape);
+  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
+  state.print_fields = print_gpt_fields;
+  return state;
+}
+
+StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields) {
+  return gpt_state_layout(gpt_shape_from_fields(fields));
+}
+
+ModelFootprint gpt_footprint(const GptShape& shape, int batch) {
+  validate_dimensions(shape);
+  if (batch <= 0) throw std::invalid_argument("GPT batch must be > 0, got " + std::to_string(batch));
+  const Sizes sizes(shape, batch, shape.max_seq);
+  const auto per_kind = layer_kind_elements(sizes);
+  ModelFootprint footprint;
+  footprint.params = total_params(shape, per_kind);
+  footprint.layer_kinds = {{"embedding", per_kind[std::size_t(GptLayerKind::embedding)]},
+                           {"block", per_kind[std::size_t(GptLayerKind::block)]},
+                           {"final layernorm", per_kind[std::size_t(GptLayerKind::final_layernorm)]}};
+  std::int64_t activation_total = 0;  // checked here so that activation_elements() cannot wrap
+  for (const ActivationDef& def : kActivations) {
+    const std::int64_t count = sizes.elements(def.dims);
+    activation_total = checked_add(activation_total, count);
+    footprint.activation_tensors.push_back({std::string(def.name), count});
+  }
+  return footprint;
+}
+
+}  // namespace starzero

@@ -1,0 +1,133 @@
+#pragma once
+// GPT-2's parameter layout, written once (llm.c's tensors and file order). Everything that needs
+// the layout derives it from the table of named tensors below: GptModel's layer blocks and the
+// offsets its tasks use, llm.c's file order (llmc_tensor_specs), the .state files' layout
+// (gpt_state_layout) and the planner's numbers (gpt_footprint). See docs/architecture.md.
+//
+// The engine sees GPT-2 as L + 2 layers, each one flat parameter block:
+//   layer 0        embedding          [wte | wpe]
+//   layers 1..L    transformer blocks [ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb
+//                                      fcprojw fcprojb], block l-1's slice of each tensor
+//   layer L+1      final layernorm    [lnfw lnfb]
+// llm.c's file holds the 16 tensors whole, one after the other, per-layer ones layer-major.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/state_layout.hpp"
+
+namespace starzero {
+
+struct ModelFootprint;  // offload/footprint.hpp
+
+// GPT-2 hyperparameters as llm.c's checkpoint header stores them.
+struct GptShape {
+  int max_seq = 0;       // header[2] maxT
+  int vocab = 0;         // header[3] V
+  int padded_vocab = 0;  // header[7] Vp (wte rows, padded for efficient matmuls)
+  int layers = 0;        // header[4] L
+  int heads = 0;         // header[5] NH
+  int channels = 0;      // header[6] C
+
+  // The sum of the layout table: Vp·C + maxT·C + L·(12C² + 13C) + 2C (std::invalid_argument
+  // when it overflows 64 bits; validate() first for a shape read from a file).
+  std::size_t param_count() const;
+  // All positive, C % NH == 0, Vp >= V, parameter bytes fit in 63 bits; std::invalid_argument.
+  void validate() const;
+  // "maxT=1024 V=50257 Vp=50304 L=12 NH=12 C=768".
+  std::string to_string() const;
+
+  friend bool operator==(const GptShape&, const GptShape&) = default;
+
+  // gpt_preset("gpt2-124M"): GPT-2 124M as llm.c trains it (124,475,904 parameters).
+  static GptShape gpt2_124m();
+};
+
+// ---- presets ----------------------------------------------------------------------------------
+struct GptPreset {
+  std::string_view name;
+  GptShape shape;
+};
+// "tiny" (byte vocabulary, trains visibly on 2 CPU cores in minutes), "gpt2-124M", "gpt2-350M",
+// "gpt2-774M", "gpt2-1558M".
+std::span<const GptPreset> gpt_presets();
+// Throws std::invalid_argument listing the names.
+GptShape gpt_preset(std::string_view name);
+std::vector<std::string> gpt_preset_names();
+
+// ---- the table of named tensors ---------------------------------------------------------------
+// llm.c's 16 parameter tensors in llm.c's file order (the index into GptLayout::tensors()).
+enum class GptParam {
+  wte, wpe,
+  ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb,
+  lnfw, lnfb,
+};
+inline constexpr std::size_t kGptParamCount = 16;
+
+// The kind of engine layer a tensor belongs to: layer 0, each of layers 1..L, layer L+1.
+enum class GptLayerKind { embedding, block, final_layernorm };
+
+// One row of the table, for a concrete shape.
+struct GptTensor {
+  GptParam id;
+  std::string_view name;          // llm.c's name
+  GptLayerKind layer_kind;
+  std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
+  bool per_layer = false;         // leading layer dimension: block l holds slice l
+  std::size_t count = 0;          // elements of the whole tensor (all layers)
+  std::size_t layer_count = 0;    // elements in one layer's block (count / L when per_layer)
+  std::size_t block_offset = 0;   // first element inside its layer's flat block
+  std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
+};
+
+// A run of elements that is contiguous both in a layer block and in llm.c's order.
+struct LlmcRun {
+  std::size_t llmc_offset, block_offset, count;
+};
+
+class GptLayout {
+ public:
+  explicit GptLayout(const GptShape& shape);  // validates the shape (std::invalid_argument)
+
+  const GptShape& shape() const { return shape_; }
+  const std::vector<GptTensor>& tensors() const { return tensors_; }  // llm.c's order
+  const GptTensor& operator[](GptParam param) const { return tensors_[std::size_t(param)]; }
+
+  int layers() const { return shape_.layers + 2; }
+  GptLayerKind layer_kind(int layer) const;  // std::out_of_range outside 0..L+1
+  std::size_t layer_params(int layer) const;
+  std::size_t param_count() const { return param_count_; }
+  // Where the elements of one layer block sit in llm.c's order, by increasing block offset.
+  std::vector<LlmcRun> layer_runs(int layer) const;
+
+ private:
+  GptShape shape_;
+  std::vector<GptTensor> tensors_;
+  std::array<std::size_t, 3> kind_params_{};  // per GptLayerKind: elements of one such layer
+  std::size_t param_count_ = 0;
+};
+
+// Shortcuts over GptLayout(shape).
+int gpt_layers(const GptShape& shape);
+std::size_t gpt_layer_params(const GptShape& shape, int layer);
+std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer);
+
+// ---- what other parts need, derived from the table ------------------------------------------
+// The header fields [2..7] of llm.c's checkpoint and of the .state files: maxT, V, L, NH, C, Vp.
+StateShapeFields gpt_shape_fields(const GptShape& shape);
+GptShape gpt_shape_from_fields(const StateShapeFields& fields);  // not validated
+// The .state files of a GPT run: its shape fields and the L + 2 layer blocks.
+StateLayout gpt_state_layout(const GptShape& shape);
+// The same from the fields a file stores; std::invalid_argument when they are no valid shape.
+StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields);
+
+// The planner's view of a micro-batch of `batch` sequences of max_seq tokens: Ψ, the layer kinds
+// "embedding", "block" (one of the L), "final layernorm", and llm.c's activation tensors.
+// Overflow-checked; std::invalid_argument (one line) for an invalid shape or batch <= 0.
+ModelFootprint gpt_footprint(const GptShape& shape, int batch);
+
+}  // namespace starzero

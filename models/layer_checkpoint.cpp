@@ -1,0 +1,139 @@
+#include "models/layer_checkpoint.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "models/llmc_files.hpp"
+#include "runtime/dtype.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[4] = {'S', 'Z', 'C', 'K'};
+constexpr std::size_t kFamilyChars = 16;
+
+struct Header {
+  char magic[4];
+  std::uint32_t version;
+  char family[kFamilyChars];
+  std::int32_t shape[6];
+  std::uint32_t storage;  // 0 fp32, 1 bf16
+  std::uint32_t layers;
+};
+static_assert(sizeof(Header) == 56);
+
+[[noreturn]] void bad(const fs::path& path, const std::string& what) {
+  throw FileFormatError(path.string() + ": " + what);
+}
+
+template <class T>
+void read_exact(std::ifstream& in, T* out, std::size_t count, const fs::path& path) {
+  in.read(reinterpret_cast<char*>(out), std::streamsize(count * sizeof(T)));
+  if (!in) bad(path, "truncated");
+}
+
+Header read_header(std::ifstream& in, const fs::path& path) {
+  if (!in) bad(path, "cannot open");
+  Header header{};
+  read_exact(in, &header, 1, path);
+  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) bad(path, "not a starzero layer checkpoint (bad magic)");
+  if (header.version != kLayerCheckpointVersion) bad(path, "unsupported version " + std::to_string(header.version));
+  return header;
+}
+
+}  // namespace
+
+LayerCheckpointHeader read_layer_checkpoint_header(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const Header header = read_header(in, path);
+  LayerCheckpointHeader out;
+  out.family.assign(header.family, strnlen(header.family, kFamilyChars));
+  std::copy(std::begin(header.shape), std::end(header.shape), out.shape_fields.begin());
+  return out;
+}
+
+LayerCheckpointFormat::LayerCheckpointFormat(std::string family, StateLayout layout)
+    : family_(std::move(family)), layout_(std::move(layout)) {
+  if (family_.empty() || family_.size() >= kFamilyChars)
+    throw std::invalid_argument("model family name must have 1.." + std::to_string(kFamilyChars - 1) + " characters");
+}
+
+std::string LayerCheckpointFormat::describe(DType precision) const {
+  return std::string("starzero layer checkpoint, ") + (precision == DType::f32 ? "fp32" : "bf16");
+}
+
+void LayerCheckpointFormat::write(const fs::path& path, const LayerSource& source, DType precision) const {
+  if (precision != DType::f32 && precision != DType::bf16)
+    throw std::invalid_argument("a layer checkpoint stores fp32 or bf16");
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof kMagic);
+  header.version = kLayerCheckpointVersion;
+  std::copy(family_.begin(), family_.end(), header.family);
+  std::copy(layout_.shape_fields.begin(), layout_.shape_fields.end(), header.shape);
+  header.storage = precision == DType::f32 ? 0 : 1;
+  header.layers = std::uint32_t(layout_.layer_params.size());
+  write_file_atomically(path, [&](std::ostream& os) {
+    os.write(reinterpret_cast<const char*>(&header), sizeof header);
+    for (std::size_t count : layout_.layer_params) {
+      const std::uint64_t n = count;
+      os.write(reinterpret_cast<const char*>(&n), sizeof n);
+    }
+    for (std::size_t l = 0; l < layout_.layer_params.size(); ++l) {
+      std::vector<float> values(layout_.layer_params[l]);
+      source(int(l), 0, values);
+      if (precision == DType::f32) {
+        os.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+        continue;
+      }
+      std::vector<bf16_bits> halves(values.size());
+      std::transform(values.begin(), values.end(), halves.begin(), float_to_bf16);
+      os.write(reinterpret_cast<const char*>(halves.data()), std::streamsize(halves.size() * sizeof(bf16_bits)));
+    }
+  });
+}
+
+std::vector<std::vector<float>> LayerCheckpointFormat::read(const fs::path& path) const {
+  std::ifstream in(path, std::ios::binary);
+  const Header header = read_header(in, path);
+  const std::string family(header.family, strnlen(header.family, kFamilyChars));
+  if (family != family_) bad(path, "a checkpoint of model '" + family + "', not '" + family_ + "'");
+  if (!std::equal(layout_.shape_fields.begin(), layout_.shape_fields.end(), header.shape))
+    bad(path, "shape fields differ from the model's");
+  if (header.storage > 1) bad(path, "unknown storage " + std::to_string(header.storage));
+  if (header.layers != layout_.layer_params.size()) bad(path, std::to_string(header.layers) + " layers, expected " +
+                                                                  std::to_string(layout_.layer_params.size()));
+  std::vector<std::uint64_t> counts(header.layers);
+  read_exact(in, counts.data(), counts.size(), path);
+  std::vector<std::vector<float>> layers;
+  for (std::size_t l = 0; l < counts.size(); ++l) {
+    if (counts[l] != layout_.layer_params[l])
+      bad(path, "layer " + std::to_string(l) + " has " + std::to_string(counts[l]) + " parameters, expected " +
+                    std::to_string(layout_.layer_params[l]));
+    std::vector<float> values(counts[l]);
+    if (header.storage == 0) {
+      read_exact(in, values.data(), values.size(), path);
+    } else {
+      std::vector<bf16_bits> halves(values.size());
+      read_exact(in, halves.data(), halves.size(), path);
+      std::transform(halves.begin(), halves.end(), values.begin(), bf16_to_float);
+    }
+    layers.push_back(std::move(values));
+  }
+  if (in.peek() != std::ifstream::traits_type::eof()) bad(path, "trailing bytes after the last layer");
+  return layers;
+}
+
+bool is_layer_checkpoint(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  return in && std::memcmp(magic, kMagic, sizeof kMagic) == 0;
+}
+
+}  // namespace starzero

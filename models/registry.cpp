@@ -1,0 +1,38 @@
+#include "models/registry.hpp"
+
+#include <stdexcept>
+
+
+namespace starzero {
+
+const std::vector<ModelFamily>& model_families() {
+  // One line per model family.
+  static const std::vector<ModelFamily> families = {
+      gpt_family(),
+      mlp_family(),
+  };
+  return families;
+}
+
+const ModelFamily& model_family(std::string_view name) {
+  std::string names;
+  for (const ModelFamily& family : model_families()) {
+    if (family.name == name) return family;
+    names += (names.empty() ? "" : ", ") + family.name;
+  }
+  throw std::invalid_argument("unknown model '" + std::string(name) + "'; valid: " + names);
+}
+
+std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request) {
+  return model_family(request.family).prepare(request);
+}
+
+std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields) {
+  for (const ModelFamily& family : model_families())
+    if (auto format = family.format_of_state(fields)) return format;
+  std::string text;
+  for (std::int32_t field : fields) text += (text.empty() ? "" : " ") + std::to_string(field);
+  throw std::invalid_argument("training-state shape fields [" + text + "] belong to no model family");
+}
+
+}  // namespace starzero

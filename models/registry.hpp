@@ -1,0 +1,55 @@
+#pragma once
+// The model families `starzero train --model NAME` can train, and how a request becomes a model:
+// each family turns a ModelRequest (shape flags, data, a checkpoint that defines the shape) into
+// a checked ModelSpec (train/trainable.hpp) before StarPU starts, and recognises its own
+// checkpoint files. Adding a model: docs/adding-a-model.md (its files in models/, one line in
+// registry.cpp).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "train/trainable.hpp"
+
+namespace starzero {
+
+// What the command line asks of a model. A family rejects (std::invalid_argument) what it cannot
+// use, and a checkpoint whose shape contradicts a given shape flag (naming both).
+struct ModelRequest {
+  std::string family = "gpt";
+  std::optional<std::string> preset;
+  std::optional<int> layers, channels, heads, max_seq;
+  std::optional<std::filesystem::path> data;    // training (or evaluation) data
+  std::optional<int> seq;                       // tokens per row
+  std::optional<std::filesystem::path> checkpoint;  // defines the shape when given
+  double validation_fraction = 0.1;  // 0: the whole data is evaluation data (starzero eval)
+  std::uint64_t seed = 1337;         // data drawn from a seed
+};
+
+struct ModelFamily {
+  std::string name;
+  std::string summary;  // one line for --help
+  std::function<std::unique_ptr<ModelSpec>(const ModelRequest&)> prepare;
+  // This family's checkpoint format for a model whose training-state files record these shape
+  // fields, or null when they are not this family's (`starzero consolidate` works from the
+  // state files alone).
+  std::function<std::unique_ptr<CheckpointFormat>(const StateShapeFields&)> format_of_state;
+};
+
+const std::vector<ModelFamily>& model_families();
+// std::invalid_argument listing the names for an unknown one.
+const ModelFamily& model_family(std::string_view name);
+std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request);
+// The checkpoint format of whichever family's state files record `fields`; std::invalid_argument
+// when none does.
+std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields);
+
+// The families (each defined in its own file).
+ModelFamily gpt_family();  // models/gpt_family.cpp
+ModelFamily mlp_family();  // models/mlp_family.cpp
+
+}  // namespace starzero

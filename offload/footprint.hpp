@@ -1,0 +1,37 @@
+#pragma once
+// What the planner needs to know of a model beyond its parameter count Ψ, in numbers only: the
+// parameter blocks ZeRO-3 gathers one at a time, and the activation tensors of one micro-batch.
+// A model derives its footprint from its own layout (e.g. models/gpt_layout.hpp's
+// gpt_footprint); the planner (offload/planner.hpp) never knows which model it is.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace starzero {
+
+struct NamedCount {
+  std::string name;
+  std::int64_t count = 0;  // elements
+};
+
+struct ModelFootprint {
+  std::int64_t params = 0;  // Ψ
+  // One entry per kind of layer (e.g. "embedding", "block", "final layernorm"): its elements.
+  std::vector<NamedCount> layer_kinds;
+  // One micro-batch's activation tensors, in elements (all layers together).
+  std::vector<NamedCount> activation_tensors;
+
+  NamedCount largest_layer() const {
+    if (layer_kinds.empty()) return {};
+    return *std::max_element(layer_kinds.begin(), layer_kinds.end(),
+                             [](const NamedCount& a, const NamedCount& b) { return a.count < b.count; });
+  }
+  std::int64_t activation_elements() const {
+    std::int64_t total = 0;
+    for (const NamedCount& t : activation_tensors) total += t.count;
+    return total;
+  }
+};
+
+}  // namespace starzero

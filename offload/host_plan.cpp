@@ -1,0 +1,102 @@
+#include "offload/host_plan.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "runtime/host_memory.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+std::string format_bytes(double bytes) {
+  char text[32];
+  if (bytes >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  return text;
+}
+
+// A path fit for a one-line message: control characters replaced, at most 80 characters.
+std::string printable(const fs::path& path) {
+  const std::string text = path.string();
+  std::string out;
+  for (char c : text.substr(0, 80)) out += std::iscntrl(static_cast<unsigned char>(c)) ? '?' : c;
+  if (text.size() > 80) out += "...";
+  return out;
+}
+
+void validate(const HostPlanInput& in, const Topology& topology) {
+  if (in.ranks_here < 1) throw std::invalid_argument("ranks on this machine must be >= 1");
+  if (in.adam_threads && *in.adam_threads < 1)
+    throw std::invalid_argument("CPU Adam threads must be >= 1, got " + std::to_string(*in.adam_threads));
+  if (in.gpu >= int(topology.gpus.size()))
+    throw std::invalid_argument("GPU " + std::to_string(in.gpu) + " is not in the topology (" +
+                                std::to_string(topology.gpus.size()) + " GPUs)");
+  if (in.offload_optimizer == OptimizerOffload::nvme && in.nvme_path.empty())
+    throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
+}
+
+// The plan's host bytes must fit into what this machine has free, for every rank on it.
+void check_host_memory(const HostPlanInput& in) {
+  const bool nvme = in.offload_optimizer == OptimizerOffload::nvme;
+  const double host_needed = nvme ? in.memory.host_total() + double(in.host_mem_limit_mib) * kMiB
+                                  : in.memory.host_total();
+  const double available = double(available_host_memory_bytes());
+  if (host_needed * in.ranks_here > available)
+    throw std::invalid_argument("too little host memory for this offload plan: " + std::to_string(in.ranks_here) +
+                                " rank(s) on this machine need " + format_bytes(host_needed) + " each, " +
+                                format_bytes(available) + " is available (MemAvailable); use more ranks, " +
+                                (nvme ? "a smaller --host-mem-limit" : "--offload-optimizer nvme") +
+                                ", or a smaller model");
+}
+
+// The disk node holds the optimizer state plus room for what StarPU evicts; the path must exist
+// (it is created) and hold every rank's optimizer state.
+std::size_t plan_disk(const HostPlanInput& in) {
+  const double nvme_needed = in.memory.nvme_total();
+  const std::size_t disk_bytes =
+      std::size_t(nvme_needed) + in.host_mem_limit_mib * std::size_t(kMiB) + (std::size_t(64) << 20);
+  std::error_code ec;
+  fs::create_directories(in.nvme_path, ec);
+  if (ec) throw std::invalid_argument("--nvme-path: cannot create '" + printable(in.nvme_path) + "': " + ec.message());
+  const auto space = fs::space(in.nvme_path, ec);
+  if (ec) throw std::invalid_argument("--nvme-path: cannot query '" + printable(in.nvme_path) + "': " + ec.message());
+  if (double(space.available) < nvme_needed * in.ranks_here)
+    throw std::invalid_argument("--nvme-path: " + format_bytes(double(space.available)) +
+                                " free, the optimizer state of " + std::to_string(in.ranks_here) +
+                                " rank(s) needs " + format_bytes(nvme_needed * in.ranks_here));
+  return disk_bytes;
+}
+
+}  // namespace
+
+HostPlan plan_host(const HostPlanInput& in, const Topology& topology) {
+  validate(in, topology);
+  HostPlan plan;
+  plan.cpu_workers = in.cpu_workers;
+  if (in.offload_optimizer == OptimizerOffload::none && in.offload_params == ParamOffload::none) return plan;
+  if (in.gpu >= 0) plan.numa_node = topology.gpus[std::size_t(in.gpu)].numa_node;  // nearest to this rank's GPU
+  // Cores per rank; under offload the CPU AdamW gets those the GPU worker leaves, minus one CPU
+  // worker for collectives and small tasks. Without a GPU the compute needs the cores: 1 thread.
+  const int cores = std::max(1, topology.cores / in.ranks_here);
+  const int cuda_workers = in.gpu >= 0 ? 1 : 0;
+  if (in.offload_optimizer != OptimizerOffload::none)
+    plan.adam_threads = in.adam_threads ? *in.adam_threads
+                        : cuda_workers > 0 ? std::max(1, cores - cuda_workers - 1)
+                                           : 1;
+  if (plan.cpu_workers < 0)  // StarPU's workers leave the extra Adam threads their cores
+    plan.cpu_workers = std::max(1, cores - cuda_workers - (plan.adam_threads - 1));
+  check_host_memory(in);
+  if (in.offload_optimizer == OptimizerOffload::nvme) plan.disk_bytes = plan_disk(in);
+  return plan;
+}
+
+}  // namespace starzero

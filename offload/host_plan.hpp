@@ -1,0 +1,44 @@
+#pragma once
+// The host side of an offload run, decided before StarPU starts: how many threads the CPU AdamW
+// gets and how many CPU workers StarPU keeps, which NUMA node the pinned buffers go to (the one
+// nearest the rank's GPU), how large the NVMe disk node is, and whether the plan's host memory
+// and disk space are there for every rank on this machine. See docs/architecture.md.
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+
+#include "offload/placement.hpp"
+#include "offload/planner.hpp"
+#include "runtime/topology.hpp"
+
+namespace starzero {
+
+struct HostPlanInput {
+  OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  ParamOffload offload_params = ParamOffload::none;
+  std::optional<int> adam_threads;  // asked for (>= 1); default: the cores the GPU worker leaves
+  int gpu = -1;                     // this rank's GPU in the topology; -1: none
+  int ranks_here = 1;               // ranks on this machine (they share its cores and memory)
+  int cpu_workers = -1;             // StarPU CPU workers asked for; < 0: chosen here
+  std::filesystem::path nvme_path;  // offload_optimizer nvme: where the disk node's files go
+  std::size_t host_mem_limit_mib = 0;  // offload_optimizer nvme: StarPU's host-memory limit
+  MemoryPlan memory;                // plan_memory of this run: host and NVMe bytes per rank
+};
+
+struct HostPlan {
+  int adam_threads = 1;        // CPU AdamW threads (1 when the optimizer is not offloaded)
+  int cpu_workers = -1;        // for SessionOptions::cpu_workers (the input's when not offloading)
+  int numa_node = -1;          // where pinned host buffers go; -1: not bound
+  std::size_t disk_bytes = 0;  // the NVMe disk node's capacity (offload_optimizer nvme)
+};
+
+// Without any offload the input's CPU workers come back unchanged and nothing is checked.
+// Cores per rank are topology.cores / ranks_here; with a GPU the CPU AdamW gets the cores the GPU
+// worker leaves minus one CPU worker for collectives and small tasks; without a GPU the compute
+// needs the cores and AdamW gets 1 thread. StarPU's CPU workers (when chosen here) leave the
+// extra AdamW threads their cores. Under nvme offload the path is created and its free space
+// checked. Throws std::invalid_argument (one line) when memory or disk space is short, the path
+// cannot be created or queried, or the input is invalid.
+HostPlan plan_host(const HostPlanInput& input, const Topology& topology);
+
+}  // namespace starzero

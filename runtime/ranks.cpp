@@ -1,0 +1,68 @@
+#include "runtime/ranks.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace starzero {
+
+int DataParallelRanks::world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+DataParallelRanks::DataParallelRanks() {
+  if (world_size() <= 1) return;
+  engine_ = std::make_unique<MpiComm>();
+  control_ = std::make_unique<MpiComm>();
+  rank_ = engine_->rank();
+  size_ = engine_->size();
+}
+
+Communicator* DataParallelRanks::engine_comm() const {
+  return nccl_ ? nccl_.get() : static_cast<Communicator*>(engine_.get());
+}
+
+void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
+  if (size_ <= 1) return;  // one rank has no collectives
+#if STARZERO_WITH_CUDA
+  nccl_ = std::make_unique<NcclComm>(std::make_shared<MpiComm>(), cuda_device);
+#else
+  throw std::runtime_error("NCCL collectives need a build with CUDA");
+#endif
+}
+
+void DataParallelRanks::sum(std::vector<float>& values) const {
+  if (size_ > 1) control_->all_reduce(values.data(), values.size(), DType::f32);
+}
+
+double DataParallelRanks::average(double value) const {
+  std::vector<float> v{float(value)};
+  sum(v);
+  return size_ > 1 ? double(v[0]) / size_ : value;
+}
+
+std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<std::int64_t>& mine) const {
+  if (size_ == 1) return mine;
+  std::vector<std::int64_t> all(leader() ? mine.size() * std::size_t(size_) : 0);
+  MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0,
+             control_->native());
+  return all;
+}
+
+void DataParallelRanks::barrier() const {
+  if (size_ > 1) MPI_Barrier(control_->native());
+}
+
+void DataParallelRanks::abort(int exit_code) const {
+  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+std::filesystem::path DataParallelRanks::trace_dir(const std::filesystem::path& dir) const {
+  return size_ > 1 ? dir / ("rank" + std::to_string(rank_)) : dir;
+}
+
+}  // namespace starzero

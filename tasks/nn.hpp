@@ -1,0 +1,106 @@
+#pragma once
+// Neural-network ops as StarPU tasks: one submit function per forward and per backward of the
+// kernels in tasks/nn_kernels.hpp, used by every model (GPT-2, the MLP) and the benchmark. Each
+// submit function is one submission of a codelet declared once in nn.cpp (runtime/codelet.hpp),
+// with a CPU and a CUDA implementation, a history-based performance model, and FLOP and byte
+// counts.
+//
+// Parameters live in one flat block per layer (a "group" handle); a task that needs a weight
+// gets the group handle and the weight's element offset in it. Storage type (fp32 or bf16) is
+// the dtype of the activations and of the parameter group; mean/rstd/att/probs/losses are fp32.
+#include <starpu.h>
+
+#include <cstddef>
+#include <string>
+
+#include "runtime/codelet.hpp"
+#include "runtime/dtype.hpp"
+#include "tasks/elementwise.hpp"
+
+namespace starzero::tasks {
+
+// Offsets of a weight and its bias inside a parameter group, in elements (bias -1: none).
+struct WeightRef {
+  starpu_data_handle_t group;
+  std::size_t weight;
+  long long bias;
+};
+
+// Shapes shared by the submit calls of one model: batch B, sequence T, channels C, heads NH,
+// vocabulary V padded to Vp.
+struct Dims {
+  DType dtype;
+  int B, T, C, NH, V, Vp;
+  int N() const { return B * T; }
+};
+
+// A task writes its output handles (W) and accumulates into gradient handles (RW); gradients
+// are zeroed with submit_zero (tasks/elementwise.hpp).
+// tokens: a vector of B*T int32; copies `values` into it (asynchronously, a task).
+void submit_load_tokens(starpu_data_handle_t tokens, const int* values, std::size_t count, const std::string& name);
+
+void submit_encoder_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t tokens,
+                            starpu_data_handle_t embedding_group, std::size_t wte_offset, std::size_t wpe_offset,
+                            const std::string& name);
+void submit_encoder_backward(const Dims& d, starpu_data_handle_t embedding_grad, std::size_t wte_offset,
+                             std::size_t wpe_offset, starpu_data_handle_t dout, starpu_data_handle_t tokens,
+                             const std::string& name);
+
+void submit_layernorm_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t mean,
+                              starpu_data_handle_t rstd, starpu_data_handle_t inp, const WeightRef& w,
+                              const std::string& name);
+void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
+                               starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w,
+                               starpu_data_handle_t mean, starpu_data_handle_t rstd, const std::string& name);
+
+// out[N,OC] = inp[N,C] · Wᵀ + b
+void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w,
+                           int C, int OC, const std::string& name);
+void submit_matmul_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
+                            starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
+                            const std::string& name);
+
+void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
+                              starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
+// dpreatt and datt are scratch ([B,NH,T,T] fp32, StarPU-allocated per task).
+void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
+                               starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
+                               starpu_data_handle_t att, const std::string& name);
+
+void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name);
+void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp,
+                          starpu_data_handle_t dout, const std::string& name);
+
+void submit_residual_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp1,
+                             starpu_data_handle_t inp2, const std::string& name);
+void submit_residual_backward(const Dims& d, starpu_data_handle_t dinp1, starpu_data_handle_t dinp2,
+                              starpu_data_handle_t dout, const std::string& name);
+
+void submit_crossentropy_forward(const Dims& d, starpu_data_handle_t losses, starpu_data_handle_t probs,
+                                 starpu_data_handle_t logits, starpu_data_handle_t targets, const std::string& name);
+void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, starpu_data_handle_t probs,
+                                  starpu_data_handle_t targets, const std::string& name);
+
+// ---- the declarations, for scheduling, simulation and tests ------------------------------------
+
+// What every nn task carries by value besides its buffers.
+struct NnArgs {
+  Dims d{};
+  std::size_t weight = 0;  // offset of the weight (the encoder: of wte) in its parameter group
+  std::size_t wpe = 0;     // the encoder: offset of wpe in the embedding group
+  long long bias = -1;     // offset of the bias, -1: none
+  int C = 0, OC = 0;       // matmul: input and output channels
+};
+
+// Codelet "nn_<op>" for each op above (load_tokens: "load_tokens").
+namespace nn {
+extern Codelet<NnArgs> encoder_forward, encoder_backward;
+extern Codelet<NnArgs> layernorm_forward, layernorm_backward;
+extern Codelet<NnArgs> matmul_forward, matmul_backward;
+extern Codelet<NnArgs> attention_forward, attention_backward;
+extern Codelet<NnArgs> gelu_forward, gelu_backward;
+extern Codelet<NnArgs> residual_forward, residual_backward;
+extern Codelet<NnArgs> crossentropy_forward, crossentropy_backward;
+}  // namespace nn
+
+}  // namespace starzero::tasks

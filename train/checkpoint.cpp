@@ -1,0 +1,105 @@
+#include "train/checkpoint.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/comm.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Files FILE.*.state of another rank count than `ranks`: a resume must never mix runs. Names are
+// compared within FILE's folder (paths would differ in spelling: "./x" is not "x").
+void remove_other_training_states(const fs::path& checkpoint, int ranks) {
+  const fs::path dir = checkpoint.has_parent_path() ? checkpoint.parent_path() : fs::path(".");
+  const std::string prefix = checkpoint.filename().string() + ".";
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const fs::path name = entry.path().filename();
+    if (!name.string().starts_with(prefix) || !name.string().ends_with(".state")) continue;
+    bool mine = false;
+    for (int r = 0; r < ranks; ++r) mine = mine || name == training_state_path(checkpoint, r, ranks).filename();
+    if (!mine) fs::remove(entry.path());
+  }
+}
+
+void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+                      std::uint64_t step) {
+  TrainingState state;
+  state.step = step;
+  state.data_position = step;  // training batches are a function of (seed, step)
+  for (const LayerOptimizerState& layer : engine.optimizer_state()) {
+    state.master.insert(state.master.end(), layer.master.begin(), layer.master.end());
+    state.m.insert(state.m.end(), layer.m.begin(), layer.m.end());
+    state.v.insert(state.v.end(), layer.v.begin(), layer.v.end());
+  }
+  write_training_state(training_state_path(checkpoint, engine.rank(), engine.ranks()), format.state_layout(),
+                       state);
+}
+
+}  // namespace
+
+ResumeFiles read_resume_files(const fs::path& checkpoint, const CheckpointFormat& format) {
+  return ResumeFiles{format.read(checkpoint), ShardedTrainingState::find(checkpoint, format.state_layout())};
+}
+
+std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine) {
+  engine.set_master_params(files.layers);
+  if (!files.state) return 0;
+  // This rank's part of the saved state, whatever number of ranks wrote it (re-sharding).
+  const ShardedTrainingState& saved = *files.state;
+  std::vector<LayerOptimizerState> layers;
+  for (std::size_t l = 0; l < files.layers.size(); ++l) {
+    const std::size_t count = files.layers[l].size();
+    const std::size_t shard = engine.sharded() ? shard_count(count, engine.ranks()) : count;
+    const std::size_t begin = engine.sharded() ? shard * std::size_t(engine.rank()) : 0;
+    LayerOptimizerState state{std::vector<float>(shard), std::vector<float>(shard), std::vector<float>(shard)};
+    saved.read(int(l), ShardedTrainingState::Array::master, begin, state.master);
+    saved.read(int(l), ShardedTrainingState::Array::m, begin, state.m);
+    saved.read(int(l), ShardedTrainingState::Array::v, begin, state.v);
+    layers.push_back(std::move(state));
+  }
+  engine.set_optimizer_state(layers);
+  return saved.step();
+}
+
+void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
+                     const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+  engine.flush();  // a delayed update is applied first: the files hold the updated state
+  const std::vector<std::vector<float>> layers = engine.master_params();  // collective when sharded
+  if (ranks.leader())
+    format.write(checkpoint,
+                 [&](int layer, std::size_t begin, std::span<float> out) {
+                   const std::vector<float>& values = layers.at(std::size_t(layer));
+                   std::copy_n(values.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
+                 },
+                 precision);
+  write_rank_state(checkpoint, format, engine, step);
+  ranks.barrier();  // every rank's file is written
+  if (ranks.leader()) remove_other_training_states(checkpoint, ranks.size());
+}
+
+ConsolidateResult consolidate_checkpoint(const fs::path& checkpoint, const fs::path& out,
+                                         const FormatOfState& format_of_state, DType precision) {
+  std::unique_ptr<CheckpointFormat> format;
+  const auto saved = ShardedTrainingState::find(checkpoint, [&](const StateShapeFields& fields) {
+    format = format_of_state(fields);
+    return format->state_layout();
+  });
+  if (!saved)
+    throw std::invalid_argument("no training state beside '" + checkpoint.string() +
+                                "' (expected FILE.state or FILE.rank0-of-N.state)");
+  ConsolidateResult result{saved->ranks(), saved->step(), 0, format->describe(precision)};
+  format->write(out,
+               [&](int layer, std::size_t begin, std::span<float> slice) {
+                 result.largest_slice = std::max(result.largest_slice, slice.size());
+                 saved->read(layer, ShardedTrainingState::Array::master, begin, slice);
+               },
+               precision);
+  return result;
+}
+
+}  // namespace starzero

@@ -1,0 +1,55 @@
+#pragma once
+// Checkpoints of a training run, for any model (its CheckpointFormat, train/trainable.hpp):
+//   FILE                       the model's own checkpoint (GPT: llm.c's), written by the leader
+//                              from the master weights gathered from every rank's shard
+//   FILE.state                 one rank: step, data position, fp32 master/m/v of every layer
+//   FILE.rank<r>-of-<N>.state  N ranks: each its own shard (train/state_files.hpp)
+// A resume reads whichever state files exist and re-shards them for this run's ranks; files of
+// another rank count beside FILE are removed once a save has written all of its own. Every file
+// is written atomically.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "offload/engine.hpp"
+#include "runtime/dtype.hpp"
+#include "runtime/ranks.hpp"
+#include "train/state_files.hpp"
+#include "train/trainable.hpp"
+
+namespace starzero {
+
+// What a run starts from, read and checked before StarPU starts.
+struct ResumeFiles {
+  std::vector<std::vector<float>> layers;         // fp32 parameters per layer
+  std::optional<ShardedTrainingState> state;       // optimizer state and step, when saved
+};
+// FileFormatError for a checkpoint or state file that does not fit `format`.
+ResumeFiles read_resume_files(const std::filesystem::path& checkpoint, const CheckpointFormat& format);
+
+// Sets the engine's parameters (and, with state files, its optimizer state: this rank's part,
+// whatever rank count wrote them). Returns the optimizer steps already done (0: fresh state).
+std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine);
+
+// Writes FILE (leader) and every rank's state file after optimizer step `step`; collective.
+// Applies a pending delayed update first, so the files hold the updated state.
+void save_checkpoint(const std::filesystem::path& checkpoint, const CheckpointFormat& format, Engine& engine,
+                     const DataParallelRanks& ranks, std::uint64_t step, DType precision);
+
+struct ConsolidateResult {
+  int ranks = 0;              // state files merged
+  std::uint64_t step = 0;     // the step they were saved at
+  std::size_t largest_slice = 0;  // the most values held in memory at once
+  std::string format;             // what was written ("llm.c version 3")
+};
+// The checkpoint format of the model whose state files record these shape fields.
+using FormatOfState = std::function<std::unique_ptr<CheckpointFormat>(const StateShapeFields&)>;
+// The model checkpoint rebuilt from the state files beside `checkpoint` alone, one layer slice
+// at a time. std::invalid_argument when there are no state files.
+ConsolidateResult consolidate_checkpoint(const std::filesystem::path& checkpoint, const std::filesystem::path& out,
+                                         const FormatOfState& format_of_state, DType precision);
+
+}  // namespace starzero

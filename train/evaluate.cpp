@@ -1,0 +1,31 @@
+#include "train/evaluate.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "offload/engine.hpp"
+#include "train/checkpoint.hpp"
+
+namespace starzero {
+
+double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& options) {
+  // Read and check the file before StarPU starts.
+  const ResumeFiles files{spec.checkpoint_format().read(options.checkpoint), std::nullopt};
+  Session session(options.session);
+  const std::unique_ptr<Trainable> model = spec.build(options.precision, options.batch);
+  const std::size_t available = model->validation_batches(options.batch);
+  if (available < std::size_t(options.batches))
+    throw std::invalid_argument("--batches " + std::to_string(options.batches) + ": the data holds only " +
+                                std::to_string(available) + " whole batches");
+  Engine engine(*model, EngineOptions{});
+  apply_resume_files(files, engine);
+  double sum = 0;
+  for (int b = 0; b < options.batches; ++b) {
+    model->load_validation_rows(std::size_t(b), BatchRows{0, options.batch, options.batch});
+    engine.submit_forward();
+    sum += model->mean_loss();
+  }
+  return sum / options.batches;
+}
+
+}  // namespace starzero

@@ -1,0 +1,243 @@
+#include "train/run.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "models/llmc_files.hpp"
+#include "offload/engine.hpp"
+#include "offload/host_plan.hpp"
+#include "offload/planner.hpp"
+#include "optimizers/adamw_simd.hpp"
+#include "runtime/disk.hpp"
+#include "runtime/ranks.hpp"
+#include "runtime/topology.hpp"
+#include "runtime/trace.hpp"
+#include "train/checkpoint.hpp"
+#include "train/reports.hpp"
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+// Input that cannot work, before anything starts.
+void check_options(const RunOptions& o, int world) {
+  const TrainerOptions& t = o.trainer;
+  if (o.stage < 0 || o.stage > 3) throw std::invalid_argument("--stage " + std::to_string(o.stage) + " is not a ZeRO stage (0..3)");
+  if (t.global_batch % (world * t.micro_batches) != 0)
+    throw std::invalid_argument("--batch " + std::to_string(t.global_batch) + " must be divisible by the " +
+                                std::to_string(world) + " ranks times --grad-accum " + std::to_string(t.micro_batches) +
+                                " (each rank trains B/(N*K) sequences per micro-batch)");
+  if (o.fp32_grad_accum && o.precision != DType::bf16)
+    throw std::invalid_argument("--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
+  if (o.offload_params != ParamOffload::none && o.stage != 3)
+    throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
+  if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
+    throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
+  if (t.save_every > 0 && !o.checkpoint_out) throw std::invalid_argument("--save-every needs --checkpoint-out");
+}
+
+EngineOptions engine_options_of(const RunOptions& o) {
+  EngineOptions e;
+  e.seed = o.trainer.seed;
+  e.grad_clip = o.grad_clip;
+  e.adam.weight_decay = o.weight_decay;
+  e.stage = o.stage;
+  e.prefetch_depth = o.prefetch_depth;
+  e.grad_window = o.grad_window;
+  e.fp32_grad_accum = o.fp32_grad_accum;
+  e.offload_optimizer = o.offload_optimizer;
+  e.offload_params = o.offload_params;
+  e.delayed_update_warmup = o.delayed_update_warmup;
+  return e;
+}
+
+PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, int micro_batch) {
+  PlanInput input;
+  input.model = spec.footprint(micro_batch);
+  input.dp = world;
+  input.stage = o.stage;
+  input.precision = o.precision == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.offload_optimizer = o.offload_optimizer;
+  input.offload_params = o.offload_params;
+  input.prefetch_depth = o.prefetch_depth;
+  return input;
+}
+
+// Everything that lives as long as the StarPU session, in construction order.
+struct RunState {
+  std::optional<Session> session;
+  std::optional<DiskNode> nvme;
+  std::unique_ptr<Trainable> model;
+  std::optional<Engine> engine;
+};
+
+void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& run, const DataParallelRanks& ranks,
+                  const HostPlan& host) {
+  const Session& session = *run.session;
+  const TrainerOptions& t = o.trainer;
+  std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n", o.program.c_str(),
+              spec.describe().c_str(), o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch,
+              run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
+  if (ranks.size() > 1)
+    std::printf("data parallel: %d ranks (%s collectives), ZeRO-%d, %d sequences per rank and micro-batch%s\n",
+                ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.stage, run.model->micro_batch(),
+                o.stage == 3 ? (", prefetch depth " + std::to_string(o.prefetch_depth)).c_str() : "");
+  if (const std::string data = spec.data_summary(); !data.empty()) std::printf("%s\n", data.c_str());
+  if (o.offload_optimizer == OptimizerOffload::none && o.offload_params == ParamOffload::none) return;
+  const std::string nvme = o.offload_optimizer == OptimizerOffload::nvme
+                               ? " (" + o.nvme_path.string() + ", host limit " + std::to_string(o.host_mem_limit_mib) + " MiB)"
+                               : "";
+  const std::string delayed = o.delayed_update_warmup >= 0
+                                  ? ", delayed update after " + std::to_string(o.delayed_update_warmup) + " steps"
+                                  : "";
+  std::printf("offload: optimizer %s%s, parameters %s, CPU AdamW %d thread(s) (%s), host memory on NUMA node %s%s\n",
+              std::string(offload_name(o.offload_optimizer)).c_str(), nvme.c_str(),
+              std::string(offload_name(o.offload_params)).c_str(), host.adam_threads,
+              std::string(optim::simd_path_name(optim::best_simd_path())).c_str(),
+              host.numa_node < 0 ? "any" : std::to_string(host.numa_node).c_str(), delayed.c_str());
+}
+
+// Starts StarPU (and NCCL, the disk node) for this rank as the host plan says.
+HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelRanks& ranks, RunState& run,
+                       int micro_batch) {
+  SessionOptions session = o.session;
+  session.trace_rank = ranks.rank();
+  // One GPU per rank: the rank's index among the ranks on this machine picks it.
+  const Topology topology = Topology::discover();
+  const int gpus = session.cuda_workers == 0 ? 0 : int(topology.gpus.size());
+  const int rank_gpu = gpus > 0 ? ranks.local_rank() % gpus : -1;
+  if (ranks.size() > 1 && rank_gpu >= 0) session.cuda_device = rank_gpu;
+  HostPlanInput host_input;
+  host_input.offload_optimizer = o.offload_optimizer;
+  host_input.offload_params = o.offload_params;
+  host_input.adam_threads = o.adam_threads;
+  host_input.gpu = rank_gpu;
+  host_input.ranks_here = ranks.local_size();
+  host_input.cpu_workers = session.cpu_workers;
+  host_input.nvme_path = o.nvme_path;
+  host_input.host_mem_limit_mib = o.host_mem_limit_mib;
+  host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
+  const HostPlan host = plan_host(host_input, topology);
+  session.cpu_workers = host.cpu_workers;
+  if (o.offload_optimizer == OptimizerOffload::nvme) {
+    session.cpu_memory_limit_mib = o.host_mem_limit_mib;
+    session.background_writeback = false;  // see SessionOptions
+  }
+  run.session.emplace(session);
+  const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
+                                         (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
+  if (nccl) {
+    if (run.session->cuda_workers() == 0) throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
+    ranks.use_nccl(std::max(0, session.cuda_device));
+  }
+  if (o.offload_optimizer == OptimizerOffload::nvme)  // each rank its own folder: files never collide
+    run.nvme.emplace((o.nvme_path / ("rank" + std::to_string(ranks.rank()))).string(), host.disk_bytes);
+  return host;
+}
+
+void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, Clock::time_point start) {
+  const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
+  std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
+              s.steps, s.first_loss, s.last_loss, s.last_validation ? fixed(*s.last_validation, 6).c_str() : "none",
+              s.train_seconds, tokens / s.train_seconds,
+              std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+// The run on a started session; returns when every step, save and report is done.
+void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::optional<ResumeFiles>& resume,
+                      DataParallelRanks& ranks, RunState& run, const HostPlan& host, Clock::time_point start) {
+  EngineOptions engine_options = engine_options_of(o);
+  engine_options.comm = ranks.engine_comm();
+  engine_options.host_comm = ranks.uses_nccl() ? ranks.host_comm() : nullptr;
+  engine_options.adam_threads = host.adam_threads;
+  engine_options.host_numa_node = host.numa_node;
+  engine_options.nvme = run.nvme ? &*run.nvme : nullptr;
+  Engine& engine = run.engine.emplace(*run.model, engine_options);
+  if (ranks.leader()) print_banner(spec, o, run, ranks, host);
+  std::uint64_t first_step = 1;
+  if (resume) {
+    first_step = apply_resume_files(*resume, engine) + 1;
+    if (ranks.leader() && resume->state)
+      std::printf("resumed from %s at step %llu%s\n", o.checkpoint_in->c_str(), (unsigned long long)(first_step - 1),
+                  resume->state->ranks() > 1
+                      ? (" (optimizer state of " + std::to_string(resume->state->ranks()) + " ranks)").c_str()
+                      : "");
+    else if (ranks.leader())
+      std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", o.checkpoint_in->c_str());
+  }
+  const CheckpointFormat& format = spec.checkpoint_format();
+  Trainer trainer(*run.model, engine, ranks, o.trainer);
+  if (o.checkpoint_out)
+    trainer.on_save = [&](std::uint64_t step) {
+      save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
+    };
+  const TrainingSummary summary = trainer.run(first_step);
+  if (o.checkpoint_out) {
+    save_checkpoint(*o.checkpoint_out, format, engine, ranks, first_step + std::uint64_t(o.trainer.steps) - 1,
+                    o.checkpoint_precision);
+    if (ranks.leader())
+      std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), format.describe(o.checkpoint_precision).c_str(),
+                  training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
+  }
+  if (!o.trainer.quiet)
+    if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader()) std::printf("sample: %s\n", text->c_str());
+  if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
+  if (o.offload_optimizer != OptimizerOffload::none || o.offload_params != ParamOffload::none)
+    print_placement_report(engine, ranks);
+  if (ranks.leader()) print_summary(o, summary, run.model->row_tokens(), start);
+}
+
+}  // namespace
+
+int run_training(const ModelSpec& spec, const RunOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const int world = DataParallelRanks::world_size();
+  check_options(options, world);
+  const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
+  // Read and check the files before StarPU starts: a bad file is an input error, found early.
+  std::optional<ResumeFiles> resume;
+  if (options.checkpoint_in) resume = read_resume_files(*options.checkpoint_in, spec.checkpoint_format());
+
+  DataParallelRanks ranks;
+  try {
+    std::string fxt_file;
+    {
+      RunState run;
+      const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
+      fxt_file = run.session->trace_file();
+      run.model = spec.build(options.precision, micro_batch);
+      train_on_session(spec, options, resume, ranks, run, host, start);
+      run.session->wait_all();
+    }  // the session ends here: its FxT file is complete
+    if (!fxt_file.empty()) {
+      const fs::path out = ranks.trace_dir(options.session.trace_dir);
+      convert_fxt_trace(fxt_file, out.string());
+      std::printf("trace: %s/paje.trace (open with ViTE)\n", out.c_str());
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    if (ranks.size() > 1) {
+      const bool bad_input = dynamic_cast<const std::invalid_argument*>(&e) || dynamic_cast<const FileFormatError*>(&e);
+      std::fprintf(stderr, "%s: rank %d of %d %s: %s\n", options.program.c_str(), ranks.rank(), ranks.size(),
+                   bad_input ? "error" : "failed", e.what());
+      std::fflush(stderr);
+      ranks.abort(bad_input ? 2 : 1);
+    }
+    throw;
+  }
+}
+
+}  // namespace starzero

@@ -1,0 +1,55 @@
+#pragma once
+// A whole training run from a chosen model (ModelSpec) and its options: the ranks of mpirun,
+// the host plan (CPU Adam threads, NUMA node, disk), the StarPU session, the collectives (MPI or
+// NCCL), the engine, resume, the Trainer, checkpoints, end-of-run reports and the trace. What
+// `starzero train` calls after parsing its flags.
+//
+// Errors: std::invalid_argument (and FileFormatError) for input that cannot work, found before
+// StarPU starts where possible; other exceptions for failures while running. With several
+// ranks an error on one rank ends them all (a message naming the rank, then the job aborts with
+// exit code 2 for bad input and 1 otherwise): the others would wait in a collective forever.
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "offload/placement.hpp"
+#include "runtime/dtype.hpp"
+#include "runtime/session.hpp"
+#include "train/trainable.hpp"
+#include "train/trainer.hpp"
+
+namespace starzero {
+
+enum class Collectives { automatic, mpi, nccl };  // automatic: NCCL when the ranks have GPUs
+
+struct RunOptions {
+  std::string program = "starzero train";  // names the run in messages
+  DType precision = DType::bf16;           // parameters, gradients, activations
+  TrainerOptions trainer;
+  // The engine.
+  float grad_clip = 1.0f;  // <= 0: no clipping
+  float weight_decay = 0.0f;
+  int stage = 0;
+  int prefetch_depth = 1;
+  int grad_window = 2;
+  bool fp32_grad_accum = false;
+  Collectives collectives = Collectives::automatic;
+  // Offload.
+  OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  ParamOffload offload_params = ParamOffload::none;
+  std::filesystem::path nvme_path;           // offload_optimizer nvme
+  std::size_t host_mem_limit_mib = 1024;     // offload_optimizer nvme
+  std::optional<int> adam_threads;           // default: the host plan's
+  int delayed_update_warmup = -1;            // < 0: no delayed update
+  // StarPU: policy, workers, memory limits, trace folder.
+  SessionOptions session;
+  // Files.
+  std::optional<std::filesystem::path> checkpoint_in, checkpoint_out;
+  DType checkpoint_precision = DType::f32;
+};
+
+// Trains `spec` as `options` say; returns once every rank is done (0). Throws as above.
+int run_training(const ModelSpec& spec, const RunOptions& options);
+
+}  // namespace starzero

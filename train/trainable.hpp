@@ -1,0 +1,99 @@
+#pragma once
+// What the training library needs of a model beyond the engine's Model (offload/model.hpp):
+//   Trainable        - a model instance with its data and loss (needs a running StarPU session)
+//   CheckpointFormat - the model family's checkpoint file and the shape its training-state files
+//                      record (host-side only: `starzero consolidate` uses it without StarPU)
+//   ModelSpec        - a model chosen and checked before StarPU starts: shape, data and files
+//                      read and validated, sizes known for the planner, then built into a
+//                      Trainable once the session runs.
+// models/ implements these for each family and registers it (models/registry.hpp); the Trainer
+// and the run (train/run.hpp) know nothing else of a model. docs/adding-a-model.md has the list.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "offload/footprint.hpp"
+#include "models/state_layout.hpp"
+#include "offload/model.hpp"
+#include "runtime/dtype.hpp"
+
+namespace starzero {
+
+// This rank's rows of one micro-batch: rows [first, first + count) of a global batch of
+// `global` rows. N ranks and K micro-batches cut the same global batch, so they train what one
+// rank would on the whole batch.
+struct BatchRows {
+  int first = 0;
+  int count = 0;
+  int global = 0;
+};
+
+class Trainable : public Model {
+ public:
+  // Rows of one micro-batch on this rank, fixed at construction.
+  virtual int micro_batch() const = 0;
+  // Tokens per row (for tokens/s): T for a sequence model, 1 for one token per row.
+  virtual int row_tokens() const = 0;
+  // Submits the load of `rows` of training step `step`'s global batch (asynchronous tasks).
+  // A step's batch is a function of (seed, step) only: that is what makes resume exact.
+  virtual void load_train_rows(std::uint64_t step, const BatchRows& rows) = 0;
+  // Whole validation batches of `global_rows` rows the data holds (0: no validation data).
+  virtual std::size_t validation_batches(int global_rows) const = 0;
+  virtual void load_validation_rows(std::size_t batch, const BatchRows& rows) = 0;
+  // Mean loss over this rank's rows of the last forward pass; waits for that pass only.
+  virtual double mean_loss() const = 0;
+  // Fraction of this rank's rows whose most probable class is the target, in the last forward
+  // pass (waits for it); nullopt: the model does not report it.
+  virtual std::optional<double> accuracy() const { return std::nullopt; }
+  // Text generated from `prompt`, `tokens` tokens long, printable on one line: the model loads
+  // its context and calls `forward` (one forward pass of the engine) per token. nullopt: this
+  // model makes no text.
+  virtual std::optional<std::string> sample(const std::function<void()>& /*forward*/, const std::string& /*prompt*/,
+                                            int /*tokens*/, std::uint64_t /*seed*/) {
+    return std::nullopt;
+  }
+};
+
+// Reads elements [begin, begin + out.size()) of layer `layer`'s fp32 parameter block.
+using LayerSource = std::function<void(int layer, std::size_t begin, std::span<float> out)>;
+
+class CheckpointFormat {
+ public:
+  virtual ~CheckpointFormat() = default;
+  // What the training-state files of this model hold: its shape fields (checked when
+  // resuming) and the parameters of each layer as the engine sees them.
+  virtual StateLayout state_layout() const = 0;
+  // Writes a checkpoint atomically from `source` (layer slices, at most one layer's worth in
+  // memory at a time). `precision` f32 or bf16; std::invalid_argument for one the format lacks.
+  virtual void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const = 0;
+  // Every layer's fp32 parameters from a checkpoint of this shape (FileFormatError otherwise).
+  virtual std::vector<std::vector<float>> read(const std::filesystem::path& path) const = 0;
+  // "llm.c version 3" and the like, for messages.
+  virtual std::string describe(DType precision) const = 0;
+};
+
+class ModelSpec {
+ public:
+  virtual ~ModelSpec() = default;
+  // One line: family, shape, parameter count.
+  virtual std::string describe() const = 0;
+  // One line on the data, or empty.
+  virtual std::string data_summary() const = 0;
+  virtual std::size_t parameter_count() const = 0;
+  // Precision when the user names none (a model may support only fp32).
+  virtual DType default_precision() const { return DType::bf16; }
+  // Sizes for the planner (host memory checks before StarPU starts).
+  virtual ModelFootprint footprint(int micro_batch) const = 0;
+  virtual const CheckpointFormat& checkpoint_format() const = 0;
+  // Builds the model for micro-batches of `micro_batch` rows; StarPU must be running.
+  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch) const = 0;
+};
+
+}  // namespace starzero

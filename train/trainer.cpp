@@ -1,0 +1,149 @@
+#include "train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <starpu.h>
+
+#include "optimizers/adamw.hpp"
+
+namespace starzero {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+CommStats difference(const CommStats& after, const CommStats& before) {
+  CommStats d;
+  for (std::size_t op = 0; op < kCommOpCount; ++op) {
+    d.ops[op].bytes_sent = after.ops[op].bytes_sent - before.ops[op].bytes_sent;
+    d.ops[op].calls = after.ops[op].calls - before.ops[op].calls;
+  }
+  return d;
+}
+
+}  // namespace
+
+Trainer::Trainer(Trainable& model, Engine& engine, const DataParallelRanks& ranks, TrainerOptions options)
+    : model_(model), engine_(engine), ranks_(ranks), options_(std::move(options)), tty_(isatty(STDOUT_FILENO) != 0) {
+  if (options_.micro_batches < 1 || options_.steps < 1)
+    throw std::invalid_argument("the trainer needs at least one step and one micro-batch");
+  if (options_.global_batch != model.micro_batch() * ranks.size() * options_.micro_batches)
+    throw std::invalid_argument("global batch " + std::to_string(options_.global_batch) + " is not " +
+                                std::to_string(ranks.size()) + " ranks x " + std::to_string(options_.micro_batches) +
+                                " micro-batches x " + std::to_string(model.micro_batch()) + " rows");
+}
+
+// Micro-batch m of rank r: rows (m·N + r)·b .. +b of the global batch, so any N and K train the
+// same global batch.
+BatchRows Trainer::rows_of_micro_batch(int micro) const {
+  const int b = model_.micro_batch();
+  return BatchRows{(micro * ranks_.size() + ranks_.rank()) * b, b, options_.global_batch};
+}
+
+// Submits one optimizer step; returns its loss (mean over micro-batches and ranks).
+double Trainer::submit_step(std::uint64_t step, float lr) {
+  double loss_sum = 0;
+  engine_.submit_step(lr, int(step), options_.micro_batches, [&](int micro) {
+    if (micro > 0) loss_sum += ranks_.average(model_.mean_loss());  // the previous micro-batch's
+    model_.load_train_rows(step, rows_of_micro_batch(micro));
+  });
+  return (loss_sum + ranks_.average(model_.mean_loss())) / options_.micro_batches;
+}
+
+TrainingSummary Trainer::run(std::uint64_t first_step) {
+  TrainingSummary summary;
+  const std::uint64_t last_step = first_step + std::uint64_t(options_.steps) - 1;
+  const double tokens_per_step = double(options_.global_batch) * double(model_.row_tokens());
+  Communicator* comm = ranks_.engine_comm();
+  for (std::uint64_t step = first_step; step <= last_step; ++step) {
+    const Clock::time_point start = Clock::now();
+    const float lr = optim::learning_rate(int(step), options_.lr, options_.warmup, int(last_step), options_.lr_final);
+    const CommStats before = comm ? comm->stats() : CommStats{};
+    const double loss = submit_step(step, lr);
+    const float norm = engine_.last_grad_norm();  // waits for the whole backward
+    if (comm) {
+      starpu_task_wait_for_all();  // this step's collectives, for the byte count
+      summary.last_step_traffic = difference(comm->stats(), before);
+    }
+    const double seconds = seconds_since(start);
+    summary.train_seconds += seconds;
+    if (summary.steps++ == 0) summary.first_loss = loss;
+    summary.last_loss = loss;
+    if (!std::isfinite(loss)) throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
+    char line[256];
+    std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+                  (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
+                  tokens_per_step / seconds);
+    report_step(step - first_step + 1, std::uint64_t(options_.steps), line);
+    if (options_.val_every > 0 && (step % std::uint64_t(options_.val_every) == 0 || step == last_step)) {
+      if (const auto validation = validate()) {
+        summary.last_validation = validation->loss;
+        summary.last_accuracy = validation->accuracy;
+        print_line("  validation loss " + std::to_string(validation->loss) +
+                   (validation->accuracy ? ", accuracy " + std::to_string(*validation->accuracy) : ""));
+      }
+    }
+    if (options_.sample_every > 0 && step % std::uint64_t(options_.sample_every) == 0 && !options_.quiet)
+      if (const auto text = sample(options_.seed + step)) print_line("  sample: " + *text);
+    if (on_save && options_.save_every > 0 && step % std::uint64_t(options_.save_every) == 0 && step != last_step)
+      on_save(step);
+  }
+  engine_.flush();  // the last step's delayed update
+  return summary;
+}
+
+std::optional<Trainer::Validation> Trainer::validate() {
+  const int global = model_.micro_batch() * ranks_.size();
+  const std::size_t n = std::min<std::size_t>(std::size_t(options_.val_batches), model_.validation_batches(global));
+  if (n == 0) return std::nullopt;
+  double loss = 0, accuracy = 0;
+  bool has_accuracy = false;
+  for (std::size_t b = 0; b < n; ++b) {
+    model_.load_validation_rows(b, BatchRows{ranks_.rank() * model_.micro_batch(), model_.micro_batch(), global});
+    engine_.submit_forward();
+    loss += ranks_.average(model_.mean_loss());
+    if (const auto a = model_.accuracy()) {
+      has_accuracy = true;
+      accuracy += ranks_.average(*a);
+    }
+  }
+  Validation v{loss / double(n), std::nullopt};
+  if (has_accuracy) v.accuracy = accuracy / double(n);
+  return v;
+}
+
+std::optional<std::string> Trainer::sample(std::uint64_t seed) {
+  return model_.sample([this] { engine_.submit_forward(); }, options_.prompt, options_.sample_tokens, seed);
+}
+
+// One line per step: on a terminal a progress bar rewritten in place, else plain lines.
+void Trainer::report_step(std::uint64_t done, std::uint64_t total, const std::string& line) const {
+  if (options_.quiet || !ranks_.leader()) return;
+  if (!tty_) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  const int width = 24;
+  const int filled = int(double(done) / double(total) * width);
+  std::printf("\r[%s%s] %s\033[K", std::string(std::size_t(filled), '#').c_str(),
+              std::string(std::size_t(width - filled), '.').c_str(), line.c_str());
+  if (done == total) std::printf("\n");
+  std::fflush(stdout);
+}
+
+void Trainer::print_line(const std::string& text) const {
+  if (options_.quiet || !ranks_.leader()) return;
+  if (tty_) std::printf("\r\033[K");
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace starzero

@@ -1,0 +1,78 @@
+#pragma once
+// The training loop, for any Trainable on any engine configuration: per step the global batch
+// cut into this rank's micro-batches, the learning-rate schedule (linear warm-up, cosine decay),
+// the engine's step (clipping is the engine's), one log line, and at their cadence validation,
+// samples and checkpoints. Every rank runs it; only the leader prints.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "offload/engine.hpp"
+#include "runtime/comm.hpp"
+#include "runtime/ranks.hpp"
+#include "train/trainable.hpp"
+
+namespace starzero {
+
+struct TrainerOptions {
+  int global_batch = 8;    // rows per optimizer step, over all ranks and micro-batches
+  int micro_batches = 1;   // K: gradient accumulation
+  int steps = 300;
+  float lr = 1e-3f;        // peak
+  int warmup = 20;         // linear warm-up steps
+  float lr_final = 0.1f;   // cosine decay ends at lr · lr_final
+  std::uint64_t seed = 1337;
+  int val_every = 50;      // 0: never; also after the last step
+  int val_batches = 4;
+  int sample_every = 0;    // 0: never (the run samples once at the end unless quiet)
+  int sample_tokens = 64;
+  std::string prompt;
+  int save_every = 0;      // 0: only at the end (when on_save is set)
+  bool quiet = false;      // print only what the caller prints
+};
+
+struct TrainingSummary {
+  int steps = 0;
+  double first_loss = 0, last_loss = 0;
+  std::optional<double> last_validation;
+  std::optional<double> last_accuracy;  // when the model reports accuracy
+  double train_seconds = 0;
+  CommStats last_step_traffic{};  // what the engine's collectives sent in the last step
+};
+
+class Trainer {
+ public:
+  Trainer(Trainable& model, Engine& engine, const DataParallelRanks& ranks, TrainerOptions options);
+
+  // Called with the step after every save_every-th step but the last (checkpoint cadence).
+  std::function<void(std::uint64_t step)> on_save;
+
+  // Optimizer steps first_step .. first_step + steps - 1 (1-based; a resumed run starts later).
+  TrainingSummary run(std::uint64_t first_step);
+
+  // Mean loss (and accuracy, when the model reports it) over up to val_batches validation
+  // batches, averaged over ranks; nullopt without validation data.
+  struct Validation {
+    double loss = 0;
+    std::optional<double> accuracy;
+  };
+  std::optional<Validation> validate();
+  // A sample from the model with the given seed (every rank must call it: forwards may be
+  // collective); nullopt when the model makes no text.
+  std::optional<std::string> sample(std::uint64_t seed);
+
+ private:
+  BatchRows rows_of_micro_batch(int micro) const;
+  double submit_step(std::uint64_t step, float lr);
+  void report_step(std::uint64_t step, std::uint64_t last_step, const std::string& line) const;
+  void print_line(const std::string& text) const;
+
+  Trainable& model_;
+  Engine& engine_;
+  const DataParallelRanks& ranks_;
+  TrainerOptions options_;
+  bool tty_ = false;
+};
+
+}  // namespace starzero
