@@ -230,15 +230,23 @@ void check_flag(const char* flag, const std::optional<int>& given, int from_file
                                 " contradicts the checkpoint's " + std::to_string(from_file));
 }
 
-// The checkpoint's shape; every shape flag given must agree with it.
+// The checkpoint's shape; every shape flag given must agree with it (a preset with its
+// overrides is compared as the shape it makes).
 GptShape shape_from_checkpoint(const ModelRequest& request) {
   const GptShape shape = read_llmc_checkpoint(*request.checkpoint).shape;
   if (request.preset) {
-    const GptShape preset = gpt_preset(*request.preset);
-    if (preset.layers != shape.layers || preset.channels != shape.channels || preset.heads != shape.heads ||
-        preset.max_seq != shape.max_seq)
-      throw std::invalid_argument("--preset " + *request.preset + " (" + preset.to_string() +
-                                  ") contradicts the checkpoint's shape " + shape.to_string());
+    GptShape flags = gpt_preset(*request.preset);
+    flags.layers = request.layers.value_or(flags.layers);
+    flags.channels = request.channels.value_or(flags.channels);
+    flags.heads = request.heads.value_or(flags.heads);
+    flags.max_seq = request.max_seq.value_or(flags.max_seq);
+    if (flags.layers != shape.layers || flags.channels != shape.channels || flags.heads != shape.heads ||
+        flags.max_seq != shape.max_seq)
+      throw std::invalid_argument("the shape flags (--preset " + *request.preset + ": L=" + std::to_string(flags.layers) +
+                                  " NH=" + std::to_string(flags.heads) + " C=" + std::to_string(flags.channels) +
+                                  " maxT=" + std::to_string(flags.max_seq) + ") contradict the checkpoint's shape " +
+                                  shape.to_string());
+    return shape;
   }
   check_flag("layers", request.layers, shape.layers);
   check_flag("channels", request.channels, shape.channels);

@@ -9,7 +9,7 @@
 #include <regex>
 #include <system_error>
 
-#include "runtime/comm.hpp"
+#include "runtime/sharding.hpp"
 
 namespace starzero {
 
@@ -88,10 +88,12 @@ struct StateHeader {
 StateHeader read_state_header(const fs::path& path) {
   std::array<char, kStateHeaderBytes> bytes{};
   Fd(path).read_at(0, bytes.data(), bytes.size(), path);
-  if (std::memcmp(bytes.data(), "SZTS", 4) != 0) throw FileFormatError(path.string() + ": not a starzero training state");
+  if (std::memcmp(bytes.data(), "SZTS", 4) != 0)
+    throw FileFormatError(path.string() + ": not a starzero training state");
   std::uint32_t version;
   std::memcpy(&version, bytes.data() + 4, sizeof version);
-  if (version != kTrainingStateVersion) throw FileFormatError(path.string() + ": unknown version " + std::to_string(version));
+  if (version != kTrainingStateVersion)
+    throw FileFormatError(path.string() + ": unknown version " + std::to_string(version));
   StateHeader header;
   std::memcpy(header.shape_fields.data(), bytes.data() + 8, sizeof header.shape_fields);
   std::array<std::uint64_t, 4> fields{};  // step, data_position, count, rng_bytes
@@ -132,7 +134,8 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
   }
   for (int r = 0; r < ranks; ++r) {
     const fs::path path = training_state_path(checkpoint, r, ranks);
-    if (!fs::exists(path)) throw FileFormatError(path.string() + ": missing (rank " + std::to_string(r) + " of " + std::to_string(ranks) + ")");
+    if (!fs::exists(path))
+      throw FileFormatError(path.string() + ": missing (rank " + std::to_string(r) + " of " + std::to_string(ranks) + ")");
     // The full check (magic, version, shape, exact size) without loading the arrays.
     const StateHeader header = read_state_header(path);
     if (header.shape_fields != layout.shape_fields)

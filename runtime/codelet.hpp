@@ -128,8 +128,8 @@ class Codelet {
     const char* name = nullptr;        // codelet and performance-model name
     std::vector<Buffer> buffers{};     // in the order submit() takes the handles
     std::optional<Buffer> repeated{};  // set: then any number of this buffer, given at submission
-    Function cpu = nullptr;          // null: no CPU implementation
-    Function cuda = nullptr;         // null: none (always null in a build without CUDA)
+    Function cpu = nullptr;            // null: no CPU implementation
+    Function cuda = nullptr;           // null: none (always null in a build without CUDA)
     CudaLaunch cuda_launch = CudaLaunch::async;
     Cost flops = nullptr;  // required
     Cost bytes = nullptr;  // required

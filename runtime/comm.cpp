@@ -51,8 +51,7 @@ void require_float(DType dtype, const char* operation) {
 }  // namespace
 
 std::size_t Communicator::shard_count(std::size_t count) const {
-  const auto ranks = static_cast<std::size_t>(size());
-  return (count + ranks - 1) / ranks;
+  return starzero::shard_count(count, static_cast<std::size_t>(size()));
 }
 
 void Communicator::all_gather(const void* shard, void* full, std::size_t count, DType dtype,

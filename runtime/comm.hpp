@@ -34,6 +34,7 @@
 #include <mpi.h>
 
 #include "runtime/dtype.hpp"
+#include "runtime/sharding.hpp"
 
 #if STARZERO_WITH_CUDA
 struct ncclComm;  // nccl.h: typedef struct ncclComm* ncclComm_t
@@ -57,10 +58,6 @@ struct CommStats {
   std::uint64_t total_bytes_sent() const;
   std::uint64_t total_calls() const;
 };
-
-// ceil(count / ranks): elements per shard when `count` elements are split over `ranks`, padded to
-// ranks·shard (the layout below; Communicator::shard_count is this with ranks = size()).
-inline std::size_t shard_count(std::size_t count, std::size_t ranks) { return (count + ranks - 1) / ranks; }
 
 class Communicator {
  public:

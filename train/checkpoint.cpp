@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/comm.hpp"
+#include "runtime/sharding.hpp"
 
 namespace starzero {
 
