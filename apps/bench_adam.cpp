@@ -138,15 +138,6 @@ void naive_adam(std::size_t n, const bf16* grad, float grad_scale, float* master
   }
 }
 
-int count_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback, std::int64_t min_value) {
-  const auto v = p.value(name);
-  const std::int64_t x = v ? cli::parse_count(std::string("--") + name, *v) : fallback;
-  if (x < min_value)
-    throw UsageError("--" + std::string(name) + " must be at least " + std::to_string(min_value) + ", got " +
-                     std::to_string(x));
-  return x;
-}
-
 struct Row {
   SimdPath path;
   int threads;
@@ -154,8 +145,8 @@ struct Row {
 };
 
 int run_adam_bench(const cli::ArgParser& p) {
-  const std::size_t n = std::size_t(count_flag(p, "params", 64000000, 16));
-  const int steps = int(count_flag(p, "steps", 5, 1));
+  const std::size_t n = std::size_t(cli::int_option(p, "params", 64000000, 16, 2147483647));
+  const int steps = cli::int_option(p, "steps", 5, 1);
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int> thread_counts;
   if (auto v = p.value("threads")) {

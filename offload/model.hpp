@@ -2,7 +2,7 @@
 // What the engine needs of a model, and nothing more: a sequence of layers, each with one flat
 // parameter block (its "group"), and functions that submit a layer's forward and backward
 // tasks on the data handles the engine gives it. The engine walks the layers forward, then
-// backward, and adds the collective and optimizer tasks around them (design.md); it never
+// backward, and adds the collective and optimizer tasks around them (docs/architecture.md); it never
 // looks inside a layer.
 #include <starpu.h>
 

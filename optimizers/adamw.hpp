@@ -1,5 +1,5 @@
 #pragma once
-// AdamW as PyTorch and llm.c compute it (facts.md): with t the 1-based step,
+// AdamW as PyTorch and llm.c compute it (docs/toolchain.md, "AdamW conventions"): with t the 1-based step,
 //   g = grad * grad_scale                        (grad_scale: global-norm clipping, else 1)
 //   m = β1 m + (1-β1) g ;  v = β2 v + (1-β2) g²
 //   master -= lr · wd · master                   (decoupled weight decay)

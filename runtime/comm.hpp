@@ -8,7 +8,7 @@
 //   NcclComm  NCCL on a CUDA stream (only when built with CUDA); bootstrapped over an MpiComm.
 //             Its counters hold NCCL's ring volume (a formula, not a measurement).
 //
-// Ordering rule (design.md, "Rules for collectives"): every rank must issue the collectives of
+// Ordering rule (docs/architecture.md, "The order token"): every rank must issue the collectives of
 // one communicator in the same order, and one communicator's calls must be serialised (never two
 // at once on the same object). Different communicator objects may be used concurrently from
 // different threads (MpiComm: each duplicates the world communicator, so their messages never

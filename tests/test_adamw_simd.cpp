@@ -90,7 +90,7 @@ bool close(double got, double want, double rel, double abs_tol) {
   return std::fabs(got - want) <= rel * std::fabs(want) + abs_tol;
 }
 
-// The AdamW formulas (facts.md) in double, from the same starting state, one element at a time.
+// The AdamW formulas (docs/toolchain.md, "AdamW conventions") in double, from the same starting state, one element at a time.
 // Tolerance: fp32 rounding of a handful of operations: 1e-6 relative + 1e-7 absolute on master,
 // m and v; the bf16 parameter is exactly float_to_bf16(master).
 void check_against_double(const State& before, const State& after, const std::vector<float>& grad, int step,

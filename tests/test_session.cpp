@@ -10,7 +10,7 @@
 
 using namespace starzero;
 
-TEST_CASE("StarPU 1.3.10 offers the scheduling policies facts.md lists", "[session]") {
+TEST_CASE("StarPU 1.3.10 offers the scheduling policies docs/toolchain.md lists", "[session]") {
   const auto policies = scheduling_policies();
   for (const char* name : {"eager", "prio", "random", "ws", "lws", "dm", "dmda", "dmdas", "heteroprio", "peager"})
     CHECK(std::find(policies.begin(), policies.end(), name) != policies.end());

@@ -90,26 +90,14 @@ cli::ArgParser make_parser() {
   return p;
 }
 
-int count_flag(const cli::ArgParser& p, const char* name, std::int64_t fallback) {
-  const auto v = p.value(name);
-  const std::int64_t value = v ? cli::parse_count(std::string("--") + name, *v) : fallback;
-  if (value < 1 || value > (1 << 20)) throw UsageError(std::string("--") + name + " must be between 1 and 2^20");
-  return int(value);
-}
-
 int run_step_bench(const cli::ArgParser& p) {
   const GptShape shape = gpt_preset(p.value("preset").value_or("gpt2-124M"));
-  const int B = count_flag(p, "batch", 4), T = count_flag(p, "seq", 64), steps = count_flag(p, "steps", 3);
-  const int probe_size = count_flag(p, "probe-size", 1024);
+  const int B = cli::int_option(p, "batch", 4, 1), T = cli::int_option(p, "seq", 64, 1);
+  const int steps = cli::int_option(p, "steps", 3, 1, 1 << 20), probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
   if (T > shape.max_seq) throw UsageError("--seq exceeds the preset's max-seq " + std::to_string(shape.max_seq));
-  const std::string precision = cli::parse_choice("--precision", p.value("precision").value_or("fp32"), {"fp32", "bf16"});
-  const DType dtype = precision == "fp32" ? DType::f32 : DType::bf16;
-
-  SessionOptions options;
-  options.policy = p.value("sched").value_or("");
-  if (auto v = p.value("cpu-workers")) options.cpu_workers = int(cli::parse_count("--cpu-workers", *v));
-  if (auto v = p.value("cuda-workers")) options.cuda_workers = int(cli::parse_count("--cuda-workers", *v));
-  Session session(options);
+  const DType dtype = cli::precision_option(p, "precision", DType::f32);
+  const std::string precision = dtype == DType::f32 ? "fp32" : "bf16";
+  Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
   std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %d CPU + %d CUDA workers\n",
               shape.to_string().c_str(), shape.param_count(), precision.c_str(), B, T, session.policy().c_str(),
