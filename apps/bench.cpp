@@ -82,11 +82,8 @@ cli::ArgParser make_parser() {
       .option("seq", "T", "tokens per sequence (default 64)")
       .option("precision", "P", "fp32 (default) or bf16")
       .option("steps", "N", "timed steps after one warm-up step (default 3)")
-      .option("probe-size", "S", "side of the square GEMMs of the peak probe (default 1024)")
-      .option("sched", "POLICY", "StarPU scheduling policy")
-      .option("cpu-workers", "N", "StarPU CPU workers")
-      .option("cuda-workers", "N", "StarPU CUDA workers")
-      .flag("help", "show this help");
+      .option("probe-size", "S", "side of the square GEMMs of the peak probe (default 1024)");
+  cli::add_session_options(p).flag("help", "show this help");
   return p;
 }
 
@@ -151,7 +148,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   cli::ArgParser parser = make_parser();
-  return run_command("starzero bench", "starzero bench step [options]", parser, argc - 1, argv + 1, run_step_bench);
+  return run_command({"starzero bench", "starzero bench step [options]"}, parser, argc - 1, argv + 1, run_step_bench);
 }
 
 }  // namespace starzero

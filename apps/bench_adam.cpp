@@ -138,87 +138,88 @@ void naive_adam(std::size_t n, const bf16* grad, float grad_scale, float* master
   }
 }
 
+// The thread counts of --threads, or 1..hardware threads.
+std::vector<int> thread_counts_option(const cli::ArgParser& p, int hardware_threads) {
+  std::vector<int> counts;
+  if (auto v = p.value("threads")) {
+    for (std::int64_t t : cli::parse_count_list("--threads", *v)) {
+      if (t < 1 || t > 4096) throw UsageError("--threads: each count must be 1..4096, got " + std::to_string(t));
+      counts.push_back(int(t));
+    }
+  } else {
+    for (int t = 1; t <= hardware_threads; ++t) counts.push_back(t);
+  }
+  return counts;
+}
+
+// One shard's arrays, filled with fixed values in AdamW's usual ranges.
+struct AdamShard {
+  std::vector<bf16> grad, param;
+  std::vector<float> master, m, v, grad32;
+
+  explicit AdamShard(std::size_t n) : grad(n), param(n), master(n), m(n), v(n), grad32(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float x = float(int((i * 2654435761u) % 2001u) - 1000) * 1e-3f;  // [-1, 1]
+      grad[i] = from_float<bf16>(x * 1e-2f + 1e-4f);
+      master[i] = x;
+      m[i] = 1e-3f * x;
+      v[i] = 1e-6f * (x * x + 1.0f);
+    }
+  }
+  std::size_t size() const { return grad.size(); }
+};
+
+constexpr float kGradScale = 0.9f;
+
+optim::AdamWHyper hyper_at_step(int step) {
+  optim::AdamWHyper h;
+  h.lr = 1e-4f;
+  h.weight_decay = 0.1f;
+  h.step = step;
+  return h;
+}
+
 struct Row {
   SimdPath path;
   int threads;
   double fused_s, three_pass_s, probe_s, triad_s;
 };
 
-int run_adam_bench(const cli::ArgParser& p) {
-  const std::size_t n = std::size_t(cli::int_option(p, "params", 64000000, 16, 2147483647));
-  const int steps = cli::int_option(p, "steps", 5, 1);
-  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<int> thread_counts;
-  if (auto v = p.value("threads")) {
-    for (std::int64_t t : cli::parse_count_list("--threads", *v)) {
-      if (t < 1 || t > 4096) throw UsageError("--threads: each count must be 1..4096, got " + std::to_string(t));
-      thread_counts.push_back(int(t));
-    }
-  } else {
-    for (int t = 1; t <= hw; ++t) thread_counts.push_back(t);
-  }
-  const auto paths = optim::available_simd_paths();
-
-  std::printf("bench adam: %zu parameters (%.2f GB moved per step at 28 B/param), %d timed steps (median), "
-              "paths:", n, double(n) * kAdamBytes / 1e9, steps);
-  for (SimdPath path : paths) std::printf(" %s", std::string(optim::simd_path_name(path)).c_str());
-  std::printf(", %d hardware threads\n", hw);
-  std::fflush(stdout);
-
-  std::vector<bf16> grad(n), param(n);
-  std::vector<float> master(n), m(n), v(n), grad32(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float x = float(int((i * 2654435761u) % 2001u) - 1000) * 1e-3f;  // [-1, 1]
-    grad[i] = from_float<bf16>(x * 1e-2f + 1e-4f);
-    master[i] = x;
-    m[i] = 1e-3f * x;
-    v[i] = 1e-6f * (x * x + 1.0f);
-  }
-  optim::AdamWHyper hyper;
-  hyper.lr = 1e-4f;
-  hyper.weight_decay = 0.1f;
-  const float grad_scale = 0.9f;
-  auto hyper_at = [&](int step) {
-    optim::AdamWHyper h = hyper;
-    h.step = step;
-    return h;
-  };
-
-  const double naive_s = median_seconds(steps, [&](int s) {
-    naive_adam(n, grad.data(), grad_scale, master.data(), m.data(), v.data(), param.data(), hyper_at(s));
+// Every SIMD path at `threads` threads, with the probe and triad ceilings of the same arena.
+std::vector<Row> measure_at_threads(AdamShard& x, int threads, int steps, const std::vector<SimdPath>& paths) {
+  const std::size_t n = x.size();
+  tbb::task_arena arena(threads);
+  const double probe_s = median_seconds(steps, [&](int) {
+    parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
+      probe_range(b, e, x.grad.data(), x.master.data(), x.m.data(), x.v.data(), x.param.data());
+    });
   });
-
+  const double triad_s = median_seconds(steps, [&](int) {
+    parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
+      triad_range(b, e, x.grad32.data(), x.m.data(), x.v.data(), 0.5f);
+    });
+  });
   std::vector<Row> rows;
-  for (int threads : thread_counts) {
-    tbb::task_arena arena(threads);
-    const double probe_s = median_seconds(steps, [&](int) {
-      parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
-        probe_range(b, e, grad.data(), master.data(), m.data(), v.data(), param.data());
-      });
+  for (SimdPath path : paths) {
+    const double fused_s = median_seconds(steps, [&](int s) {
+      optim::adamw_fused_parallel(path, threads, kChunk, n, x.grad.data(), kGradScale, x.master.data(), x.m.data(),
+                                  x.v.data(), x.param.data(), hyper_at_step(s));
     });
-    const double triad_s = median_seconds(steps, [&](int) {
-      parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
-        triad_range(b, e, grad32.data(), m.data(), v.data(), 0.5f);
-      });
+    const double three_pass_s = median_seconds(steps, [&](int s) {
+      optim::cast_bf16_to_f32_parallel(path, threads, kChunk, n, x.grad.data(), x.grad32.data());
+      optim::adamw_fused_parallel(path, threads, kChunk, n, x.grad32.data(), kGradScale, x.master.data(), x.m.data(),
+                                  x.v.data(), static_cast<float*>(nullptr), hyper_at_step(s));
+      optim::cast_f32_to_bf16_parallel(path, threads, kChunk, n, x.master.data(), x.param.data());
     });
-    for (SimdPath path : paths) {
-      const double fused_s = median_seconds(steps, [&](int s) {
-        optim::adamw_fused_parallel(path, threads, kChunk, n, grad.data(), grad_scale, master.data(), m.data(),
-                                    v.data(), param.data(), hyper_at(s));
-      });
-      const double three_pass_s = median_seconds(steps, [&](int s) {
-        optim::cast_bf16_to_f32_parallel(path, threads, kChunk, n, grad.data(), grad32.data());
-        optim::adamw_fused_parallel(path, threads, kChunk, n, grad32.data(), grad_scale, master.data(), m.data(),
-                                    v.data(), static_cast<float*>(nullptr), hyper_at(s));
-        optim::cast_f32_to_bf16_parallel(path, threads, kChunk, n, master.data(), param.data());
-      });
-      rows.push_back({path, threads, fused_s, three_pass_s, probe_s, triad_s});
-      std::printf("  %s, %d threads: fused %.3f s, three-pass %.3f s, probe %.3f s\n",
-                  std::string(optim::simd_path_name(path)).c_str(), threads, fused_s, three_pass_s, probe_s);
-      std::fflush(stdout);
-    }
+    rows.push_back({path, threads, fused_s, three_pass_s, probe_s, triad_s});
+    std::printf("  %s, %d threads: fused %.3f s, three-pass %.3f s, probe %.3f s\n",
+                std::string(optim::simd_path_name(path)).c_str(), threads, fused_s, three_pass_s, probe_s);
+    std::fflush(stdout);
   }
+  return rows;
+}
 
+void print_results(std::size_t n, const std::vector<Row>& rows, double naive_s) {
   const double N = double(n);
   std::printf("\n| path | threads | fused Mparam/s | fused GB/s | probe GB/s (ceiling) | fused %% of probe "
               "| three-pass Mparam/s | fused × three-pass | triad GB/s (ref.) |\n");
@@ -238,6 +239,32 @@ int run_adam_bench(const cli::ArgParser& p) {
   std::printf("best vs probe (same threads): %.1f %%\n", 100.0 * best->probe_s / best->fused_s);
   std::printf("best vs three-pass (same path and threads): %.2f ×\n", best->three_pass_s / best->fused_s);
   std::printf("best vs naive scalar loop (1 thread): %.2f ×\n", naive_s / best->fused_s);
+}
+
+int run_adam_bench(const cli::ArgParser& p) {
+  const std::size_t n = std::size_t(cli::int_option(p, "params", 64000000, 16, 2147483647));
+  const int steps = cli::int_option(p, "steps", 5, 1);
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<int> thread_counts = thread_counts_option(p, hw);
+  const auto paths = optim::available_simd_paths();
+
+  std::printf("bench adam: %zu parameters (%.2f GB moved per step at 28 B/param), %d timed steps (median), "
+              "paths:", n, double(n) * kAdamBytes / 1e9, steps);
+  for (SimdPath path : paths) std::printf(" %s", std::string(optim::simd_path_name(path)).c_str());
+  std::printf(", %d hardware threads\n", hw);
+  std::fflush(stdout);
+
+  AdamShard shard(n);
+  const double naive_s = median_seconds(steps, [&](int s) {
+    naive_adam(n, shard.grad.data(), kGradScale, shard.master.data(), shard.m.data(), shard.v.data(),
+               shard.param.data(), hyper_at_step(s));
+  });
+  std::vector<Row> rows;
+  for (int threads : thread_counts) {
+    const std::vector<Row> at_threads = measure_at_threads(shard, threads, steps, paths);
+    rows.insert(rows.end(), at_threads.begin(), at_threads.end());
+  }
+  print_results(n, rows, naive_s);
   return 0;
 }
 
@@ -249,7 +276,7 @@ int bench_adam_main(int argc, char** argv) {
       .option("threads", "LIST", "thread counts, e.g. 1,2,4 (default 1..hardware threads)")
       .option("steps", "N", "timed steps per measurement, median reported (default 5)")
       .flag("help", "show this help");
-  return run_command("starzero bench adam", "starzero bench adam [options]", parser, argc, argv, run_adam_bench);
+  return run_command({"starzero bench adam", "starzero bench adam [options]"}, parser, argc, argv, run_adam_bench);
 }
 
 }  // namespace starzero

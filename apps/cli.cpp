@@ -277,6 +277,12 @@ DType precision_option(const ArgParser& p, std::string_view name, DType fallback
   return parse_choice("--" + std::string(name), *v, {"bf16", "fp32"}) == "fp32" ? DType::f32 : DType::bf16;
 }
 
+ArgParser& add_session_options(ArgParser& p) {
+  return p.option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
+      .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
+      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)");
+}
+
 SessionOptions session_options(const ArgParser& p) {
   SessionOptions options;
   options.policy = p.value("sched").value_or("");

@@ -86,8 +86,10 @@ int int_option(const ArgParser& p, std::string_view name, std::int64_t fallback,
 float real_option(const ArgParser& p, std::string_view name, double fallback);
 // fp32 or bf16.
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback);
-// StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
-// --cuda-workers and (when registered) --trace.
+// Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
+// --cuda-workers.
+ArgParser& add_session_options(ArgParser& p);
+// Reads them, and --trace when the sub-command registers it.
 SessionOptions session_options(const ArgParser& p);
 
 // `text` with control characters replaced by '?' and cut to `max_chars` (then "..." follows),

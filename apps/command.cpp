@@ -2,22 +2,28 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 #include "models/llmc_files.hpp"
 
 namespace starzero {
 
-int run_command(const std::string& name, const std::string& usage, cli::ArgParser& parser, int argc, char** argv,
+int run_command(const CommandHelp& help, cli::ArgParser& parser, int argc, char** argv,
                 const std::function<int(const cli::ArgParser&)>& run) {
+  const auto one_line = [](const char* what) { return cli::printable(what, std::string_view::npos); };
   const auto error = [&](const char* what) {
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), what);
+    std::fprintf(stderr, "%s: error: %s\n", help.name.c_str(), one_line(what).c_str());
     return 2;
   };
   try {
     parser.parse(argc, argv);
     if (parser.flag_set("help")) {
-      std::printf("usage: %s\n\noptions:\n%s", usage.c_str(), parser.options_help().c_str());
-      return 0;
+      std::string text = "usage: " + help.usage + "\n\n";
+      if (!help.description.empty()) text += help.description + "\n";
+      text += "options:\n" + parser.options_help();
+      if (!help.examples.empty()) text += "\nexamples:\n" + help.examples;
+      std::fputs(text.c_str(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : 1;
     }
     return run(parser);
   } catch (const UsageError& e) {
@@ -27,7 +33,7 @@ int run_command(const std::string& name, const std::string& usage, cli::ArgParse
   } catch (const std::invalid_argument& e) {
     return error(e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: failed: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "%s: failed: %s\n", help.name.c_str(), one_line(e.what()).c_str());
     return 1;
   }
 }

@@ -10,9 +10,16 @@
 
 namespace starzero {
 
-// `name` is how messages name the command ("starzero train"); `usage` is the help's first line
-// after "usage: " (e.g. "starzero train [options]"). The parser must register a "help" flag.
-int run_command(const std::string& name, const std::string& usage, cli::ArgParser& parser, int argc, char** argv,
+// What --help prints: "usage: <usage>", the description, the parser's options, the examples.
+struct CommandHelp {
+  std::string name;         // how messages name the command: "starzero train"
+  std::string usage;        // the help's first line after "usage: ": "starzero train [options]"
+  std::string description = {};  // paragraphs between the usage line and the options; may be empty
+  std::string examples = {};     // lines after the options; may be empty
+};
+
+// The parser must register a "help" flag. Error messages are cut to one line (cli::printable).
+int run_command(const CommandHelp& help, cli::ArgParser& parser, int argc, char** argv,
                 const std::function<int(const cli::ArgParser&)>& run);
 
 }  // namespace starzero

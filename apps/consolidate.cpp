@@ -31,7 +31,7 @@ int consolidate_main(int argc, char** argv) {
       .option("out", "FILE", "the checkpoint to write (the model's own format: llm.c for GPT)")
       .option("precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
       .flag("help", "show this help");
-  return run_command("starzero consolidate", "starzero consolidate --checkpoint FILE --out FILE [options]", parser,
+  return run_command({"starzero consolidate", "starzero consolidate --checkpoint FILE --out FILE [options]"}, parser,
                      argc, argv, run_consolidate);
 }
 

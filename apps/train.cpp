@@ -42,10 +42,8 @@ cli::ArgParser make_train_parser() {
       .option("weight-decay", "WD", "AdamW decoupled weight decay (default 0)")
       .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
       .option("seed", "S", "initialisation and batch order (default 1337)")
-      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)")
-      .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
-      .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
-      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)");
+  cli::add_session_options(p)
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
@@ -171,11 +169,8 @@ cli::ArgParser make_eval_parser() {
       .option("batch", "B", "sequences per batch")
       .option("seq", "T", "tokens per sequence")
       .option("batches", "K", "number of batches, read sequentially from the start (default 1)")
-      .option("precision", "P", "fp32 (default) or bf16")
-      .option("sched", "POLICY", "StarPU scheduling policy")
-      .option("cpu-workers", "N", "StarPU CPU workers")
-      .option("cuda-workers", "N", "StarPU CUDA workers")
-      .flag("help", "show this help");
+      .option("precision", "P", "fp32 (default) or bf16");
+  cli::add_session_options(p).flag("help", "show this help");
   return p;
 }
 
@@ -207,12 +202,12 @@ int run_eval(const cli::ArgParser& p) {
 
 int train_main(int argc, char** argv) {
   cli::ArgParser parser = make_train_parser();
-  return run_command("starzero train", "starzero train [options]", parser, argc, argv, run_train);
+  return run_command({"starzero train", "starzero train [options]"}, parser, argc, argv, run_train);
 }
 
 int eval_main(int argc, char** argv) {
   cli::ArgParser parser = make_eval_parser();
-  return run_command("starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]", parser,
+  return run_command({"starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]"}, parser,
                      argc, argv, run_eval);
 }
 

@@ -128,17 +128,17 @@ std::vector<int> GptModel::shared_groups(int layer) const {
   return {};
 }
 
-void GptModel::init_layer(int layer, std::span<float> block, std::uint64_t seed) const {
-  if (block.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong block size");
+void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed) const {
+  if (params.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong parameter count");
   // GPT-2's initialisation: N(0, 0.02) weights, N(0, 0.01) positions, residual projections
-  // scaled by 1/sqrt(2L), zero biases, unit layernorm gains. The tensors are drawn in block
-  // order, each with a fresh distribution: saved runs depend on this exact sequence.
+  // scaled by 1/sqrt(2L), zero biases, unit layernorm gains. The tensors are drawn in the
+  // layer's order, each with a fresh distribution: saved runs depend on this exact sequence.
   std::mt19937_64 rng(seed * 1000003u + std::uint64_t(layer));
   const float residual_std = 0.02f / std::sqrt(2.0f * float(shape_.layers));
   const GptLayerKind kind = layout_.layer_kind(layer);
   for (const GptTensor& tensor : layout_.tensors()) {
     if (tensor.layer_kind != kind) continue;
-    const std::span<float> values = block.subspan(tensor.block_offset, tensor.layer_count);
+    const std::span<float> values = params.subspan(tensor.layer_offset, tensor.layer_count);
     auto fill_normal = [&](float stddev) {
       std::normal_distribution<float> normal(0.0f, stddev);
       for (float& value : values) value = normal(rng);
@@ -191,8 +191,8 @@ void GptModel::submit_forward(int layer, const GroupHandles& groups) {
   const GptTensor &wte = layout_[GptParam::wte], &lnfw = layout_[GptParam::lnfw], &lnfb = layout_[GptParam::lnfb];
   if (layer == 0) {
     tasks::submit_zero(buf.dencoded.handle(), "zero_dencoded");
-    tasks::submit_encoder_forward(dims_, buf.encoded.handle(), buf.tokens.handle(), groups.param(0), wte.block_offset,
-                                  layout_[GptParam::wpe].block_offset, "encoder_fwd");
+    tasks::submit_encoder_forward(dims_, buf.encoded.handle(), buf.tokens.handle(), groups.param(0), wte.layer_offset,
+                                  layout_[GptParam::wpe].layer_offset, "encoder_fwd");
     return;
   }
   if (layer <= shape_.layers) return submit_block_forward(layer - 1, groups);
@@ -203,8 +203,8 @@ void GptModel::submit_forward(int layer, const GroupHandles& groups) {
   tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
   tasks::submit_layernorm_forward(dims_, buf.lnf.handle(), buf.lnf_mean.handle(), buf.lnf_rstd.handle(),
                                   buf.blocks[std::size_t(last)].residual3.handle(),
-                                  {groups.param(head), lnfw.block_offset, (long long)lnfb.block_offset}, "lnf_fwd");
-  tasks::submit_matmul_forward(dims_, buf.logits.handle(), buf.lnf.handle(), {groups.param(0), wte.block_offset, -1},
+                                  {groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset}, "lnf_fwd");
+  tasks::submit_matmul_forward(dims_, buf.logits.handle(), buf.lnf.handle(), {groups.param(0), wte.layer_offset, -1},
                                in_features(wte), out_features(wte), "classifier_fwd");
   tasks::submit_crossentropy_forward(dims_, buf.losses.handle(), buf.probs.handle(), buf.logits.handle(),
                                      buf.targets.handle(), "crossentropy_fwd");
@@ -214,7 +214,7 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
   const GptTensor &wte = layout_[GptParam::wte], &lnfw = layout_[GptParam::lnfw], &lnfb = layout_[GptParam::lnfb];
   if (layer == 0) {
-    tasks::submit_encoder_backward(dims_, groups.grad(0), wte.block_offset, layout_[GptParam::wpe].block_offset,
+    tasks::submit_encoder_backward(dims_, groups.grad(0), wte.layer_offset, layout_[GptParam::wpe].layer_offset,
                                    buf.dencoded.handle(), buf.tokens.handle(), "encoder_bwd");
     return;
   }
@@ -225,11 +225,11 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   tasks::submit_crossentropy_backward(dims_, buf.dlogits.handle(), buf.probs.handle(), buf.targets.handle(),
                                       "crossentropy_bwd");
   tasks::submit_matmul_backward(dims_, buf.dlnf.handle(), groups.grad(0), buf.dlogits.handle(), buf.lnf.handle(),
-                                {groups.param(0), wte.block_offset, -1}, in_features(wte), out_features(wte),
+                                {groups.param(0), wte.layer_offset, -1}, in_features(wte), out_features(wte),
                                 "classifier_bwd");
   tasks::submit_layernorm_backward(dims_, top.dresidual3.handle(), groups.grad(head), buf.dlnf.handle(),
                                    top.residual3.handle(),
-                                   {groups.param(head), lnfw.block_offset, (long long)lnfb.block_offset},
+                                   {groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset},
                                    buf.lnf_mean.handle(), buf.lnf_rstd.handle(), "lnf_bwd");
 }
 
@@ -240,7 +240,7 @@ void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
   const Tensor& input = block == 0 ? buf.encoded : buf.blocks[std::size_t(block - 1)].residual3;
   const starpu_data_handle_t params = groups.param(block + 1);
   auto weight = [&](GptParam w, GptParam b) {
-    return tasks::WeightRef{params, layout_[w].block_offset, (long long)layout_[b].block_offset};
+    return tasks::WeightRef{params, layout_[w].layer_offset, (long long)layout_[b].layer_offset};
   };
   auto in = [&](GptParam w) { return in_features(layout_[w]); };
   auto out = [&](GptParam w) { return out_features(layout_[w]); };
@@ -276,7 +276,7 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
   const starpu_data_handle_t params = groups.param(block + 1);
   const starpu_data_handle_t grads = groups.grad(block + 1);
   auto weight = [&](GptParam w, GptParam b) {
-    return tasks::WeightRef{params, layout_[w].block_offset, (long long)layout_[b].block_offset};
+    return tasks::WeightRef{params, layout_[w].layer_offset, (long long)layout_[b].layer_offset};
   };
   auto in = [&](GptParam w) { return in_features(layout_[w]); };
   auto out = [&](GptParam w) { return out_features(layout_[w]); };
@@ -304,33 +304,33 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
 
 namespace {
 
-// The blocks (one per layer, of the layer's size) and the llm.c vector both match the layout.
-template <class Block>
-bool matches(const GptLayout& layout, const std::vector<Block>& layer_blocks, std::size_t llmc_size) {
-  if (layer_blocks.size() != std::size_t(layout.layers()) || llmc_size != layout.param_count()) return false;
+// The per-layer arrays (one per layer, of the layer's size) and the llm.c vector both match the layout.
+template <class LayerParams>
+bool matches(const GptLayout& layout, const std::vector<LayerParams>& layer_values, std::size_t llmc_size) {
+  if (layer_values.size() != std::size_t(layout.layers()) || llmc_size != layout.param_count()) return false;
   for (int layer = 0; layer < layout.layers(); ++layer)
-    if (layer_blocks[std::size_t(layer)].size() != layout.layer_params(layer)) return false;
+    if (layer_values[std::size_t(layer)].size() != layout.layer_params(layer)) return false;
   return true;
 }
 
 }  // namespace
 
-void GptModel::layers_to_llmc(const std::vector<std::span<const float>>& layer_blocks, std::span<float> llmc) const {
-  if (!matches(layout_, layer_blocks, llmc.size()))
+void GptModel::layers_to_llmc(const std::vector<std::span<const float>>& layer_values, std::span<float> llmc) const {
+  if (!matches(layout_, layer_values, llmc.size()))
     throw std::invalid_argument("layers_to_llmc: sizes do not match the model");
   for (int layer = 0; layer < layers(); ++layer)
     for (const LlmcRun& run : layout_.layer_runs(layer))
-      std::copy_n(layer_blocks[std::size_t(layer)].begin() + std::ptrdiff_t(run.block_offset), run.count,
+      std::copy_n(layer_values[std::size_t(layer)].begin() + std::ptrdiff_t(run.layer_offset), run.count,
                   llmc.begin() + std::ptrdiff_t(run.llmc_offset));
 }
 
-void GptModel::llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_blocks) const {
-  if (!matches(layout_, layer_blocks, llmc.size()))
+void GptModel::llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const {
+  if (!matches(layout_, layer_values, llmc.size()))
     throw std::invalid_argument("llmc_to_layers: sizes do not match the model");
   for (int layer = 0; layer < layers(); ++layer)
     for (const LlmcRun& run : layout_.layer_runs(layer))
       std::copy_n(llmc.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                  layer_blocks[std::size_t(layer)].begin() + std::ptrdiff_t(run.block_offset));
+                  layer_values[std::size_t(layer)].begin() + std::ptrdiff_t(run.layer_offset));
 }
 
 }  // namespace starzero

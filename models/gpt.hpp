@@ -2,7 +2,7 @@
 // GPT-2 as llm.c lays it out, as layers the engine drives (offload/model.hpp): layer 0 the
 // embedding (forward = encoder), layers 1..L the transformer blocks, layer L+1 the final
 // layernorm plus the classifier tied to wte (it reads layer 0's parameters and accumulates into
-// layer 0's gradient) and the loss. Each layer's flat block and where each tensor sits in it are
+// layer 0's gradient) and the loss. Each layer's flat parameter array and where each tensor sits in it are
 // models/gpt_layout.hpp's table.
 // The tied embedding's gradient gets the classifier's contribution (backward of layer L+1) and
 // then the encoder's (backward of layer 0) through the RW dependencies on layer 0's gradient.
@@ -33,7 +33,7 @@ class GptModel final : public Model {
   std::string layer_name(int layer) const override;
   DType dtype() const override { return dims_.dtype; }
   std::vector<int> shared_groups(int layer) const override;
-  void init_layer(int layer, std::span<float> block, std::uint64_t seed) const override;
+  void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override;
   void submit_forward(int layer, const GroupHandles& groups) override;
   void submit_backward(int layer, const GroupHandles& groups) override;
 
@@ -50,10 +50,10 @@ class GptModel final : public Model {
   // of them), for sampling; waits for that pass.
   std::vector<float> probabilities(int b, int t) const;
 
-  // llm.c's flat parameter order <-> the layer blocks: where each element of each layer block
+  // llm.c's flat parameter order <-> the layers' arrays: where each element of each layer's array
   // sits in llm.c's params array (16 tensors, per-layer tensors stored layer-major).
-  void layers_to_llmc(const std::vector<std::span<const float>>& layer_blocks, std::span<float> llmc) const;
-  void llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_blocks) const;
+  void layers_to_llmc(const std::vector<std::span<const float>>& layer_params, std::span<float> llmc) const;
+  void llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const;
 
  private:
   struct BlockActivations;

@@ -36,7 +36,7 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
     write_llmc_checkpoint_streamed(path, shape_, version_of(precision),
                                    [&](std::size_t llmc_offset, std::span<float> out) {
                                      const Piece& piece = piece_at(llmc_offset);
-                                     source(piece.layer, piece.run.block_offset, out);
+                                     source(piece.layer, piece.run.layer_offset, out);
                                    },
                                    run_sizes());
   }
@@ -44,11 +44,11 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
     const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, shape_);
     std::vector<std::vector<float>> layers;
     for (int l = 0; l < layout_.layers(); ++l) {
-      std::vector<float> block(layout_.layer_params(l));
+      std::vector<float> params(layout_.layer_params(l));
       for (const LlmcRun& run : layout_.layer_runs(l))
         std::copy_n(checkpoint.params.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                    block.begin() + std::ptrdiff_t(run.block_offset));
-      layers.push_back(std::move(block));
+                    params.begin() + std::ptrdiff_t(run.layer_offset));
+      layers.push_back(std::move(params));
     }
     return layers;
   }
@@ -104,8 +104,8 @@ class GptTrainable final : public Trainable {
   std::string layer_name(int layer) const override { return model_.layer_name(layer); }
   DType dtype() const override { return model_.dtype(); }
   std::vector<int> shared_groups(int layer) const override { return model_.shared_groups(layer); }
-  void init_layer(int layer, std::span<float> block, std::uint64_t seed) const override {
-    model_.init_layer(layer, block, seed);
+  void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override {
+    model_.init_layer(layer, params, seed);
   }
   void submit_forward(int layer, const GroupHandles& groups) override { model_.submit_forward(layer, groups); }
   void submit_backward(int layer, const GroupHandles& groups) override { model_.submit_backward(layer, groups); }

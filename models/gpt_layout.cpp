@@ -237,10 +237,10 @@ GptLayout::GptLayout(const GptShape& shape) : shape_(shape) {
     tensor.per_layer = def.layer_kind == GptLayerKind::block;
     tensor.count = std::size_t(sizes.elements(def.dims));
     tensor.layer_count = std::size_t(sizes.elements(def.dims, tensor.per_layer ? 1 : 0));
-    // kind_params_ grows tensor by tensor: the running end of that kind's layer block.
-    std::size_t& block_end = kind_params_[std::size_t(def.layer_kind)];
-    tensor.block_offset = block_end;
-    block_end += tensor.layer_count;
+    // kind_params_ grows tensor by tensor: the running end of that kind's layer array.
+    std::size_t& layer_end = kind_params_[std::size_t(def.layer_kind)];
+    tensor.layer_offset = layer_end;
+    layer_end += tensor.layer_count;
     tensor.llmc_offset = llmc_end;
     llmc_end += tensor.count;
     tensors_.push_back(std::move(tensor));
@@ -264,7 +264,7 @@ std::vector<LlmcRun> GptLayout::layer_runs(int layer) const {
   std::vector<LlmcRun> runs;
   for (const GptTensor& tensor : tensors_)
     if (tensor.layer_kind == kind)
-      runs.push_back({tensor.llmc_offset + slice * tensor.layer_count, tensor.block_offset, tensor.layer_count});
+      runs.push_back({tensor.llmc_offset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
   return runs;
 }
 

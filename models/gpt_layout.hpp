@@ -1,10 +1,10 @@
 #pragma once
 // GPT-2's parameter layout, written once (llm.c's tensors and file order). Everything that needs
-// the layout derives it from the table of named tensors below: GptModel's layer blocks and the
+// the layout derives it from the table of named tensors below: GptModel's per-layer parameter arrays and the
 // offsets its tasks use, llm.c's file order (llmc_tensor_specs), the .state files' layout
 // (gpt_state_layout) and the planner's numbers (gpt_footprint). See docs/architecture.md.
 //
-// The engine sees GPT-2 as L + 2 layers, each one flat parameter block:
+// The engine sees GPT-2 as L + 2 layers, each one flat parameter array:
 //   layer 0        embedding          [wte | wpe]
 //   layers 1..L    transformer blocks [ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb
 //                                      fcprojw fcprojb], block l-1's slice of each tensor
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/state_layout.hpp"
+#include "train/state_layout.hpp"
 
 namespace starzero {
 
@@ -77,16 +77,16 @@ struct GptTensor {
   std::string_view name;          // llm.c's name
   GptLayerKind layer_kind;
   std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
-  bool per_layer = false;         // leading layer dimension: block l holds slice l
+  bool per_layer = false;         // leading layer dimension: block l-1 (layer l) holds slice l-1
   std::size_t count = 0;          // elements of the whole tensor (all layers)
-  std::size_t layer_count = 0;    // elements in one layer's block (count / L when per_layer)
-  std::size_t block_offset = 0;   // first element inside its layer's flat block
+  std::size_t layer_count = 0;    // elements in one layer's array (count / L when per_layer)
+  std::size_t layer_offset = 0;   // first element inside its layer's flat array
   std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
 };
 
-// A run of elements that is contiguous both in a layer block and in llm.c's order.
+// A run of elements that is contiguous both in a layer's array and in llm.c's order.
 struct LlmcRun {
-  std::size_t llmc_offset, block_offset, count;
+  std::size_t llmc_offset, layer_offset, count;
 };
 
 class GptLayout {
@@ -101,7 +101,7 @@ class GptLayout {
   GptLayerKind layer_kind(int layer) const;  // std::out_of_range outside 0..L+1
   std::size_t layer_params(int layer) const;
   std::size_t param_count() const { return param_count_; }
-  // Where the elements of one layer block sit in llm.c's order, by increasing block offset.
+  // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset.
   std::vector<LlmcRun> layer_runs(int layer) const;
 
  private:
@@ -120,7 +120,7 @@ std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer);
 // The header fields [2..7] of llm.c's checkpoint and of the .state files: maxT, V, L, NH, C, Vp.
 StateShapeFields gpt_shape_fields(const GptShape& shape);
 GptShape gpt_shape_from_fields(const StateShapeFields& fields);  // not validated
-// The .state files of a GPT run: its shape fields and the L + 2 layer blocks.
+// The .state files of a GPT run: its shape fields and the L + 2 layers' parameters.
 StateLayout gpt_state_layout(const GptShape& shape);
 // The same from the fields a file stores; std::invalid_argument when they are no valid shape.
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields);

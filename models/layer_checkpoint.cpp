@@ -6,8 +6,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "models/llmc_files.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/files.hpp"
 
 namespace starzero {
 
@@ -28,30 +28,20 @@ struct Header {
 };
 static_assert(sizeof(Header) == 56);
 
-[[noreturn]] void bad(const fs::path& path, const std::string& what) {
-  throw FileFormatError(path.string() + ": " + what);
-}
-
-template <class T>
-void read_exact(std::ifstream& in, T* out, std::size_t count, const fs::path& path) {
-  in.read(reinterpret_cast<char*>(out), std::streamsize(count * sizeof(T)));
-  if (!in) bad(path, "truncated");
-}
-
-Header read_header(std::ifstream& in, const fs::path& path) {
-  if (!in) bad(path, "cannot open");
-  Header header{};
-  read_exact(in, &header, 1, path);
-  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) bad(path, "not a starzero layer checkpoint (bad magic)");
-  if (header.version != kLayerCheckpointVersion) bad(path, "unsupported version " + std::to_string(header.version));
+Header read_header(FileReader& in) {
+  const Header header = in.read_value<Header>();
+  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0)
+    throw_format_error(in.path(), "not a starzero layer checkpoint (bad magic)");
+  if (header.version != kLayerCheckpointVersion)
+    throw_format_error(in.path(), "unsupported version " + std::to_string(header.version));
   return header;
 }
 
 }  // namespace
 
 LayerCheckpointHeader read_layer_checkpoint_header(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  const Header header = read_header(in, path);
+  FileReader in(path);
+  const Header header = read_header(in);
   LayerCheckpointHeader out;
   out.family.assign(header.family, strnlen(header.family, kFamilyChars));
   std::copy(std::begin(header.shape), std::end(header.shape), out.shape_fields.begin());
@@ -99,33 +89,41 @@ void LayerCheckpointFormat::write(const fs::path& path, const LayerSource& sourc
 }
 
 std::vector<std::vector<float>> LayerCheckpointFormat::read(const fs::path& path) const {
-  std::ifstream in(path, std::ios::binary);
-  const Header header = read_header(in, path);
+  FileReader in(path);
+  const Header header = read_header(in);
   const std::string family(header.family, strnlen(header.family, kFamilyChars));
-  if (family != family_) bad(path, "a checkpoint of model '" + family + "', not '" + family_ + "'");
+  if (family != family_) throw_format_error(path, "a checkpoint of model '" + family + "', not '" + family_ + "'");
   if (!std::equal(layout_.shape_fields.begin(), layout_.shape_fields.end(), header.shape))
-    bad(path, "shape fields differ from the model's");
-  if (header.storage > 1) bad(path, "unknown storage " + std::to_string(header.storage));
-  if (header.layers != layout_.layer_params.size()) bad(path, std::to_string(header.layers) + " layers, expected " +
-                                                                  std::to_string(layout_.layer_params.size()));
+    throw_format_error(path, "shape fields differ from the model's");
+  if (header.storage > 1) throw_format_error(path, "unknown storage " + std::to_string(header.storage));
+  if (header.layers != layout_.layer_params.size())
+    throw_format_error(path, std::to_string(header.layers) + " layers, expected " +
+                                 std::to_string(layout_.layer_params.size()));
   std::vector<std::uint64_t> counts(header.layers);
-  read_exact(in, counts.data(), counts.size(), path);
-  std::vector<std::vector<float>> layers;
+  in.read_exact(counts.data(), counts.size() * sizeof(std::uint64_t));
+  const std::size_t value_bytes = header.storage == 0 ? sizeof(float) : sizeof(bf16_bits);
+  std::size_t expected_size = sizeof(Header) + counts.size() * sizeof(std::uint64_t);
   for (std::size_t l = 0; l < counts.size(); ++l) {
     if (counts[l] != layout_.layer_params[l])
-      bad(path, "layer " + std::to_string(l) + " has " + std::to_string(counts[l]) + " parameters, expected " +
-                    std::to_string(layout_.layer_params[l]));
-    std::vector<float> values(counts[l]);
+      throw_format_error(path, "layer " + std::to_string(l) + " has " + std::to_string(counts[l]) +
+                                   " parameters, expected " + std::to_string(layout_.layer_params[l]));
+    expected_size += layout_.layer_params[l] * value_bytes;
+  }
+  // The whole size is checked before any layer is allocated.
+  if (in.size() != expected_size)
+    throw_format_error(path, describe_size_mismatch(in.size(), expected_size, "the layer checkpoint"));
+  std::vector<std::vector<float>> layers;
+  for (std::uint64_t count : counts) {
+    std::vector<float> values(count);
     if (header.storage == 0) {
-      read_exact(in, values.data(), values.size(), path);
+      in.read_exact(values.data(), values.size() * sizeof(float));
     } else {
       std::vector<bf16_bits> halves(values.size());
-      read_exact(in, halves.data(), halves.size(), path);
+      in.read_exact(halves.data(), halves.size() * sizeof(bf16_bits));
       std::transform(halves.begin(), halves.end(), values.begin(), bf16_to_float);
     }
     layers.push_back(std::move(values));
   }
-  if (in.peek() != std::ifstream::traits_type::eof()) bad(path, "trailing bytes after the last layer");
   return layers;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // starzero's own checkpoint file for models without a format of their own (the MLP): every
-// layer's parameter block in order, behind a header that names the model family and its shape.
+// layer's parameters in order, behind a header that names the model family and its shape.
 // Host-side, no StarPU. Layout (native little-endian):
 //   0   char[4]   "SZCK"
 //   4   uint32    version (kLayerCheckpointVersion)
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "models/state_layout.hpp"
+#include "train/state_layout.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {

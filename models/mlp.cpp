@@ -101,13 +101,13 @@ std::string TokenClassifier::layer_name(int layer) const {
 }
 
 // Weights N(0, 0.05), biases zero.
-void TokenClassifier::init_layer(int layer, std::span<float> block, std::uint64_t seed) const {
-  if (block.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong block size");
+void TokenClassifier::init_layer(int layer, std::span<float> params, std::uint64_t seed) const {
+  if (params.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong parameter count");
   std::mt19937_64 rng(seed * 1000003u + std::uint64_t(layer));
   std::normal_distribution<float> normal(0.0f, 0.05f);
   const std::size_t biases = layer == shape_.blocks + 1 ? std::size_t(shape_.classes) : std::size_t(shape_.hidden);
-  const std::size_t weights = layer == 0 ? block.size() : block.size() - biases;
-  for (std::size_t i = 0; i < block.size(); ++i) block[i] = i < weights ? normal(rng) : 0.0f;
+  const std::size_t weights = layer == 0 ? params.size() : params.size() - biases;
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = i < weights ? normal(rng) : 0.0f;
 }
 
 void TokenClassifier::submit_forward(int layer, const GroupHandles& groups) {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "models/state_layout.hpp"
 #include "runtime/tensor.hpp"
 #include "tasks/nn.hpp"
+#include "train/state_layout.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
@@ -43,7 +43,7 @@ class TokenClassifier final : public Trainable {
   std::size_t layer_params(int layer) const override { return shape_.layer_params(layer); }
   std::string layer_name(int layer) const override;
   DType dtype() const override { return DType::f32; }
-  void init_layer(int layer, std::span<float> block, std::uint64_t seed) const override;
+  void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override;
   void submit_forward(int layer, const GroupHandles& groups) override;
   void submit_backward(int layer, const GroupHandles& groups) override;
 

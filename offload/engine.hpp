@@ -16,7 +16,7 @@
 //     reshard   ZeRO-3: free param after the layer's tasks; one rank with the parameters on the
 //               host: drop the device copy.
 //   gradients   unsharded: the full gradient (grad) that backward accumulates into;
-//               sharded (reduced): this rank's part, grad_shard or its block of grad.
+//               sharded (reduced): this rank's part, grad_shard or its shard-sized slice of grad.
 //     allocate  ZeRO-2/3: grad comes to life before the layer's first backward, once the one
 //               freed grad_window reductions earlier is gone; stages 0-1 hold it for good.
 //     reduce    all-reduce (ZeRO-0), reduce-scatter in place (ZeRO-1) or into grad_shard

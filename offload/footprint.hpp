@@ -1,6 +1,6 @@
 #pragma once
 // What the planner needs to know of a model beyond its parameter count Ψ, in numbers only: the
-// parameter blocks ZeRO-3 gathers one at a time, and the activation tensors of one micro-batch.
+// layers' parameters, which ZeRO-3 gathers one layer at a time, and the activation tensors of one micro-batch.
 // A model derives its footprint from its own layout (e.g. models/gpt_layout.hpp's
 // gpt_footprint); the planner (offload/planner.hpp) never knows which model it is.
 #include <algorithm>

@@ -96,8 +96,9 @@ void LayerPlan::plan_buffers() {
   const bool param_next = delayed && (!z.sharded || z.shard_params);
   // A separate gradient shard: ZeRO-2/3, and ZeRO-1 under offload (only the shard goes down).
   const bool grad_shard = z.shard_grads || (z.sharded && offloaded);
-  const BufferHome staging = offloaded ? BufferHome::pinned_host : BufferHome::device;
+  const BufferHome next_home = offloaded ? BufferHome::pinned_host : BufferHome::device;
 
+  buffers_.reserve(8);  // every LayerBuffer at most once: the references below stay valid
   using C = MemoryCategory;
   if (z.shard_params) {
     add(LayerBuffer::param, Extent::full, dtype, BufferHome::transient, Lifetime::per_use, C::params);
@@ -127,7 +128,7 @@ void LayerPlan::plan_buffers() {
     // shard AdamW wrote on the host (the all-gathers read it there).
     if (z.shard_params && offloaded && !params_on_host) shard.held_at.push_back(MemoryPlace::device);
   }
-  if (param_next) add(LayerBuffer::param_next, optimizer_extent, dtype, staging, Lifetime::held, C::params);
+  if (param_next) add(LayerBuffer::param_next, optimizer_extent, dtype, next_home, Lifetime::held, C::params);
   if (grad_shard) {
     PlannedBuffer& shard =
         add(LayerBuffer::grad_shard, Extent::shard, dtype, BufferHome::transient, Lifetime::held, C::grads);
@@ -160,7 +161,7 @@ void LayerPlan::plan_operations() {
                        : z.shard_grads         ? Fp32Accumulation::shard_after_reduction
                                                : Fp32Accumulation::full_before_reduction;
 
-  // The update reads this rank's reduced gradient: its shard, its block of the full buffer
+  // The update reads this rank's reduced gradient: its shard, its shard-sized slice of the full buffer
   // (ZeRO-1 in place), or the whole (replicated) gradient; it writes a separate buffer where one
   // exists, else the full parameters in place.
   update_.kernel = offloaded ? UpdateKernel::cpu : UpdateKernel::device;

@@ -111,7 +111,7 @@ enum class ParamAccess : std::uint8_t {
 enum class GradReduction : std::uint8_t {
   none,                       // one rank
   all_reduce,                 // ZeRO-0: the full gradient, in place
-  reduce_scatter_in_place,    // ZeRO-1: into this rank's block of the full gradient
+  reduce_scatter_in_place,    // ZeRO-1: into this rank's slice of the full gradient
   reduce_scatter_into_shard,  // ZeRO-1 under optimizer offload, ZeRO-2/3: into grad_shard
 };
 
@@ -137,7 +137,7 @@ struct UpdatePlan {
 // How the updated parameters become the ones the model reads.
 enum class Publish : std::uint8_t {
   none,                   // the update wrote where the model reads (one rank, ZeRO-0, ZeRO-3)
-  all_gather_in_place,    // ZeRO-1/2: every rank's block of the full parameters
+  all_gather_in_place,    // ZeRO-1/2: every rank's slice of the full parameters
   all_gather_from_shard,  // ZeRO-1/2 with a separate param_shard
   copy_next,              // a delayed update: param_next into `destination`
 };

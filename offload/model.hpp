@@ -1,6 +1,6 @@
 #pragma once
 // What the engine needs of a model, and nothing more: a sequence of layers, each with one flat
-// parameter block (its "group"), and functions that submit a layer's forward and backward
+// parameter array (its "group"), and functions that submit a layer's forward and backward
 // tasks on the data handles the engine gives it. The engine walks the layers forward, then
 // backward, and adds the collective and optimizer tasks around them (docs/architecture.md); it never
 // looks inside a layer.
@@ -40,8 +40,8 @@ class Model {
   // classifier tied to the embedding. The engine makes them available too.
   virtual std::vector<int> shared_groups(int /*layer*/) const { return {}; }
 
-  // Initial fp32 values of one layer's block (deterministic from the seed).
-  virtual void init_layer(int layer, std::span<float> block, std::uint64_t seed) const = 0;
+  // Initial fp32 values of one layer's parameters (deterministic from the seed).
+  virtual void init_layer(int layer, std::span<float> params, std::uint64_t seed) const = 0;
 
   // Submit the layer's tasks for the current micro-batch. Asynchronous: nothing waits.
   virtual void submit_forward(int layer, const GroupHandles& groups) = 0;

@@ -1,12 +1,12 @@
 // MpiComm: ring collectives over MPI_Sendrecv on a private duplicate of the world communicator.
 //
-// Ring (N ranks, rank r, next = r+1, previous = r-1, all mod N), data split in N blocks:
-//   reduce-scatter  N-1 steps; step k sends block r-k-1 and receives block r-k-2, adding this
-//                   rank's own contribution to it; after the last step block r is fully reduced.
-//                   So block b is summed in the order x[b+1] + x[b+2] + ... + x[b] (mod N).
-//   all-gather      N-1 steps; step k sends block r-k and receives block r-k-1.
-//   all-reduce      reduce-scatter then all-gather over blocks of ceil(count/N) elements, the last
-//                   blocks shorter (possibly empty), so no padding is needed.
+// Ring (N ranks, rank r, next = r+1, previous = r-1, all mod N), data split in N chunks:
+//   reduce-scatter  N-1 steps; step k sends chunk r-k-1 and receives chunk r-k-2, adding this
+//                   rank's own contribution to it; after the last step chunk r is fully reduced.
+//                   So chunk b is summed in the order x[b+1] + x[b+2] + ... + x[b] (mod N).
+//   all-gather      N-1 steps; step k sends chunk r-k and receives chunk r-k-1.
+//   all-reduce      reduce-scatter then all-gather over chunks of ceil(count/N) elements, the last
+//                   chunks shorter (possibly empty), so no padding is needed.
 //   broadcast       a chain root -> root+1 -> ... -> root-1 in pieces: each step forwards the
 //                   previous piece while receiving the next one (a pipeline).
 // bf16 sums are done in fp32 and rounded to bf16 at every hop, as NCCL does.
@@ -140,13 +140,13 @@ MpiCommHandle::~MpiCommHandle() {
 
 }  // namespace detail
 
-// ---- block layout ------------------------------------------------------------------------------
-// `count` elements in blocks of `block` elements; block b covers [begin(b), begin(b)+length(b)).
+// ---- chunk layout ------------------------------------------------------------------------------
+// `count` elements in chunks of `chunk` elements; chunk b covers [begin(b), begin(b)+length(b)).
 struct MpiComm::RingLayout {
   std::size_t count;
-  std::size_t block;
-  std::size_t begin(int b) const { return std::min(count, static_cast<std::size_t>(b) * block); }
-  std::size_t length(int b) const { return std::min(count, begin(b) + block) - begin(b); }
+  std::size_t chunk;
+  std::size_t begin(int b) const { return std::min(count, static_cast<std::size_t>(b) * chunk); }
+  std::size_t length(int b) const { return std::min(count, begin(b) + chunk) - begin(b); }
 };
 
 // ---- construction ------------------------------------------------------------------------------
@@ -198,17 +198,17 @@ MpiComm::~MpiComm() = default;
 // ---- ring building blocks ----------------------------------------------------------------------
 // One ring hop: send `send_count` elements to the next rank while receiving `receive_count` from
 // the previous one, split into messages of at most max_message_bytes. Every rank loops over the
-// same number of messages (from the largest block, `max_block_count`), so that the zero-length
-// messages of shorter blocks still pair up with their receives.
+// same number of messages (from the largest chunk, `max_chunk_count`), so that the zero-length
+// messages of shorter chunks still pair up with their receives.
 std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_count,
                                      std::byte* receive, std::size_t receive_count,
-                                     std::size_t max_block_count, DType dtype) const {
+                                     std::size_t max_chunk_count, DType dtype) const {
   const std::size_t element_bytes = dtype_size(dtype);
   const std::size_t piece_count = options_.max_message_bytes / element_bytes;
   const int next = ring_index(rank_ + 1, size_);
   const int previous = ring_index(rank_ - 1, size_);
   std::uint64_t bytes_sent = 0;
-  for (std::size_t offset = 0; offset < max_block_count; offset += piece_count) {
+  for (std::size_t offset = 0; offset < max_chunk_count; offset += piece_count) {
     const std::size_t send_now = send_count > offset ? std::min(piece_count, send_count - offset) : 0;
     const std::size_t receive_now =
         receive_count > offset ? std::min(piece_count, receive_count - offset) : 0;
@@ -223,8 +223,8 @@ std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_cou
   return bytes_sent;
 }
 
-// Reduces every rank's `input` (layout.count elements) and writes block rank_ of the sum to
-// `result`. `result` may alias input's block rank_: that block is never sent, and is read and
+// Reduces every rank's `input` (layout.count elements) and writes chunk rank_ of the sum to
+// `result`. `result` may alias input's chunk rank_: that chunk is never sent, and is read and
 // written element by element in the last step only.
 std::uint64_t MpiComm::ring_reduce_scatter(const std::byte* input, std::byte* result,
                                            const RingLayout& layout, DType dtype) const {
@@ -233,38 +233,38 @@ std::uint64_t MpiComm::ring_reduce_scatter(const std::byte* input, std::byte* re
     if (result != input && layout.count > 0) std::memmove(result, input, layout.count * element_bytes);
     return 0;
   }
-  // Two block buffers: one receives this step's partial sum while the other is being sent.
-  const std::size_t block_bytes = layout.block * element_bytes;
-  const auto scratch = std::make_unique_for_overwrite<std::byte[]>(2 * block_bytes);
+  // Two chunk buffers: one receives this step's partial sum while the other is being sent.
+  const std::size_t chunk_bytes = layout.chunk * element_bytes;
+  const auto scratch = std::make_unique_for_overwrite<std::byte[]>(2 * chunk_bytes);
   std::byte* incoming = scratch.get();
-  std::byte* outgoing = scratch.get() + block_bytes;
+  std::byte* outgoing = scratch.get() + chunk_bytes;
   std::uint64_t bytes_sent = 0;
   for (int step = 0; step < size_ - 1; ++step) {
-    const int send_block = ring_index(static_cast<long long>(rank_) - step - 1, size_);
-    const int receive_block = ring_index(static_cast<long long>(rank_) - step - 2, size_);
+    const int send_chunk = ring_index(static_cast<long long>(rank_) - step - 1, size_);
+    const int receive_chunk = ring_index(static_cast<long long>(rank_) - step - 2, size_);
     // Step 0 starts the ring with this rank's own contribution; later steps forward partial sums.
-    const std::byte* send = step == 0 ? input + layout.begin(send_block) * element_bytes : outgoing;
-    bytes_sent += ring_exchange(send, layout.length(send_block), incoming,
-                                layout.length(receive_block), layout.block, dtype);
-    const bool last_step = step == size_ - 2;  // receive_block == rank_
-    add_elements(incoming, input + layout.begin(receive_block) * element_bytes,
-                 last_step ? result : incoming, layout.length(receive_block), dtype);
+    const std::byte* send = step == 0 ? input + layout.begin(send_chunk) * element_bytes : outgoing;
+    bytes_sent += ring_exchange(send, layout.length(send_chunk), incoming,
+                                layout.length(receive_chunk), layout.chunk, dtype);
+    const bool last_step = step == size_ - 2;  // receive_chunk == rank_
+    add_elements(incoming, input + layout.begin(receive_chunk) * element_bytes,
+                 last_step ? result : incoming, layout.length(receive_chunk), dtype);
     std::swap(incoming, outgoing);
   }
   return bytes_sent;
 }
 
-// In place: block rank_ of `data` is filled; afterwards every block is.
+// In place: chunk rank_ of `data` is filled; afterwards every chunk is.
 std::uint64_t MpiComm::ring_all_gather(std::byte* data, const RingLayout& layout, DType dtype) const {
   const std::size_t element_bytes = dtype_size(dtype);
   std::uint64_t bytes_sent = 0;
   for (int step = 0; step < size_ - 1; ++step) {
-    const int send_block = ring_index(static_cast<long long>(rank_) - step, size_);
-    const int receive_block = ring_index(static_cast<long long>(rank_) - step - 1, size_);
-    bytes_sent += ring_exchange(data + layout.begin(send_block) * element_bytes,
-                                layout.length(send_block),
-                                data + layout.begin(receive_block) * element_bytes,
-                                layout.length(receive_block), layout.block, dtype);
+    const int send_chunk = ring_index(static_cast<long long>(rank_) - step, size_);
+    const int receive_chunk = ring_index(static_cast<long long>(rank_) - step - 1, size_);
+    bytes_sent += ring_exchange(data + layout.begin(send_chunk) * element_bytes,
+                                layout.length(send_chunk),
+                                data + layout.begin(receive_chunk) * element_bytes,
+                                layout.length(receive_chunk), layout.chunk, dtype);
   }
   return bytes_sent;
 }
@@ -276,9 +276,9 @@ std::uint64_t MpiComm::do_all_gather(const void* shard, void* full, std::size_t 
   const RingLayout layout{shard_elements * static_cast<std::size_t>(size_), shard_elements};
   const std::size_t element_bytes = dtype_size(dtype);
   auto* full_bytes = static_cast<std::byte*>(full);
-  std::byte* own_block = full_bytes + layout.begin(rank_) * element_bytes;
-  if (own_block != shard && shard_elements > 0) {
-    std::memmove(own_block, shard, shard_elements * element_bytes);
+  std::byte* own_chunk = full_bytes + layout.begin(rank_) * element_bytes;
+  if (own_chunk != shard && shard_elements > 0) {
+    std::memmove(own_chunk, shard, shard_elements * element_bytes);
   }
   return ring_all_gather(full_bytes, layout, dtype);
 }
@@ -295,8 +295,8 @@ std::uint64_t MpiComm::do_all_reduce(void* data, std::size_t count, DType dtype,
   if (size_ == 1) return 0;
   const RingLayout layout{count, shard_count(count)};
   auto* bytes = static_cast<std::byte*>(data);
-  std::byte* own_block = bytes + layout.begin(rank_) * dtype_size(dtype);
-  const std::uint64_t reduce_bytes = ring_reduce_scatter(bytes, own_block, layout, dtype);
+  std::byte* own_chunk = bytes + layout.begin(rank_) * dtype_size(dtype);
+  const std::uint64_t reduce_bytes = ring_reduce_scatter(bytes, own_chunk, layout, dtype);
   return reduce_bytes + ring_all_gather(bytes, layout, dtype);
 }
 

@@ -2,7 +2,7 @@
 //
 // Byte counters: NCCL does not report what it sends, so each call adds the volume of NCCL's ring
 // algorithm for this rank (the same formulas MpiComm measures): all-gather and reduce-scatter
-// (N-1) * shard bytes; all-reduce (count - block(r)) + (count - block(r+1)) elements with blocks
+// (N-1) * shard bytes; all-reduce (count - chunk(r)) + (count - chunk(r+1)) elements with chunks
 // of ceil(count/N), summing to 2 (N-1) count over the ranks; broadcast count for every rank of
 // the chain but the last. These are formulas, not measurements (NCCL may pick a tree algorithm,
 // or NVLS/CollNet, and then moves different amounts).

@@ -5,7 +5,7 @@
 // with a CPU and a CUDA implementation, a history-based performance model, and FLOP and byte
 // counts.
 //
-// Parameters live in one flat block per layer (a "group" handle); a task that needs a weight
+// Parameters live in one flat array per layer (a "group" handle); a task that needs a weight
 // gets the group handle and the weight's element offset in it. Storage type (fp32 or bf16) is
 // the dtype of the activations and of the parameter group; mean/rstd/att/probs/losses are fp32.
 #include <starpu.h>

@@ -46,7 +46,7 @@ std::vector<std::vector<float>> to_blocks(const GptLayout& layout, const std::ve
     blocks.emplace_back(layout.layer_params(l));
     for (const LlmcRun& run : layout.layer_runs(l))
       std::copy_n(llmc.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                  blocks.back().begin() + std::ptrdiff_t(run.block_offset));
+                  blocks.back().begin() + std::ptrdiff_t(run.layer_offset));
   }
   return blocks;
 }
@@ -55,7 +55,7 @@ std::vector<float> to_llmc(const GptLayout& layout, const std::vector<std::vecto
   std::vector<float> llmc(layout.param_count());
   for (int l = 0; l < layout.layers(); ++l)
     for (const LlmcRun& run : layout.layer_runs(l))
-      std::copy_n(blocks[std::size_t(l)].begin() + std::ptrdiff_t(run.block_offset), run.count,
+      std::copy_n(blocks[std::size_t(l)].begin() + std::ptrdiff_t(run.layer_offset), run.count,
                   llmc.begin() + std::ptrdiff_t(run.llmc_offset));
   return llmc;
 }
@@ -108,13 +108,13 @@ TEST_CASE("GPT layout table: layer blocks", "[gpt_layout]") {
     for (int l = 0; l < layout.layers(); ++l) {
       INFO("layer " << l);
       // The layer's tensors tile its block: contiguous, non-overlapping, from 0 to layer_params.
-      std::size_t block_end = 0;
+      std::size_t layer_end = 0;
       for (const GptTensor& t : layout.tensors()) {
         if (t.layer_kind != layout.layer_kind(l)) continue;
-        CHECK(t.block_offset == block_end);
-        block_end += t.layer_count;
+        CHECK(t.layer_offset == layer_end);
+        layer_end += t.layer_count;
       }
-      CHECK(block_end == layout.layer_params(l));
+      CHECK(layer_end == layout.layer_params(l));
       CHECK(gpt_layer_params(shape, l) == layout.layer_params(l));
       std::size_t run_sum = 0;
       for (const LlmcRun& run : layout.layer_runs(l)) run_sum += run.count;
@@ -150,7 +150,7 @@ TEST_CASE("GPT layout: the layer runs cover llm.c's vector exactly once, round t
   const auto runs = layout.layer_runs(2);
   const LlmcRun& qkvw_run = runs[std::size_t(GptParam::qkvw) - std::size_t(GptParam::ln1w)];
   CHECK(qkvw_run.llmc_offset == off.qkvw + 3 * C * C);
-  CHECK(qkvw_run.block_offset == 2 * C);
+  CHECK(qkvw_run.layer_offset == 2 * C);
   CHECK(qkvw_run.count == 3 * C * C);
 
   std::mt19937 rng(7);

@@ -1,5 +1,6 @@
-// llm.c checkpoints and token shards, the training state file, and atomic writes: real files in
-// a temporary directory; layouts are checked against the raw bytes, independently of the reader.
+// llm.c checkpoints and token shards, and atomic writes: real files in a temporary directory;
+// layouts are checked against the raw bytes, independently of the reader. (The training-state
+// files are in test_state_files.cpp.)
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "tests/raw_files.hpp"
 #include "tests/temp_dir.hpp"
 #include <cmath>
 #include <cstdint>
@@ -27,35 +29,9 @@
 using namespace starzero;
 namespace fs = std::filesystem;
 
-using starzero::testing::TempDir;
+using namespace starzero::testing;
 
 namespace {
-
-std::vector<char> read_raw(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_raw(const fs::path& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out);
-}
-
-template <class T>
-T raw_at(const std::vector<char>& bytes, std::size_t offset) {
-  REQUIRE(offset + sizeof(T) <= bytes.size());
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof value);
-  return value;
-}
-
-template <class T>
-void set_raw(std::vector<char>& bytes, std::size_t offset, T value) {
-  REQUIRE(offset + sizeof(T) <= bytes.size());
-  std::memcpy(bytes.data() + offset, &value, sizeof value);
-}
 
 std::uint32_t bits_of(float f) {
   std::uint32_t u;
@@ -102,23 +78,6 @@ std::vector<float> test_params(std::size_t n, unsigned seed = 1) {
   };
   for (std::size_t i = 0; i < special.size() && i < n; ++i) p[i * 7 % n] = special[i];
   return p;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Runs `fn`, requires a FileFormatError whose message names the file and contains `what`.
-void require_format_error(const std::function<void()>& fn, const fs::path& file, const std::string& what) {
-  try {
-    fn();
-    FAIL("expected FileFormatError mentioning \"" << what << "\" for " << file);
-  } catch (const FileFormatError& e) {
-    const std::string msg = e.what();
-    INFO("message: " << msg);
-    CHECK(msg.find(file.filename().string()) != std::string::npos);
-    CHECK(msg.find(what) != std::string::npos);
-  }
 }
 
 }  // namespace
@@ -478,140 +437,5 @@ TEST_CASE("llm.c token shard: malformed files throw FileFormatError naming the f
     set_raw<std::int32_t>(b, 8, -1);
     write_raw(bad, b);
     require_format_error(read_bad, bad, "negative token count");
-  }
-}
-
-namespace {
-TrainingState test_state(std::size_t n) {
-  TrainingState s;
-  s.step = 123456789012345ull;
-  s.data_position = 987654321ull;
-  s.rng.seed(42);
-  s.rng.discard(1000);
-  s.master = test_params(n, 3);
-  s.m = test_params(n, 4);
-  s.v = test_params(n, 5);
-  return s;
-}
-
-void require_same_state(const TrainingState& a, TrainingState b) {
-  CHECK(a.step == b.step);
-  CHECK(a.data_position == b.data_position);
-  CHECK(a.rng == b.rng);
-  CHECK(same_bits(a.master, b.master));
-  CHECK(same_bits(a.m, b.m));
-  CHECK(same_bits(a.v, b.v));
-  std::mt19937_64 rng = a.rng;
-  CHECK(rng() == b.rng());  // continues the same sequence
-}
-}  // namespace
-
-TEST_CASE("training state: round trip restores everything exactly", "[llmc]") {
-  TempDir dir;
-  const GptShape shape = tiny_shape();
-  const fs::path file = dir / "state.szts";
-
-  SECTION("full parameter vector") {
-    const TrainingState state = test_state(shape.param_count());
-    write_training_state(file, gpt_state_layout(shape), state);
-    const std::vector<char> raw = read_raw(file);
-    CHECK(std::string(raw.data(), 4) == "SZTS");
-    CHECK(raw_at<std::uint32_t>(raw, 4) == kTrainingStateVersion);
-    CHECK(raw_at<std::int32_t>(raw, 8) == 8);    // maxT
-    CHECK(raw_at<std::int32_t>(raw, 28) == 16);  // Vp
-    CHECK(raw_at<std::uint64_t>(raw, 32) == state.step);
-    CHECK(raw_at<std::uint64_t>(raw, 40) == state.data_position);
-    CHECK(raw_at<std::uint64_t>(raw, 48) == shape.param_count());
-    const auto rng_bytes = raw_at<std::uint64_t>(raw, 56);
-    CHECK(raw.size() == 64 + rng_bytes + 12 * shape.param_count());
-    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
-  }
-  SECTION("one rank's shard") {
-    const TrainingState state = test_state(100);
-    write_training_state(file, gpt_state_layout(shape), state);
-    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
-  }
-  SECTION("empty vectors") {
-    const TrainingState state = test_state(0);
-    write_training_state(file, gpt_state_layout(shape), state);
-    require_same_state(state, read_training_state(file, gpt_state_layout(shape)));
-  }
-  CHECK(dir.entries() == std::vector<std::string>{"state.szts"});
-}
-
-TEST_CASE("training state: malformed files and bad arguments", "[llmc]") {
-  TempDir dir;
-  const GptShape shape = tiny_shape();
-  const fs::path good = dir / "good.szts";
-  write_training_state(good, gpt_state_layout(shape), test_state(shape.param_count()));
-  const std::vector<char> bytes = read_raw(good);
-  const fs::path bad = dir / "broken_state.szts";
-  auto read_bad = [&] { read_training_state(bad, gpt_state_layout(shape)); };
-
-  SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
-  SECTION("truncated header") {
-    write_raw(bad, std::vector<char>(bytes.begin(), bytes.begin() + 40));
-    require_format_error(read_bad, bad, "truncated header");
-  }
-  SECTION("wrong magic") {
-    auto b = bytes;
-    b[3] = 'X';
-    write_raw(bad, b);
-    require_format_error(read_bad, bad, "wrong magic");
-  }
-  SECTION("an llm.c checkpoint is not a training state") {
-    write_llmc_checkpoint(bad, shape, test_params(shape.param_count()), 3);
-    require_format_error(read_bad, bad, "wrong magic");
-  }
-  SECTION("wrong version") {
-    auto b = bytes;
-    set_raw<std::uint32_t>(b, 4, 9);
-    write_raw(bad, b);
-    require_format_error(read_bad, bad, "unknown version 9");
-  }
-  SECTION("shape mismatch lists both shapes") {
-    write_raw(bad, bytes);
-    GptShape other = shape;
-    other.channels = 8;
-    try {
-      read_training_state(bad, gpt_state_layout(other));
-      FAIL("expected a shape mismatch");
-    } catch (const FileFormatError& e) {
-      const std::string msg = e.what();
-      CHECK(msg.find("broken_state.szts") != std::string::npos);
-      CHECK(msg.find("shape mismatch") != std::string::npos);
-      CHECK(msg.find(shape.to_string()) != std::string::npos);
-      CHECK(msg.find(other.to_string()) != std::string::npos);
-    }
-  }
-  SECTION("truncated data") {
-    write_raw(bad, std::vector<char>(bytes.begin(), bytes.end() - 1));
-    require_format_error(read_bad, bad, "truncated data");
-  }
-  SECTION("trailing bytes") {
-    auto b = bytes;
-    b.insert(b.end(), 4, '\0');
-    write_raw(bad, b);
-    require_format_error(read_bad, bad, "trailing data");
-  }
-  SECTION("length larger than the parameter count") {
-    auto b = bytes;
-    set_raw<std::uint64_t>(b, 48, shape.param_count() + 1);
-    write_raw(bad, b);
-    require_format_error(read_bad, bad, "exceeds the parameter count");
-  }
-  SECTION("corrupt RNG text") {
-    auto b = bytes;
-    b[64] = 'z';
-    write_raw(bad, b);
-    require_format_error(read_bad, bad, "RNG");
-  }
-  SECTION("writer rejects master/m/v of different sizes or too long") {
-    TrainingState s = test_state(10);
-    s.v.pop_back();
-    CHECK_THROWS_AS(write_training_state(bad, gpt_state_layout(shape), s), std::invalid_argument);
-    TrainingState big = test_state(shape.param_count() + 1);
-    CHECK_THROWS_AS(write_training_state(bad, gpt_state_layout(shape), big), std::invalid_argument);
-    CHECK_FALSE(fs::exists(bad));
   }
 }

@@ -670,7 +670,7 @@ TEST_CASE("layer plan: delayed update and fp32 gradient accumulation", "[planner
   CHECK(LayerPlan(in).buffer(LB::grad_accum).elements == 3);
 }
 
-TEST_CASE("planner placement is the layer plan's; padded layers sum to the plan at padded Ψ",
+TEST_CASE("planner placement is the layer plan's, and padded layers sum to the plan at padded Ψ",
           "[planner][layer_plan]") {
   // The engine's GPT test model: L = 2, C = 34, T = 16, Vp = 256 (layer sizes not multiples of N).
   const std::vector<std::size_t> layers = {256 * 34 + 16 * 34, 12 * 34 * 34 + 13 * 34, 12 * 34 * 34 + 13 * 34, 68};

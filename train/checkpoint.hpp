@@ -17,6 +17,7 @@
 #include "offload/engine.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/ranks.hpp"
+#include "train/sharded_state.hpp"
 #include "train/state_files.hpp"
 #include "train/trainable.hpp"
 

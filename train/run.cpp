@@ -6,17 +6,18 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/llmc_files.hpp"
 #include "offload/engine.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/planner.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/disk.hpp"
+#include "runtime/files.hpp"
 #include "runtime/ranks.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 #include "train/checkpoint.hpp"
 #include "train/reports.hpp"
+#include "train/sharded_state.hpp"
 
 namespace starzero {
 

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "offload/footprint.hpp"
-#include "models/state_layout.hpp"
 #include "offload/model.hpp"
 #include "runtime/dtype.hpp"
+#include "train/state_layout.hpp"
 
 namespace starzero {
 
@@ -61,7 +61,7 @@ class Trainable : public Model {
   }
 };
 
-// Reads elements [begin, begin + out.size()) of layer `layer`'s fp32 parameter block.
+// Reads elements [begin, begin + out.size()) of layer `layer`'s fp32 parameters.
 using LayerSource = std::function<void(int layer, std::size_t begin, std::span<float> out)>;
 
 class CheckpointFormat {

@@ -7,8 +7,9 @@
 // Each file holds this rank's fp32 master weights, then m, then v; each of them, for every layer
 // in order, this rank's shard of the layer (shard_count(count, N) elements, zero padded past
 // the layer's end). A file of an unsharded run (ZeRO-0, or one rank) holds every layer whole.
-// The model is described by a StateLayout (models/state_layout.hpp): any model can use these
-// files; GPT's is gpt_state_layout (models/gpt_layout.hpp).
+// One file's format is in train/state_files.hpp. The model is described by a StateLayout
+// (train/state_layout.hpp): any model can use these files; GPT's is gpt_state_layout
+// (models/gpt_layout.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -18,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "models/llmc_files.hpp"
-#include "models/state_layout.hpp"
+#include "train/state_files.hpp"
+#include "train/state_layout.hpp"
 
 namespace starzero {
 

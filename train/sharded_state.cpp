@@ -1,48 +1,16 @@
-#include "models/sharded_state.hpp"
+#include "train/sharded_state.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstring>
 #include <regex>
-#include <system_error>
+#include <stdexcept>
 
 #include "runtime/sharding.hpp"
 
 namespace starzero {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// A read-only file descriptor.
-class Fd {
- public:
-  explicit Fd(const fs::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw FileFormatError(path.string() + ": cannot open: " + std::strerror(errno));
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { ::close(fd_); }
-  void read_at(std::uint64_t offset, void* out, std::size_t bytes, const fs::path& path) const {
-    auto* at = static_cast<char*>(out);
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, at, bytes, off_t(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) throw FileFormatError(path.string() + ": truncated or unreadable at byte " + std::to_string(offset));
-      at += got;
-      offset += std::uint64_t(got);
-      bytes -= std::size_t(got);
-    }
-  }
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 fs::path training_state_path(const fs::path& checkpoint, int rank, int ranks) {
   if (ranks == 1) return checkpoint.string() + ".state";
@@ -74,9 +42,6 @@ int count_state_ranks(const fs::path& checkpoint) {
   return ranks;
 }
 
-// The fixed part of a .state header (the format is in models/llmc_files.hpp).
-constexpr std::uint64_t kStateHeaderBytes = 64;
-
 struct StateHeader {
   StateShapeFields shape_fields{};
   std::uint64_t step = 0;
@@ -86,9 +51,9 @@ struct StateHeader {
 
 // Checks the magic and version; the arrays are not read.
 StateHeader read_state_header(const fs::path& path) {
-  std::array<char, kStateHeaderBytes> bytes{};
-  Fd(path).read_at(0, bytes.data(), bytes.size(), path);
-  if (std::memcmp(bytes.data(), "SZTS", 4) != 0)
+  std::array<char, kTrainingStateHeaderBytes> bytes{};
+  read_file_at(path, 0, bytes.data(), bytes.size());
+  if (!std::equal(kTrainingStateMagic.begin(), kTrainingStateMagic.end(), bytes.begin()))
     throw FileFormatError(path.string() + ": not a starzero training state");
   std::uint32_t version;
   std::memcpy(&version, bytes.data() + 4, sizeof version);
@@ -144,7 +109,7 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
     if (header.count != total && header.count != total_shards)
       throw FileFormatError(path.string() + ": " + std::to_string(header.count) + " elements: neither the model (" +
                             std::to_string(total) + ") nor a 1/" + std::to_string(ranks) + " shard of it");
-    const File file{path, kStateHeaderBytes + header.rng_bytes, header.count};
+    const File file{path, kTrainingStateHeaderBytes + header.rng_bytes, header.count};
     if (fs::file_size(path) != file.arrays_offset + 3 * file.count * sizeof(float))
       throw FileFormatError(path.string() + ": size does not match its header");
     const bool sharded = ranks > 1 && header.count == total_shards && header.count != total;
@@ -166,8 +131,7 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
 
 void ShardedTrainingState::read_file(const File& file, std::uint64_t element, std::span<float> out) const {
   if (out.empty()) return;
-  Fd fd(file.path);
-  fd.read_at(file.arrays_offset + element * sizeof(float), out.data(), out.size_bytes(), file.path);
+  read_file_at(file.path, file.arrays_offset + element * sizeof(float), out.data(), out.size_bytes());
 }
 
 void ShardedTrainingState::read(int layer, Array array, std::size_t begin, std::span<float> out) const {

@@ -1,0 +1,199 @@
+#include "runtime/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <streambuf>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace starzero {
+
+namespace {
+
+[[noreturn]] void throw_io(int err, const std::filesystem::path& path, std::string_view what) {
+  throw std::system_error(err, std::generic_category(), path.string() + ": " + std::string(what));
+}
+
+// Returns 0 or errno.
+int write_all(int fd, const char* data, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO;
+    data += w;
+    n -= std::size_t(w);
+  }
+  return 0;
+}
+
+// An output stream buffer over a file descriptor that remembers the first write error.
+class FdStreambuf : public std::streambuf {
+ public:
+  explicit FdStreambuf(int fd) : fd_(fd), buffer_(std::size_t(1) << 20) {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (!flush_buffer()) return traits_type::eof();
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    // Large writes (parameter arrays) skip the copy into the buffer.
+    if (n >= std::streamsize(buffer_.size())) {
+      if (!flush_buffer()) return 0;
+      if ((error_ = write_all(fd_, s, std::size_t(n))) != 0) return 0;
+      return n;
+    }
+    return std::streambuf::xsputn(s, n);
+  }
+  int sync() override { return flush_buffer() ? 0 : -1; }
+
+ private:
+  bool flush_buffer() {
+    if (error_ != 0) return false;
+    const std::size_t n = std::size_t(pptr() - pbase());
+    if (n > 0 && (error_ = write_all(fd_, pbase(), n)) != 0) return false;
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    return true;
+  }
+
+  int fd_;
+  std::vector<char> buffer_;
+  int error_ = 0;
+};
+
+FileDescriptor open_for_reading(const std::filesystem::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) throw_format_error(path, std::string("cannot open: ") + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void throw_format_error(const std::filesystem::path& path, const std::string& what) {
+  throw FileFormatError(path.string() + ": " + what);
+}
+
+std::string describe_size_mismatch(std::size_t have, std::size_t need, const std::string& what) {
+  const bool truncated = have < need;
+  return std::string(truncated ? "truncated data" : "trailing data") + ": file has " + std::to_string(have) +
+         " bytes, " + what + " needs exactly " + std::to_string(need);
+}
+
+// ---- FileDescriptor ---------------------------------------------------------------------------
+
+FileDescriptor::FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void FileDescriptor::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+int FileDescriptor::close_checked() {
+  const int fd = std::exchange(fd_, -1);
+  return (fd >= 0 && ::close(fd) != 0) ? errno : 0;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+FileReader::FileReader(const std::filesystem::path& path) : path_(path), fd_(open_for_reading(path)) {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) throw_format_error(path, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_format_error(path, "not a regular file");
+  size_ = std::size_t(st.st_size);
+}
+
+void FileReader::read_exact(void* out, std::size_t n) {
+  char* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::read(fd_.get(), p, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_format_error(path_, std::string("read error: ") + std::strerror(errno));
+    }
+    if (r == 0) throw_format_error(path_, "unexpected end of file (file changed while reading?)");
+    p += r;
+    n -= std::size_t(r);
+  }
+}
+
+void read_file_at(const std::filesystem::path& path, std::uint64_t offset, void* out, std::size_t bytes) {
+  const FileDescriptor fd = open_for_reading(path);
+  auto* at = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t got = ::pread(fd.get(), at, bytes, off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw_format_error(path, "truncated or unreadable at byte " + std::to_string(offset));
+    at += got;
+    offset += std::uint64_t(got);
+    bytes -= std::size_t(got);
+  }
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+void write_bytes(std::ostream& os, const void* data, std::size_t n) {
+  os.write(static_cast<const char*>(data), std::streamsize(n));
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::filesystem::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+
+  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) throw_io(errno, tmp, "cannot create temporary file");
+
+  // Removes the temporary file unless the rename succeeded.
+  struct TmpGuard {
+    const std::filesystem::path& tmp;
+    bool armed = true;
+    ~TmpGuard() {
+      if (armed) ::unlink(tmp.c_str());
+    }
+  } guard{tmp};
+
+  {
+    FdStreambuf buf(fd.get());
+    std::ostream os(&buf);
+    write(os);
+    os.flush();
+    if (buf.error() != 0) throw_io(buf.error(), tmp, "write failed");
+    if (!os) throw_io(EIO, tmp, "write failed (stream error)");
+  }
+  if (::fsync(fd.get()) != 0) throw_io(errno, tmp, "fsync failed");
+  if (const int err = fd.close_checked(); err != 0) throw_io(err, tmp, "close failed");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_io(errno, path, "cannot rename temporary file over it");
+  guard.armed = false;
+
+  // Makes the rename itself durable.
+  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) throw_io(errno, dir, "cannot open directory to fsync");
+  if (::fsync(dir_fd.get()) != 0) throw_io(errno, dir, "directory fsync failed");
+  if (const int err = dir_fd.close_checked(); err != 0) throw_io(err, dir, "close failed");
+}
+
+}  // namespace starzero
