@@ -69,35 +69,39 @@ void sum_scalars_cpu(const TaskBuffers& b, const NoArgs&) {
   *b.get<float>("total") = float(sum);
 }
 
+// What both CPU AdamW tasks update: n elements of fp32 master weights and moments, with the
+// gradient scale; and the widest SIMD path of this CPU.
+struct CpuAdamState {
+  std::size_t n;
+  float scale;
+  float *master, *m, *v;
+  SimdPath path;
+};
+CpuAdamState cpu_adam_state(const TaskBuffers& b) {
+  static const SimdPath path = best_simd_path();
+  return {b.elements("master"), *b.get<const float>("scale"), b.get<float>("master"), b.get<float>("m"),
+          b.get<float>("v"), path};
+}
+
 // The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
 void adamw_cpu_func(const TaskBuffers& b, const AdamArgs& a) {
-  const std::size_t n = b.elements("master");
-  const float scale = *b.get<const float>("scale");
-  float* master = b.get<float>("master");
-  float* m = b.get<float>("m");
-  float* v = b.get<float>("v");
-  static const SimdPath path = best_simd_path();
+  const CpuAdamState s = cpu_adam_state(b);
   if (a.dtype == DType::f32)
-    adamw_fused(path, n, b.get<const float>("grad", a.grad_offset), scale, master, m, v,
+    adamw_fused(s.path, s.n, b.get<const float>("grad", a.grad_offset), s.scale, s.master, s.m, s.v,
                 b.get<float>("param", a.param_offset), a.hyper);
   else
-    adamw_fused(path, n, b.get<const bf16>("grad", a.grad_offset), scale, master, m, v,
+    adamw_fused(s.path, s.n, b.get<const bf16>("grad", a.grad_offset), s.scale, s.master, s.m, s.v,
                 b.get<bf16>("param", a.param_offset), a.hyper);
 }
 
 void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
-  const std::size_t n = b.elements("master");
-  const float scale = *b.get<const float>("scale");
-  float* master = b.get<float>("master");
-  float* m = b.get<float>("m");
-  float* v = b.get<float>("v");
-  static const SimdPath path = best_simd_path();
+  const CpuAdamState s = cpu_adam_state(b);
   constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
   if (a.dtype == DType::f32)
-    adamw_fused_parallel(path, a.threads, chunk, n, b.get<const float>("grad"), scale, master, m, v,
+    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const float>("grad"), s.scale, s.master, s.m, s.v,
                          b.get<float>("param_out"), a.hyper, a.numa_node);
   else
-    adamw_fused_parallel(path, a.threads, chunk, n, b.get<const bf16>("grad"), scale, master, m, v,
+    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const bf16>("grad"), s.scale, s.master, s.m, s.v,
                          b.get<bf16>("param_out"), a.hyper, a.numa_node);
 }
 

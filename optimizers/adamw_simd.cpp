@@ -6,7 +6,7 @@
 //      w = w - (lr·wd)·w; w = w - (lr·m̂)/(sqrt(v̂) + eps)
 //    with the same float constants (bc1, bc2 from the same std::pow calls);
 //  - no FMA: this file is compiled with -ffp-contract=off (optimizers/CMakeLists.txt), because the
-//    AVX-512 target enables FMA and GCC would otherwise fuse the intrinsics' mul + add;
+//    AVX-512 target enables FMA and GCC would otherwise fuse the vector code's mul + add;
 //  - IEEE division and square root are correctly rounded in SSE/AVX as in scalar code;
 //  - the tail after the last full vector is the scalar path itself, so results do not depend on
 //    how a shard is cut into chunks.
@@ -20,7 +20,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -80,123 +83,149 @@ inline void cast_scalar(std::size_t begin, std::size_t end, const S* src, D* dst
 }
 
 // ---------------------------------------------------------------------------------------------
-// AVX2: 8 floats per vector.
+// Vector paths: AVX2 (8 floats per vector) and AVX-512 F+BW (16). The loop of each kernel is
+// written once (adamw_vector, cast_vector) on GCC vector types of `lanes` floats, whose + - * /
+// are element-wise and round like the scalar operations. That code has no target of its own: it
+// is always inlined into the entry points (adamw_avx2, cast_avx512, ...), which carry their
+// instruction set's target attribute and `flatten`, so it compiles to that instruction set there.
+// What the vector types lack, the square root and the bf16 loads and stores, is an intrinsic of
+// each instruction set, in functions overloaded on the vector type.
+
+// The vector code hands vectors to functions of another target than its own: GCC notes that this
+// changes the ABI, which does not matter here, as all of it is inlined into one function.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 #define SZ_AVX2 __attribute__((target("avx2")))
-
-SZ_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-SZ_AVX2 inline __m256 load8(const bf16* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-// float_to_bf16 on 8 lanes: NaN -> (u >> 16) | 0x40, else (u + 0x7fff + ((u >> 16) & 1)) >> 16.
-SZ_AVX2 inline __m128i to_bf16_8(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i abs_u = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const __m256i is_nan = _mm256_cmpgt_epi32(abs_u, _mm256_set1_epi32(0x7f800000));  // abs_u >= 0 as int32
-  const __m256i hi = _mm256_srli_epi32(u, 16);
-  const __m256i nan_bits = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
-  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  r = _mm256_blendv_epi8(r, nan_bits, is_nan);
-  const __m256i packed = _mm256_packus_epi32(r, r);  // per 128-bit lane: r0..3 r0..3 | r4..7 r4..7
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
-}
-SZ_AVX2 inline void store8(float* p, __m256 x) { _mm256_storeu_ps(p, x); }
-SZ_AVX2 inline void store8(bf16* p, __m256 x) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), to_bf16_8(x));
-}
-
-template <class G, class P>
-SZ_AVX2 void adamw_avx2(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
-                        const Consts& c) {
-  const __m256 b1 = _mm256_set1_ps(c.b1), omb1 = _mm256_set1_ps(c.omb1);
-  const __m256 b2 = _mm256_set1_ps(c.b2), omb2 = _mm256_set1_ps(c.omb2);
-  const __m256 bc1 = _mm256_set1_ps(c.bc1), bc2 = _mm256_set1_ps(c.bc2);
-  const __m256 lr = _mm256_set1_ps(c.lr), lrwd = _mm256_set1_ps(c.lrwd);
-  const __m256 eps = _mm256_set1_ps(c.eps), scale = _mm256_set1_ps(c.scale);
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_mul_ps(load8(grad + i), scale);
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(omb1, g));
-    const __m256 vi =
-        _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
-    _mm256_storeu_ps(m + i, mi);
-    _mm256_storeu_ps(v + i, vi);
-    const __m256 m_hat = _mm256_div_ps(mi, bc1);
-    const __m256 v_hat = _mm256_div_ps(vi, bc2);
-    __m256 w = _mm256_loadu_ps(master + i);
-    w = _mm256_sub_ps(w, _mm256_mul_ps(lrwd, w));
-    w = _mm256_sub_ps(w, _mm256_div_ps(_mm256_mul_ps(lr, m_hat), _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)));
-    _mm256_storeu_ps(master + i, w);
-    if (param) store8(param + i, w);
-  }
-  adamw_scalar(i, n, grad, master, m, v, param, c);
-}
-
-template <class S, class D>
-SZ_AVX2 void cast_avx2(std::size_t n, const S* src, D* dst) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(dst + i, load8(src + i));
-  cast_scalar(i, n, src, dst);
-}
-
-// ---------------------------------------------------------------------------------------------
-// AVX-512 (F + BW): 16 floats per vector.
 #define SZ_AVX512 __attribute__((target("avx512f,avx512bw")))
 
-SZ_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-SZ_AVX512 inline __m512 load16(const bf16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+// `lanes` floats, and their bits as unsigned and as signed 32-bit integers.
+template <std::size_t lanes>
+struct Vectors {
+  typedef float Floats __attribute__((vector_size(4 * lanes)));
+  typedef std::uint32_t Bits __attribute__((vector_size(4 * lanes)));
+  typedef std::int32_t SignedBits __attribute__((vector_size(4 * lanes)));
+};
+template <std::size_t lanes>
+using Floats = typename Vectors<lanes>::Floats;
+template <std::size_t lanes>
+using Bits = typename Vectors<lanes>::Bits;
+
+SZ_AVX2 Floats<8> sqrt(const Floats<8>& x) { return _mm256_sqrt_ps(x); }
+SZ_AVX512 Floats<16> sqrt(const Floats<16>& x) { return _mm512_sqrt_ps(x); }
+
+// Loads `lanes` bf16, zero-extended to 32 bits.
+template <std::size_t lanes>
+Bits<lanes> widen(const bf16* p);
+template <>
+SZ_AVX2 Bits<8> widen<8>(const bf16* p) {
+  return std::bit_cast<Bits<8>>(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-SZ_AVX512 inline __m256i to_bf16_16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i abs_u = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(abs_u, _mm512_set1_epi32(0x7f800000));
-  const __m512i hi = _mm512_srli_epi32(u, 16);
-  const __m512i nan_bits = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  r = _mm512_mask_blend_epi32(is_nan, r, nan_bits);
-  return _mm512_cvtepi32_epi16(r);
-}
-SZ_AVX512 inline void store16(float* p, __m512 x) { _mm512_storeu_ps(p, x); }
-SZ_AVX512 inline void store16(bf16* p, __m512 x) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), to_bf16_16(x));
+template <>
+SZ_AVX512 Bits<16> widen<16>(const bf16* p) {
+  return std::bit_cast<Bits<16>>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 }
 
-template <class G, class P>
-SZ_AVX512 void adamw_avx512(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
-                            const Consts& c) {
-  const __m512 b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.omb1);
-  const __m512 b2 = _mm512_set1_ps(c.b2), omb2 = _mm512_set1_ps(c.omb2);
-  const __m512 bc1 = _mm512_set1_ps(c.bc1), bc2 = _mm512_set1_ps(c.bc2);
-  const __m512 lr = _mm512_set1_ps(c.lr), lrwd = _mm512_set1_ps(c.lrwd);
-  const __m512 eps = _mm512_set1_ps(c.eps), scale = _mm512_set1_ps(c.scale);
+// Stores the low 16 bits of every lane (each lane holds a value below 2^16).
+SZ_AVX2 void narrow(bf16* p, const Bits<8>& x) {
+  const __m256i lanes = std::bit_cast<__m256i>(x);
+  const __m256i packed = _mm256_packus_epi32(lanes, lanes);  // per 128-bit lane: x0..3 x0..3 | x4..7 x4..7
+  const __m256i halves = _mm256_permute4x64_epi64(packed, 0x08);  // x0..7 in the low 128 bits
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(halves));
+}
+SZ_AVX512 void narrow(bf16* p, const Bits<16>& x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(std::bit_cast<__m512i>(x)));
+}
+
+template <std::size_t lanes>
+[[gnu::always_inline]] inline Floats<lanes> load(const float* p) {
+  Floats<lanes> x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+// Exact: a bf16 is the upper half of a float.
+template <std::size_t lanes>
+[[gnu::always_inline]] inline Floats<lanes> load(const bf16* p) {
+  return std::bit_cast<Floats<lanes>>(widen<lanes>(p) << 16);
+}
+template <std::size_t lanes>
+[[gnu::always_inline]] inline void store(float* p, const Floats<lanes>& x) {
+  std::memcpy(p, &x, sizeof x);
+}
+// float_to_bf16 on every lane: NaN -> (u >> 16) | 0x40, else (u + 0x7fff + ((u >> 16) & 1)) >> 16.
+template <std::size_t lanes>
+[[gnu::always_inline]] inline void store(bf16* p, const Floats<lanes>& x) {
+  const Bits<lanes> u = std::bit_cast<Bits<lanes>>(x);
+  const Bits<lanes> hi = u >> 16;
+  const Bits<lanes> rounded = (u + 0x7fff + (hi & 1)) >> 16;
+  // NaN: |x| above the bits of infinity, compared as int32 (both are below 2^31, and AVX2 compares
+  // signed integers only).
+  const auto is_nan = std::bit_cast<typename Vectors<lanes>::SignedBits>(u & 0x7fffffff) > 0x7f800000;
+  narrow(p, Bits<lanes>(is_nan ? (hi | 0x40) : rounded));
+}
+
+// x in every lane (the constants of the loop, kept in registers).
+template <std::size_t lanes>
+[[gnu::always_inline]] inline Floats<lanes> broadcast(float x) {
+  Floats<lanes> v;
+  for (std::size_t k = 0; k < lanes; ++k) v[k] = x;
+  return v;
+}
+
+// adamw_scalar's operations in its order, on `lanes` elements at a time; the scalar path does the
+// tail.
+template <std::size_t lanes, class G, class P>
+[[gnu::always_inline]] inline void adamw_vector(std::size_t n, const G* grad, float* master, float* m, float* v,
+                                                P* param, const Consts& c) {
+  using F = Floats<lanes>;
+  const F b1 = broadcast<lanes>(c.b1), omb1 = broadcast<lanes>(c.omb1);
+  const F b2 = broadcast<lanes>(c.b2), omb2 = broadcast<lanes>(c.omb2);
+  const F bc1 = broadcast<lanes>(c.bc1), bc2 = broadcast<lanes>(c.bc2);
+  const F lr = broadcast<lanes>(c.lr), lrwd = broadcast<lanes>(c.lrwd);
+  const F eps = broadcast<lanes>(c.eps), scale = broadcast<lanes>(c.scale);
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 g = _mm512_mul_ps(load16(grad + i), scale);
-    const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(omb1, g));
-    const __m512 vi =
-        _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
-    _mm512_storeu_ps(m + i, mi);
-    _mm512_storeu_ps(v + i, vi);
-    const __m512 m_hat = _mm512_div_ps(mi, bc1);
-    const __m512 v_hat = _mm512_div_ps(vi, bc2);
-    __m512 w = _mm512_loadu_ps(master + i);
-    w = _mm512_sub_ps(w, _mm512_mul_ps(lrwd, w));
-    w = _mm512_sub_ps(w, _mm512_div_ps(_mm512_mul_ps(lr, m_hat), _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)));
-    _mm512_storeu_ps(master + i, w);
-    if (param) store16(param + i, w);
+  for (; i + lanes <= n; i += lanes) {
+    const F g = load<lanes>(grad + i) * scale;
+    const F mi = b1 * load<lanes>(m + i) + omb1 * g;
+    const F vi = b2 * load<lanes>(v + i) + omb2 * g * g;
+    store<lanes>(m + i, mi);
+    store<lanes>(v + i, vi);
+    const F m_hat = mi / bc1;
+    const F v_hat = vi / bc2;
+    F w = load<lanes>(master + i);
+    w -= lrwd * w;
+    w -= lr * m_hat / (sqrt(v_hat) + eps);
+    store<lanes>(master + i, w);
+    if (param) store<lanes>(param + i, w);
   }
   adamw_scalar(i, n, grad, master, m, v, param, c);
 }
 
-template <class S, class D>
-SZ_AVX512 void cast_avx512(std::size_t n, const S* src, D* dst) {
+template <std::size_t lanes, class S, class D>
+[[gnu::always_inline]] inline void cast_vector(std::size_t n, const S* src, D* dst) {
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) store16(dst + i, load16(src + i));
+  for (; i + lanes <= n; i += lanes) store<lanes>(dst + i, load<lanes>(src + i));
   cast_scalar(i, n, src, dst);
+}
+
+template <class G, class P>
+SZ_AVX2 [[gnu::flatten]] void adamw_avx2(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
+                                         const Consts& c) {
+  adamw_vector<8>(n, grad, master, m, v, param, c);
+}
+template <class G, class P>
+SZ_AVX512 [[gnu::flatten]] void adamw_avx512(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
+                                             const Consts& c) {
+  adamw_vector<16>(n, grad, master, m, v, param, c);
+}
+template <class S, class D>
+SZ_AVX2 [[gnu::flatten]] void cast_avx2(std::size_t n, const S* src, D* dst) {
+  cast_vector<8>(n, src, dst);
+}
+template <class S, class D>
+SZ_AVX512 [[gnu::flatten]] void cast_avx512(std::size_t n, const S* src, D* dst) {
+  cast_vector<16>(n, src, dst);
 }
 
 // ---------------------------------------------------------------------------------------------

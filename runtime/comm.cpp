@@ -3,6 +3,7 @@
 #include "runtime/comm.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -33,19 +34,32 @@ std::uint64_t CommStats::total_calls() const {
 
 namespace {
 
-void require_buffer(const void* buffer, std::size_t count, const char* operation, const char* what) {
+void require_buffer(const void* buffer, std::size_t count, const std::string& operation, const char* what) {
   if (buffer == nullptr && count > 0) {
-    throw std::invalid_argument(std::string("Communicator::") + operation + ": " + what +
-                                " is null but count is " + std::to_string(count));
+    throw std::invalid_argument("Communicator::" + operation + ": " + what + " is null but count is " +
+                                std::to_string(count));
   }
 }
 
 // Collectives move and sum floating-point tensors only (token ids never cross ranks).
-void require_float(DType dtype, const char* operation) {
+void require_float(DType dtype, const std::string& operation) {
   if (dtype != DType::f32 && dtype != DType::bf16) {
-    throw std::invalid_argument(std::string("Communicator::") + operation + ": dtype " +
-                                std::string(dtype_name(dtype)) + " is not supported (fp32 or bf16)");
+    throw std::invalid_argument("Communicator::" + operation + ": dtype " + std::string(dtype_name(dtype)) +
+                                " is not supported (fp32 or bf16)");
   }
+}
+
+// A buffer argument of a collective, with its name for the error message.
+struct NamedBuffer {
+  const char* name;
+  const void* buffer;
+};
+
+// The checks of every collective: a floating-point dtype, then no null buffer unless count is 0.
+void require_arguments(CommOp op, DType dtype, std::size_t count, std::initializer_list<NamedBuffer> buffers) {
+  const std::string operation(comm_op_name(op));
+  require_float(dtype, operation);
+  for (const NamedBuffer& b : buffers) require_buffer(b.buffer, count, operation, b.name);
 }
 
 }  // namespace
@@ -54,35 +68,26 @@ std::size_t Communicator::shard_count(std::size_t count) const {
   return starzero::shard_count(count, static_cast<std::size_t>(size()));
 }
 
-void Communicator::all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                              void* stream) {
-  require_float(dtype, "all_gather");
-  require_buffer(shard, count, "all_gather", "shard");
-  require_buffer(full, count, "all_gather", "full");
+void Communicator::all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) {
+  require_arguments(CommOp::all_gather, dtype, count, {{"shard", shard}, {"full", full}});
   record(CommOp::all_gather, do_all_gather(shard, full, count, dtype, stream));
 }
 
-void Communicator::reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
-                                  void* stream) {
-  require_float(dtype, "reduce_scatter");
-  require_buffer(full, count, "reduce_scatter", "full");
-  require_buffer(shard, count, "reduce_scatter", "shard");
+void Communicator::reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) {
+  require_arguments(CommOp::reduce_scatter, dtype, count, {{"full", full}, {"shard", shard}});
   record(CommOp::reduce_scatter, do_reduce_scatter(full, shard, count, dtype, stream));
 }
 
 void Communicator::all_reduce(void* data, std::size_t count, DType dtype, void* stream) {
-  require_float(dtype, "all_reduce");
-  require_buffer(data, count, "all_reduce", "data");
+  require_arguments(CommOp::all_reduce, dtype, count, {{"data", data}});
   record(CommOp::all_reduce, do_all_reduce(data, count, dtype, stream));
 }
 
 void Communicator::broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) {
-  require_float(dtype, "broadcast");
-  require_buffer(data, count, "broadcast", "data");
+  require_arguments(CommOp::broadcast, dtype, count, {{"data", data}});
   if (root < 0 || root >= size()) {
     throw std::invalid_argument("Communicator::broadcast: root " + std::to_string(root) +
-                                " is not a rank of a communicator of size " +
-                                std::to_string(size()));
+                                " is not a rank of a communicator of size " + std::to_string(size()));
   }
   record(CommOp::broadcast, do_broadcast(data, count, dtype, root, stream));
 }

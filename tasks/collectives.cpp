@@ -1,6 +1,8 @@
 #include "tasks/collectives.hpp"
 
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "runtime/codelet.hpp"
 
@@ -92,52 +94,31 @@ struct CollectiveCodelets {
   }
 };
 
-// Every collective also takes the communicator's order token ("order", RW), last.
-const CollectiveCodelets all_gather_cl({
-    .name = "all_gather",
-    .buffers = {{STARPU_R, "shard"}, {STARPU_W, "full"}, {STARPU_RW, "order"}},
-    .cpu = on_cpu<all_gather>,
-    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_gather>),
-    .flops = no_flops,
-    .bytes = shard_exchange_bytes,
-    .history_model = false,
-});
-const CollectiveCodelets reduce_scatter_cl({
-    .name = "reduce_scatter",
-    .buffers = {{STARPU_R, "full"}, {STARPU_W, "shard"}, {STARPU_RW, "order"}},
-    .cpu = on_cpu<reduce_scatter>,
-    .cuda = STARZERO_CUDA_FUNC(on_cuda<reduce_scatter>),
-    .flops = no_flops,
-    .bytes = shard_exchange_bytes,
-    .history_model = false,
-});
-const CollectiveCodelets all_gather_in_place_cl({
-    .name = "all_gather",
-    .buffers = {{STARPU_RW, "full"}, {STARPU_RW, "order"}},
-    .cpu = on_cpu<all_gather_in_place>,
-    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_gather_in_place>),
-    .flops = no_flops,
-    .bytes = shard_exchange_bytes,
-    .history_model = false,
-});
-const CollectiveCodelets reduce_scatter_in_place_cl({
-    .name = "reduce_scatter",
-    .buffers = {{STARPU_RW, "full"}, {STARPU_RW, "order"}},
-    .cpu = on_cpu<reduce_scatter_in_place>,
-    .cuda = STARZERO_CUDA_FUNC(on_cuda<reduce_scatter_in_place>),
-    .flops = no_flops,
-    .bytes = shard_exchange_bytes,
-    .history_model = false,
-});
-const CollectiveCodelets all_reduce_cl({
-    .name = "all_reduce",
-    .buffers = {{STARPU_RW, "data"}, {STARPU_RW, "order"}},
-    .cpu = on_cpu<all_reduce>,
-    .cuda = STARZERO_CUDA_FUNC(on_cuda<all_reduce>),
-    .flops = no_flops,
-    .bytes = all_reduce_bytes,
-    .history_model = false,
-});
+// The codelets of a collective: its task takes `buffers`, then the communicator's order token
+// ("order", RW); `function` runs it.
+template <CollectiveFunction function>
+CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Codelet<CollectiveArgs>::Cost bytes) {
+  buffers.push_back({STARPU_RW, "order"});
+  return CollectiveCodelets({
+      .name = name,
+      .buffers = std::move(buffers),
+      .cpu = on_cpu<function>,
+      .cuda = STARZERO_CUDA_FUNC(on_cuda<function>),
+      .flops = no_flops,
+      .bytes = bytes,
+      .history_model = false,
+  });
+}
+
+const CollectiveCodelets all_gather_cl =
+    collective<all_gather>("all_gather", {{STARPU_R, "shard"}, {STARPU_W, "full"}}, shard_exchange_bytes);
+const CollectiveCodelets reduce_scatter_cl =
+    collective<reduce_scatter>("reduce_scatter", {{STARPU_R, "full"}, {STARPU_W, "shard"}}, shard_exchange_bytes);
+const CollectiveCodelets all_gather_in_place_cl =
+    collective<all_gather_in_place>("all_gather", {{STARPU_RW, "full"}}, shard_exchange_bytes);
+const CollectiveCodelets reduce_scatter_in_place_cl =
+    collective<reduce_scatter_in_place>("reduce_scatter", {{STARPU_RW, "full"}}, shard_exchange_bytes);
+const CollectiveCodelets all_reduce_cl = collective<all_reduce>("all_reduce", {{STARPU_RW, "data"}}, all_reduce_bytes);
 
 }  // namespace
 

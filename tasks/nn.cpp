@@ -4,6 +4,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #ifdef STARZERO_WITH_CUDA
@@ -16,32 +18,50 @@ namespace starzero::tasks {
 
 namespace {
 
-// ---- the functions the codelets run ------------------------------------------------------------
-// One per op, for both devices: it reads its buffers by their declared meaning and calls the CPU
-// kernel or the CUDA one (on the worker's stream) of the task's storage type.
+// ---- the functions the codelets run -----------------------------------------------------------
+// One op per codelet, for both devices: a generic lambda that, for storage type T, reads the
+// task's buffers by their declared meaning and hands them to launch(cpu_kernel, cuda_kernel,
+// arguments...), which runs the kernel of the worker's device.
 
 enum class Device { cpu, cuda };
 
-[[maybe_unused]] void* cuda_stream() {
+// The CUDA worker's stream and cuBLAS handle (a build without CUDA has no CUDA worker).
 #ifdef STARZERO_WITH_CUDA
-  return starpu_cuda_get_local_stream();
+void* cuda_stream() { return starpu_cuda_get_local_stream(); }
+void* cublas_handle() { return starpu_cublas_get_local_handle(); }
 #else
-  return nullptr;
+[[maybe_unused]] void* cuda_stream() { return nullptr; }
+[[maybe_unused]] void* cublas_handle() { return nullptr; }
 #endif
-}
-[[maybe_unused]] void* cublas_handle() {
-#ifdef STARZERO_WITH_CUDA
-  return starpu_cublas_get_local_handle();
-#else
-  return nullptr;
-#endif
+
+// Runs the CPU kernel with `args`, or the CUDA kernel with `args` then the worker's stream (the
+// matmuls: its cuBLAS handle, then its stream). `cuda` is STARZERO_CUDA_FUNC(kernel), so that a
+// build without CUDA never names a CUDA kernel (they are declared there, not defined).
+template <Device device>
+struct Launch {
+  template <class... Params>
+  void operator()(void (*cpu)(Params...), [[maybe_unused]] auto cuda, std::type_identity_t<Params>... args) const {
+    if constexpr (device == Device::cpu) cpu(args...);
+    else if constexpr (std::is_invocable_v<decltype(cuda), Params..., void*>) cuda(args..., cuda_stream());
+    else cuda(args..., cublas_handle(), cuda_stream());
+  }
+};
+
+// An op as a codelet function: on `device`, for the storage type of the task.
+template <auto op, Device device>
+void run(const TaskBuffers& b, const NnArgs& a) {
+  if (a.d.dtype == DType::f32) op.template operator()<float>(Launch<device>{}, b, a);
+  else op.template operator()<bf16>(Launch<device>{}, b, a);
 }
 
-// Calls fn.operator()<T>() with T the storage type of `dtype`: float or bf16.
-template <class Fn>
-void with_storage(DType dtype, Fn&& fn) {
-  if (dtype == DType::f32) fn.template operator()<float>();
-  else fn.template operator()<bf16>();
+// A declaration completed with the CPU and CUDA functions that run `op`.
+template <auto op>
+Codelet<NnArgs>::Declaration running(Codelet<NnArgs>::Declaration declaration) {
+  declaration.cpu = run<op, Device::cpu>;
+#ifdef STARZERO_WITH_CUDA
+  declaration.cuda = run<op, Device::cuda>;
+#endif
+  return declaration;
 }
 
 // The bias inside a parameter (or gradient) group, null when there is none (offset -1).
@@ -50,205 +70,87 @@ T* bias_in(const TaskBuffers& b, std::string_view group, long long offset) {
   return offset < 0 ? nullptr : b.get<T>(group, std::size_t(offset));
 }
 
-template <Device device>
-void run_encoder_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    const int* tokens = b.get<int>("tokens");
-    const T* wte = b.get<T>("params", a.weight);
-    const T* wpe = b.get<T>("params", a.wpe);
-    if constexpr (device == Device::cuda)
-      kernels::cuda::encoder_forward(out, tokens, wte, wpe, a.d.B, a.d.T, a.d.C, cuda_stream());
-    else
-      kernels::encoder_forward(out, tokens, wte, wpe, a.d.B, a.d.T, a.d.C);
-  });
-}
+namespace ops {
 
-template <Device device>
-void run_encoder_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dwte = b.get<T>("grads", a.weight);
-    T* dwpe = b.get<T>("grads", a.wpe);
-    const T* dout = b.get<T>("dout");
-    const int* tokens = b.get<int>("tokens");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::encoder_backward(dwte, dwpe, dout, tokens, a.d.B, a.d.T, a.d.C, cuda_stream());
-    else
-      kernels::encoder_backward(dwte, dwpe, dout, tokens, a.d.B, a.d.T, a.d.C);
-  });
-}
+constexpr auto encoder_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::encoder_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::encoder_forward<T>), b.get<T>("out"),
+         b.get<int>("tokens"), b.get<T>("params", a.weight), b.get<T>("params", a.wpe), a.d.B, a.d.T, a.d.C);
+};
 
-template <Device device>
-void run_layernorm_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    float* mean = b.get<float>("mean");
-    float* rstd = b.get<float>("rstd");
-    const T* inp = b.get<T>("inp");
-    const T* weight = b.get<T>("params", a.weight);
-    const T* bias = bias_in<T>(b, "params", a.bias);
-    if constexpr (device == Device::cuda)
-      kernels::cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, a.d.N(), a.d.C, cuda_stream());
-    else
-      kernels::layernorm_forward(out, mean, rstd, inp, weight, bias, a.d.N(), a.d.C);
-  });
-}
+constexpr auto encoder_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::encoder_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::encoder_backward<T>),
+         b.get<T>("grads", a.weight), b.get<T>("grads", a.wpe), b.get<T>("dout"), b.get<int>("tokens"), a.d.B,
+         a.d.T, a.d.C);
+};
 
-template <Device device>
-void run_layernorm_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dinp = b.get<T>("dinp");
-    T* dweight = b.get<T>("grads", a.weight);
-    T* dbias = bias_in<T>(b, "grads", a.bias);
-    const T* dout = b.get<T>("dout");
-    const T* inp = b.get<T>("inp");
-    const T* weight = b.get<T>("params", a.weight);
-    const float* mean = b.get<float>("mean");
-    const float* rstd = b.get<float>("rstd");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, a.d.N(), a.d.C,
-                                        cuda_stream());
-    else
-      kernels::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, a.d.N(), a.d.C);
-  });
-}
+constexpr auto layernorm_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::layernorm_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_forward<T>), b.get<T>("out"),
+         b.get<float>("mean"), b.get<float>("rstd"), b.get<T>("inp"), b.get<T>("params", a.weight),
+         bias_in<T>(b, "params", a.bias), a.d.N(), a.d.C);
+};
 
-template <Device device>
-void run_matmul_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    const T* inp = b.get<T>("inp");
-    const T* weight = b.get<T>("params", a.weight);
-    const T* bias = bias_in<T>(b, "params", a.bias);
-    if constexpr (device == Device::cuda)
-      kernels::cuda::matmul_forward(out, inp, weight, bias, a.d.N(), a.C, a.OC, cublas_handle(), cuda_stream());
-    else
-      kernels::matmul_forward(out, inp, weight, bias, a.d.N(), a.C, a.OC);
-  });
-}
+constexpr auto layernorm_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>),
+         b.get<T>("dinp"), b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"),
+         b.get<T>("inp"), b.get<T>("params", a.weight), b.get<float>("mean"), b.get<float>("rstd"), a.d.N(),
+         a.d.C);
+};
 
-template <Device device>
-void run_matmul_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dinp = b.get<T>("dinp");
-    T* dweight = b.get<T>("grads", a.weight);
-    T* dbias = bias_in<T>(b, "grads", a.bias);
-    const T* dout = b.get<T>("dout");
-    const T* inp = b.get<T>("inp");
-    const T* weight = b.get<T>("params", a.weight);
-    if constexpr (device == Device::cuda)
-      kernels::cuda::matmul_backward(dinp, dweight, dbias, dout, inp, weight, a.d.N(), a.C, a.OC, cublas_handle(),
-                                     cuda_stream());
-    else
-      kernels::matmul_backward(dinp, dweight, dbias, dout, inp, weight, a.d.N(), a.C, a.OC);
-  });
-}
+constexpr auto matmul_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_forward<T>), b.get<T>("out"),
+         b.get<T>("inp"), b.get<T>("params", a.weight), bias_in<T>(b, "params", a.bias), a.d.N(), a.C, a.OC);
+};
 
-template <Device device>
-void run_attention_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    float* preatt = b.get<float>("preatt");
-    float* att = b.get<float>("att");
-    const T* qkv = b.get<T>("qkv");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::attention_forward(out, preatt, att, qkv, a.d.B, a.d.T, a.d.C, a.d.NH, cuda_stream());
-    else
-      kernels::attention_forward(out, preatt, att, qkv, a.d.B, a.d.T, a.d.C, a.d.NH);
-  });
-}
+constexpr auto matmul_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), b.get<T>("dinp"),
+         b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"),
+         b.get<T>("params", a.weight), a.d.N(), a.C, a.OC);
+};
 
-template <Device device>
-void run_attention_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dqkv = b.get<T>("dqkv");
-    float* dpreatt = b.get<float>("dpreatt");
-    float* datt = b.get<float>("datt");
-    const T* dout = b.get<T>("dout");
-    const T* qkv = b.get<T>("qkv");
-    const float* att = b.get<float>("att");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::attention_backward(dqkv, dpreatt, datt, dout, qkv, att, a.d.B, a.d.T, a.d.C, a.d.NH,
-                                        cuda_stream());
-    else
-      kernels::attention_backward(dqkv, dpreatt, datt, dout, qkv, att, a.d.B, a.d.T, a.d.C, a.d.NH);
-  });
-}
+constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::attention_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward<T>), b.get<T>("out"),
+         b.get<float>("preatt"), b.get<float>("att"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.C, a.d.NH);
+};
 
-template <Device device>
-void run_gelu_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    const T* inp = b.get<T>("inp");
-    const std::size_t n = b.elements("out");
-    if constexpr (device == Device::cuda) kernels::cuda::gelu_forward(out, inp, n, cuda_stream());
-    else kernels::gelu_forward(out, inp, n);
-  });
-}
+constexpr auto attention_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::attention_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward<T>),
+         b.get<T>("dqkv"), b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"),
+         b.get<float>("att"), a.d.B, a.d.T, a.d.C, a.d.NH);
+};
 
-template <Device device>
-void run_gelu_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dinp = b.get<T>("dinp");
-    const T* inp = b.get<T>("inp");
-    const T* dout = b.get<T>("dout");
-    const std::size_t n = b.elements("dinp");
-    if constexpr (device == Device::cuda) kernels::cuda::gelu_backward(dinp, inp, dout, n, cuda_stream());
-    else kernels::gelu_backward(dinp, inp, dout, n);
-  });
-}
+constexpr auto gelu_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
+  launch(kernels::gelu_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::gelu_forward<T>), b.get<T>("out"),
+         b.get<T>("inp"), b.elements("out"));
+};
 
-template <Device device>
-void run_residual_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* out = b.get<T>("out");
-    const T* inp1 = b.get<T>("inp1");
-    const T* inp2 = b.get<T>("inp2");
-    const std::size_t n = b.elements("out");
-    if constexpr (device == Device::cuda) kernels::cuda::residual_forward(out, inp1, inp2, n, cuda_stream());
-    else kernels::residual_forward(out, inp1, inp2, n);
-  });
-}
+constexpr auto gelu_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
+  launch(kernels::gelu_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::gelu_backward<T>), b.get<T>("dinp"),
+         b.get<T>("inp"), b.get<T>("dout"), b.elements("dinp"));
+};
 
-template <Device device>
-void run_residual_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dinp1 = b.get<T>("dinp1");
-    T* dinp2 = b.get<T>("dinp2");
-    const T* dout = b.get<T>("dout");
-    const std::size_t n = b.elements("dinp1");
-    if constexpr (device == Device::cuda) kernels::cuda::residual_backward(dinp1, dinp2, dout, n, cuda_stream());
-    else kernels::residual_backward(dinp1, dinp2, dout, n);
-  });
-}
+constexpr auto residual_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
+  launch(kernels::residual_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::residual_forward<T>), b.get<T>("out"),
+         b.get<T>("inp1"), b.get<T>("inp2"), b.elements("out"));
+};
 
-template <Device device>
-void run_crossentropy_forward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    float* losses = b.get<float>("losses");
-    float* probs = b.get<float>("probs");
-    const T* logits = b.get<T>("logits");
-    const int* targets = b.get<int>("targets");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::softmax_crossentropy_forward(losses, probs, logits, targets, a.d.N(), a.d.V, a.d.Vp,
-                                                  cuda_stream());
-    else
-      kernels::softmax_crossentropy_forward(losses, probs, logits, targets, a.d.N(), a.d.V, a.d.Vp);
-  });
-}
+constexpr auto residual_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
+  launch(kernels::residual_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::residual_backward<T>),
+         b.get<T>("dinp1"), b.get<T>("dinp2"), b.get<T>("dout"), b.elements("dinp1"));
+};
 
-template <Device device>
-void run_crossentropy_backward(const TaskBuffers& b, const NnArgs& a) {
-  with_storage(a.d.dtype, [&]<class T>() {
-    T* dlogits = b.get<T>("dlogits");
-    const float* probs = b.get<float>("probs");
-    const int* targets = b.get<int>("targets");
-    if constexpr (device == Device::cuda)
-      kernels::cuda::softmax_crossentropy_backward(dlogits, probs, targets, a.d.N(), a.d.V, a.d.Vp, cuda_stream());
-    else
-      kernels::softmax_crossentropy_backward(dlogits, probs, targets, a.d.N(), a.d.V, a.d.Vp);
-  });
-}
+constexpr auto crossentropy_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::softmax_crossentropy_forward<T>,
+         STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_forward<T>), b.get<float>("losses"),
+         b.get<float>("probs"), b.get<T>("logits"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
+};
+
+constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::softmax_crossentropy_backward<T>,
+         STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_backward<T>), b.get<T>("dlogits"),
+         b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
+};
+
+}  // namespace ops
 
 // ---- helpers of the cost functions ---------------------------------------------------------------
 // Products are formed in double: no int overflow for large shapes.
@@ -259,6 +161,19 @@ double rows(const NnArgs& a) { return double(a.d.N()); }
 double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
 // fp32 attention matrices [B, NH, T, T].
 double attention_matrix_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T) * a.d.T; }
+
+// An element-wise op over the n elements of each of its buffers: FLOPs flops·n; bytes
+// accesses·n·s, with `accesses` the stored elements read or written per element (an accumulated
+// one twice).
+template <auto op, int flops, int accesses>
+Codelet<NnArgs>::Declaration elementwise(const char* name, std::vector<Buffer> buffers) {
+  return running<op>({
+      .name = name,
+      .buffers = std::move(buffers),
+      .flops = [](const NnArgs&, Handles h) { return flops * elements(h); },
+      .bytes = [](const NnArgs& a, Handles h) { return accesses * elements(h) * storage_size(a); },
+  });
+}
 
 // ---- load_tokens ---------------------------------------------------------------------------------
 
@@ -298,169 +213,125 @@ Codelet<HostTokens> load_tokens_codelet({
 namespace nn {
 
 // FLOPs N·C (one add per element); bytes s·(2·N·C + T·C) + 4·N (out, wte rows, wpe, tokens).
-Codelet<NnArgs> encoder_forward({
+Codelet<NnArgs> encoder_forward(running<ops::encoder_forward>({
     .name = "nn_encoder_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "tokens"}, {STARPU_R, "params"}},
-    .cpu = run_encoder_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_encoder_forward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return rows(a) * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (2.0 * rows(a) * a.d.C + double(a.d.T) * a.d.C) + 4.0 * rows(a);
     },
-});
+}));
 
 // FLOPs 2·N·C (dwte and dwpe); bytes s·(3·N·C + 2·T·C) + 4·N.
-Codelet<NnArgs> encoder_backward({
+Codelet<NnArgs> encoder_backward(running<ops::encoder_backward>({
     .name = "nn_encoder_backward",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "tokens"}},
-    .cpu = run_encoder_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_encoder_backward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (3.0 * rows(a) * a.d.C + 2.0 * a.d.T * a.d.C) + 4.0 * rows(a);
     },
-});
+}));
 
 // FLOPs ≈ 8·N·C (mean, variance, normalise, scale, shift); bytes s·(2·N·C + 2·C) + 8·N.
-Codelet<NnArgs> layernorm_forward({
+Codelet<NnArgs> layernorm_forward(running<ops::layernorm_forward>({
     .name = "nn_layernorm_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "mean"}, {STARPU_W, "rstd"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .cpu = run_layernorm_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_layernorm_forward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 8.0 * rows(a) * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 8.0 * rows(a);
     },
-});
+}));
 
 // FLOPs ≈ 17·N·C (llm.c's two passes over each row); bytes s·(4·N·C + 5·C) + 8·N.
-Codelet<NnArgs> layernorm_backward({
+Codelet<NnArgs> layernorm_backward(running<ops::layernorm_backward>({
     .name = "nn_layernorm_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"},
                 {STARPU_R, "params"}, {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
-    .cpu = run_layernorm_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_layernorm_backward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 17.0 * rows(a) * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (4.0 * rows(a) * a.d.C + 5.0 * a.d.C) + 8.0 * rows(a);
     },
-});
+}));
 
 // FLOPs 2·N·C·OC (the bias add left out); bytes s·(N·C + OC·C + OC + N·OC).
-Codelet<NnArgs> matmul_forward({
+Codelet<NnArgs> matmul_forward(running<ops::matmul_forward>({
     .name = "nn_matmul_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .cpu = run_matmul_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_matmul_forward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (rows(a) * a.C + double(a.OC) * a.C + a.OC + rows(a) * a.OC);
     },
-});
+}));
 
 // FLOPs 4·N·C·OC (dinp and dweight, 2·N·C·OC each); bytes s·(N·OC + 3·N·C + 3·OC·C + 2·OC).
-Codelet<NnArgs> matmul_backward({
+Codelet<NnArgs> matmul_backward(running<ops::matmul_backward>({
     .name = "nn_matmul_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"},
                 {STARPU_R, "params"}},
-    .cpu = run_matmul_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_matmul_backward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.C * a.OC; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * (rows(a) * a.OC + 3.0 * rows(a) * a.C + 3.0 * a.OC * a.C + 2.0 * a.OC);
     },
-});
+}));
 
 // FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the
 // real work, softmax left out); bytes s·4·N·C (qkv read, out written) + preatt and att written.
-Codelet<NnArgs> attention_forward({
+Codelet<NnArgs> attention_forward(running<ops::attention_forward>({
     .name = "nn_attention_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "preatt"}, {STARPU_W, "att"}, {STARPU_R, "qkv"}},
-    .cpu = run_attention_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_attention_forward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * 4.0 * rows(a) * a.d.C + 2.0 * attention_matrix_bytes(a);
     },
-});
+}));
 
 // FLOPs 8·B·T²·C (twice the forward); bytes s·10·N·C (dout, qkv read; dqkv accumulated) + att
 // read and the dpreatt, datt scratch written.
-Codelet<NnArgs> attention_backward({
+Codelet<NnArgs> attention_backward(running<ops::attention_backward>({
     .name = "nn_attention_backward",
     .buffers = {{STARPU_RW, "dqkv"}, {STARPU_SCRATCH, "dpreatt"}, {STARPU_SCRATCH, "datt"}, {STARPU_R, "dout"},
                 {STARPU_R, "qkv"}, {STARPU_R, "att"}},
-    .cpu = run_attention_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_attention_backward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) {
       return storage_size(a) * 10.0 * rows(a) * a.d.C + 3.0 * attention_matrix_bytes(a);
     },
-});
+}));
 
 // n elements. FLOPs ≈ 8·n (cube, multiply-adds, tanh, scale); bytes 2·n·s.
-Codelet<NnArgs> gelu_forward({
-    .name = "nn_gelu_forward",
-    .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp"}},
-    .cpu = run_gelu_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_gelu_forward<Device::cuda>),
-    .flops = [](const NnArgs&, Handles h) { return 8.0 * elements(h); },
-    .bytes = [](const NnArgs& a, Handles h) { return 2.0 * elements(h) * storage_size(a); },
-});
+Codelet<NnArgs> gelu_forward(elementwise<ops::gelu_forward, 8, 2>(
+    "nn_gelu_forward", {{STARPU_W, "out"}, {STARPU_R, "inp"}}));
 
 // FLOPs ≈ 16·n (the forward again, sech², the chain rule, the accumulation); bytes 4·n·s.
-Codelet<NnArgs> gelu_backward({
-    .name = "nn_gelu_backward",
-    .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "inp"}, {STARPU_R, "dout"}},
-    .cpu = run_gelu_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_gelu_backward<Device::cuda>),
-    .flops = [](const NnArgs&, Handles h) { return 16.0 * elements(h); },
-    .bytes = [](const NnArgs& a, Handles h) { return 4.0 * elements(h) * storage_size(a); },
-});
+Codelet<NnArgs> gelu_backward(elementwise<ops::gelu_backward, 16, 4>(
+    "nn_gelu_backward", {{STARPU_RW, "dinp"}, {STARPU_R, "inp"}, {STARPU_R, "dout"}}));
 
 // FLOPs n; bytes 3·n·s.
-Codelet<NnArgs> residual_forward({
-    .name = "nn_residual_forward",
-    .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp1"}, {STARPU_R, "inp2"}},
-    .cpu = run_residual_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_residual_forward<Device::cuda>),
-    .flops = [](const NnArgs&, Handles h) { return elements(h); },
-    .bytes = [](const NnArgs& a, Handles h) { return 3.0 * elements(h) * storage_size(a); },
-});
+Codelet<NnArgs> residual_forward(elementwise<ops::residual_forward, 1, 3>(
+    "nn_residual_forward", {{STARPU_W, "out"}, {STARPU_R, "inp1"}, {STARPU_R, "inp2"}}));
 
 // FLOPs 2·n (two accumulations); bytes 5·n·s.
-Codelet<NnArgs> residual_backward({
-    .name = "nn_residual_backward",
-    .buffers = {{STARPU_RW, "dinp1"}, {STARPU_RW, "dinp2"}, {STARPU_R, "dout"}},
-    .cpu = run_residual_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_residual_backward<Device::cuda>),
-    .flops = [](const NnArgs&, Handles h) { return 2.0 * elements(h); },
-    .bytes = [](const NnArgs& a, Handles h) { return 5.0 * elements(h) * storage_size(a); },
-});
+Codelet<NnArgs> residual_backward(elementwise<ops::residual_backward, 2, 5>(
+    "nn_residual_backward", {{STARPU_RW, "dinp1"}, {STARPU_RW, "dinp2"}, {STARPU_R, "dout"}}));
 
 // FLOPs ≈ 4·N·V (max, exp, sum, normalise); bytes s·N·Vp (logits) + 4·N·Vp (probs) + 8·N.
-Codelet<NnArgs> crossentropy_forward({
+Codelet<NnArgs> crossentropy_forward(running<ops::crossentropy_forward>({
     .name = "nn_crossentropy_forward",
     .buffers = {{STARPU_W, "losses"}, {STARPU_W, "probs"}, {STARPU_R, "logits"}, {STARPU_R, "targets"}},
-    .cpu = run_crossentropy_forward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_crossentropy_forward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.d.V; },
     .bytes = [](const NnArgs& a, Handles) {
       return (storage_size(a) + 4.0) * rows(a) * a.d.Vp + 8.0 * rows(a);
     },
-});
+}));
 
 // FLOPs 3·N·V (minus the one-hot, times 1/N, accumulate); bytes 4·N·Vp + 2·s·N·Vp + 4·N.
-Codelet<NnArgs> crossentropy_backward({
+Codelet<NnArgs> crossentropy_backward(running<ops::crossentropy_backward>({
     .name = "nn_crossentropy_backward",
     .buffers = {{STARPU_RW, "dlogits"}, {STARPU_R, "probs"}, {STARPU_R, "targets"}},
-    .cpu = run_crossentropy_backward<Device::cpu>,
-    .cuda = STARZERO_CUDA_FUNC(run_crossentropy_backward<Device::cuda>),
     .flops = [](const NnArgs& a, Handles) { return 3.0 * rows(a) * a.d.V; },
     .bytes = [](const NnArgs& a, Handles) {
       return (4.0 + 2.0 * storage_size(a)) * rows(a) * a.d.Vp + 4.0 * rows(a);
     },
-});
+}));
 
 }  // namespace nn
 

@@ -410,12 +410,22 @@ class CublasCall {
 // Rows are (b, h, t) in the order of preatt/att [B, NH, T, T]; one warp per row; each warp keeps
 // one hs-vector in shared memory.
 struct AttentionRow {
+  size_t row;  // b·NH·T + h·T + t; B·NH·T or more for the warps past the last row
+  int lane;    // the thread's lane in its warp
   int b, h, t;
+  int hs;      // head size C / NH
+  size_t C3;   // 3·C: the stride of one position in qkv
 };
-__device__ __forceinline__ AttentionRow attention_row(size_t row, int Tn, int NH) {
-  const int t = int(row % Tn);
+// The row of the calling thread's warp. Only launched with B·NH·T > 0, so T and NH are not 0.
+__device__ __forceinline__ AttentionRow attention_row(int Tn, int C, int NH) {
+  const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const size_t bh = row / Tn;
-  return {int(bh / NH), int(bh % NH), t};
+  return {row, int(threadIdx.x % 32), int(bh / NH), int(bh % NH), int(row % Tn), C / NH, size_t(3) * C};
+}
+// The warp's hs floats of the block's dynamic shared memory (attention_shared_bytes).
+__device__ __forceinline__ float* warp_shared_vector(int hs) {
+  extern __shared__ float shared_vec[];
+  return shared_vec + (threadIdx.x / 32) * hs;
 }
 
 // preatt[b,h,t,t2] = q_t · k_t2 · scale; att = causal softmax; both 0 for t2 > t;
@@ -423,16 +433,11 @@ __device__ __forceinline__ AttentionRow attention_row(size_t row, int Tn, int NH
 template <class D>
 __global__ void attention_forward_kernel(D* out, float* preatt, float* att, const D* inp, int B, int Tn, int C,
                                          int NH) {
-  extern __shared__ float shared_vec[];
-  const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+  const auto [row, lane, b, h, t, hs, C3] = attention_row(Tn, C, NH);
   if (row >= size_t(B) * NH * Tn) return;
-  const auto [b, h, t] = attention_row(row, Tn, NH);
-  const int hs = C / NH;
-  const size_t C3 = size_t(3) * C;
   const D* base = inp + size_t(b) * Tn * C3 + size_t(h) * hs;  // q of (b, t = 0, h)
   const float scale = 1.0f / sqrtf(float(hs));
-  float* q = shared_vec + (threadIdx.x / 32) * hs;
+  float* q = warp_shared_vector(hs);
   for (int d = lane; d < hs; d += 32) q[d] = load_f(base[size_t(t) * C3 + d]);
   __syncwarp();
 
@@ -480,15 +485,10 @@ __global__ void attention_forward_kernel(D* out, float* preatt, float* att, cons
 template <class D>
 __global__ void attention_backward_scores_kernel(float* dpreatt, float* datt, const D* dout, const D* inp,
                                                  const float* att, int B, int Tn, int C, int NH) {
-  extern __shared__ float shared_vec[];
-  const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+  const auto [row, lane, b, h, t, hs, C3] = attention_row(Tn, C, NH);
   if (row >= size_t(B) * NH * Tn) return;
-  const auto [b, h, t] = attention_row(row, Tn, NH);
-  const int hs = C / NH;
-  const size_t C3 = size_t(3) * C;
   const D* v0 = inp + size_t(b) * Tn * C3 + 2 * size_t(C) + size_t(h) * hs;  // v of (b, t = 0, h)
-  float* g = shared_vec + (threadIdx.x / 32) * hs;
+  float* g = warp_shared_vector(hs);
   const D* dout_t = dout + (size_t(b) * Tn + t) * C + size_t(h) * hs;
   for (int d = lane; d < hs; d += 32) g[d] = load_f(dout_t[d]);
   __syncwarp();
@@ -520,12 +520,8 @@ __global__ void attention_backward_scores_kernel(float* dpreatt, float* datt, co
 template <class D>
 __global__ void attention_backward_qkv_kernel(D* dinp, const float* dpreatt, const D* dout, const D* inp,
                                               const float* att, int B, int Tn, int C, int NH) {
-  const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+  const auto [row, lane, b, h, i, hs, C3] = attention_row(Tn, C, NH);
   if (row >= size_t(B) * NH * Tn) return;
-  const auto [b, h, i] = attention_row(row, Tn, NH);
-  const int hs = C / NH;
-  const size_t C3 = size_t(3) * C;
   const float scale = 1.0f / sqrtf(float(hs));
   const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;          // q of (b, t = 0, h) in inp / dinp
   const size_t head_out = size_t(b) * Tn * C + size_t(h) * hs;       // (b, t = 0, h) in dout

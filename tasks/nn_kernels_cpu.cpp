@@ -101,101 +101,114 @@ void matmul_backward_f32(float* dinp, float* dweight, float* dbias, const float*
 }
 
 // ---- float attention ------------------------------------------------------------------------------
-void attention_forward_f32(float* out, float* preatt, float* att, const float* inp, int B, int Tn, int C, int NH) {
-  const int C3 = 3 * C;
-  const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(float(hs));
-  for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < Tn; ++t) {
-      for (int h = 0; h < NH; ++h) {
-        const float* query = inp + (size_t(b) * Tn + t) * C3 + size_t(h) * hs;
-        float* preatt_bth = preatt + ((size_t(b) * NH + h) * Tn + t) * Tn;
-        float* att_bth = att + ((size_t(b) * NH + h) * Tn + t) * Tn;
+// Where things are in the attention buffers: qkv [B, T, 3C] holds at each position q, k and v, each
+// NH heads of hs; out and dout are [B, T, C]; preatt, att and their gradients are [B, NH, T, T].
+struct AttentionLayout {
+  int Tn, C, NH;
+  int hs = C / NH;
+  int C3 = 3 * C;
+  float scale = 1.0f / std::sqrt(float(hs));  // of the scores q·k
 
-        // pass 1: scaled q·k for t2 <= t, and their maximum
-        float maxval = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* key = inp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + C;
-          float dot = 0.0f;
-          for (int i = 0; i < hs; ++i) dot += query[i] * key[i];
-          dot *= scale;
-          preatt_bth[t2] = dot;
-          maxval = std::max(maxval, dot);
-        }
-        // pass 2: softmax over t2 <= t; masked entries are written 0 in both buffers
-        float expsum = 0.0f;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float e = std::exp(preatt_bth[t2] - maxval);
-          att_bth[t2] = e;
-          expsum += e;
-        }
-        const float expsum_inv = 1.0f / expsum;
-        for (int t2 = 0; t2 <= t; ++t2) att_bth[t2] *= expsum_inv;
-        for (int t2 = t + 1; t2 < Tn; ++t2) {
-          preatt_bth[t2] = 0.0f;
-          att_bth[t2] = 0.0f;
-        }
-        // pass 3: out = Σ_t2 att · v
-        float* out_bth = out + (size_t(b) * Tn + t) * C + size_t(h) * hs;
-        for (int i = 0; i < hs; ++i) out_bth[i] = 0.0f;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* value = inp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + 2 * C;
-          const float a = att_bth[t2];
-          for (int i = 0; i < hs; ++i) out_bth[i] += a * value[i];
-        }
-      }
+  size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(h) * hs; }
+  size_t key(int b, int t, int h) const { return query(b, t, h) + C; }
+  size_t value(int b, int t, int h) const { return query(b, t, h) + 2 * C; }
+  // Head h of position t in out and dout.
+  size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * C + size_t(h) * hs; }
+  // The row (b, h, t) of preatt, att and their gradients.
+  size_t scores(int b, int t, int h) const { return ((size_t(b) * NH + h) * Tn + t) * Tn; }
+};
+
+// Calls row(b, t, h) for every sequence b, position t and head h, in this order.
+template <class Row>
+void for_each_attention_row(int B, const AttentionLayout& at, const Row& row) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < at.Tn; ++t)
+      for (int h = 0; h < at.NH; ++h) row(b, t, h);
+}
+
+void attention_forward_f32(float* out, float* preatt, float* att, const float* inp, int B, int Tn, int C, int NH) {
+  const AttentionLayout at{Tn, C, NH};
+  for_each_attention_row(B, at, [&](int b, int t, int h) {
+    const float* query = inp + at.query(b, t, h);
+    float* preatt_bth = preatt + at.scores(b, t, h);
+    float* att_bth = att + at.scores(b, t, h);
+
+    // pass 1: scaled q·k for t2 <= t, and their maximum
+    float maxval = -INFINITY;
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const float* key = inp + at.key(b, t2, h);
+      float dot = 0.0f;
+      for (int i = 0; i < at.hs; ++i) dot += query[i] * key[i];
+      dot *= at.scale;
+      preatt_bth[t2] = dot;
+      maxval = std::max(maxval, dot);
     }
-  }
+    // pass 2: softmax over t2 <= t; masked entries are written 0 in both buffers
+    float expsum = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const float e = std::exp(preatt_bth[t2] - maxval);
+      att_bth[t2] = e;
+      expsum += e;
+    }
+    const float expsum_inv = 1.0f / expsum;
+    for (int t2 = 0; t2 <= t; ++t2) att_bth[t2] *= expsum_inv;
+    for (int t2 = t + 1; t2 < Tn; ++t2) {
+      preatt_bth[t2] = 0.0f;
+      att_bth[t2] = 0.0f;
+    }
+    // pass 3: out = Σ_t2 att · v
+    float* out_bth = out + at.head(b, t, h);
+    for (int i = 0; i < at.hs; ++i) out_bth[i] = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const float* value = inp + at.value(b, t2, h);
+      const float a = att_bth[t2];
+      for (int i = 0; i < at.hs; ++i) out_bth[i] += a * value[i];
+    }
+  });
 }
 
 void attention_backward_f32(float* dinp, float* dpreatt, float* datt, const float* dout, const float* inp,
                             const float* att, int B, int Tn, int C, int NH) {
-  const int C3 = 3 * C;
-  const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(float(hs));
-  for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < Tn; ++t) {
-      for (int h = 0; h < NH; ++h) {
-        const float* att_bth = att + ((size_t(b) * NH + h) * Tn + t) * Tn;
-        float* datt_bth = datt + ((size_t(b) * NH + h) * Tn + t) * Tn;
-        float* dpreatt_bth = dpreatt + ((size_t(b) * NH + h) * Tn + t) * Tn;
-        const float* query = inp + (size_t(b) * Tn + t) * C3 + size_t(h) * hs;
-        float* dquery = dinp + (size_t(b) * Tn + t) * C3 + size_t(h) * hs;
-        const float* dout_bth = dout + (size_t(b) * Tn + t) * C + size_t(h) * hs;
+  const AttentionLayout at{Tn, C, NH};
+  for_each_attention_row(B, at, [&](int b, int t, int h) {
+    const float* att_bth = att + at.scores(b, t, h);
+    float* datt_bth = datt + at.scores(b, t, h);
+    float* dpreatt_bth = dpreatt + at.scores(b, t, h);
+    const float* query = inp + at.query(b, t, h);
+    float* dquery = dinp + at.query(b, t, h);
+    const float* dout_bth = dout + at.head(b, t, h);
 
-        // out = Σ_t2 att[t2] · v[t2]:  datt[t2] = dout · v[t2],  dv[t2] += att[t2] · dout
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* value = inp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + 2 * C;
-          float* dvalue = dinp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + 2 * C;
-          const float a = att_bth[t2];
-          float d = 0.0f;
-          for (int i = 0; i < hs; ++i) {
-            d += value[i] * dout_bth[i];
-            dvalue[i] += a * dout_bth[i];
-          }
-          datt_bth[t2] = d;
-        }
-        // softmax: dpreatt[t3] = att[t3] · (datt[t3] − Σ_t2 att[t2] · datt[t2])
-        float dot = 0.0f;
-        for (int t2 = 0; t2 <= t; ++t2) dot += att_bth[t2] * datt_bth[t2];
-        for (int t2 = 0; t2 <= t; ++t2) dpreatt_bth[t2] = att_bth[t2] * (datt_bth[t2] - dot);
-        for (int t2 = t + 1; t2 < Tn; ++t2) {
-          datt_bth[t2] = 0.0f;
-          dpreatt_bth[t2] = 0.0f;
-        }
-        // preatt[t2] = scale · q · k[t2]
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* key = inp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + C;
-          float* dkey = dinp + (size_t(b) * Tn + t2) * C3 + size_t(h) * hs + C;
-          const float g = dpreatt_bth[t2] * scale;
-          for (int i = 0; i < hs; ++i) {
-            dquery[i] += key[i] * g;
-            dkey[i] += query[i] * g;
-          }
-        }
+    // out = Σ_t2 att[t2] · v[t2]:  datt[t2] = dout · v[t2],  dv[t2] += att[t2] · dout
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const float* value = inp + at.value(b, t2, h);
+      float* dvalue = dinp + at.value(b, t2, h);
+      const float a = att_bth[t2];
+      float d = 0.0f;
+      for (int i = 0; i < at.hs; ++i) {
+        d += value[i] * dout_bth[i];
+        dvalue[i] += a * dout_bth[i];
+      }
+      datt_bth[t2] = d;
+    }
+    // softmax: dpreatt[t3] = att[t3] · (datt[t3] − Σ_t2 att[t2] · datt[t2])
+    float dot = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) dot += att_bth[t2] * datt_bth[t2];
+    for (int t2 = 0; t2 <= t; ++t2) dpreatt_bth[t2] = att_bth[t2] * (datt_bth[t2] - dot);
+    for (int t2 = t + 1; t2 < Tn; ++t2) {
+      datt_bth[t2] = 0.0f;
+      dpreatt_bth[t2] = 0.0f;
+    }
+    // preatt[t2] = scale · q · k[t2]
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const float* key = inp + at.key(b, t2, h);
+      float* dkey = dinp + at.key(b, t2, h);
+      const float g = dpreatt_bth[t2] * at.scale;
+      for (int i = 0; i < at.hs; ++i) {
+        dquery[i] += key[i] * g;
+        dkey[i] += query[i] * g;
       }
     }
-  }
+  });
 }
 
 }  // namespace
