@@ -48,8 +48,10 @@ ProbeResult gemm_probe(DType dtype, int size, int tasks_per_worker, int workers)
     std::uniform_real_distribution<float> value(-1, 1);
     auto w = weights.view(Access::write);
     for (std::size_t i = 0; i < elements; ++i) {
-      if (dtype == DType::f32) w.as<float>()[i] = value(rng);
-      else w.as<bf16>()[i] = from_float<bf16>(value(rng));
+      if (dtype == DType::f32)
+        w.as<float>()[i] = value(rng);
+      else
+        w.as<bf16>()[i] = from_float<bf16>(value(rng));
     }
   }
   for (int t = 0; t < tasks; ++t) {
@@ -90,7 +92,8 @@ cli::ArgParser make_parser() {
 int run_step_bench(const cli::ArgParser& p) {
   const GptShape shape = gpt_preset(p.value("preset").value_or("gpt2-124M"));
   const int B = cli::int_option(p, "batch", 4, 1), T = cli::int_option(p, "seq", 64, 1);
-  const int steps = cli::int_option(p, "steps", 3, 1, 1 << 20), probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
+  const int steps = cli::int_option(p, "steps", 3, 1, 1 << 20),
+            probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
   if (T > shape.max_seq) throw UsageError("--seq exceeds the preset's max-seq " + std::to_string(shape.max_seq));
   const DType dtype = cli::precision_option(p, "precision", DType::f32);
   const std::string precision = dtype == DType::f32 ? "fp32" : "bf16";
@@ -144,7 +147,8 @@ int bench_main(int argc, char** argv) {
   // `starzero bench adam ...`: the fused CPU AdamW benchmark (bench_adam.cpp).
   if (argc >= 2 && std::string(argv[1]) == "adam") return bench_adam_main(argc - 1, argv + 1);
   if (argc < 2 || std::string(argv[1]) != "step") {
-    std::fprintf(stderr, "starzero bench: error: usage: starzero bench step [options] (try `starzero bench step --help`)\n");
+    std::fprintf(stderr,
+                 "starzero bench: error: usage: starzero bench step [options] (try `starzero bench step --help`)\n");
     return 2;
   }
   cli::ArgParser parser = make_parser();

@@ -111,8 +111,8 @@ void probe_range_sse2(std::size_t b, std::size_t e, const bf16* grad, float* mas
 
 void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
   static const auto widest = __builtin_cpu_supports("avx512f") ? probe_range_avx512
-                             : __builtin_cpu_supports("avx2") ? probe_range_avx2
-                                                              : probe_range_sse2;
+                             : __builtin_cpu_supports("avx2")  ? probe_range_avx2
+                                                               : probe_range_sse2;
   widest(b, e, grad, master, m, v, param);
 }
 
@@ -221,8 +221,9 @@ std::vector<Row> measure_at_threads(AdamShard& x, int threads, int steps, const 
 
 void print_results(std::size_t n, const std::vector<Row>& rows, double naive_s) {
   const double N = double(n);
-  std::printf("\n| path | threads | fused Mparam/s | fused GB/s | probe GB/s (ceiling) | fused %% of probe "
-              "| three-pass Mparam/s | fused × three-pass | triad GB/s (ref.) |\n");
+  std::printf(
+      "\n| path | threads | fused Mparam/s | fused GB/s | probe GB/s (ceiling) | fused %% of probe "
+      "| three-pass Mparam/s | fused × three-pass | triad GB/s (ref.) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   const Row* best = nullptr;
   for (const Row& r : rows) {
@@ -248,8 +249,10 @@ int run_adam_bench(const cli::ArgParser& p) {
   const std::vector<int> thread_counts = thread_counts_option(p, hw);
   const auto paths = optim::available_simd_paths();
 
-  std::printf("bench adam: %zu parameters (%.2f GB moved per step at 28 B/param), %d timed steps (median), "
-              "paths:", n, double(n) * kAdamBytes / 1e9, steps);
+  std::printf(
+      "bench adam: %zu parameters (%.2f GB moved per step at 28 B/param), %d timed steps (median), "
+      "paths:",
+      n, double(n) * kAdamBytes / 1e9, steps);
   for (SimdPath path : paths) std::printf(" %s", std::string(optim::simd_path_name(path)).c_str());
   std::printf(", %d hardware threads\n", hw);
   std::fflush(stdout);

@@ -127,11 +127,10 @@ double parse_bytes(std::string_view flag, std::string_view text) {
     double binary_factor;
   };
   static constexpr Unit kUnits[] = {
-      {"", 0, 1},        {"b", 0, 1},
-      {"k", 3, 1},       {"kb", 3, 1},       {"m", 6, 1},        {"mb", 6, 1},
-      {"g", 9, 1},       {"gb", 9, 1},       {"t", 12, 1},       {"tb", 12, 1},
-      {"ki", 0, 0x1p10}, {"kib", 0, 0x1p10}, {"mi", 0, 0x1p20}, {"mib", 0, 0x1p20},
-      {"gi", 0, 0x1p30}, {"gib", 0, 0x1p30}, {"ti", 0, 0x1p40}, {"tib", 0, 0x1p40},
+      {"", 0, 1},         {"b", 0, 1},        {"k", 3, 1},        {"kb", 3, 1},       {"m", 6, 1},
+      {"mb", 6, 1},       {"g", 9, 1},        {"gb", 9, 1},       {"t", 12, 1},       {"tb", 12, 1},
+      {"ki", 0, 0x1p10},  {"kib", 0, 0x1p10}, {"mi", 0, 0x1p20},  {"mib", 0, 0x1p20}, {"gi", 0, 0x1p30},
+      {"gib", 0, 0x1p30}, {"ti", 0, 0x1p40},  {"tib", 0, 0x1p40},
   };
   const std::string unit = lower(split->suffix);
   const Unit* match = nullptr;

@@ -43,8 +43,7 @@ double parse_bytes(std::string_view flag, std::string_view text);
 // Comma-separated counts, at least one, no empty items.
 std::vector<std::int64_t> parse_count_list(std::string_view flag, std::string_view text);
 // One of `choices`, returned as given.
-std::string parse_choice(std::string_view flag, std::string_view text,
-                         std::initializer_list<std::string_view> choices);
+std::string parse_choice(std::string_view flag, std::string_view text, std::initializer_list<std::string_view> choices);
 
 class ArgParser {
  public:

@@ -12,8 +12,8 @@ namespace starzero {
 
 // What --help prints: "usage: <usage>", the description, the parser's options, the examples.
 struct CommandHelp {
-  std::string name;         // how messages name the command: "starzero train"
-  std::string usage;        // the help's first line after "usage: ": "starzero train [options]"
+  std::string name;              // how messages name the command: "starzero train"
+  std::string usage;             // the help's first line after "usage: ": "starzero train [options]"
   std::string description = {};  // paragraphs between the usage line and the options; may be empty
   std::string examples = {};     // lines after the options; may be empty
 };

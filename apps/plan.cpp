@@ -63,20 +63,19 @@ const CommandHelp kHelp = {
     "  starzero plan --params 70e9 --dp 4 --gpu-mem 80GB\n"
     "  starzero plan --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 8\n"};
 
-std::int64_t count_flag(const cli::ArgParser& p, const char* name) {
-  return cli::parse_count(name, *p.value(name));
-}
+std::int64_t count_flag(const cli::ArgParser& p, const char* name) { return cli::parse_count(name, *p.value(name)); }
 
 // The GPT config's footprint (models/gpt_layout.hpp), its fields checked first with the
 // planner's messages; every failure is a PlanError (one line, exit code 2).
 ModelFootprint gpt_model_footprint(const GptArgs& g) {
-  const std::pair<const char*, std::int64_t> fields[] = {
-      {"layers", g.layers}, {"hidden", g.hidden}, {"heads", g.heads},
-      {"vocab", g.vocab},   {"seq", g.seq},       {"batch", g.batch}};
+  const std::pair<const char*, std::int64_t> fields[] = {{"layers", g.layers}, {"hidden", g.hidden},
+                                                         {"heads", g.heads},   {"vocab", g.vocab},
+                                                         {"seq", g.seq},       {"batch", g.batch}};
   for (const auto& [name, value] : fields)
     if (value <= 0) throw PlanError(std::string("GPT ") + name + " must be > 0, got " + std::to_string(value));
   if (g.hidden % g.heads != 0)
-    throw PlanError("GPT heads (" + std::to_string(g.heads) + ") must divide hidden (" + std::to_string(g.hidden) + ")");
+    throw PlanError("GPT heads (" + std::to_string(g.heads) + ") must divide hidden (" + std::to_string(g.hidden) +
+                    ")");
   constexpr std::int64_t kMaxField = std::numeric_limits<int>::max();  // llm.c's header holds int32
   for (const auto& [name, value] : fields)
     if (value > kMaxField)
@@ -114,8 +113,8 @@ PlanRequest read_args(const cli::ArgParser& p) {
     }
   }
   if (gpt_given > 0 && gpt_given < 6) {
-    throw UsageError("a GPT config needs all of --layers --hidden --heads --vocab --seq --batch (missing " +
-                     missing + ")");
+    throw UsageError("a GPT config needs all of --layers --hidden --heads --vocab --seq --batch (missing " + missing +
+                     ")");
   }
   if (gpt_given == 6 && p.given("params")) {
     throw UsageError("give either --params or a GPT config, not both");
@@ -149,7 +148,8 @@ PlanRequest read_args(const cli::ArgParser& p) {
   if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
   in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
   if (auto v = p.value("offload-optimizer")) {
-    in.offload_optimizer = *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
+    in.offload_optimizer =
+        *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
   }
   if (auto v = p.value("offload-params")) {
     in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));

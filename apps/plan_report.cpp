@@ -128,7 +128,6 @@ std::string json_split(const ByteSplit& s) {
          ", \"optimizer\": " + json_number(s.optimizer) + ", \"total\": " + json_number(s.total()) + "}";
 }
 
-
 // ---- Everything computed before anything is printed (errors leave stdout empty) --------------
 
 struct Row {
@@ -140,8 +139,8 @@ struct Row {
 
 struct Results {
   std::int64_t params = 0;
-  std::vector<Row> rows;          // dp-major, then stage
-  std::vector<FitReport> fits;    // one per dp, when limits are given
+  std::vector<Row> rows;                            // dp-major, then stage
+  std::vector<FitReport> fits;                      // one per dp, when limits are given
   std::optional<double> act_attention, act_logits;  // parts of the activations (GPT)
 };
 
@@ -186,7 +185,6 @@ const Row& row_at(const Results& r, std::int64_t dp, int stage) {
   throw std::logic_error("missing row");
 }
 
-
 // ---- Human output ----------------------------------------------------------------------------------
 
 std::string formula(int stage, const PlanInput& in) {
@@ -194,19 +192,22 @@ std::string formula(int stage, const PlanInput& in) {
   const std::string g = in.fp32_grad_accum ? p + " + 4Ψ" : p;
   const std::string k = k_text(in.k) + "Ψ";
   switch (stage) {
-    case 0: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k;
-    case 1: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k + "/N";
-    case 2: return p + " + (" + g + " + " + k + ")/N";
-    default: return "(" + p + " + " + g + " + " + k + ")/N";
+    case 0:
+      return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k;
+    case 1:
+      return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k + "/N";
+    case 2:
+      return p + " + (" + g + " + " + k + ")/N";
+    default:
+      return "(" + p + " + " + g + " + " + k + ")/N";
   }
 }
 
 // The recommendation for one dp, in words.
 std::string fit_verdict(const FitReport& f) {
   const auto& plain3 = f.min_dp_without_offload[3];
-  const std::string more_gpus =
-      plain3 ? "plain ZeRO-3 fits from dp " + std::to_string(*plain3)
-             : "plain ZeRO-3 fits at no dp (what remains per rank is too large)";
+  const std::string more_gpus = plain3 ? "plain ZeRO-3 fits from dp " + std::to_string(*plain3)
+                                       : "plain ZeRO-3 fits at no dp (what remains per rank is too large)";
   if (!f.recommended) {
     return "nothing fits at dp " + std::to_string(f.dp) + ", not even with offload; " + more_gpus + ".";
   }
@@ -233,8 +234,8 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
     out += strf("model: GPT L=%lld C=%lld NH=%lld V=%lld (padded Vp=%lld) T=%lld B=%lld\n", (long long)g.layers,
                 (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
                 (long long)g.seq, (long long)g.batch);
-    out += "       Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C = " + with_commas(r.params) + " parameters; largest layer: " +
-           largest.name + " (" + with_commas(largest.count) + ")\n";
+    out += "       Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C = " + with_commas(r.params) +
+           " parameters; largest layer: " + largest.name + " (" + with_commas(largest.count) + ")\n";
   } else {
     out += "model: Ψ = " + with_commas(r.params) + " parameters\n";
   }
@@ -306,7 +307,6 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     }
     out += "\n";
   }
-
 }
 
 // Notes on what is and is not counted.
@@ -323,9 +323,10 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
            "without parameter offload (the shard is the whole model).\n";
   } else {
-    out += "Not included: activations (ZeRO does not shard them; each rank holds its own micro-batch's) and\n"
-           "ZeRO-3's temporary full layers; give a GPT config (--layers --hidden --heads --vocab --seq --batch)\n"
-           "to count them.\n";
+    out +=
+        "Not included: activations (ZeRO does not shard them; each rank holds its own micro-batch's) and\n"
+        "ZeRO-3's temporary full layers; give a GPT config (--layers --hidden --heads --vocab --seq --batch)\n"
+        "to count them.\n";
   }
   if (in.offload_optimizer != OptimizerOffload::none) {
     out += std::string("Optimizer offload: the optimizer state lives in ") +
@@ -336,13 +337,14 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            "Ψ at ZeRO-0), the ZeRO-Offload minimum transfer.\n";
   }
   if (in.offload_params == ParamOffload::cpu) {
-    out += "Parameter offload: the ZeRO-3 parameter shard lives in host memory; the GPU keeps only the\n"
-           "full layers being computed and prefetched.\n";
+    out +=
+        "Parameter offload: the ZeRO-3 parameter shard lives in host memory; the GPU keeps only the\n"
+        "full layers being computed and prefetched.\n";
   }
-  out += "Never counted, and left however large dp gets: the full gradient of the layer being\n"
-         "reduce-scattered (ZeRO-2/3), communication buckets, activation gradients and workspaces,\n"
-         "the CUDA context and allocator fragmentation.\n\n";
-
+  out +=
+      "Never counted, and left however large dp gets: the full gradient of the layer being\n"
+      "reduce-scattered (ZeRO-2/3), communication buckets, activation gradients and workspaces,\n"
+      "the CUDA context and allocator fragmentation.\n\n";
 }
 
 // Communication per rank and step, and the exact ring figures.
@@ -357,13 +359,19 @@ void print_communication(const PlanRequest& a, const Results& r, std::string& ou
     const CommVolume& c = row_at(r, a.dps.front(), s).comm;
     std::string what;
     switch (s) {
-      case 0: what = "all-reduce of gradients"; break;
+      case 0:
+        what = "all-reduce of gradients";
+        break;
       case 1:
-      case 2: what = "reduce-scatter of gradients + all-gather of parameters"; break;
-      default: what = "all-gather fwd + all-gather bwd + reduce-scatter grads"; break;
+      case 2:
+        what = "reduce-scatter of gradients + all-gather of parameters";
+        break;
+      default:
+        what = "all-gather fwd + all-gather bwd + reduce-scatter grads";
+        break;
     }
-    out += "  " + pad(stage_name(s), 8) + pad(what, what_w) + std::to_string(c.psi_multiple) + "Ψ = " +
-           with_commas(std::llround(c.elements)) + " elements = " + gb_exact(c.bytes) + " GB\n";
+    out += "  " + pad(stage_name(s), 8) + pad(what, what_w) + std::to_string(c.psi_multiple) +
+           "Ψ = " + with_commas(std::llround(c.elements)) + " elements = " + gb_exact(c.bytes) + " GB\n";
   }
   if (a.stages.size() > 1) {
     out += "  ZeRO-1/2 move the same as DDP; ZeRO-3 moves 1.5× (its optimizer step needs none).\n";
@@ -378,7 +386,6 @@ void print_communication(const PlanRequest& a, const Results& r, std::string& ou
     if (dp == 1) out += "   (N = 1: no collectives)";
     out += "\n";
   }
-
 }
 
 // Which stage and offload combinations fit the given memory, per dp.
@@ -431,7 +438,6 @@ void print_human(const PlanRequest& a, const Results& r, std::string& out) {
   if (!r.fits.empty()) print_fit_check(a, r, out);
 }
 
-
 // ---- JSON output -----------------------------------------------------------------------------------
 
 void print_json(const PlanRequest& a, const Results& r, std::string& out) {
@@ -440,13 +446,13 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
   if (a.gpt) {
     const GptArgs& g = *a.gpt;
     const NamedCount largest = in.model->largest_layer();
-    out += strf("{\"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"vocab\": %lld, \"padded_vocab\": %lld, "
-                "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
-                (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab,
-                (long long)g.padded_vocab(), (long long)g.seq, (long long)g.batch,
-                (long long)in.model->activation_elements());
-    out += "\"largest_layer\": {\"name\": " + json_string(largest.name) + ", \"params\": " +
-           std::to_string(largest.count) + "}}";
+    out += strf(
+        "{\"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"vocab\": %lld, \"padded_vocab\": %lld, "
+        "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
+        (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
+        (long long)g.seq, (long long)g.batch, (long long)in.model->activation_elements());
+    out += "\"largest_layer\": {\"name\": " + json_string(largest.name) +
+           ", \"params\": " + std::to_string(largest.count) + "}}";
   } else {
     out += "null";
   }

@@ -22,8 +22,8 @@ struct GptArgs {
 };
 
 struct PlanRequest {
-  std::optional<GptArgs> gpt;      // its footprint is base.model
-  PlanInput base;                  // dp and stage are set per row
+  std::optional<GptArgs> gpt;  // its footprint is base.model
+  PlanInput base;              // dp and stage are set per row
   std::vector<std::int64_t> dps;
   std::vector<int> stages;
   MemoryLimits limits;

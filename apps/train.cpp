@@ -32,7 +32,8 @@ cli::ArgParser make_train_parser() {
       .option("channels", "C", "override the preset's hidden size")
       .option("heads", "NH", "override the preset's attention heads (must divide C)")
       .option("max-seq", "T", "override the preset's maximum sequence length")
-      .option("data", "FILE", "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
+      .option("data", "FILE",
+              "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
       .option("batch", "B", "sequences per step (default 8)")
       .option("seq", "T", "tokens per sequence (default: min(64, max-seq))")
       .option("steps", "N", "optimizer steps (default 300)")
@@ -49,16 +50,20 @@ cli::ArgParser make_train_parser() {
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
-      .flag("fp32-grad-accum", "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
+      .flag("fp32-grad-accum",
+            "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
       .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
-      .option("offload-optimizer", "WHERE", "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
+      .option("offload-optimizer", "WHERE",
+              "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
       .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
       .option("host-mem-limit", "MiB", "--offload-optimizer nvme: host memory StarPU may use before it evicts to disk")
       .option("offload-params", "WHERE", "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory")
       .option("adam-threads", "T", "CPU AdamW threads under offload (default: cores left by the GPU workers, else 1)")
-      .option("delayed-update", "WARMUP", "one-step-delayed parameter update after WARMUP synchronous steps "
-                                          "(ZeRO-Offload's DPU: changes the math; see README)")
-      .option("checkpoint-in", "FILE", "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists)")
+      .option("delayed-update", "WARMUP",
+              "one-step-delayed parameter update after WARMUP synchronous steps "
+              "(ZeRO-Offload's DPU: changes the math; see README)")
+      .option("checkpoint-in", "FILE",
+              "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists)")
       .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
       .option("save-every", "N", "also write the checkpoint every N steps")
       .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
@@ -144,7 +149,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint
   o.fp32_grad_accum = p.flag_set("fp32-grad-accum");
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
-  o.collectives = collectives == "auto" ? Collectives::automatic
+  o.collectives = collectives == "auto"  ? Collectives::automatic
                   : collectives == "mpi" ? Collectives::mpi
                                          : Collectives::nccl;
   offload_options(p, o);
@@ -207,8 +212,8 @@ int train_main(int argc, char** argv) {
 
 int eval_main(int argc, char** argv) {
   cli::ArgParser parser = make_eval_parser();
-  return run_command({"starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]"}, parser,
-                     argc, argv, run_eval);
+  return run_command({"starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]"},
+                     parser, argc, argv, run_eval);
 }
 
 }  // namespace starzero

@@ -25,9 +25,9 @@ void check_batch_dims(int B, int T) {
 void check_split_holds_batch(std::size_t split_size, int B, int T, Split split) {
   const std::size_t need = std::size_t(B) * std::size_t(T) + 1;
   if (split_size < need)
-    throw std::invalid_argument(std::string("the ") + split_name(split) + " split has " +
-                                std::to_string(split_size) + " tokens, fewer than one batch of B·T + 1 = " +
-                                std::to_string(B) + "·" + std::to_string(T) + " + 1 = " + std::to_string(need));
+    throw std::invalid_argument(std::string("the ") + split_name(split) + " split has " + std::to_string(split_size) +
+                                " tokens, fewer than one batch of B·T + 1 = " + std::to_string(B) + "·" +
+                                std::to_string(T) + " + 1 = " + std::to_string(need));
 }
 
 std::string read_text_file(const std::filesystem::path& path) {
@@ -92,8 +92,7 @@ TokenDataset TokenDataset::from_text_file(const std::filesystem::path& path, dou
   return from_text_files(std::span(&path, 1), validation_fraction);
 }
 
-TokenDataset TokenDataset::from_text_files(std::span<const std::filesystem::path> paths,
-                                           double validation_fraction) {
+TokenDataset TokenDataset::from_text_files(std::span<const std::filesystem::path> paths, double validation_fraction) {
   std::string text;
   for (std::size_t i = 0; i < paths.size(); ++i) {
     if (i > 0) text += '\n';
@@ -109,9 +108,8 @@ TokenDataset TokenDataset::from_token_shard(const std::filesystem::path& path, d
   std::vector<int> tokens(shard.size());
   for (std::size_t i = 0; i < shard.size(); ++i) {
     if (shard[i] >= kGpt2Vocab)
-      throw FileFormatError(path.string() + ": token " + std::to_string(shard[i]) + " at index " +
-                            std::to_string(i) + " is outside the GPT-2 vocabulary (" +
-                            std::to_string(kGpt2Vocab) + ")");
+      throw FileFormatError(path.string() + ": token " + std::to_string(shard[i]) + " at index " + std::to_string(i) +
+                            " is outside the GPT-2 vocabulary (" + std::to_string(kGpt2Vocab) + ")");
     tokens[i] = shard[i];
   }
   return TokenDataset(std::move(tokens), kGpt2Vocab, validation_fraction);
@@ -148,8 +146,8 @@ Batch TokenDataset::sequential_batch(int B, int T, std::size_t b, Split split) c
   const std::size_t count = sequential_batches(B, T, split);
   if (b >= count)
     throw std::out_of_range(std::string("sequential batch ") + std::to_string(b) + " is past the end of the " +
-                            split_name(split) + " split (" + std::to_string(count) + " batches of B=" +
-                            std::to_string(B) + ", T=" + std::to_string(T) + ")");
+                            split_name(split) + " split (" + std::to_string(count) +
+                            " batches of B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")");
   const std::size_t BT = std::size_t(B) * std::size_t(T);
   Batch batch{std::vector<int>(BT), std::vector<int>(BT)};
   // Rows are consecutive: the whole batch is one run of B·T + 1 tokens, as llm.c reads it.

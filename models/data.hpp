@@ -41,8 +41,7 @@ class TokenDataset {
   // Byte tokens (vocab 256) of one text file.
   static TokenDataset from_text_file(const std::filesystem::path& path, double validation_fraction = 0.1);
   // Byte tokens of several text files joined with "\n" (between files, not after the last).
-  static TokenDataset from_text_files(std::span<const std::filesystem::path> paths,
-                                      double validation_fraction = 0.1);
+  static TokenDataset from_text_files(std::span<const std::filesystem::path> paths, double validation_fraction = 0.1);
   // The tokens of an llm.c token shard (vocab 50257); FileFormatError for a bad shard.
   static TokenDataset from_token_shard(const std::filesystem::path& path, double validation_fraction = 0.1);
 

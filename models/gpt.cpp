@@ -30,8 +30,8 @@ int out_features(const GptTensor& weight) { return int(weight.dims[weight.dims.s
 
 // Activations of one transformer block and their gradients (llm.c's names).
 struct GptModel::BlockActivations {
-  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, preatt, att, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch,
-      fch_gelu, fcproj, residual3;
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, preatt, att, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
+      fcproj, residual3;
   Tensor dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu, dfcproj, dresidual3;
 
   BlockActivations(const tasks::Dims& d, int block)
@@ -151,11 +151,25 @@ void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed
         std::fill(values.begin() + std::ptrdiff_t(std::size_t(shape_.vocab) * row), values.end(), 0.0f);
         break;
       }
-      case GptParam::wpe: fill_normal(0.01f); break;
-      case GptParam::qkvw: case GptParam::fcw: fill_normal(0.02f); break;
-      case GptParam::attprojw: case GptParam::fcprojw: fill_normal(residual_std); break;
-      case GptParam::ln1w: case GptParam::ln2w: case GptParam::lnfw: std::ranges::fill(values, 1.0f); break;
-      default: std::ranges::fill(values, 0.0f); break;  // biases
+      case GptParam::wpe:
+        fill_normal(0.01f);
+        break;
+      case GptParam::qkvw:
+      case GptParam::fcw:
+        fill_normal(0.02f);
+        break;
+      case GptParam::attprojw:
+      case GptParam::fcprojw:
+        fill_normal(residual_std);
+        break;
+      case GptParam::ln1w:
+      case GptParam::ln2w:
+      case GptParam::lnfw:
+        std::ranges::fill(values, 1.0f);
+        break;
+      default:
+        std::ranges::fill(values, 0.0f);
+        break;  // biases
     }
   }
 }
@@ -182,7 +196,8 @@ double GptModel::mean_loss() const {
 std::vector<float> GptModel::probabilities(int b, int t) const {
   if (b < 0 || b >= dims_.B || t < 0 || t >= dims_.T) throw std::out_of_range("probabilities: position out of range");
   auto view = buffers_->probs.view(Access::read);
-  const float* row = view.as<float>().data() + (std::size_t(b) * std::size_t(dims_.T) + std::size_t(t)) * std::size_t(dims_.Vp);
+  const float* row =
+      view.as<float>().data() + (std::size_t(b) * std::size_t(dims_.T) + std::size_t(t)) * std::size_t(dims_.Vp);
   return std::vector<float>(row, row + dims_.V);
 }
 
@@ -256,8 +271,8 @@ void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
                                out(attprojw), at("attproj_fwd", block));
   tasks::submit_residual_forward(dims_, a.residual2.handle(), input.handle(), a.attproj.handle(),
                                  at("residual2_fwd", block));
-  tasks::submit_layernorm_forward(dims_, a.ln2.handle(), a.ln2_mean.handle(), a.ln2_rstd.handle(),
-                                  a.residual2.handle(), weight(ln2w, ln2b), at("ln2_fwd", block));
+  tasks::submit_layernorm_forward(dims_, a.ln2.handle(), a.ln2_mean.handle(), a.ln2_rstd.handle(), a.residual2.handle(),
+                                  weight(ln2w, ln2b), at("ln2_fwd", block));
   tasks::submit_matmul_forward(dims_, a.fch.handle(), a.ln2.handle(), weight(fcw, fcb), in(fcw), out(fcw),
                                at("fc_fwd", block));
   tasks::submit_gelu_forward(dims_, a.fch_gelu.handle(), a.fch.handle(), at("gelu_fwd", block));

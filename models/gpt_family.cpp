@@ -33,12 +33,13 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
   // llm.c's order interleaves the layers (per-layer tensors are layer-major): the runs of every
   // layer are written by increasing llm.c offset, one run in memory at a time.
   void write(const fs::path& path, const LayerSource& source, DType precision) const override {
-    write_llmc_checkpoint_streamed(path, shape_, version_of(precision),
-                                   [&](std::size_t llmc_offset, std::span<float> out) {
-                                     const Piece& piece = piece_at(llmc_offset);
-                                     source(piece.layer, piece.run.layer_offset, out);
-                                   },
-                                   run_sizes());
+    write_llmc_checkpoint_streamed(
+        path, shape_, version_of(precision),
+        [&](std::size_t llmc_offset, std::span<float> out) {
+          const Piece& piece = piece_at(llmc_offset);
+          source(piece.layer, piece.run.layer_offset, out);
+        },
+        run_sizes());
   }
   std::vector<std::vector<float>> read(const fs::path& path) const override {
     const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, shape_);
@@ -129,7 +130,8 @@ class GptTrainable final : public Trainable {
   // Rows [first, first + count) of a global batch of T-token rows.
   void load(const Batch& global, const BatchRows& rows) {
     const std::size_t T = std::size_t(model_.seq());
-    const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T), end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
+    const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T),
+               end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
     model_.set_batch(std::span<const int>(global.inputs.data() + begin, global.inputs.data() + end),
                      std::span<const int>(global.targets.data() + begin, global.targets.data() + end));
   }
@@ -169,7 +171,12 @@ std::optional<std::string> GptTrainable::sample(const std::function<void()>& for
 class GptSpec final : public ModelSpec {
  public:
   GptSpec(const GptShape& shape, TokenDataset data, int T, std::uint64_t seed, Split evaluation_split)
-      : shape_(shape), data_(std::move(data)), T_(T), seed_(seed), evaluation_split_(evaluation_split), format_(shape) {}
+      : shape_(shape),
+        data_(std::move(data)),
+        T_(T),
+        seed_(seed),
+        evaluation_split_(evaluation_split),
+        format_(shape) {}
 
   std::string describe() const override {
     return shape_.to_string() + ", " + std::to_string(shape_.param_count()) + " parameters";
@@ -242,10 +249,10 @@ GptShape shape_from_checkpoint(const ModelRequest& request) {
     flags.max_seq = request.max_seq.value_or(flags.max_seq);
     if (flags.layers != shape.layers || flags.channels != shape.channels || flags.heads != shape.heads ||
         flags.max_seq != shape.max_seq)
-      throw std::invalid_argument("the shape flags (--preset " + *request.preset + ": L=" + std::to_string(flags.layers) +
-                                  " NH=" + std::to_string(flags.heads) + " C=" + std::to_string(flags.channels) +
-                                  " maxT=" + std::to_string(flags.max_seq) + ") contradict the checkpoint's shape " +
-                                  shape.to_string());
+      throw std::invalid_argument("the shape flags (--preset " + *request.preset +
+                                  ": L=" + std::to_string(flags.layers) + " NH=" + std::to_string(flags.heads) +
+                                  " C=" + std::to_string(flags.channels) + " maxT=" + std::to_string(flags.max_seq) +
+                                  ") contradict the checkpoint's shape " + shape.to_string());
     return shape;
   }
   check_flag("layers", request.layers, shape.layers);
@@ -293,7 +300,8 @@ std::unique_ptr<ModelSpec> prepare_gpt(const ModelRequest& request) {
   }
   const int T = request.seq.value_or(std::min(64, shape.max_seq));
   if (T < 1 || T > shape.max_seq)
-    throw std::invalid_argument("--seq " + std::to_string(T) + " exceeds the model's max-seq " + std::to_string(shape.max_seq));
+    throw std::invalid_argument("--seq " + std::to_string(T) + " exceeds the model's max-seq " +
+                                std::to_string(shape.max_seq));
   if (!evaluation && data.split_size(Split::train) < std::size_t(T) + 1)
     throw std::invalid_argument("the training data has " + std::to_string(data.split_size(Split::train)) +
                                 " tokens: too few for --seq " + std::to_string(T));

@@ -76,14 +76,12 @@ constexpr ParamDef kParams[] = {
 
 // One micro-batch's activations in llm.c train_gpt2.c's order (ActivationTensors).
 constexpr ActivationDef kActivations[] = {
-    {"encoded", {B, T, C}},     {"ln1", {L, B, T, C}},          {"ln1_mean", {L, B, T}},
-    {"ln1_rstd", {L, B, T}},    {"qkv", {L, B, T, C3}},         {"atty", {L, B, T, C}},
-    {"preatt", {L, B, NH, T, T}}, {"att", {L, B, NH, T, T}},    {"attproj", {L, B, T, C}},
-    {"residual2", {L, B, T, C}}, {"ln2", {L, B, T, C}},         {"ln2_mean", {L, B, T}},
-    {"ln2_rstd", {L, B, T}},    {"fch", {L, B, T, C4}},         {"fch_gelu", {L, B, T, C4}},
-    {"fcproj", {L, B, T, C}},   {"residual3", {L, B, T, C}},    {"lnf", {B, T, C}},
-    {"lnf_mean", {B, T}},       {"lnf_rstd", {B, T}},           {"logits", {B, T, Vp}},
-    {"probs", {B, T, Vp}},      {"losses", {B, T}},
+    {"encoded", {B, T, C}},      {"ln1", {L, B, T, C}},       {"ln1_mean", {L, B, T}},      {"ln1_rstd", {L, B, T}},
+    {"qkv", {L, B, T, C3}},      {"atty", {L, B, T, C}},      {"preatt", {L, B, NH, T, T}}, {"att", {L, B, NH, T, T}},
+    {"attproj", {L, B, T, C}},   {"residual2", {L, B, T, C}}, {"ln2", {L, B, T, C}},        {"ln2_mean", {L, B, T}},
+    {"ln2_rstd", {L, B, T}},     {"fch", {L, B, T, C4}},      {"fch_gelu", {L, B, T, C4}},  {"fcproj", {L, B, T, C}},
+    {"residual3", {L, B, T, C}}, {"lnf", {B, T, C}},          {"lnf_mean", {B, T}},         {"lnf_rstd", {B, T}},
+    {"logits", {B, T, Vp}},      {"probs", {B, T, Vp}},       {"losses", {B, T}},
 };
 }  // namespace dim
 
@@ -200,9 +198,8 @@ void GptShape::validate() const {
 }
 
 std::string GptShape::to_string() const {
-  return "maxT=" + std::to_string(max_seq) + " V=" + std::to_string(vocab) + " Vp=" +
-         std::to_string(padded_vocab) + " L=" + std::to_string(layers) + " NH=" +
-         std::to_string(heads) + " C=" + std::to_string(channels);
+  return "maxT=" + std::to_string(max_seq) + " V=" + std::to_string(vocab) + " Vp=" + std::to_string(padded_vocab) +
+         " L=" + std::to_string(layers) + " NH=" + std::to_string(heads) + " C=" + std::to_string(channels);
 }
 
 GptShape GptShape::gpt2_124m() { return gpt_preset("gpt2-124M"); }

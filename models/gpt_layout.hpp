@@ -62,9 +62,22 @@ std::vector<std::string> gpt_preset_names();
 // ---- the table of named tensors ---------------------------------------------------------------
 // llm.c's 16 parameter tensors in llm.c's file order (the index into GptLayout::tensors()).
 enum class GptParam {
-  wte, wpe,
-  ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb,
-  lnfw, lnfb,
+  wte,
+  wpe,
+  ln1w,
+  ln1b,
+  qkvw,
+  qkvb,
+  attprojw,
+  attprojb,
+  ln2w,
+  ln2b,
+  fcw,
+  fcb,
+  fcprojw,
+  fcprojb,
+  lnfw,
+  lnfb,
 };
 inline constexpr std::size_t kGptParamCount = 16;
 
@@ -74,7 +87,7 @@ enum class GptLayerKind { embedding, block, final_layernorm };
 // One row of the table, for a concrete shape.
 struct GptTensor {
   GptParam id;
-  std::string_view name;          // llm.c's name
+  std::string_view name;  // llm.c's name
   GptLayerKind layer_kind;
   std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
   bool per_layer = false;         // leading layer dimension: block l-1 (layer l) holds slice l-1

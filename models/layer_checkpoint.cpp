@@ -97,8 +97,8 @@ std::vector<std::vector<float>> LayerCheckpointFormat::read(const fs::path& path
     throw_format_error(path, "shape fields differ from the model's");
   if (header.storage > 1) throw_format_error(path, "unknown storage " + std::to_string(header.storage));
   if (header.layers != layout_.layer_params.size())
-    throw_format_error(path, std::to_string(header.layers) + " layers, expected " +
-                                 std::to_string(layout_.layer_params.size()));
+    throw_format_error(
+        path, std::to_string(header.layers) + " layers, expected " + std::to_string(layout_.layer_params.size()));
   std::vector<std::uint64_t> counts(header.layers);
   in.read_exact(counts.data(), counts.size() * sizeof(std::uint64_t));
   const std::size_t value_bytes = header.storage == 0 ? sizeof(float) : sizeof(bf16_bits);

@@ -59,13 +59,13 @@ std::array<std::int32_t, kLlmcHeaderInts> read_llmc_header(FileReader& in, const
                                                            const LlmcFormat& other) {
   const std::filesystem::path& path = in.path();
   if (in.size() < header_bytes)
-    throw_format_error(path, "truncated header: file has " + std::to_string(in.size()) +
-                                 " bytes, the header needs " + std::to_string(header_bytes));
+    throw_format_error(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
+                                 std::to_string(header_bytes));
   std::array<std::int32_t, kLlmcHeaderInts> header{};
   in.read_exact(header.data(), header_bytes);
   if (header[0] != format.magic)
-    throw_format_error(path, "wrong magic " + std::to_string(header[0]) + " (an " + std::string(format.name) +
-                                 " has " + std::to_string(format.magic) + ")" +
+    throw_format_error(path, "wrong magic " + std::to_string(header[0]) + " (an " + std::string(format.name) + " has " +
+                                 std::to_string(format.magic) + ")" +
                                  (header[0] == other.magic ? ": this is a " + std::string(other.short_name) : ""));
   return header;
 }
@@ -115,8 +115,8 @@ LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const Gpt
   return read_checkpoint(path, &expected);
 }
 
-void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape,
-                           std::span<const float> params, int version) {
+void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,
+                           int version) {
   if (params.size() != shape.param_count())
     throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
                                 " parameters given, shape " + shape.to_string() + " has " +
@@ -146,7 +146,8 @@ void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const Gpt
   }
   if (total != shape.param_count())
     throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
-                                " parameters, shape " + shape.to_string() + " has " + std::to_string(shape.param_count()));
+                                " parameters, shape " + shape.to_string() + " has " +
+                                std::to_string(shape.param_count()));
   write_file_atomically(path, [&](std::ostream& os) {
     std::array<std::int32_t, kLlmcHeaderInts> header{};
     header[0] = kLlmcCheckpointMagic;

@@ -43,7 +43,7 @@ inline constexpr std::size_t kLlmcHeaderInts = 256;
 
 struct LlmcCheckpoint {
   GptShape shape;
-  std::vector<float> params;  // always fp32, llm.c order; bf16 files are widened exactly
+  std::vector<float> params;          // always fp32, llm.c order; bf16 files are widened exactly
   int version = kLlmcCheckpointFp32;  // the version the file was stored with
 };
 
@@ -52,8 +52,8 @@ LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path);
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected);
 // version 3 stores fp32 as is, version 5 rounds to bf16 (nearest even). params.size() must be
 // shape.param_count() (std::invalid_argument otherwise); I/O failures throw std::system_error.
-void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape,
-                           std::span<const float> params, int version = kLlmcCheckpointFp32);
+void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,
+                           int version = kLlmcCheckpointFp32);
 // The same file written piece by piece, so that no more than one piece is in memory: `fill`
 // gets each piece's first llm.c offset and its values to set, in file order; `pieces` are the
 // piece sizes, adding up to shape.param_count().

@@ -35,9 +35,9 @@ std::vector<int> random_tokens(int B, int V, std::uint64_t seed, std::uint64_t s
 
 std::size_t MlpShape::layer_params(int layer) const {
   const std::size_t V = std::size_t(classes), C = std::size_t(hidden);
-  if (layer == 0) return V * C + C;                // wte, wpe
+  if (layer == 0) return V * C + C;                     // wte, wpe
   if (layer >= 1 && layer <= blocks) return C * C + C;  // W, b
-  if (layer == blocks + 1) return V * C + V;       // W, b
+  if (layer == blocks + 1) return V * C + V;            // W, b
   throw std::out_of_range("MLP layer " + std::to_string(layer) + " out of range");
 }
 
@@ -124,8 +124,8 @@ void TokenClassifier::submit_forward(int layer, const GroupHandles& groups) {
     tasks::submit_matmul_forward(dims_, a.logits.handle(), a.input(shape_.blocks).handle(),
                                  {groups.param(layer), 0, (long long)wte}, shape_.hidden, shape_.classes,
                                  "classifier_fwd");
-    tasks::submit_crossentropy_forward(dims_, a.losses.handle(), a.probs.handle(), a.logits.handle(),
-                                       a.labels.handle(), "crossentropy_fwd");
+    tasks::submit_crossentropy_forward(dims_, a.losses.handle(), a.probs.handle(), a.logits.handle(), a.labels.handle(),
+                                       "crossentropy_fwd");
   }
 }
 
@@ -140,19 +140,20 @@ void TokenClassifier::submit_backward(int layer, const GroupHandles& groups) {
   } else {
     tasks::submit_crossentropy_backward(dims_, a.dlogits.handle(), a.probs.handle(), a.labels.handle(),
                                         "crossentropy_bwd");
-    tasks::submit_matmul_backward(dims_, a.input_grad(shape_.blocks).handle(), groups.grad(layer),
-                                  a.dlogits.handle(), a.input(shape_.blocks).handle(),
-                                  {groups.param(layer), 0, (long long)wte}, shape_.hidden, shape_.classes,
-                                  "classifier_bwd");
+    tasks::submit_matmul_backward(dims_, a.input_grad(shape_.blocks).handle(), groups.grad(layer), a.dlogits.handle(),
+                                  a.input(shape_.blocks).handle(), {groups.param(layer), 0, (long long)wte},
+                                  shape_.hidden, shape_.classes, "classifier_bwd");
   }
 }
 
 void TokenClassifier::submit_block_forward(int b, const GroupHandles& groups) {
   const Buffers::Block& a = buffers_->blocks[std::size_t(b)];
   const Tensor& x = buffers_->input(b);
-  const tasks::WeightRef weight{groups.param(b + 1), 0, (long long)(std::size_t(shape_.hidden) * std::size_t(shape_.hidden))};
+  const tasks::WeightRef weight{groups.param(b + 1), 0,
+                                (long long)(std::size_t(shape_.hidden) * std::size_t(shape_.hidden))};
   // What the block's backward (and the layer above it) accumulates into: zeroed every forward.
-  for (const Tensor* gradient : {&a.dh, &a.dg, &a.dout}) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
+  for (const Tensor* gradient : {&a.dh, &a.dg, &a.dout})
+    tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
   tasks::submit_matmul_forward(dims_, a.h.handle(), x.handle(), weight, shape_.hidden, shape_.hidden, at("fc_fwd", b));
   tasks::submit_gelu_forward(dims_, a.g.handle(), a.h.handle(), at("gelu_fwd", b));
   tasks::submit_residual_forward(dims_, a.out.handle(), x.handle(), a.g.handle(), at("residual_fwd", b));
@@ -162,7 +163,8 @@ void TokenClassifier::submit_block_backward(int b, const GroupHandles& groups) {
   const Buffers::Block& a = buffers_->blocks[std::size_t(b)];
   const Tensor& x = buffers_->input(b);
   const Tensor& dx = buffers_->input_grad(b);
-  const tasks::WeightRef weight{groups.param(b + 1), 0, (long long)(std::size_t(shape_.hidden) * std::size_t(shape_.hidden))};
+  const tasks::WeightRef weight{groups.param(b + 1), 0,
+                                (long long)(std::size_t(shape_.hidden) * std::size_t(shape_.hidden))};
   tasks::submit_residual_backward(dims_, dx.handle(), a.dg.handle(), a.dout.handle(), at("residual_bwd", b));
   tasks::submit_gelu_backward(dims_, a.dh.handle(), a.h.handle(), a.dg.handle(), at("gelu_bwd", b));
   tasks::submit_matmul_backward(dims_, dx.handle(), groups.grad(b + 1), a.dh.handle(), x.handle(), weight,

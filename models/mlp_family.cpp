@@ -31,7 +31,7 @@ class MlpSpec final : public ModelSpec {
     f.layer_kinds = {{"embedding", std::int64_t(shape_.layer_params(0))},
                      {"block", std::int64_t(shape_.layer_params(1))},
                      {"classifier", std::int64_t(shape_.layer_params(shape_.blocks + 1))}};
-    f.activation_tensors = {{"embedded", B * C}, {"h", K * B * C},  {"g", K * B * C},  {"out", K * B * C},
+    f.activation_tensors = {{"embedded", B * C}, {"h", K * B * C}, {"g", K * B * C}, {"out", K * B * C},
                             {"logits", B * V},   {"probs", B * V}, {"losses", B}};
     return f;
   }
@@ -55,12 +55,14 @@ void check_flag(const char* flag, const std::optional<int>& given, int from_file
 }
 
 std::unique_ptr<ModelSpec> prepare_mlp(const ModelRequest& request) {
-  for (const auto& [flag, given] : {std::pair{"preset", request.preset.has_value()},
-                                    std::pair{"heads", request.heads.has_value()},
-                                    std::pair{"max-seq", request.max_seq.has_value()},
-                                    std::pair{"data", request.data.has_value()}})
-    if (given) throw std::invalid_argument(std::string("--") + flag + " is not for --model mlp (its data is drawn from the seed)");
-  if (request.seq && *request.seq != 1) throw std::invalid_argument("--model mlp reads one token per row: --seq must be 1");
+  for (const auto& [flag, given] :
+       {std::pair{"preset", request.preset.has_value()}, std::pair{"heads", request.heads.has_value()},
+        std::pair{"max-seq", request.max_seq.has_value()}, std::pair{"data", request.data.has_value()}})
+    if (given)
+      throw std::invalid_argument(std::string("--") + flag +
+                                  " is not for --model mlp (its data is drawn from the seed)");
+  if (request.seq && *request.seq != 1)
+    throw std::invalid_argument("--model mlp reads one token per row: --seq must be 1");
   MlpShape shape;
   if (request.checkpoint) {
     const LayerCheckpointHeader header = read_layer_checkpoint_header(*request.checkpoint);

@@ -2,7 +2,6 @@
 
 #include <stdexcept>
 
-
 namespace starzero {
 
 const std::vector<ModelFamily>& model_families() {

@@ -23,11 +23,11 @@ struct ModelRequest {
   std::string family = "gpt";
   std::optional<std::string> preset;
   std::optional<int> layers, channels, heads, max_seq;
-  std::optional<std::filesystem::path> data;    // training (or evaluation) data
-  std::optional<int> seq;                       // tokens per row
+  std::optional<std::filesystem::path> data;        // training (or evaluation) data
+  std::optional<int> seq;                           // tokens per row
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given
-  double validation_fraction = 0.1;  // 0: the whole data is evaluation data (starzero eval)
-  std::uint64_t seed = 1337;         // data drawn from a seed
+  double validation_fraction = 0.1;                 // 0: the whole data is evaluation data (starzero eval)
+  std::uint64_t seed = 1337;                        // data drawn from a seed
 };
 
 struct ModelFamily {

@@ -18,9 +18,7 @@ namespace starzero {
 
 namespace {
 
-std::string at(std::string_view what, int index) {
-  return std::string(what) + "[" + std::to_string(index) + "]";
-}
+std::string at(std::string_view what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
 
 }  // namespace
 
@@ -45,7 +43,8 @@ struct Engine::Layer {
         sum_of_squares(Tensor::transient(DType::f32, 1, at("grad_sumsq", layer))) {
     for (LayerBuffer role : {LayerBuffer::param_shard, LayerBuffer::param_next, LayerBuffer::grad_shard,
                              LayerBuffer::grad_partial, LayerBuffer::grad_accum})
-      if (plan.has(role)) optional_tensor(role).emplace(engine.allocate(plan.buffer(role), at(layer_buffer_name(role), layer)));
+      if (plan.has(role))
+        optional_tensor(role).emplace(engine.allocate(plan.buffer(role), at(layer_buffer_name(role), layer)));
   }
 
   std::size_t count() const { return plan.count(); }
@@ -65,12 +64,18 @@ struct Engine::Layer {
  private:
   std::optional<Tensor>& optional_tensor(LayerBuffer role) {
     switch (role) {
-      case LayerBuffer::param_shard: return param_shard;
-      case LayerBuffer::param_next: return param_next;
-      case LayerBuffer::grad_shard: return grad_shard;
-      case LayerBuffer::grad_partial: return grad_partial;
-      case LayerBuffer::grad_accum: return grad_accum;
-      default: throw std::logic_error("not an optional layer buffer: " + std::string(layer_buffer_name(role)));
+      case LayerBuffer::param_shard:
+        return param_shard;
+      case LayerBuffer::param_next:
+        return param_next;
+      case LayerBuffer::grad_shard:
+        return grad_shard;
+      case LayerBuffer::grad_partial:
+        return grad_partial;
+      case LayerBuffer::grad_accum:
+        return grad_accum;
+      default:
+        throw std::logic_error("not an optional layer buffer: " + std::string(layer_buffer_name(role)));
     }
   }
 };
@@ -129,7 +134,8 @@ Engine::Engine(Model& model, const EngineOptions& options)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
   if (options.fp32_grad_accum && model.dtype() != DType::bf16)
-    throw std::invalid_argument("the fp32 gradient-accumulation buffer is for bf16 models (fp32 gradients already are)");
+    throw std::invalid_argument(
+        "the fp32 gradient-accumulation buffer is for bf16 models (fp32 gradients already are)");
   if (options.comm) {
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
@@ -222,8 +228,10 @@ void Engine::submit_window_mark(int layer, int delta, const std::string& name) {
       handles,
       [this, bytes, delta] {
         ledger_.add(MemoryCategory::temporaries, delta * bytes);
-        if (delta > 0) ledger_.add_item(MemoryCategory::temporaries);
-        else ledger_.remove_item(MemoryCategory::temporaries);
+        if (delta > 0)
+          ledger_.add_item(MemoryCategory::temporaries);
+        else
+          ledger_.remove_item(MemoryCategory::temporaries);
       },
       name);
 }
@@ -244,7 +252,8 @@ void Engine::gather(int layer, const char* pass) {
 // (one rank with the parameters on the host).
 void Engine::release(int layer, const char* pass) {
   switch (layers_[std::size_t(layer)].plan.param_access()) {
-    case ParamAccess::resident: return;
+    case ParamAccess::resident:
+      return;
     case ParamAccess::fetched_per_use:
       for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
       return;
@@ -268,8 +277,8 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
     const std::size_t window = std::size_t(options_.grad_window);
     if (recently_reduced_.size() >= window) handles.push_back(recently_reduced_[recently_reduced_.size() - window]);
     const auto bytes = std::int64_t(layer.grad.bytes());
-    tasks::submit_mark(handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); },
-                       at("grad_alloc", group));
+    tasks::submit_mark(
+        handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); }, at("grad_alloc", group));
   }
   tasks::submit_zero(layer.grad.handle(), at("zero_grad", group));
 }
@@ -292,7 +301,8 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
   }
   if (!last_micro_batch) return;  // reduced once, accumulated
   switch (plan.grad_reduction()) {
-    case GradReduction::none: return;
+    case GradReduction::none:
+      return;
     case GradReduction::all_reduce:
       tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
       return;
@@ -330,8 +340,8 @@ void Engine::reduce_into_shard_each_micro_batch(int group, bool first_micro_batc
     layer.grad_partial->invalidate_submit();
   }
   const auto bytes = std::int64_t(layer.grad.bytes());
-  tasks::submit_mark({layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); },
-                     at("grad_free", group));
+  tasks::submit_mark(
+      {layer.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); }, at("grad_free", group));
   layer.grad.invalidate_submit();
   recently_reduced_.push_back(layer.grad.handle());
 }
@@ -433,8 +443,7 @@ void Engine::submit_grad_norm(int micro_batches) {
                            "clip_scale");
   // Without clipping AdamW needs only the divisor: it does not wait for the norm.
   if (options_.grad_clip <= 0)
-    optim::submit_clip_scale({}, 0.0f, divisor, unclipped_scale_.handle(), unclipped_norm_.handle(),
-                             "unclipped_scale");
+    optim::submit_clip_scale({}, 0.0f, divisor, unclipped_scale_.handle(), unclipped_norm_.handle(), "unclipped_scale");
 }
 
 void Engine::flush() {
@@ -474,9 +483,11 @@ void Engine::submit_publish(int l, bool delayed) {
   const PublishPlan& publish = layer.plan.publish(delayed);
   const DType dtype = model_.dtype();
   switch (publish.how) {
-    case Publish::none: return;  // AdamW wrote where the model reads
+    case Publish::none:
+      return;  // AdamW wrote where the model reads
     case Publish::copy_next:
-      tasks::submit_copy(layer.param_next->handle(), layer.tensor(publish.destination).handle(), at("publish_param", l));
+      tasks::submit_copy(layer.param_next->handle(), layer.tensor(publish.destination).handle(),
+                         at("publish_param", l));
       return;
     case Publish::all_gather_from_shard:
       tasks::submit_all_gather(*order_, layer.param_shard->handle(), layer.param.handle(), layer.count(), dtype,
@@ -494,12 +505,16 @@ Tensor Engine::allocate(const PlannedBuffer& buffer, const std::string& name) {
   const std::size_t count = buffer.elements;
   const DType dtype = buffer.dtype;
   switch (buffer.home) {
-    case BufferHome::device: return Tensor::host(dtype, count, name);
-    case BufferHome::transient: return Tensor::transient(dtype, count, name);
+    case BufferHome::device:
+      return Tensor::host(dtype, count, name);
+    case BufferHome::transient:
+      return Tensor::transient(dtype, count, name);
     case BufferHome::pinned_host:
-      return Tensor::with_home(dtype, count, name,
-                               std::make_unique<PinnedHostBuffer>(count * dtype_size(dtype), options_.host_numa_node, name));
-    case BufferHome::disk: return Tensor::with_home(dtype, count, name, options_.nvme->home(count * dtype_size(dtype), name));
+      return Tensor::with_home(
+          dtype, count, name,
+          std::make_unique<PinnedHostBuffer>(count * dtype_size(dtype), options_.host_numa_node, name));
+    case BufferHome::disk:
+      return Tensor::with_home(dtype, count, name, options_.nvme->home(count * dtype_size(dtype), name));
   }
   throw std::logic_error("unknown buffer home");
 }

@@ -86,23 +86,23 @@ class CollectiveOrder;
 class DiskNode;
 
 struct EngineOptions {
-  optim::AdamWHyper adam;     // lr and step are set per step
-  float grad_clip = 1.0f;     // global-norm clipping threshold; <= 0: no clipping
-  std::uint64_t seed = 1337;  // parameter initialisation
-  int stage = 0;              // ZeRO stage 0..3
+  optim::AdamWHyper adam;        // lr and step are set per step
+  float grad_clip = 1.0f;        // global-norm clipping threshold; <= 0: no clipping
+  std::uint64_t seed = 1337;     // parameter initialisation
+  int stage = 0;                 // ZeRO stage 0..3
   Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
   // For the engine's direct collectives on host buffers (gathering master weights for a
   // checkpoint): an MPI communicator of the same ranks when `comm` is NCCL; nullptr: `comm`.
   Communicator* host_comm = nullptr;
-  int prefetch_depth = 1;     // ZeRO-3: layers gathered ahead of the one being computed
-  int grad_window = 2;        // ZeRO-2/3: a full gradient is allocated only once the one freed
-                              // grad_window reductions earlier is gone (bounds live full grads)
+  int prefetch_depth = 1;  // ZeRO-3: layers gathered ahead of the one being computed
+  int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
+                           // grad_window reductions earlier is gone (bounds live full grads)
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;  // stage 3 only
-  DiskNode* nvme = nullptr;   // the disk node for offload_optimizer nvme (outlives the engine)
-  int host_numa_node = -1;    // where pinned host buffers live (-1: not bound)
-  int adam_threads = 1;       // CPU AdamW threads under optimizer offload
-  int delayed_update_warmup = -1;  // < 0: no delayed update; else synchronous steps before it
+  DiskNode* nvme = nullptr;                          // the disk node for offload_optimizer nvme (outlives the engine)
+  int host_numa_node = -1;                           // where pinned host buffers live (-1: not bound)
+  int adam_threads = 1;                              // CPU AdamW threads under optimizer offload
+  int delayed_update_warmup = -1;                    // < 0: no delayed update; else synchronous steps before it
   // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
   // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
   bool fp32_grad_accum = false;
@@ -126,8 +126,7 @@ class Engine {
   // AdamW at learning rate `lr` as optimizer step `step` (1-based). ZeRO-0/1 reduce the
   // accumulated gradient once; ZeRO-2/3 reduce-scatter after every micro-batch into the shard
   // (the full gradient is freed each time, as without accumulation).
-  void submit_step(float lr, int step, int micro_batches = 1,
-                   const std::function<void(int)>& load_micro_batch = {});
+  void submit_step(float lr, int step, int micro_batches = 1, const std::function<void(int)>& load_micro_batch = {});
   // Applies a pending delayed update (no-op otherwise). Call before reading parameters or
   // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
   void flush();
@@ -200,12 +199,12 @@ class Engine {
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;
   Tensor clip_scale_, grad_norm_, grad_sumsq_total_;
-  Tensor unclipped_scale_, unclipped_norm_;  // grad_clip <= 0: 1/(ranks·micro-batches), no norm
-  std::optional<Tensor> cpu_adam_token_;  // optimizer offload: one CPU AdamW at a time
-  std::optional<optim::AdamWHyper> pending_update_;  // delayed update not yet submitted
-  std::vector<Tensor> window_slots_;  // ZeRO-3 prefetch window tokens
-  std::uint64_t gathers_ = 0;         // ZeRO-3 gathers submitted (selects the window slot)
-  std::vector<int> first_toucher_, last_toucher_;  // per group: backward layers touching it
+  Tensor unclipped_scale_, unclipped_norm_;             // grad_clip <= 0: 1/(ranks·micro-batches), no norm
+  std::optional<Tensor> cpu_adam_token_;                // optimizer offload: one CPU AdamW at a time
+  std::optional<optim::AdamWHyper> pending_update_;     // delayed update not yet submitted
+  std::vector<Tensor> window_slots_;                    // ZeRO-3 prefetch window tokens
+  std::uint64_t gathers_ = 0;                           // ZeRO-3 gathers submitted (selects the window slot)
+  std::vector<int> first_toucher_, last_toucher_;       // per group: backward layers touching it
   std::vector<starpu_data_handle_t> recently_reduced_;  // ZeRO-2/3: full gradients just freed
   MemoryLedger ledger_;
 };

@@ -19,8 +19,10 @@ constexpr double kMiB = 1048576.0;
 
 std::string format_bytes(double bytes) {
   char text[32];
-  if (bytes >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
-  else std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  if (bytes >= 1e9)
+    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
   return text;
 }
 
@@ -47,8 +49,8 @@ void validate(const HostPlanInput& in, const Topology& topology) {
 // The plan's host bytes must fit into what this machine has free, for every rank on it.
 void check_host_memory(const HostPlanInput& in) {
   const bool nvme = in.offload_optimizer == OptimizerOffload::nvme;
-  const double host_needed = nvme ? in.memory.host_total() + double(in.host_mem_limit_mib) * kMiB
-                                  : in.memory.host_total();
+  const double host_needed =
+      nvme ? in.memory.host_total() + double(in.host_mem_limit_mib) * kMiB : in.memory.host_total();
   const double available = double(available_host_memory_bytes());
   if (host_needed * in.ranks_here > available)
     throw std::invalid_argument("too little host memory for this offload plan: " + std::to_string(in.ranks_here) +
@@ -71,8 +73,8 @@ std::size_t plan_disk(const HostPlanInput& in) {
   if (ec) throw std::invalid_argument("--nvme-path: cannot query '" + printable(in.nvme_path) + "': " + ec.message());
   if (double(space.available) < nvme_needed * in.ranks_here)
     throw std::invalid_argument("--nvme-path: " + format_bytes(double(space.available)) +
-                                " free, the optimizer state of " + std::to_string(in.ranks_here) +
-                                " rank(s) needs " + format_bytes(nvme_needed * in.ranks_here));
+                                " free, the optimizer state of " + std::to_string(in.ranks_here) + " rank(s) needs " +
+                                format_bytes(nvme_needed * in.ranks_here));
   return disk_bytes;
 }
 
@@ -89,7 +91,7 @@ HostPlan plan_host(const HostPlanInput& in, const Topology& topology) {
   const int cores = std::max(1, topology.cores / in.ranks_here);
   const int cuda_workers = in.gpu >= 0 ? 1 : 0;
   if (in.offload_optimizer != OptimizerOffload::none)
-    plan.adam_threads = in.adam_threads ? *in.adam_threads
+    plan.adam_threads = in.adam_threads    ? *in.adam_threads
                         : cuda_workers > 0 ? std::max(1, cores - cuda_workers - 1)
                                            : 1;
   if (plan.cpu_workers < 0)  // StarPU's workers leave the extra Adam threads their cores

@@ -16,13 +16,13 @@ namespace starzero {
 struct HostPlanInput {
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;
-  std::optional<int> adam_threads;  // asked for (>= 1); default: the cores the GPU worker leaves
-  int gpu = -1;                     // this rank's GPU in the topology; -1: none
-  int ranks_here = 1;               // ranks on this machine (they share its cores and memory)
-  int cpu_workers = -1;             // StarPU CPU workers asked for; < 0: chosen here
-  std::filesystem::path nvme_path;  // offload_optimizer nvme: where the disk node's files go
+  std::optional<int> adam_threads;     // asked for (>= 1); default: the cores the GPU worker leaves
+  int gpu = -1;                        // this rank's GPU in the topology; -1: none
+  int ranks_here = 1;                  // ranks on this machine (they share its cores and memory)
+  int cpu_workers = -1;                // StarPU CPU workers asked for; < 0: chosen here
+  std::filesystem::path nvme_path;     // offload_optimizer nvme: where the disk node's files go
   std::size_t host_mem_limit_mib = 0;  // offload_optimizer nvme: StarPU's host-memory limit
-  MemoryPlan memory;                // plan_memory of this run: host and NVMe bytes per rank
+  MemoryPlan memory;                   // plan_memory of this run: host and NVMe bytes per rank
 };
 
 struct HostPlan {

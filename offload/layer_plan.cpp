@@ -22,14 +22,22 @@ ZeroState ZeroState::of(int stage, std::int64_t ranks) {
 
 std::string_view layer_buffer_name(LayerBuffer buffer) {
   switch (buffer) {
-    case LayerBuffer::param: return "param";
-    case LayerBuffer::param_shard: return "param_shard";
-    case LayerBuffer::param_next: return "param_next";
-    case LayerBuffer::grad: return "grad";
-    case LayerBuffer::grad_shard: return "grad_shard";
-    case LayerBuffer::grad_partial: return "grad_partial";
-    case LayerBuffer::grad_accum: return "grad_accum";
-    case LayerBuffer::optimizer_state: return "optimizer_state";
+    case LayerBuffer::param:
+      return "param";
+    case LayerBuffer::param_shard:
+      return "param_shard";
+    case LayerBuffer::param_next:
+      return "param_next";
+    case LayerBuffer::grad:
+      return "grad";
+    case LayerBuffer::grad_shard:
+      return "grad_shard";
+    case LayerBuffer::grad_partial:
+      return "grad_partial";
+    case LayerBuffer::grad_accum:
+      return "grad_accum";
+    case LayerBuffer::optimizer_state:
+      return "optimizer_state";
   }
   return "?";
 }
@@ -47,9 +55,12 @@ void validate(const LayerPlanInput& in) {
 
 MemoryPlace place_of(BufferHome home) {
   switch (home) {
-    case BufferHome::pinned_host: return MemoryPlace::host;
-    case BufferHome::disk: return MemoryPlace::disk;
-    default: return MemoryPlace::device;
+    case BufferHome::pinned_host:
+      return MemoryPlace::host;
+    case BufferHome::disk:
+      return MemoryPlace::disk;
+    default:
+      return MemoryPlace::device;
   }
 }
 
@@ -121,9 +132,9 @@ void LayerPlan::plan_buffers() {
       .bytes_per_element = input_.optimizer_bytes_per_param;
 
   if (param_shard) {
-    PlannedBuffer& shard = add(LayerBuffer::param_shard, Extent::shard, dtype,
-                               offloaded || params_on_host ? BufferHome::pinned_host : BufferHome::device,
-                               Lifetime::held, C::params);
+    PlannedBuffer& shard =
+        add(LayerBuffer::param_shard, Extent::shard, dtype,
+            offloaded || params_on_host ? BufferHome::pinned_host : BufferHome::device, Lifetime::held, C::params);
     // ZeRO-3 with the optimizer offloaded but not the parameters: the device keeps a copy of the
     // shard AdamW wrote on the host (the all-gathers read it there).
     if (z.shard_params && offloaded && !params_on_host) shard.held_at.push_back(MemoryPlace::device);
@@ -148,14 +159,18 @@ void LayerPlan::plan_operations() {
   const ZeroState& z = zero_;
   const bool offloaded = input_.offload_optimizer != OptimizerOffload::none;
 
-  param_access_ = z.shard_params                              ? ParamAccess::gathered_per_use
+  param_access_ = z.shard_params                               ? ParamAccess::gathered_per_use
                   : input_.offload_params == ParamOffload::cpu ? ParamAccess::fetched_per_use
                                                                : ParamAccess::resident;
 
-  if (!z.collectives) grad_reduction_ = GradReduction::none;
-  else if (z.stage == 0) grad_reduction_ = GradReduction::all_reduce;
-  else if (has(LayerBuffer::grad_shard)) grad_reduction_ = GradReduction::reduce_scatter_into_shard;
-  else grad_reduction_ = GradReduction::reduce_scatter_in_place;
+  if (!z.collectives)
+    grad_reduction_ = GradReduction::none;
+  else if (z.stage == 0)
+    grad_reduction_ = GradReduction::all_reduce;
+  else if (has(LayerBuffer::grad_shard))
+    grad_reduction_ = GradReduction::reduce_scatter_into_shard;
+  else
+    grad_reduction_ = GradReduction::reduce_scatter_in_place;
 
   fp32_accumulation_ = !input_.fp32_grad_accum ? Fp32Accumulation::none
                        : z.shard_grads         ? Fp32Accumulation::shard_after_reduction

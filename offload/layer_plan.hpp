@@ -44,8 +44,8 @@ struct LayerPlanInput {
   ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 only
   bool delayed_update = false;
   bool fp32_grad_accum = false;
-  DType dtype = DType::f32;  // the model's: parameters and gradients
-  std::size_t params = 0;    // this layer's parameters
+  DType dtype = DType::f32;               // the model's: parameters and gradients
+  std::size_t params = 0;                 // this layer's parameters
   double optimizer_bytes_per_param = 12;  // k; AdamW's fp32 master, m and v
 };
 
@@ -145,8 +145,8 @@ enum class Publish : std::uint8_t {
 struct PublishPlan {
   Publish how = Publish::none;
   LayerBuffer destination = LayerBuffer::param;  // copy_next: param_shard or param
-  bool drop_device_shard = false;  // after the all-gather the shard's device copy may go (offload
-                                   // keeps it on the host)
+  bool drop_device_shard = false;                // after the all-gather the shard's device copy may go (offload
+                                                 // keeps it on the host)
 };
 
 class LayerPlan {
@@ -156,7 +156,7 @@ class LayerPlan {
   const LayerPlanInput& input() const { return input_; }
   const ZeroState& zero() const { return zero_; }
   std::size_t count() const { return input_.params; }
-  std::size_t shard() const { return shard_; }             // s = ceil(count / N)
+  std::size_t shard() const { return shard_; }                              // s = ceil(count / N)
   std::size_t padded() const { return shard_ * std::size_t(zero_.ranks); }  // N·s
   std::size_t own_offset() const { return shard_ * std::size_t(input_.rank); }
 

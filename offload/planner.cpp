@@ -20,8 +20,7 @@ void check_stage(int stage) {
 }
 
 // Seeds' static bytes, before placement. Each term is (whole bytes) / divisor.
-ByteSplit seeds_bytes(double psi, std::int64_t dp, int stage, double k, bool fp32_grad_accum,
-                      int prec) {
+ByteSplit seeds_bytes(double psi, std::int64_t dp, int stage, double k, bool fp32_grad_accum, int prec) {
   ByteSplit s;
   s.params = prec * psi / double(param_divisor(stage, dp));
   const double grad_div = double(grad_divisor(stage, dp));
@@ -36,9 +35,12 @@ int precision_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::fp32: return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp32:
+      return "fp32";
   }
   return "?";
 }
@@ -82,9 +84,7 @@ std::int64_t model_params(const PlanInput& in) {
   return in.model ? in.model->params : in.params;
 }
 
-double MemoryPlan::gpu_total() const {
-  return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0);
-}
+double MemoryPlan::gpu_total() const { return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0); }
 
 namespace {
 
@@ -118,7 +118,9 @@ std::optional<double> zero3_temporaries(const PlanInput& in, int prec) {
 
 void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum) {
   for (const LayerPlan::HeldCopy& copy : plan.held_copies()) {
-    ByteSplit& place = copy.place == MemoryPlace::device ? sum.gpu : copy.place == MemoryPlace::host ? sum.host : sum.nvme;
+    ByteSplit& place = copy.place == MemoryPlace::device ? sum.gpu
+                       : copy.place == MemoryPlace::host ? sum.host
+                                                         : sum.nvme;
     double& category = copy.buffer->category == MemoryCategory::params  ? place.params
                        : copy.buffer->category == MemoryCategory::grads ? place.grads
                                                                         : place.optimizer;
@@ -166,8 +168,7 @@ double gpu_floor_bytes(const PlanInput& input) {
   return floor;
 }
 
-double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k,
-                           bool fp32_grad_accum, int prec) {
+double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k, bool fp32_grad_accum, int prec) {
   if (prec != 2 && prec != 4) throw PlanError("precision bytes must be 2 or 4, got " + std::to_string(prec));
   PlanInput in;
   in.params = params;
@@ -233,8 +234,7 @@ FitOption evaluate(const PlanInput& input, const MemoryLimits& limits) {
 
 }  // namespace
 
-std::optional<std::int64_t> min_dp_to_fit(const PlanInput& input, const MemoryLimits& limits,
-                                          std::int64_t max_dp) {
+std::optional<std::int64_t> min_dp_to_fit(const PlanInput& input, const MemoryLimits& limits, std::int64_t max_dp) {
   check_limits(limits);
   if (max_dp < 1) throw PlanError("max dp must be >= 1");
   PlanInput probe = input;

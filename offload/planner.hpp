@@ -57,19 +57,19 @@ std::optional<Precision> precision_from_name(std::string_view name);
 
 // ---- One configuration ---------------------------------------------------------------------
 struct PlanInput {
-  std::int64_t params = 0;        // Ψ; with a model footprint leave 0 (or equal to its Ψ)
+  std::int64_t params = 0;              // Ψ; with a model footprint leave 0 (or equal to its Ψ)
   std::optional<ModelFootprint> model;  // gives Ψ, activations and ZeRO-3 temporaries
-  std::int64_t dp = 1;            // N
-  int stage = 0;                  // 0..3
+  std::int64_t dp = 1;                  // N
+  int stage = 0;                        // 0..3
   Precision precision = Precision::bf16;
-  double k = 12;                  // optimizer state bytes per parameter
+  double k = 12;  // optimizer state bytes per parameter
   bool fp32_grad_accum = false;
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;  // cpu only with stage 3
-  std::int64_t prefetch_depth = 1;  // W >= 0: ZeRO-3 layers gathered ahead of the current one
+  std::int64_t prefetch_depth = 1;                   // W >= 0: ZeRO-3 layers gathered ahead of the current one
 };
 
-void validate(const PlanInput& input);  // throws PlanError
+void validate(const PlanInput& input);              // throws PlanError
 std::int64_t model_params(const PlanInput& input);  // Ψ (validated)
 
 struct ByteSplit {
@@ -83,10 +83,10 @@ struct MemoryPlan {
   std::int64_t params = 0;  // Ψ
   std::int64_t dp = 1;
   int stage = 0;
-  ByteSplit seeds;  // the seeds' static bytes per rank, wherever they are placed
-  ByteSplit gpu;    // placed: GPU
-  ByteSplit host;   // placed: host memory (includes the offload staging copies)
-  ByteSplit nvme;   // placed: NVMe
+  ByteSplit seeds;                    // the seeds' static bytes per rank, wherever they are placed
+  ByteSplit gpu;                      // placed: GPU
+  ByteSplit host;                     // placed: host memory (includes the offload staging copies)
+  ByteSplit nvme;                     // placed: NVMe
   std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without a footprint
   std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
                                       // unknown for ZeRO-3 without a footprint
@@ -114,15 +114,15 @@ void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum);
 double gpu_floor_bytes(const PlanInput& input);
 
 // The seeds' exercise function: static bytes per GPU, no offload, no activations.
-double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k = 12,
-                           bool fp32_grad_accum = false, int precision_bytes = 2);
+double zero_memory_per_gpu(std::int64_t params, std::int64_t dp, int stage, double k = 12, bool fp32_grad_accum = false,
+                           int precision_bytes = 2);
 
 // ---- Communication per training step per rank ------------------------------------------------
 struct CommVolume {
-  int psi_multiple = 0;        // 2 (stages 0-2) or 3 (stage 3)
-  double elements = 0;         // psi_multiple · Ψ
-  double bytes = 0;            // elements · precision bytes
-  double ring_elements = 0;    // elements · (N-1)/N (exact ring figure; 0 at N = 1)
+  int psi_multiple = 0;      // 2 (stages 0-2) or 3 (stage 3)
+  double elements = 0;       // psi_multiple · Ψ
+  double bytes = 0;          // elements · precision bytes
+  double ring_elements = 0;  // elements · (N-1)/N (exact ring figure; 0 at N = 1)
   double ring_bytes = 0;
 };
 CommVolume zero_communication_volume(std::int64_t params, std::int64_t dp, int stage,
@@ -143,9 +143,7 @@ struct FitOption {
   bool fits_gpu = true;
   bool fits_host = true;
   bool fits() const { return fits_gpu && fits_host; }
-  bool offloaded() const {
-    return offload_optimizer != OptimizerOffload::none || offload_params != ParamOffload::none;
-  }
+  bool offloaded() const { return offload_optimizer != OptimizerOffload::none || offload_params != ParamOffload::none; }
 };
 
 struct FitReport {

@@ -21,7 +21,8 @@ template <class G, class P>
 __global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_scale, float* master, float* m, float* v,
                              P* param, AdamWHyper hyper, float bias_correction1, float bias_correction2) {
   const float scale = *grad_scale;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const float g = load(grad[i]) * scale;
     const float mi = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g;
     const float vi = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;
@@ -39,7 +40,8 @@ template <class T>
 __global__ void sum_of_squares_kernel(std::size_t n, const T* x, float* sum) {
   __shared__ float partial[256];
   float local = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
     const float value = load(x[i]);
     local += value * value;
   }
@@ -69,9 +71,8 @@ void adamw_cuda(std::size_t n, const G* grad, const float* grad_scale_device, fl
                 P* param, const AdamWHyper& hyper, void* stream) {
   const float bias_correction1 = 1.0f - std::pow(hyper.beta1, float(hyper.step));
   const float bias_correction2 = 1.0f - std::pow(hyper.beta2, float(hyper.step));
-  adamw_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, grad, grad_scale_device, master, m, v,
-                                                                           param, hyper, bias_correction1,
-                                                                           bias_correction2);
+  adamw_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      n, grad, grad_scale_device, master, m, v, param, hyper, bias_correction1, bias_correction2);
   check_launch("adamw kernel");
 }
 

@@ -79,8 +79,9 @@ struct CpuAdamState {
 };
 CpuAdamState cpu_adam_state(const TaskBuffers& b) {
   static const SimdPath path = best_simd_path();
-  return {b.elements("master"), *b.get<const float>("scale"), b.get<float>("master"), b.get<float>("m"),
-          b.get<float>("v"), path};
+  return {b.elements("master"),   *b.get<const float>("scale"),
+          b.get<float>("master"), b.get<float>("m"),
+          b.get<float>("v"),      path};
 }
 
 // The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
@@ -111,8 +112,10 @@ void sum_of_squares_cuda_func(const TaskBuffers& b, const SumArgs& a) {
   const std::size_t n = slice_count(b.elements("grad"), a.slice);
   float* sum = b.get<float>("sum");
   cudaMemsetAsync(sum, 0, sizeof(float), stream);
-  if (a.dtype == DType::f32) sum_of_squares_cuda(n, b.get<const float>("grad", a.slice.offset), sum, stream);
-  else sum_of_squares_cuda(n, b.get<const bf16>("grad", a.slice.offset), sum, stream);
+  if (a.dtype == DType::f32)
+    sum_of_squares_cuda(n, b.get<const float>("grad", a.slice.offset), sum, stream);
+  else
+    sum_of_squares_cuda(n, b.get<const bf16>("grad", a.slice.offset), sum, stream);
 }
 
 void adamw_cuda_func(const TaskBuffers& b, const AdamArgs& a) {
@@ -123,11 +126,11 @@ void adamw_cuda_func(const TaskBuffers& b, const AdamArgs& a) {
   float* v = b.get<float>("v");
   void* stream = starpu_cuda_get_local_stream();
   if (a.dtype == DType::f32)
-    adamw_cuda(n, b.get<const float>("grad", a.grad_offset), scale, master, m, v,
-               b.get<float>("param", a.param_offset), a.hyper, stream);
+    adamw_cuda(n, b.get<const float>("grad", a.grad_offset), scale, master, m, v, b.get<float>("param", a.param_offset),
+               a.hyper, stream);
   else
-    adamw_cuda(n, b.get<const bf16>("grad", a.grad_offset), scale, master, m, v,
-               b.get<bf16>("param", a.param_offset), a.hyper, stream);
+    adamw_cuda(n, b.get<const bf16>("grad", a.grad_offset), scale, master, m, v, b.get<bf16>("param", a.param_offset),
+               a.hyper, stream);
 }
 #endif
 
@@ -143,9 +146,10 @@ Codelet<SumArgs> sum_of_squares_codelet({
     .cpu = sum_of_squares_cpu,
     .cuda = STARZERO_CUDA_FUNC(sum_of_squares_cuda_func),
     .flops = [](const SumArgs& a, Handles h) { return 2.0 * double(slice_count(starpu_vector_get_nx(h[0]), a.slice)); },
-    .bytes = [](const SumArgs& a, Handles h) {
-      return double(slice_count(starpu_vector_get_nx(h[0]), a.slice)) * double(dtype_size(a.dtype)) + 4.0;
-    },
+    .bytes =
+        [](const SumArgs& a, Handles h) {
+          return double(slice_count(starpu_vector_get_nx(h[0]), a.slice)) * double(dtype_size(a.dtype)) + 4.0;
+        },
 });
 // Tiny and CPU only; the partial sums come with the task, any number of them.
 // FLOPs: one add per partial sum, plus the square root and the clip; bytes 4 per scalar.
@@ -176,7 +180,11 @@ double adamw_bytes(std::size_t n, DType dtype) { return double(n) * (2.0 * doubl
 // The parameter copy is RW: with a shard inside a full buffer only this rank's slice is written.
 Codelet<AdamArgs> adamw_codelet({
     .name = "adamw",
-    .buffers = {{STARPU_R, "grad"}, {STARPU_RW, "master"}, {STARPU_RW, "m"}, {STARPU_RW, "v"}, {STARPU_RW, "param"},
+    .buffers = {{STARPU_R, "grad"},
+                {STARPU_RW, "master"},
+                {STARPU_RW, "m"},
+                {STARPU_RW, "v"},
+                {STARPU_RW, "param"},
                 {STARPU_R, "scale"}},
     .cpu = adamw_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(adamw_cuda_func),
@@ -187,8 +195,13 @@ Codelet<AdamArgs> adamw_codelet({
 // ZeRO-Offload's CPU step; "pool" is the CPU Adam pool's token (one such task at a time).
 Codelet<CpuAdamArgs> adamw_offload_codelet({
     .name = "adamw_cpu",
-    .buffers = {{STARPU_R, "grad"}, {STARPU_RW, "master"}, {STARPU_RW, "m"}, {STARPU_RW, "v"},
-                {STARPU_W, "param_out"}, {STARPU_R, "scale"}, {STARPU_RW, "pool"}},
+    .buffers = {{STARPU_R, "grad"},
+                {STARPU_RW, "master"},
+                {STARPU_RW, "m"},
+                {STARPU_RW, "v"},
+                {STARPU_W, "param_out"},
+                {STARPU_R, "scale"},
+                {STARPU_RW, "pool"}},
     .cpu = adamw_offload_cpu_func,
     .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
     .bytes = [](const CpuAdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },

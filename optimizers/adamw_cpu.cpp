@@ -26,8 +26,7 @@ void adamw_cpu(std::size_t n, const G* grad, float grad_scale, float* master, fl
 
 template void adamw_cpu<float, float>(std::size_t, const float*, float, float*, float*, float*, float*,
                                       const AdamWHyper&);
-template void adamw_cpu<bf16, bf16>(std::size_t, const bf16*, float, float*, float*, float*, bf16*,
-                                    const AdamWHyper&);
+template void adamw_cpu<bf16, bf16>(std::size_t, const bf16*, float, float*, float*, float*, bf16*, const AdamWHyper&);
 
 float learning_rate(int step, float lr, int warmup, int total, float final_fraction) {
   if (warmup > 0 && step <= warmup) return lr * float(step) / float(warmup);

@@ -59,8 +59,8 @@ Consts make_consts(const AdamWHyper& h, float grad_scale) {
 // ---------------------------------------------------------------------------------------------
 // Scalar: the reference order of operations. Also the tail of the vector paths.
 template <class G, class P>
-inline void adamw_scalar(std::size_t begin, std::size_t end, const G* grad, float* master, float* m, float* v,
-                         P* param, const Consts& c) {
+inline void adamw_scalar(std::size_t begin, std::size_t end, const G* grad, float* master, float* m, float* v, P* param,
+                         const Consts& c) {
   for (std::size_t i = begin; i < end; ++i) {
     const float g = to_float(grad[i]) * c.scale;
     const float mi = c.b1 * m[i] + c.omb1 * g;
@@ -130,7 +130,7 @@ SZ_AVX512 Bits<16> widen<16>(const bf16* p) {
 // Stores the low 16 bits of every lane (each lane holds a value below 2^16).
 SZ_AVX2 void narrow(bf16* p, const Bits<8>& x) {
   const __m256i lanes = std::bit_cast<__m256i>(x);
-  const __m256i packed = _mm256_packus_epi32(lanes, lanes);  // per 128-bit lane: x0..3 x0..3 | x4..7 x4..7
+  const __m256i packed = _mm256_packus_epi32(lanes, lanes);       // per 128-bit lane: x0..3 x0..3 | x4..7 x4..7
   const __m256i halves = _mm256_permute4x64_epi64(packed, 0x08);  // x0..7 in the low 128 bits
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(halves));
 }
@@ -235,14 +235,20 @@ void require(SimdPath path) {
 }
 
 template <class G, class P>
-void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float* master, float* m, float* v,
-           P* param, const AdamWHyper& hyper) {
+void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float* master, float* m, float* v, P* param,
+           const AdamWHyper& hyper) {
   require(path);
   const Consts c = make_consts(hyper, grad_scale);
   switch (path) {
-    case SimdPath::avx512: adamw_avx512(n, grad, master, m, v, param, c); return;
-    case SimdPath::avx2: adamw_avx2(n, grad, master, m, v, param, c); return;
-    case SimdPath::scalar: adamw_scalar(0, n, grad, master, m, v, param, c); return;
+    case SimdPath::avx512:
+      adamw_avx512(n, grad, master, m, v, param, c);
+      return;
+    case SimdPath::avx2:
+      adamw_avx2(n, grad, master, m, v, param, c);
+      return;
+    case SimdPath::scalar:
+      adamw_scalar(0, n, grad, master, m, v, param, c);
+      return;
   }
 }
 
@@ -250,9 +256,15 @@ template <class S, class D>
 void cast(SimdPath path, std::size_t n, const S* src, D* dst) {
   require(path);
   switch (path) {
-    case SimdPath::avx512: cast_avx512(n, src, dst); return;
-    case SimdPath::avx2: cast_avx2(n, src, dst); return;
-    case SimdPath::scalar: cast_scalar(0, n, src, dst); return;
+    case SimdPath::avx512:
+      cast_avx512(n, src, dst);
+      return;
+    case SimdPath::avx2:
+      cast_avx2(n, src, dst);
+      return;
+    case SimdPath::scalar:
+      cast_scalar(0, n, src, dst);
+      return;
   }
 }
 
@@ -273,10 +285,9 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body,
   const bool known = numa_node >= 0 && std::find(nodes.begin(), nodes.end(), numa_node) != nodes.end();
   tbb::task_arena arena(known ? tbb::task_arena(tbb::task_arena::constraints(numa_node, t)) : tbb::task_arena(t));
   arena.execute([&] {
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1),
-                      [&](const tbb::blocked_range<std::size_t>& r) {
-                        for (std::size_t c = r.begin(); c != r.end(); ++c) run(c);
-                      });
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t c = r.begin(); c != r.end(); ++c) run(c);
+    });
   });
 }
 
@@ -297,9 +308,12 @@ void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n
 bool simd_path_available(SimdPath path) {
   __builtin_cpu_init();
   switch (path) {
-    case SimdPath::scalar: return true;
-    case SimdPath::avx2: return __builtin_cpu_supports("avx2");
-    case SimdPath::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    case SimdPath::scalar:
+      return true;
+    case SimdPath::avx2:
+      return __builtin_cpu_supports("avx2");
+    case SimdPath::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   }
   return false;
 }
@@ -319,30 +333,33 @@ std::vector<SimdPath> available_simd_paths() {
 
 std::string_view simd_path_name(SimdPath path) {
   switch (path) {
-    case SimdPath::scalar: return "scalar";
-    case SimdPath::avx2: return "avx2";
-    case SimdPath::avx512: return "avx512";
+    case SimdPath::scalar:
+      return "scalar";
+    case SimdPath::avx2:
+      return "avx2";
+    case SimdPath::avx512:
+      return "avx512";
   }
   return "unknown";
 }
 
-void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m,
-                 float* v, bf16* param, const AdamWHyper& hyper) {
+void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v,
+                 bf16* param, const AdamWHyper& hyper) {
   fused(path, n, grad, grad_scale, master, m, v, param, hyper);
 }
-void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m,
-                 float* v, float* param, const AdamWHyper& hyper) {
+void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m, float* v,
+                 float* param, const AdamWHyper& hyper) {
   fused(path, n, grad, grad_scale, master, m, v, param, hyper);
 }
 
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
-                          float grad_scale, float* master, float* m, float* v, bf16* param,
-                          const AdamWHyper& hyper, int numa_node) {
+                          float grad_scale, float* master, float* m, float* v, bf16* param, const AdamWHyper& hyper,
+                          int numa_node) {
   fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
 }
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
-                          float grad_scale, float* master, float* m, float* v, float* param,
-                          const AdamWHyper& hyper, int numa_node) {
+                          float grad_scale, float* master, float* m, float* v, float* param, const AdamWHyper& hyper,
+                          int numa_node) {
   fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
 }
 

@@ -29,22 +29,22 @@ std::string_view simd_path_name(SimdPath path);  // "scalar", "avx2", "avx512"
 
 // One fused AdamW step over n elements. `path` must be available (else std::invalid_argument).
 // bf16 gradient and parameter copy:
-void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m,
-                 float* v, bf16* param, const AdamWHyper& hyper);
+void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v,
+                 bf16* param, const AdamWHyper& hyper);
 // fp32 gradient and parameter copy; param may be nullptr (no copy: master is the parameter).
-void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m,
-                 float* v, float* param, const AdamWHyper& hyper);
+void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m, float* v,
+                 float* param, const AdamWHyper& hyper);
 
 // The same, split into chunks of `chunk` elements run by a oneTBB arena of `threads` threads
 // (threads <= 0: all hardware threads; chunk 0: n). Results are bit-identical for any threads/chunk.
 // numa_node >= 0: the arena's threads run on that NUMA node's cores (oneTBB's tbbbind, from hwloc;
 // ignored when oneTBB does not know the node), next to the pinned state they update.
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
-                          float grad_scale, float* master, float* m, float* v, bf16* param,
-                          const AdamWHyper& hyper, int numa_node = -1);
+                          float grad_scale, float* master, float* m, float* v, bf16* param, const AdamWHyper& hyper,
+                          int numa_node = -1);
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
-                          float grad_scale, float* master, float* m, float* v, float* param,
-                          const AdamWHyper& hyper, int numa_node = -1);
+                          float grad_scale, float* master, float* m, float* v, float* param, const AdamWHyper& hyper,
+                          int numa_node = -1);
 
 // Element-type casts with the same paths (bf16 -> fp32 exact; fp32 -> bf16 as float_to_bf16), used
 // by the unfused three-pass pipeline the benchmark compares against.

@@ -198,8 +198,7 @@ class Codelet {
     Args args{};
     starpu_codelet_unpack_args(cl_arg, &self, &args);
     const Declaration& d = self->declaration_;
-    const std::size_t count =
-        d.repeated ? STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) : d.buffers.size();
+    const std::size_t count = d.repeated ? STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) : d.buffers.size();
     (on_cuda ? d.cuda : d.cpu)(TaskBuffers(buffers, count, d.buffers, d.name), args);
   }
   static void run_on_cpu(void* buffers[], void* cl_arg) { run(buffers, cl_arg, false); }
@@ -234,11 +233,11 @@ void submit(const Codelet<Args>& codelet, const std::vector<starpu_data_handle_t
   auto on_done = detail::task_callback(options.on_done);
   void (*on_ready_func)(void*) = on_ready ? detail::run_task_callback : nullptr;
   void (*on_done_func)(void*) = on_done ? detail::run_task_callback : nullptr;
-  const int ret = starpu_task_insert(
-      codelet.starpu(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()), STARPU_VALUE, &self, sizeof self,
-      STARPU_VALUE, &args, sizeof args, STARPU_FLOPS, flops, STARPU_PRIORITY, options.priority,
-      STARPU_PROLOGUE_CALLBACK, on_ready_func, STARPU_PROLOGUE_CALLBACK_ARG_NFREE, on_ready.get(),
-      STARPU_CALLBACK_WITH_ARG_NFREE, on_done_func, on_done.get(), STARPU_NAME, intern_task_name(task_name), 0);
+  const int ret = starpu_task_insert(codelet.starpu(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
+                                     STARPU_VALUE, &self, sizeof self, STARPU_VALUE, &args, sizeof args, STARPU_FLOPS,
+                                     flops, STARPU_PRIORITY, options.priority, STARPU_PROLOGUE_CALLBACK, on_ready_func,
+                                     STARPU_PROLOGUE_CALLBACK_ARG_NFREE, on_ready.get(), STARPU_CALLBACK_WITH_ARG_NFREE,
+                                     on_done_func, on_done.get(), STARPU_NAME, intern_task_name(task_name), 0);
   if (ret != 0)
     throw std::runtime_error("submitting task " + std::string(task_name) + " (codelet " + codelet.name() +
                              ") failed (StarPU code " + std::to_string(ret) + ")");

@@ -11,11 +11,16 @@ namespace starzero {
 
 std::string_view comm_op_name(CommOp op) {
   switch (op) {
-    case CommOp::all_gather: return "all_gather";
-    case CommOp::reduce_scatter: return "reduce_scatter";
-    case CommOp::all_reduce: return "all_reduce";
-    case CommOp::broadcast: return "broadcast";
-    case CommOp::barrier: return "barrier";
+    case CommOp::all_gather:
+      return "all_gather";
+    case CommOp::reduce_scatter:
+      return "reduce_scatter";
+    case CommOp::all_reduce:
+      return "all_reduce";
+    case CommOp::broadcast:
+      return "broadcast";
+    case CommOp::barrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -130,12 +135,12 @@ std::unique_ptr<Communicator> make_communicator(std::string_view kind) {
 #if STARZERO_WITH_CUDA
     return make_nccl_communicator();
 #else
-    throw std::runtime_error("communicator \"nccl\": NCCL support was not compiled in "
-                             "(configure with CUDA: -DSTARZERO_CUDA=ON)");
+    throw std::runtime_error(
+        "communicator \"nccl\": NCCL support was not compiled in "
+        "(configure with CUDA: -DSTARZERO_CUDA=ON)");
 #endif
   }
-  throw std::runtime_error("unknown communicator \"" + std::string(kind) +
-                           "\" (expected self, mpi or nccl)");
+  throw std::runtime_error("unknown communicator \"" + std::string(kind) + "\" (expected self, mpi or nccl)");
 }
 
 namespace detail {

@@ -89,13 +89,11 @@ class Communicator {
 
  private:
   // Each returns the payload bytes this rank sent. Arguments are already checked.
-  virtual std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                                      void* stream) = 0;
-  virtual std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count,
-                                          DType dtype, void* stream) = 0;
+  virtual std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) = 0;
+  virtual std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
+                                          void* stream) = 0;
   virtual std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) = 0;
-  virtual std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                                     void* stream) = 0;
+  virtual std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) = 0;
   virtual void do_barrier() = 0;
 
   void record(CommOp op, std::uint64_t bytes_sent);
@@ -115,13 +113,10 @@ class SelfComm final : public Communicator {
   std::string_view name() const override { return "self"; }
 
  private:
-  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                              void* stream) override;
-  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
-                                  void* stream) override;
+  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) override;
   std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) override;
-  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                             void* stream) override;
+  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) override;
   void do_barrier() override {}
 };
 
@@ -172,21 +167,17 @@ class MpiComm final : public Communicator {
   MPI_Comm native() const { return comm_.get(); }
 
  private:
-  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                              void* stream) override;
-  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
-                                  void* stream) override;
+  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) override;
   std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) override;
-  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                             void* stream) override;
+  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) override;
   void do_barrier() override;
 
   struct RingLayout;
   std::uint64_t ring_exchange(const std::byte* send, std::size_t send_count, std::byte* receive,
-                              std::size_t receive_count, std::size_t max_block_count,
-                              DType dtype) const;
-  std::uint64_t ring_reduce_scatter(const std::byte* input, std::byte* result,
-                                    const RingLayout& layout, DType dtype) const;
+                              std::size_t receive_count, std::size_t max_block_count, DType dtype) const;
+  std::uint64_t ring_reduce_scatter(const std::byte* input, std::byte* result, const RingLayout& layout,
+                                    DType dtype) const;
   std::uint64_t ring_all_gather(std::byte* data, const RingLayout& layout, DType dtype) const;
 
   // Declared first so it is destroyed last: MPI_Finalize must follow MPI_Comm_free.
@@ -217,13 +208,10 @@ class NcclComm final : public Communicator {
  private:
   // Buffers are device memory on cuda_device(); `stream` is a cudaStream_t (nullptr: default
   // stream). The calls only enqueue work; synchronise the stream before reading the result.
-  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                              void* stream) override;
-  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
-                                  void* stream) override;
+  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) override;
   std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) override;
-  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                             void* stream) override;
+  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) override;
   // A host-side barrier over the bootstrap MPI communicator; it does not wait for GPU work.
   void do_barrier() override;
 

@@ -43,10 +43,14 @@ void check_mpi(int code, const char* call) {
 
 std::string thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "thread level " + std::to_string(level);
 }
@@ -63,8 +67,7 @@ int ring_index(long long value, int size) {
 }
 
 // result[i] = received[i] + own[i]. `result` may alias either input (element-wise, in order).
-void add_elements(const std::byte* received, const std::byte* own, std::byte* result,
-                  std::size_t count, DType dtype) {
+void add_elements(const std::byte* received, const std::byte* own, std::byte* result, std::size_t count, DType dtype) {
   if (dtype == DType::f32) {
     const auto* received_values = reinterpret_cast<const float*>(received);
     const auto* own_values = reinterpret_cast<const float*>(own);
@@ -75,8 +78,7 @@ void add_elements(const std::byte* received, const std::byte* own, std::byte* re
     const auto* own_values = reinterpret_cast<const bf16_bits*>(own);
     auto* result_values = reinterpret_cast<bf16_bits*>(result);
     for (std::size_t i = 0; i < count; ++i) {
-      result_values[i] =
-          float_to_bf16(bf16_to_float(received_values[i]) + bf16_to_float(own_values[i]));
+      result_values[i] = float_to_bf16(bf16_to_float(received_values[i]) + bf16_to_float(own_values[i]));
     }
   }
 }
@@ -113,8 +115,7 @@ class MpiEnvironment {
     int provided = MPI_THREAD_SINGLE;
     bool initialised_here = false;
     if (!initialised) {
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
-                "MPI_Init_thread");
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
       initialised_here = true;
     } else {
       check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
@@ -155,14 +156,12 @@ namespace {
 // MPI_COMM_NULL stands for MPI_COMM_WORLD, which is only usable once MPI is initialised.
 MPI_Comm duplicate_communicator(MPI_Comm parent) {
   MPI_Comm duplicate = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_dup(parent == MPI_COMM_NULL ? MPI_COMM_WORLD : parent, &duplicate),
-            "MPI_Comm_dup");
+  check_mpi(MPI_Comm_dup(parent == MPI_COMM_NULL ? MPI_COMM_WORLD : parent, &duplicate), "MPI_Comm_dup");
   return duplicate;
 }
 
 MpiCommOptions checked_options(MpiCommOptions options) {
-  if (options.max_message_bytes < sizeof(float) ||
-      options.max_message_bytes > static_cast<std::size_t>(INT_MAX)) {
+  if (options.max_message_bytes < sizeof(float) || options.max_message_bytes > static_cast<std::size_t>(INT_MAX)) {
     throw std::invalid_argument("MpiComm: max_message_bytes must be in [4, INT_MAX], got " +
                                 std::to_string(options.max_message_bytes));
   }
@@ -200,9 +199,8 @@ MpiComm::~MpiComm() = default;
 // the previous one, split into messages of at most max_message_bytes. Every rank loops over the
 // same number of messages (from the largest chunk, `max_chunk_count`), so that the zero-length
 // messages of shorter chunks still pair up with their receives.
-std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_count,
-                                     std::byte* receive, std::size_t receive_count,
-                                     std::size_t max_chunk_count, DType dtype) const {
+std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_count, std::byte* receive,
+                                     std::size_t receive_count, std::size_t max_chunk_count, DType dtype) const {
   const std::size_t element_bytes = dtype_size(dtype);
   const std::size_t piece_count = options_.max_message_bytes / element_bytes;
   const int next = ring_index(rank_ + 1, size_);
@@ -210,14 +208,13 @@ std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_cou
   std::uint64_t bytes_sent = 0;
   for (std::size_t offset = 0; offset < max_chunk_count; offset += piece_count) {
     const std::size_t send_now = send_count > offset ? std::min(piece_count, send_count - offset) : 0;
-    const std::size_t receive_now =
-        receive_count > offset ? std::min(piece_count, receive_count - offset) : 0;
-    check_mpi(MPI_Sendrecv(send_now > 0 ? send + offset * element_bytes : send,
-                           static_cast<int>(send_now * element_bytes), MPI_BYTE, next, kRingTag,
-                           receive_now > 0 ? receive + offset * element_bytes : receive,
-                           static_cast<int>(receive_now * element_bytes), MPI_BYTE, previous,
-                           kRingTag, comm_.get(), MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
+    const std::size_t receive_now = receive_count > offset ? std::min(piece_count, receive_count - offset) : 0;
+    check_mpi(
+        MPI_Sendrecv(send_now > 0 ? send + offset * element_bytes : send, static_cast<int>(send_now * element_bytes),
+                     MPI_BYTE, next, kRingTag, receive_now > 0 ? receive + offset * element_bytes : receive,
+                     static_cast<int>(receive_now * element_bytes), MPI_BYTE, previous, kRingTag, comm_.get(),
+                     MPI_STATUS_IGNORE),
+        "MPI_Sendrecv");
     bytes_sent += send_now * element_bytes;
   }
   return bytes_sent;
@@ -226,8 +223,8 @@ std::uint64_t MpiComm::ring_exchange(const std::byte* send, std::size_t send_cou
 // Reduces every rank's `input` (layout.count elements) and writes chunk rank_ of the sum to
 // `result`. `result` may alias input's chunk rank_: that chunk is never sent, and is read and
 // written element by element in the last step only.
-std::uint64_t MpiComm::ring_reduce_scatter(const std::byte* input, std::byte* result,
-                                           const RingLayout& layout, DType dtype) const {
+std::uint64_t MpiComm::ring_reduce_scatter(const std::byte* input, std::byte* result, const RingLayout& layout,
+                                           DType dtype) const {
   const std::size_t element_bytes = dtype_size(dtype);
   if (size_ == 1) {
     if (result != input && layout.count > 0) std::memmove(result, input, layout.count * element_bytes);
@@ -244,11 +241,11 @@ std::uint64_t MpiComm::ring_reduce_scatter(const std::byte* input, std::byte* re
     const int receive_chunk = ring_index(static_cast<long long>(rank_) - step - 2, size_);
     // Step 0 starts the ring with this rank's own contribution; later steps forward partial sums.
     const std::byte* send = step == 0 ? input + layout.begin(send_chunk) * element_bytes : outgoing;
-    bytes_sent += ring_exchange(send, layout.length(send_chunk), incoming,
-                                layout.length(receive_chunk), layout.chunk, dtype);
+    bytes_sent +=
+        ring_exchange(send, layout.length(send_chunk), incoming, layout.length(receive_chunk), layout.chunk, dtype);
     const bool last_step = step == size_ - 2;  // receive_chunk == rank_
-    add_elements(incoming, input + layout.begin(receive_chunk) * element_bytes,
-                 last_step ? result : incoming, layout.length(receive_chunk), dtype);
+    add_elements(incoming, input + layout.begin(receive_chunk) * element_bytes, last_step ? result : incoming,
+                 layout.length(receive_chunk), dtype);
     std::swap(incoming, outgoing);
   }
   return bytes_sent;
@@ -261,17 +258,15 @@ std::uint64_t MpiComm::ring_all_gather(std::byte* data, const RingLayout& layout
   for (int step = 0; step < size_ - 1; ++step) {
     const int send_chunk = ring_index(static_cast<long long>(rank_) - step, size_);
     const int receive_chunk = ring_index(static_cast<long long>(rank_) - step - 1, size_);
-    bytes_sent += ring_exchange(data + layout.begin(send_chunk) * element_bytes,
-                                layout.length(send_chunk),
-                                data + layout.begin(receive_chunk) * element_bytes,
-                                layout.length(receive_chunk), layout.chunk, dtype);
+    bytes_sent += ring_exchange(data + layout.begin(send_chunk) * element_bytes, layout.length(send_chunk),
+                                data + layout.begin(receive_chunk) * element_bytes, layout.length(receive_chunk),
+                                layout.chunk, dtype);
   }
   return bytes_sent;
 }
 
 // ---- collectives -------------------------------------------------------------------------------
-std::uint64_t MpiComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                                     void* /*stream*/) {
+std::uint64_t MpiComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* /*stream*/) {
   const std::size_t shard_elements = shard_count(count);
   const RingLayout layout{shard_elements * static_cast<std::size_t>(size_), shard_elements};
   const std::size_t element_bytes = dtype_size(dtype);
@@ -283,12 +278,11 @@ std::uint64_t MpiComm::do_all_gather(const void* shard, void* full, std::size_t 
   return ring_all_gather(full_bytes, layout, dtype);
 }
 
-std::uint64_t MpiComm::do_reduce_scatter(const void* full, void* shard, std::size_t count,
-                                         DType dtype, void* /*stream*/) {
+std::uint64_t MpiComm::do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
+                                         void* /*stream*/) {
   const std::size_t shard_elements = shard_count(count);
   const RingLayout layout{shard_elements * static_cast<std::size_t>(size_), shard_elements};
-  return ring_reduce_scatter(static_cast<const std::byte*>(full), static_cast<std::byte*>(shard),
-                             layout, dtype);
+  return ring_reduce_scatter(static_cast<const std::byte*>(full), static_cast<std::byte*>(shard), layout, dtype);
 }
 
 std::uint64_t MpiComm::do_all_reduce(void* data, std::size_t count, DType dtype, void* /*stream*/) {
@@ -300,12 +294,11 @@ std::uint64_t MpiComm::do_all_reduce(void* data, std::size_t count, DType dtype,
   return reduce_bytes + ring_all_gather(bytes, layout, dtype);
 }
 
-std::uint64_t MpiComm::do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                                    void* /*stream*/) {
+std::uint64_t MpiComm::do_broadcast(void* data, std::size_t count, DType dtype, int root, void* /*stream*/) {
   if (size_ == 1) return 0;
   const std::size_t element_bytes = dtype_size(dtype);
-  const std::size_t piece_count = std::max<std::size_t>(
-      1, std::min(options_.broadcast_piece_bytes, options_.max_message_bytes) / element_bytes);
+  const std::size_t piece_count =
+      std::max<std::size_t>(1, std::min(options_.broadcast_piece_bytes, options_.max_message_bytes) / element_bytes);
   const std::size_t pieces = (count + piece_count - 1) / piece_count;
   const int position = ring_index(static_cast<long long>(rank_) - root, size_);
   const int previous = position == 0 ? MPI_PROC_NULL : ring_index(rank_ - 1, size_);
@@ -322,12 +315,10 @@ std::uint64_t MpiComm::do_broadcast(void* data, std::size_t count, DType dtype, 
     const std::size_t send_length = sends ? piece_length(step - 1) : 0;
     const std::size_t receive_length = receives ? piece_length(step) : 0;
     check_mpi(MPI_Sendrecv(sends ? bytes + (step - 1) * piece_count * element_bytes : bytes,
-                           static_cast<int>(send_length * element_bytes), MPI_BYTE,
-                           sends ? next : MPI_PROC_NULL, kBroadcastTag,
-                           receives ? bytes + step * piece_count * element_bytes : bytes,
+                           static_cast<int>(send_length * element_bytes), MPI_BYTE, sends ? next : MPI_PROC_NULL,
+                           kBroadcastTag, receives ? bytes + step * piece_count * element_bytes : bytes,
                            static_cast<int>(receive_length * element_bytes), MPI_BYTE,
-                           receives ? previous : MPI_PROC_NULL, kBroadcastTag, comm_.get(),
-                           MPI_STATUS_IGNORE),
+                           receives ? previous : MPI_PROC_NULL, kBroadcastTag, comm_.get(), MPI_STATUS_IGNORE),
               "MPI_Sendrecv");
     bytes_sent += send_length * element_bytes;
   }

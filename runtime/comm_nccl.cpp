@@ -40,8 +40,8 @@ void check_mpi(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw std::runtime_error(std::string("NcclComm bootstrap: ") + call + " failed: " +
-                           std::string(text, static_cast<std::size_t>(length)));
+  throw std::runtime_error(std::string("NcclComm bootstrap: ") + call +
+                           " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
 }  // namespace
@@ -71,8 +71,7 @@ NcclComm::NcclComm(std::shared_ptr<MpiComm> bootstrap, int cuda_device)
   }
   int local_ok = local_error.empty() ? 1 : 0;
   int all_ok = 0;
-  check_mpi(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, bootstrap_->native()),
-            "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, bootstrap_->native()), "MPI_Allreduce");
   if (!all_ok) {
     throw std::runtime_error("NcclComm: " + (local_error.empty()
                                                  ? std::string("set-up failed on another rank")
@@ -87,8 +86,7 @@ NcclComm::NcclComm(std::shared_ptr<MpiComm> bootstrap, int cuda_device)
 
 NcclComm::~NcclComm() = default;
 
-std::uint64_t NcclComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                                      void* stream) {
+std::uint64_t NcclComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) {
   const std::size_t shard_elements = shard_count(count);
   if (shard_elements == 0) return 0;
   check_nccl(ncclAllGather(shard, full, shard_elements, nccl_type(dtype), comm_.get(), as_stream(stream)),
@@ -96,12 +94,10 @@ std::uint64_t NcclComm::do_all_gather(const void* shard, void* full, std::size_t
   return static_cast<std::uint64_t>(size_ - 1) * shard_elements * dtype_size(dtype);
 }
 
-std::uint64_t NcclComm::do_reduce_scatter(const void* full, void* shard, std::size_t count,
-                                          DType dtype, void* stream) {
+std::uint64_t NcclComm::do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) {
   const std::size_t shard_elements = shard_count(count);
   if (shard_elements == 0) return 0;
-  check_nccl(ncclReduceScatter(full, shard, shard_elements, nccl_type(dtype), ncclSum, comm_.get(),
-                               as_stream(stream)),
+  check_nccl(ncclReduceScatter(full, shard, shard_elements, nccl_type(dtype), ncclSum, comm_.get(), as_stream(stream)),
              "ncclReduceScatter");
   return static_cast<std::uint64_t>(size_ - 1) * shard_elements * dtype_size(dtype);
 }
@@ -113,11 +109,9 @@ std::uint64_t NcclComm::do_all_reduce(void* data, std::size_t count, DType dtype
   return detail::ring_all_reduce_elements_sent(count, size_, rank_) * dtype_size(dtype);
 }
 
-std::uint64_t NcclComm::do_broadcast(void* data, std::size_t count, DType dtype, int root,
-                                     void* stream) {
+std::uint64_t NcclComm::do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) {
   if (count == 0) return 0;
-  check_nccl(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_.get(), as_stream(stream)),
-             "ncclBroadcast");
+  check_nccl(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_.get(), as_stream(stream)), "ncclBroadcast");
   return detail::chain_broadcast_elements_sent(count, size_, rank_, root) * dtype_size(dtype);
 }
 

@@ -16,25 +16,23 @@ void copy_elements(void* destination, const void* source, std::size_t count, DTy
 
 }  // namespace
 
-std::uint64_t SelfComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype,
-                                      void* /*stream*/) {
+std::uint64_t SelfComm::do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* /*stream*/) {
   copy_elements(full, shard, count, dtype);
   return 0;
 }
 
-std::uint64_t SelfComm::do_reduce_scatter(const void* full, void* shard, std::size_t count,
-                                          DType dtype, void* /*stream*/) {
+std::uint64_t SelfComm::do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype,
+                                          void* /*stream*/) {
   copy_elements(shard, full, count, dtype);
   return 0;
 }
 
-std::uint64_t SelfComm::do_all_reduce(void* /*data*/, std::size_t /*count*/, DType /*dtype*/,
-                                      void* /*stream*/) {
+std::uint64_t SelfComm::do_all_reduce(void* /*data*/, std::size_t /*count*/, DType /*dtype*/, void* /*stream*/) {
   return 0;
 }
 
-std::uint64_t SelfComm::do_broadcast(void* /*data*/, std::size_t /*count*/, DType /*dtype*/,
-                                     int /*root*/, void* /*stream*/) {
+std::uint64_t SelfComm::do_broadcast(void* /*data*/, std::size_t /*count*/, DType /*dtype*/, int /*root*/,
+                                     void* /*stream*/) {
   return 0;
 }
 

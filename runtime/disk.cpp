@@ -31,8 +31,8 @@ struct DiskNode::State {
   std::string directory;
   std::size_t capacity = 0;
   std::mutex mutex;
-  std::size_t bytes = 0;       // live homes
-  std::uint64_t next_id = 0;   // file names
+  std::size_t bytes = 0;      // live homes
+  std::uint64_t next_id = 0;  // file names
 };
 
 namespace {
@@ -46,8 +46,8 @@ std::string sanitize(const std::string& name) {
   std::string out;
   for (char c : name) {
     if (out.size() == 64) break;
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out += ok ? c : '_';
   }
   return out.empty() ? "tensor" : out;
@@ -60,8 +60,7 @@ void prepare_directory(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error("disk node: cannot create directory " + shown + ": " + ec.message());
-  if (!std::filesystem::is_directory(dir, ec))
-    throw std::runtime_error("disk node: " + shown + " is not a directory");
+  if (!std::filesystem::is_directory(dir, ec)) throw std::runtime_error("disk node: " + shown + " is not a directory");
   std::string probe = (dir / ".starzero-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
   if (fd < 0) {
@@ -74,9 +73,8 @@ void prepare_directory(const std::filesystem::path& dir) {
   if (::statvfs(shown.c_str(), &fs) == 0) {
     const std::uint64_t free_bytes = std::uint64_t(fs.f_bavail) * fs.f_frsize;
     if (free_bytes < STARPU_DISK_SIZE_MIN)
-      throw std::runtime_error("disk node: " + shown + " has " + mib(free_bytes) +
-                               " free; StarPU needs at least " + mib(STARPU_DISK_SIZE_MIN) +
-                               " there to measure the disk when it registers the node");
+      throw std::runtime_error("disk node: " + shown + " has " + mib(free_bytes) + " free; StarPU needs at least " +
+                               mib(STARPU_DISK_SIZE_MIN) + " there to measure the disk when it registers the node");
   }
 }
 

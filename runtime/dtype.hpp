@@ -47,8 +47,12 @@ inline float to_float(bf16 x) { return bf16_to_float(x.bits); }
 template <class T>
 T from_float(float x);
 template <>
-inline float from_float<float>(float x) { return x; }
+inline float from_float<float>(float x) {
+  return x;
+}
 template <>
-inline bf16 from_float<bf16>(float x) { return bf16{float_to_bf16(x)}; }
+inline bf16 from_float<bf16>(float x) {
+  return bf16{float_to_bf16(x)};
+}
 
 }  // namespace starzero

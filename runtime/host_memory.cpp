@@ -61,8 +61,10 @@ std::string format_bytes(double bytes) {
     ++u;
   }
   char buf[48];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
-  else std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
   return buf;
 }
 
@@ -157,9 +159,12 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
   const char* refused = nullptr;
   int err = 0;
   if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0) {
-    if (starpu_pinning_disabled()) refused = "STARPU_DISABLE_PINNING is set";
-    else if (starpu_memory_pin(data_, mapped_bytes_) == 0) lock_ = Lock::starpu;
-    else refused = "starpu_memory_pin (cudaHostRegister) failed";
+    if (starpu_pinning_disabled())
+      refused = "STARPU_DISABLE_PINNING is set";
+    else if (starpu_memory_pin(data_, mapped_bytes_) == 0)
+      lock_ = Lock::starpu;
+    else
+      refused = "starpu_memory_pin (cudaHostRegister) failed";
   } else if (mlock(data_, mapped_bytes_) == 0) {
     lock_ = Lock::mlock;
   } else {
@@ -172,13 +177,20 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
 
 PinnedHostBuffer::~PinnedHostBuffer() {
   switch (lock_) {
-    case Lock::mlock: munlock(data_, mapped_bytes_); break;
-    case Lock::starpu: starpu_memory_unpin(data_, mapped_bytes_); break;
-    case Lock::none: break;
+    case Lock::mlock:
+      munlock(data_, mapped_bytes_);
+      break;
+    case Lock::starpu:
+      starpu_memory_unpin(data_, mapped_bytes_);
+      break;
+    case Lock::none:
+      break;
   }
   (pinned() ? live_pinned_bytes : live_pageable_bytes).fetch_sub(bytes_, std::memory_order_relaxed);
-  if (source_ == Source::hwloc) hwloc_free(topology(), data_, mapped_bytes_);
-  else std::free(data_);
+  if (source_ == Source::hwloc)
+    hwloc_free(topology(), data_, mapped_bytes_);
+  else
+    std::free(data_);
 }
 
 unsigned PinnedHostBuffer::node() const { return STARPU_MAIN_RAM; }

@@ -43,8 +43,7 @@ Session::Session(const SessionOptions& options) {
   const auto policies = scheduling_policies();
   bool known = policy_ == "heft";  // StarPU's alias of dmda
   for (const auto& p : policies) known = known || p == policy_;
-  if (!known)
-    throw std::invalid_argument("unknown scheduling policy '" + policy_ + "'; valid: " + join(policies));
+  if (!known) throw std::invalid_argument("unknown scheduling policy '" + policy_ + "'; valid: " + join(policies));
   if (options.cpu_workers < -1 || options.cuda_workers < -1 || options.cuda_device < -1)
     throw std::invalid_argument("worker counts must be >= 0 (or -1 for StarPU's default)");
 
@@ -63,8 +62,10 @@ Session::Session(const SessionOptions& options) {
     set_env("STARPU_FXT_SUFFIX", suffix);
     trace_file_ = options.trace_dir + "/" + suffix + "_0";
   }
-  if (options.cpu_memory_limit_mib) set_env("STARPU_LIMIT_CPU_MEM", std::to_string(options.cpu_memory_limit_mib));
-  else unsetenv("STARPU_LIMIT_CPU_MEM");
+  if (options.cpu_memory_limit_mib)
+    set_env("STARPU_LIMIT_CPU_MEM", std::to_string(options.cpu_memory_limit_mib));
+  else
+    unsetenv("STARPU_LIMIT_CPU_MEM");
   if (options.keep_freed_memory) {
     // Process-wide and only ever raised: glibc's largest mmap threshold, and no trimming below 1 GiB.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -74,8 +75,10 @@ Session::Session(const SessionOptions& options) {
     set_env("STARPU_MINIMUM_CLEAN_BUFFERS", "0");
     set_env("STARPU_TARGET_CLEAN_BUFFERS", "0");
   }
-  if (options.cuda_memory_limit_mib) set_env("STARPU_LIMIT_CUDA_MEM", std::to_string(options.cuda_memory_limit_mib));
-  else unsetenv("STARPU_LIMIT_CUDA_MEM");
+  if (options.cuda_memory_limit_mib)
+    set_env("STARPU_LIMIT_CUDA_MEM", std::to_string(options.cuda_memory_limit_mib));
+  else
+    unsetenv("STARPU_LIMIT_CUDA_MEM");
 
   starpu_conf conf;
   if (starpu_conf_init(&conf) != 0) throw std::runtime_error("starpu_conf_init failed");

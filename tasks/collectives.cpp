@@ -142,8 +142,8 @@ void submit_reduce_scatter(const CollectiveOrder& order, starpu_data_handle_t fu
          CollectiveArgs{&order.comm(), count, dtype}, name);
 }
 
-void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
-                                DType dtype, const std::string& name) {
+void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count, DType dtype,
+                                const std::string& name) {
   submit(all_gather_in_place_cl.for_comm(order.comm()), {full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
 }

@@ -36,8 +36,8 @@ void submit_reduce_scatter(const CollectiveOrder& order, starpu_data_handle_t fu
                            std::size_t count, DType dtype, const std::string& name);
 // In place on a full buffer whose block rank·s is this rank's shard (ZeRO-1/2: the parameters
 // AdamW updated in place, the gradient reduced into its own block).
-void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
-                                DType dtype, const std::string& name);
+void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count, DType dtype,
+                                const std::string& name);
 void submit_reduce_scatter_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
                                     DType dtype, const std::string& name);
 // data <- sum over ranks (in place, whole vector).

@@ -51,9 +51,7 @@ void scale_cpu_func(const TaskBuffers& b, const AlphaArgs& a) {
   scale_cpu(b.elements("x"), a.alpha, b.get<float>("x"));
 }
 void zero_cpu_func(const TaskBuffers& b, const NoArgs&) { std::memset(b.data("x"), 0, b.bytes("x")); }
-void copy_cpu_func(const TaskBuffers& b, const NoArgs&) {
-  std::memcpy(b.data("dst"), b.data("src"), b.bytes("src"));
-}
+void copy_cpu_func(const TaskBuffers& b, const NoArgs&) { std::memcpy(b.data("dst"), b.data("src"), b.bytes("src")); }
 void accumulate_widen_cpu_func(const TaskBuffers& b, const NoArgs&) {
   accumulate_widen_cpu(b.elements("src"), b.get<const bf16>("src"), b.get<float>("dst"));
 }
@@ -62,8 +60,10 @@ void narrow_cpu_func(const TaskBuffers& b, const NoArgs&) {
 }
 void accumulate_cpu_func(const TaskBuffers& b, const StorageArgs& a) {
   const std::size_t n = b.elements("src");
-  if (a.dtype == DType::f32) accumulate_cpu(n, b.get<const float>("src"), b.get<float>("dst"));
-  else accumulate_cpu(n, b.get<const bf16>("src"), b.get<bf16>("dst"));
+  if (a.dtype == DType::f32)
+    accumulate_cpu(n, b.get<const float>("src"), b.get<float>("dst"));
+  else
+    accumulate_cpu(n, b.get<const bf16>("src"), b.get<bf16>("dst"));
 }
 
 #ifdef STARZERO_WITH_CUDA
@@ -87,8 +87,10 @@ void narrow_cuda_func(const TaskBuffers& b, const NoArgs&) {
 }
 void accumulate_cuda_func(const TaskBuffers& b, const StorageArgs& a) {
   const std::size_t n = b.elements("src");
-  if (a.dtype == DType::f32) accumulate_cuda(n, b.get<const float>("src"), b.get<float>("dst"), stream());
-  else accumulate_cuda(n, b.get<const bf16>("src"), b.get<bf16>("dst"), stream());
+  if (a.dtype == DType::f32)
+    accumulate_cuda(n, b.get<const float>("src"), b.get<float>("dst"), stream());
+  else
+    accumulate_cuda(n, b.get<const bf16>("src"), b.get<bf16>("dst"), stream());
 }
 #endif
 

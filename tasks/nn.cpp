@@ -41,17 +41,22 @@ template <Device device>
 struct Launch {
   template <class... Params>
   void operator()(void (*cpu)(Params...), [[maybe_unused]] auto cuda, std::type_identity_t<Params>... args) const {
-    if constexpr (device == Device::cpu) cpu(args...);
-    else if constexpr (std::is_invocable_v<decltype(cuda), Params..., void*>) cuda(args..., cuda_stream());
-    else cuda(args..., cublas_handle(), cuda_stream());
+    if constexpr (device == Device::cpu)
+      cpu(args...);
+    else if constexpr (std::is_invocable_v<decltype(cuda), Params..., void*>)
+      cuda(args..., cuda_stream());
+    else
+      cuda(args..., cublas_handle(), cuda_stream());
   }
 };
 
 // An op as a codelet function: on `device`, for the storage type of the task.
 template <auto op, Device device>
 void run(const TaskBuffers& b, const NnArgs& a) {
-  if (a.d.dtype == DType::f32) op.template operator()<float>(Launch<device>{}, b, a);
-  else op.template operator()<bf16>(Launch<device>{}, b, a);
+  if (a.d.dtype == DType::f32)
+    op.template operator()<float>(Launch<device>{}, b, a);
+  else
+    op.template operator()<bf16>(Launch<device>{}, b, a);
 }
 
 // A declaration completed with the CPU and CUDA functions that run `op`.
@@ -79,8 +84,8 @@ constexpr auto encoder_forward = []<class T>(auto launch, const TaskBuffers& b, 
 
 constexpr auto encoder_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::encoder_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::encoder_backward<T>),
-         b.get<T>("grads", a.weight), b.get<T>("grads", a.wpe), b.get<T>("dout"), b.get<int>("tokens"), a.d.B,
-         a.d.T, a.d.C);
+         b.get<T>("grads", a.weight), b.get<T>("grads", a.wpe), b.get<T>("dout"), b.get<int>("tokens"), a.d.B, a.d.T,
+         a.d.C);
 };
 
 constexpr auto layernorm_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
@@ -90,10 +95,9 @@ constexpr auto layernorm_forward = []<class T>(auto launch, const TaskBuffers& b
 };
 
 constexpr auto layernorm_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>),
-         b.get<T>("dinp"), b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"),
-         b.get<T>("inp"), b.get<T>("params", a.weight), b.get<float>("mean"), b.get<float>("rstd"), a.d.N(),
-         a.d.C);
+  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>), b.get<T>("dinp"),
+         b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"),
+         b.get<T>("params", a.weight), b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
 };
 
 constexpr auto matmul_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
@@ -113,14 +117,14 @@ constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b
 };
 
 constexpr auto attention_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::attention_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward<T>),
-         b.get<T>("dqkv"), b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"),
-         b.get<float>("att"), a.d.B, a.d.T, a.d.C, a.d.NH);
+  launch(kernels::attention_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward<T>), b.get<T>("dqkv"),
+         b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("att"), a.d.B,
+         a.d.T, a.d.C, a.d.NH);
 };
 
 constexpr auto gelu_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
-  launch(kernels::gelu_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::gelu_forward<T>), b.get<T>("out"),
-         b.get<T>("inp"), b.elements("out"));
+  launch(kernels::gelu_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::gelu_forward<T>), b.get<T>("out"), b.get<T>("inp"),
+         b.elements("out"));
 };
 
 constexpr auto gelu_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
@@ -134,20 +138,19 @@ constexpr auto residual_forward = []<class T>(auto launch, const TaskBuffers& b,
 };
 
 constexpr auto residual_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
-  launch(kernels::residual_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::residual_backward<T>),
-         b.get<T>("dinp1"), b.get<T>("dinp2"), b.get<T>("dout"), b.elements("dinp1"));
+  launch(kernels::residual_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::residual_backward<T>), b.get<T>("dinp1"),
+         b.get<T>("dinp2"), b.get<T>("dout"), b.elements("dinp1"));
 };
 
 constexpr auto crossentropy_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::softmax_crossentropy_forward<T>,
-         STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_forward<T>), b.get<float>("losses"),
-         b.get<float>("probs"), b.get<T>("logits"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
+  launch(kernels::softmax_crossentropy_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_forward<T>),
+         b.get<float>("losses"), b.get<float>("probs"), b.get<T>("logits"), b.get<int>("targets"), a.d.N(), a.d.V,
+         a.d.Vp);
 };
 
 constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::softmax_crossentropy_backward<T>,
-         STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_backward<T>), b.get<T>("dlogits"),
-         b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
+  launch(kernels::softmax_crossentropy_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_backward<T>),
+         b.get<T>("dlogits"), b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
 };
 
 }  // namespace ops
@@ -217,9 +220,8 @@ Codelet<NnArgs> encoder_forward(running<ops::encoder_forward>({
     .name = "nn_encoder_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "tokens"}, {STARPU_R, "params"}},
     .flops = [](const NnArgs& a, Handles) { return rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (2.0 * rows(a) * a.d.C + double(a.d.T) * a.d.C) + 4.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + double(a.d.T) * a.d.C) + 4.0 * rows(a); },
 }));
 
 // FLOPs 2·N·C (dwte and dwpe); bytes s·(3·N·C + 2·T·C) + 4·N.
@@ -227,9 +229,8 @@ Codelet<NnArgs> encoder_backward(running<ops::encoder_backward>({
     .name = "nn_encoder_backward",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "tokens"}},
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (3.0 * rows(a) * a.d.C + 2.0 * a.d.T * a.d.C) + 4.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (3.0 * rows(a) * a.d.C + 2.0 * a.d.T * a.d.C) + 4.0 * rows(a); },
 }));
 
 // FLOPs ≈ 8·N·C (mean, variance, normalise, scale, shift); bytes s·(2·N·C + 2·C) + 8·N.
@@ -237,20 +238,23 @@ Codelet<NnArgs> layernorm_forward(running<ops::layernorm_forward>({
     .name = "nn_layernorm_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "mean"}, {STARPU_W, "rstd"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
     .flops = [](const NnArgs& a, Handles) { return 8.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 8.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
 // FLOPs ≈ 17·N·C (llm.c's two passes over each row); bytes s·(4·N·C + 5·C) + 8·N.
 Codelet<NnArgs> layernorm_backward(running<ops::layernorm_backward>({
     .name = "nn_layernorm_backward",
-    .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"},
-                {STARPU_R, "params"}, {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
+    .buffers = {{STARPU_RW, "dinp"},
+                {STARPU_RW, "grads"},
+                {STARPU_R, "dout"},
+                {STARPU_R, "inp"},
+                {STARPU_R, "params"},
+                {STARPU_R, "mean"},
+                {STARPU_R, "rstd"}},
     .flops = [](const NnArgs& a, Handles) { return 17.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (4.0 * rows(a) * a.d.C + 5.0 * a.d.C) + 8.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + 5.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
 // FLOPs 2·N·C·OC (the bias add left out); bytes s·(N·C + OC·C + OC + N·OC).
@@ -258,20 +262,19 @@ Codelet<NnArgs> matmul_forward(running<ops::matmul_forward>({
     .name = "nn_matmul_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (rows(a) * a.C + double(a.OC) * a.C + a.OC + rows(a) * a.OC);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (rows(a) * a.C + double(a.OC) * a.C + a.OC + rows(a) * a.OC); },
 }));
 
 // FLOPs 4·N·C·OC (dinp and dweight, 2·N·C·OC each); bytes s·(N·OC + 3·N·C + 3·OC·C + 2·OC).
 Codelet<NnArgs> matmul_backward(running<ops::matmul_backward>({
     .name = "nn_matmul_backward",
-    .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"},
-                {STARPU_R, "params"}},
+    .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.C * a.OC; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (rows(a) * a.OC + 3.0 * rows(a) * a.C + 3.0 * a.OC * a.C + 2.0 * a.OC);
-    },
+    .bytes =
+        [](const NnArgs& a, Handles) {
+          return storage_size(a) * (rows(a) * a.OC + 3.0 * rows(a) * a.C + 3.0 * a.OC * a.C + 2.0 * a.OC);
+        },
 }));
 
 // FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the
@@ -280,26 +283,28 @@ Codelet<NnArgs> attention_forward(running<ops::attention_forward>({
     .name = "nn_attention_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "preatt"}, {STARPU_W, "att"}, {STARPU_R, "qkv"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * 4.0 * rows(a) * a.d.C + 2.0 * attention_matrix_bytes(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * 4.0 * rows(a) * a.d.C + 2.0 * attention_matrix_bytes(a); },
 }));
 
 // FLOPs 8·B·T²·C (twice the forward); bytes s·10·N·C (dout, qkv read; dqkv accumulated) + att
 // read and the dpreatt, datt scratch written.
 Codelet<NnArgs> attention_backward(running<ops::attention_backward>({
     .name = "nn_attention_backward",
-    .buffers = {{STARPU_RW, "dqkv"}, {STARPU_SCRATCH, "dpreatt"}, {STARPU_SCRATCH, "datt"}, {STARPU_R, "dout"},
-                {STARPU_R, "qkv"}, {STARPU_R, "att"}},
+    .buffers = {{STARPU_RW, "dqkv"},
+                {STARPU_SCRATCH, "dpreatt"},
+                {STARPU_SCRATCH, "datt"},
+                {STARPU_R, "dout"},
+                {STARPU_R, "qkv"},
+                {STARPU_R, "att"}},
     .flops = [](const NnArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * 10.0 * rows(a) * a.d.C + 3.0 * attention_matrix_bytes(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * 10.0 * rows(a) * a.d.C + 3.0 * attention_matrix_bytes(a); },
 }));
 
 // n elements. FLOPs ≈ 8·n (cube, multiply-adds, tanh, scale); bytes 2·n·s.
-Codelet<NnArgs> gelu_forward(elementwise<ops::gelu_forward, 8, 2>(
-    "nn_gelu_forward", {{STARPU_W, "out"}, {STARPU_R, "inp"}}));
+Codelet<NnArgs> gelu_forward(elementwise<ops::gelu_forward, 8, 2>("nn_gelu_forward",
+                                                                  {{STARPU_W, "out"}, {STARPU_R, "inp"}}));
 
 // FLOPs ≈ 16·n (the forward again, sech², the chain rule, the accumulation); bytes 4·n·s.
 Codelet<NnArgs> gelu_backward(elementwise<ops::gelu_backward, 16, 4>(
@@ -318,9 +323,7 @@ Codelet<NnArgs> crossentropy_forward(running<ops::crossentropy_forward>({
     .name = "nn_crossentropy_forward",
     .buffers = {{STARPU_W, "losses"}, {STARPU_W, "probs"}, {STARPU_R, "logits"}, {STARPU_R, "targets"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.d.V; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return (storage_size(a) + 4.0) * rows(a) * a.d.Vp + 8.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a, Handles) { return (storage_size(a) + 4.0) * rows(a) * a.d.Vp + 8.0 * rows(a); },
 }));
 
 // FLOPs 3·N·V (minus the one-hot, times 1/N, accumulate); bytes 4·N·Vp + 2·s·N·Vp + 4·N.
@@ -328,9 +331,7 @@ Codelet<NnArgs> crossentropy_backward(running<ops::crossentropy_backward>({
     .name = "nn_crossentropy_backward",
     .buffers = {{STARPU_RW, "dlogits"}, {STARPU_R, "probs"}, {STARPU_R, "targets"}},
     .flops = [](const NnArgs& a, Handles) { return 3.0 * rows(a) * a.d.V; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return (4.0 + 2.0 * storage_size(a)) * rows(a) * a.d.Vp + 4.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a, Handles) { return (4.0 + 2.0 * storage_size(a)) * rows(a) * a.d.Vp + 4.0 * rows(a); },
 }));
 
 }  // namespace nn
@@ -354,8 +355,8 @@ void submit_encoder_forward(const Dims& d, starpu_data_handle_t out, starpu_data
 void submit_encoder_backward(const Dims& d, starpu_data_handle_t embedding_grad, std::size_t wte_offset,
                              std::size_t wpe_offset, starpu_data_handle_t dout, starpu_data_handle_t tokens,
                              const std::string& name) {
-  submit(nn::encoder_backward, {embedding_grad, dout, tokens},
-         NnArgs{.d = d, .weight = wte_offset, .wpe = wpe_offset}, name);
+  submit(nn::encoder_backward, {embedding_grad, dout, tokens}, NnArgs{.d = d, .weight = wte_offset, .wpe = wpe_offset},
+         name);
 }
 
 void submit_layernorm_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t mean,
@@ -372,10 +373,10 @@ void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_
          NnArgs{.d = d, .weight = w.weight, .bias = w.bias}, name);
 }
 
-void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w,
-                           int C, int OC, const std::string& name) {
-  submit(nn::matmul_forward, {out, inp, w.group},
-         NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC}, name);
+void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w, int C,
+                           int OC, const std::string& name) {
+  submit(nn::matmul_forward, {out, inp, w.group}, NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC},
+         name);
 }
 
 void submit_matmul_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
@@ -400,8 +401,8 @@ void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_ha
   submit(nn::gelu_forward, {out, inp}, NnArgs{.d = d}, name);
 }
 
-void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp,
-                          starpu_data_handle_t dout, const std::string& name) {
+void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp, starpu_data_handle_t dout,
+                          const std::string& name) {
   submit(nn::gelu_backward, {dinp, inp, dout}, NnArgs{.d = d}, name);
 }
 

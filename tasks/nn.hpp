@@ -54,8 +54,8 @@ void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_
                                starpu_data_handle_t mean, starpu_data_handle_t rstd, const std::string& name);
 
 // out[N,OC] = inp[N,C] · Wᵀ + b
-void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w,
-                           int C, int OC, const std::string& name);
+void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w, int C,
+                           int OC, const std::string& name);
 void submit_matmul_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
                             starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
                             const std::string& name);
@@ -68,8 +68,8 @@ void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_
                                starpu_data_handle_t att, const std::string& name);
 
 void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name);
-void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp,
-                          starpu_data_handle_t dout, const std::string& name);
+void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp, starpu_data_handle_t dout,
+                          const std::string& name);
 
 void submit_residual_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp1,
                              starpu_data_handle_t inp2, const std::string& name);

@@ -106,8 +106,8 @@ __device__ __forceinline__ void add_to(D* p, float v) {
 }
 
 // ---- launch shapes and reductions --------------------------------------------------------------
-constexpr int kBlock = 256;                     // threads per block of the 1-D kernels
-constexpr int kWarpsPerBlock = kBlock / 32;     // rows per block of the warp-per-row kernels
+constexpr int kBlock = 256;                  // threads per block of the 1-D kernels
+constexpr int kWarpsPerBlock = kBlock / 32;  // rows per block of the warp-per-row kernels
 constexpr unsigned kMaxGridStrideBlocks = 65536;
 
 // Blocks for a grid-stride loop over n elements.
@@ -246,8 +246,7 @@ void column_sums(D* dsum, D* dnorm, const D* dout, const D* inp, const float* me
 
 // ---- encoder -----------------------------------------------------------------------------------
 template <class D>
-__global__ void encoder_forward_kernel(D* out, const int* tokens, const D* wte, const D* wpe, int Tn, int C,
-                                       size_t n) {
+__global__ void encoder_forward_kernel(D* out, const int* tokens, const D* wte, const D* wpe, int Tn, int C, size_t n) {
   for (size_t i = global_index(); i < n; i += global_stride()) {
     const size_t bt = i / C, c = i % C;
     const size_t t = bt % Tn;
@@ -298,8 +297,8 @@ __global__ void encoder_backward_wte_kernel(D* dwte, const D* dout, const int* t
 // ---- layernorm ---------------------------------------------------------------------------------
 // One warp per row.
 template <class D>
-__global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const D* inp, const D* weight,
-                                         const D* bias, int N, int C) {
+__global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const D* inp, const D* weight, const D* bias,
+                                         int N, int C) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -326,8 +325,8 @@ __global__ void layernorm_forward_kernel(D* out, float* mean, float* rstd, const
 
 // dinp[r, :] += (w·dout - mean(w·dout) - norm · mean(w·dout·norm)) · rstd; one warp per row.
 template <class D>
-__global__ void layernorm_backward_dinp_kernel(D* dinp, const D* dout, const D* inp, const D* weight,
-                                               const float* mean, const float* rstd, int N, int C) {
+__global__ void layernorm_backward_dinp_kernel(D* dinp, const D* dout, const D* inp, const D* weight, const float* mean,
+                                               const float* rstd, int N, int C) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -413,8 +412,8 @@ struct AttentionRow {
   size_t row;  // b·NH·T + h·T + t; B·NH·T or more for the warps past the last row
   int lane;    // the thread's lane in its warp
   int b, h, t;
-  int hs;      // head size C / NH
-  size_t C3;   // 3·C: the stride of one position in qkv
+  int hs;     // head size C / NH
+  size_t C3;  // 3·C: the stride of one position in qkv
 };
 // The row of the calling thread's warp. Only launched with B·NH·T > 0, so T and NH are not 0.
 __device__ __forceinline__ AttentionRow attention_row(int Tn, int C, int NH) {
@@ -523,9 +522,9 @@ __global__ void attention_backward_qkv_kernel(D* dinp, const float* dpreatt, con
   const auto [row, lane, b, h, i, hs, C3] = attention_row(Tn, C, NH);
   if (row >= size_t(B) * NH * Tn) return;
   const float scale = 1.0f / sqrtf(float(hs));
-  const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;          // q of (b, t = 0, h) in inp / dinp
-  const size_t head_out = size_t(b) * Tn * C + size_t(h) * hs;       // (b, t = 0, h) in dout
-  const float* dpre_bh = dpreatt + (row - i) * Tn;                    // [T, T] block of (b, h)
+  const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;     // q of (b, t = 0, h) in inp / dinp
+  const size_t head_out = size_t(b) * Tn * C + size_t(h) * hs;  // (b, t = 0, h) in dout
+  const float* dpre_bh = dpreatt + (row - i) * Tn;              // [T, T] block of (b, h)
   const float* att_bh = att + (row - i) * Tn;
   for (int d = lane; d < hs; d += 32) {
     float dq = 0.0f, dk = 0.0f, dv = 0.0f;
@@ -672,8 +671,8 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   require(N >= 0 && C > 0, "layernorm_backward: N < 0 or C <= 0");
   if (N == 0) return;
   if (dinp != nullptr) {
-    layernorm_backward_dinp_kernel<<<blocks_for_rows(N), kBlock, 0, as_stream(stream)>>>(
-        dev(dinp), dev(dout), dev(inp), dev(weight), mean, rstd, N, C);
+    layernorm_backward_dinp_kernel<<<blocks_for_rows(N), kBlock, 0, as_stream(stream)>>>(dev(dinp), dev(dout), dev(inp),
+                                                                                         dev(weight), mean, rstd, N, C);
     SZ_LAUNCHED(layernorm_backward_dinp_kernel);
   }
   column_sums(dev(dbias), dev(dweight), dev(dout), dev(inp), mean, rstd, N, C, as_stream(stream));
@@ -784,7 +783,7 @@ void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, 
   if (N == 0) return;
   require(losses == nullptr || targets != nullptr, "softmax_crossentropy_forward: losses need targets");
   softmax_crossentropy_forward_kernel<<<unsigned(N), kSoftmaxBlock, 0, as_stream(stream)>>>(losses, probs, dev(logits),
-                                                                                           targets, V, Vp);
+                                                                                            targets, V, Vp);
   SZ_LAUNCHED(softmax_crossentropy_forward_kernel);
 }
 
@@ -794,28 +793,28 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   require(N >= 0 && V > 0 && Vp >= V, "softmax_crossentropy_backward: need N >= 0 and 0 < V <= Vp");
   if (N == 0) return;
   const size_t n = size_t(N) * V;
-  softmax_crossentropy_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(
-      dev(dlogits), probs, targets, V, Vp, 1.0f / float(N), n);
+  softmax_crossentropy_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dlogits), probs, targets, V,
+                                                                                        Vp, 1.0f / float(N), n);
   SZ_LAUNCHED(softmax_crossentropy_backward_kernel);
 }
 
 // ---- explicit instantiations for float and bf16 ------------------------------------------------
-#define STARZERO_INSTANTIATE_CUDA_KERNELS(T)                                                                        \
-  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, void*);                       \
-  template void encoder_backward<T>(T*, T*, const T*, const int*, int, int, int, void*);                            \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, void*);            \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int,    \
-                                      int, void*);                                                                  \
-  template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, void*, void*);                   \
-  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, void*, void*);          \
-  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int, void*);                      \
-  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int,     \
-                                      void*);                                                                       \
-  template void gelu_forward<T>(T*, const T*, size_t, void*);                                                       \
-  template void gelu_backward<T>(T*, const T*, const T*, size_t, void*);                                            \
-  template void residual_forward<T>(T*, const T*, const T*, size_t, void*);                                         \
-  template void residual_backward<T>(T*, T*, const T*, size_t, void*);                                              \
-  template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int, void*);        \
+#define STARZERO_INSTANTIATE_CUDA_KERNELS(T)                                                                          \
+  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, void*);                         \
+  template void encoder_backward<T>(T*, T*, const T*, const int*, int, int, int, void*);                              \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, void*);              \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int, int, \
+                                      void*);                                                                         \
+  template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, void*, void*);                     \
+  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, void*, void*);            \
+  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int, void*);                        \
+  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int,       \
+                                      void*);                                                                         \
+  template void gelu_forward<T>(T*, const T*, size_t, void*);                                                         \
+  template void gelu_backward<T>(T*, const T*, const T*, size_t, void*);                                              \
+  template void residual_forward<T>(T*, const T*, const T*, size_t, void*);                                           \
+  template void residual_backward<T>(T*, T*, const T*, size_t, void*);                                                \
+  template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int, void*);          \
   template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int, void*);
 
 STARZERO_INSTANTIATE_CUDA_KERNELS(float)

@@ -39,8 +39,7 @@ template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
 // dinp[N,C] += dout · weight; dweight[OC,C] += doutᵀ · inp; dbias[OC] += Σ_rows dout.
 template <class T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
-                     int OC);
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC);
 
 // Causal multi-head self-attention. inp[B,T,3C] holds q,k,v (each C = NH heads × hs);
 // preatt, att [B,NH,T,T] (float); out[B,T,C]. Scale 1/sqrt(hs); att[t2 > t] = 0.

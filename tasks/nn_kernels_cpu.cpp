@@ -258,8 +258,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, int B,
 
 // ---- layernorm -------------------------------------------------------------------------------------
 template <class T>
-void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                       int C) {
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C) {
   for (int n = 0; n < N; ++n) {
     const T* x = inp + size_t(n) * C;
     float m = 0.0f;
@@ -456,21 +455,20 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
 }
 
 // ---- explicit instantiations -----------------------------------------------------------------------
-#define STARZERO_INSTANTIATE_CPU_KERNELS(T)                                                                         \
-  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int);                             \
-  template void encoder_backward<T>(T*, T*, const T*, const int*, int, int, int);                                  \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int);                  \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int,   \
-                                      int);                                                                        \
-  template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                \
-  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                       \
-  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int);                            \
-  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int);   \
-  template void gelu_forward<T>(T*, const T*, std::size_t);                                                        \
-  template void gelu_backward<T>(T*, const T*, const T*, std::size_t);                                             \
-  template void residual_forward<T>(T*, const T*, const T*, std::size_t);                                          \
-  template void residual_backward<T>(T*, T*, const T*, std::size_t);                                               \
-  template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int);              \
+#define STARZERO_INSTANTIATE_CPU_KERNELS(T)                                                                            \
+  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int);                                 \
+  template void encoder_backward<T>(T*, T*, const T*, const int*, int, int, int);                                      \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int);                      \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int, int); \
+  template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                    \
+  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                           \
+  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int);                                \
+  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int);       \
+  template void gelu_forward<T>(T*, const T*, std::size_t);                                                            \
+  template void gelu_backward<T>(T*, const T*, const T*, std::size_t);                                                 \
+  template void residual_forward<T>(T*, const T*, const T*, std::size_t);                                              \
+  template void residual_backward<T>(T*, T*, const T*, std::size_t);                                                   \
+  template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int);                  \
   template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int);
 
 STARZERO_INSTANTIATE_CPU_KERNELS(float)

@@ -36,8 +36,8 @@ namespace starzero::reference {
 // Where each of the 16 llm.c tensors starts in the flat vector (computed here from the shape,
 // independently of llmc_tensor_specs).
 struct GptOffsets {
-  std::size_t wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw,
-      lnfb, total;
+  std::size_t wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw, lnfb,
+      total;
 
   explicit GptOffsets(const GptShape& s) {
     const std::size_t C = std::size_t(s.channels), L = std::size_t(s.layers);
@@ -130,7 +130,8 @@ double gpt2_loss(const std::vector<P>& params, const GptShape& shape, const std:
     for (int t = 0; t < T; ++t) {
       const int token = inputs[std::size_t(b) * std::size_t(T) + std::size_t(t)];
       for (std::size_t c = 0; c < C; ++c)
-        x[std::size_t(t)][c] = double(p[off.wte + std::size_t(token) * C + c]) + double(p[off.wpe + std::size_t(t) * C + c]);
+        x[std::size_t(t)][c] =
+            double(p[off.wte + std::size_t(token) * C + c]) + double(p[off.wpe + std::size_t(t) * C + c]);
     }
 
     for (std::size_t l = 0; l < L; ++l) {
@@ -168,7 +169,8 @@ double gpt2_loss(const std::vector<P>& params, const GptShape& shape, const std:
         }
       }
       for (int t = 0; t < T; ++t) {
-        const auto proj = detail::linear(attn[std::size_t(t)], p + off.attprojw + l * C * C, p + off.attprojb + l * C, C);
+        const auto proj =
+            detail::linear(attn[std::size_t(t)], p + off.attprojw + l * C * C, p + off.attprojb + l * C, C);
         for (std::size_t c = 0; c < C; ++c) x[std::size_t(t)][c] += proj[c];
       }
 

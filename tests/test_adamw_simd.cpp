@@ -90,9 +90,9 @@ bool close(double got, double want, double rel, double abs_tol) {
   return std::fabs(got - want) <= rel * std::fabs(want) + abs_tol;
 }
 
-// The AdamW formulas (docs/toolchain.md, "AdamW conventions") in double, from the same starting state, one element at a time.
-// Tolerance: fp32 rounding of a handful of operations: 1e-6 relative + 1e-7 absolute on master,
-// m and v; the bf16 parameter is exactly float_to_bf16(master).
+// The AdamW formulas (docs/toolchain.md, "AdamW conventions") in double, from the same starting state, one element at a
+// time. Tolerance: fp32 rounding of a handful of operations: 1e-6 relative + 1e-7 absolute on master, m and v; the bf16
+// parameter is exactly float_to_bf16(master).
 void check_against_double(const State& before, const State& after, const std::vector<float>& grad, int step,
                           bool bf16_param) {
   const AdamWHyper h = hyper_for(step);
@@ -111,8 +111,8 @@ void check_against_double(const State& before, const State& after, const std::ve
                     (bf16_param ? after.param16[i].bits == float_to_bf16(after.master[i])
                                 : same_bytes(&after.param32[i], &after.master[i], sizeof(float)));
     if (!ok && bad++ < 5) {
-      INFO("element " << i << ": master " << after.master[i] << " want " << w << ", m " << after.m[i] << " want "
-                      << m << ", v " << after.v[i] << " want " << v);
+      INFO("element " << i << ": master " << after.master[i] << " want " << w << ", m " << after.m[i] << " want " << m
+                      << ", v " << after.v[i] << " want " << v);
       CHECK(ok);
     }
   }
@@ -202,13 +202,13 @@ TEST_CASE("results do not depend on threads or chunk size", "[adamw]") {
       for (std::size_t chunk : {std::size_t(1024), std::size_t(4099), n}) {
         INFO("path " << simd_path_name(p) << ", threads " << threads << ", chunk " << chunk);
         State s = start;
-        adamw_fused_parallel(p, threads, chunk, n, s.grad16.data(), kGradScale, s.master.data(), s.m.data(),
-                             s.v.data(), s.param16.data(), hyper_for(2));
+        adamw_fused_parallel(p, threads, chunk, n, s.grad16.data(), kGradScale, s.master.data(), s.m.data(), s.v.data(),
+                             s.param16.data(), hyper_for(2));
         CHECK(same_state(s, ref));
         if (chunk != 4099) continue;  // fp32 gradients: one chunk size keeps the test fast
         State f = start;
-        adamw_fused_parallel(p, threads, chunk, n, f.grad32.data(), kGradScale, f.master.data(), f.m.data(),
-                             f.v.data(), f.param32.data(), hyper_for(2));
+        adamw_fused_parallel(p, threads, chunk, n, f.grad32.data(), kGradScale, f.master.data(), f.m.data(), f.v.data(),
+                             f.param32.data(), hyper_for(2));
         CHECK(same_state(f, ref32));
       }
     }

@@ -100,8 +100,7 @@ TEST_CASE("submitting with the wrong number of handles throws, naming the task")
                     Catch::Contains("fwd[3]") && Catch::Contains("nn_matmul_forward"));
   CHECK_THROWS_AS(submit(tasks::nn::matmul_forward, {fake(1), fake(2), fake(3), fake(4)}, a, "fwd[3]"),
                   std::invalid_argument);
-  CHECK_THROWS_AS(submit(tasks::nn::matmul_backward, {fake(1), fake(2), fake(3)}, a, "bwd[3]"),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(submit(tasks::nn::matmul_backward, {fake(1), fake(2), fake(3)}, a, "bwd[3]"), std::invalid_argument);
   // A repeated buffer: at least the fixed ones.
   CHECK_THROWS_AS(submit(test_sum, {}, NoArgs{}, "sum"), std::invalid_argument);
 }

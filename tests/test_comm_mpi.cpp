@@ -116,8 +116,7 @@ double tolerance(DType dtype, int ranks, double sum_of_magnitudes) {
 
 // MpiComm's documented ring order: block b is summed as x[b+1] + x[b+2] + ... + x[b] (mod N),
 // rounding to the dtype after every addition. Compared bit for bit.
-float ring_order_sum(const std::vector<std::vector<float>>& inputs, std::size_t index, int block,
-                     DType dtype) {
+float ring_order_sum(const std::vector<std::vector<float>>& inputs, std::size_t index, int block, DType dtype) {
   const int ranks = static_cast<int>(inputs.size());
   float sum = inputs[(block + 1) % ranks][index];
   for (int hop = 2; hop <= ranks; ++hop) {
@@ -134,9 +133,8 @@ struct SumReport {
 };
 
 // Checks got[j] (j < length) against sum over ranks of inputs[r][first + j].
-SumReport check_sums(const Bytes& got, const std::vector<std::vector<float>>& inputs,
-                     std::size_t first, std::size_t length, int block, DType dtype,
-                     bool check_ring_order) {
+SumReport check_sums(const Bytes& got, const std::vector<std::vector<float>>& inputs, std::size_t first,
+                     std::size_t length, int block, DType dtype, bool check_ring_order) {
   SumReport report;
   const int ranks = static_cast<int>(inputs.size());
   for (std::size_t j = 0; j < length; ++j) {
@@ -149,8 +147,8 @@ SumReport check_sums(const Bytes& got, const std::vector<std::vector<float>>& in
     const double error = std::abs(static_cast<double>(value) - exact);
     if (!(error <= tolerance(dtype, ranks, magnitudes))) {
       if (report.first_problem.empty()) {
-        report.first_problem = "element " + std::to_string(first + j) + ": got " +
-                               std::to_string(value) + ", exact " + std::to_string(exact);
+        report.first_problem = "element " + std::to_string(first + j) + ": got " + std::to_string(value) + ", exact " +
+                               std::to_string(exact);
       }
       ++report.outside_tolerance;
     }
@@ -207,8 +205,7 @@ void with_buffers(Memory memory, std::vector<Bytes*> buffers,
   collective(pointers);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
-    REQUIRE(cudaMemcpy(buffers[i]->data(), pointers[i], buffers[i]->size(), cudaMemcpyDeviceToHost) ==
-            cudaSuccess);
+    REQUIRE(cudaMemcpy(buffers[i]->data(), pointers[i], buffers[i]->size(), cudaMemcpyDeviceToHost) == cudaSuccess);
     cudaFree(pointers[i]);
   }
 #else
@@ -217,24 +214,21 @@ void with_buffers(Memory memory, std::vector<Bytes*> buffers,
 }
 
 // ---- the checks, for any communicator --------------------------------------------------------
-void check_all_gather(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed,
-                      Memory memory) {
+void check_all_gather(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed, Memory memory) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::size_t shard = comm.shard_count(count), element_bytes = starzero::dtype_size(dtype);
-  INFO(comm.name() << " all_gather count " << count << " " << starzero::dtype_name(dtype)
-                   << " ranks " << ranks << " rank " << rank);
+  INFO(comm.name() << " all_gather count " << count << " " << starzero::dtype_name(dtype) << " ranks " << ranks
+                   << " rank " << rank);
   Bytes my_shard = encode(random_values(seed, rank, shard, dtype), dtype);
   Bytes full = with_canary(encode(random_values(seed + 1, rank, ranks * shard, dtype), dtype));
 
   comm.reset_stats();
-  with_buffers(memory, {&my_shard, &full},
-               [&](std::vector<void*> p) { comm.all_gather(p[0], p[1], count, dtype); });
+  with_buffers(memory, {&my_shard, &full}, [&](std::vector<void*> p) { comm.all_gather(p[0], p[1], count, dtype); });
 
   bool all_equal = true;
   for (int q = 0; q < ranks; ++q) {
     const Bytes expected = encode(random_values(seed, q, shard, dtype), dtype);
-    all_equal = all_equal && std::equal(expected.begin(), expected.end(),
-                                        full.begin() + q * shard * element_bytes);
+    all_equal = all_equal && std::equal(expected.begin(), expected.end(), full.begin() + q * shard * element_bytes);
   }
   CHECK(all_equal);
   CHECK(canary_intact(full));
@@ -244,12 +238,12 @@ void check_all_gather(Communicator& comm, std::size_t count, DType dtype, std::u
   CHECK(stats.total_calls() == 1);
 }
 
-void check_reduce_scatter(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed,
-                          Memory memory, bool check_ring_order) {
+void check_reduce_scatter(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed, Memory memory,
+                          bool check_ring_order) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::size_t shard = comm.shard_count(count), element_bytes = starzero::dtype_size(dtype);
-  INFO(comm.name() << " reduce_scatter count " << count << " " << starzero::dtype_name(dtype)
-                   << " ranks " << ranks << " rank " << rank);
+  INFO(comm.name() << " reduce_scatter count " << count << " " << starzero::dtype_name(dtype) << " ranks " << ranks
+                   << " rank " << rank);
   std::vector<std::vector<float>> inputs;
   for (int q = 0; q < ranks; ++q) inputs.push_back(random_values(seed, q, ranks * shard, dtype));
   Bytes full = encode(inputs[rank], dtype);
@@ -271,12 +265,12 @@ void check_reduce_scatter(Communicator& comm, std::size_t count, DType dtype, st
   CHECK(stats[starzero::CommOp::reduce_scatter].bytes_sent == (ranks - 1) * shard * element_bytes);
 }
 
-void check_all_reduce(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed,
-                      Memory memory, bool check_ring_order) {
+void check_all_reduce(Communicator& comm, std::size_t count, DType dtype, std::uint64_t seed, Memory memory,
+                      bool check_ring_order) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::size_t element_bytes = starzero::dtype_size(dtype);
-  INFO(comm.name() << " all_reduce count " << count << " " << starzero::dtype_name(dtype)
-                   << " ranks " << ranks << " rank " << rank);
+  INFO(comm.name() << " all_reduce count " << count << " " << starzero::dtype_name(dtype) << " ranks " << ranks
+                   << " rank " << rank);
   std::vector<std::vector<float>> inputs;
   for (int q = 0; q < ranks; ++q) inputs.push_back(random_values(seed, q, count, dtype));
   Bytes data = with_canary(encode(inputs[rank], dtype));  // unpadded: exactly `count` elements
@@ -302,21 +296,19 @@ void check_all_reduce(Communicator& comm, std::size_t count, DType dtype, std::u
   CHECK(same_on_every_rank(data));  // replicas must be identical, bit for bit
 
   const std::uint64_t bytes_sent = comm.stats()[starzero::CommOp::all_reduce].bytes_sent;
-  const std::uint64_t expected_elements =
-      ranks == 1 ? 0
-                 : (count - block_length(count, ranks, rank)) +
-                       (count - block_length(count, ranks, (rank + 1) % ranks));
+  const std::uint64_t expected_elements = ranks == 1 ? 0
+                                                     : (count - block_length(count, ranks, rank)) +
+                                                           (count - block_length(count, ranks, (rank + 1) % ranks));
   CHECK(bytes_sent == expected_elements * element_bytes);
   CHECK(sum_over_ranks(bytes_sent) == 2 * (ranks - 1) * count * element_bytes);
   CHECK(comm.stats()[starzero::CommOp::all_reduce].calls == 1);
 }
 
-void check_broadcast(Communicator& comm, std::size_t count, DType dtype, int root, std::uint64_t seed,
-                     Memory memory) {
+void check_broadcast(Communicator& comm, std::size_t count, DType dtype, int root, std::uint64_t seed, Memory memory) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::size_t element_bytes = starzero::dtype_size(dtype);
-  INFO(comm.name() << " broadcast count " << count << " " << starzero::dtype_name(dtype) << " root "
-                   << root << " ranks " << ranks << " rank " << rank);
+  INFO(comm.name() << " broadcast count " << count << " " << starzero::dtype_name(dtype) << " root " << root
+                   << " ranks " << ranks << " rank " << rank);
   const Bytes expected = encode(random_values(seed, root, count, dtype), dtype);
   Bytes data = with_canary(encode(random_values(seed, rank, count, dtype), dtype));
 
@@ -429,9 +421,9 @@ TEST_CASE("MpiComm rejects bad arguments on every rank alike", "[mpi]") {
 TEST_CASE("MpiComm barrier waits for the slowest rank", "[mpi]") {
   MpiComm& comm = *g_world;
   auto now_ns = [] {
-    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now().time_since_epoch())
-                                         .count());
+    return static_cast<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
   };
   comm.barrier();
   std::int64_t late_arrival_ns = 0;
@@ -468,8 +460,7 @@ TEST_CASE("Two MpiComm objects used from two threads at once do not interfere", 
             magnitudes += std::abs(input[i]);
           }
           if (std::abs(element(data, i, DType::f32) - exact) > tolerance(DType::f32, ranks, magnitudes)) {
-            failure = std::string(comm.name()) + " round " + std::to_string(round) + " element " +
-                      std::to_string(i);
+            failure = std::string(comm.name()) + " round " + std::to_string(round) + " element " + std::to_string(i);
           }
         }
       }

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
-#include "tests/temp_dir.hpp"
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "tests/temp_dir.hpp"
 
 #include "models/data.hpp"
 #include "models/llmc_files.hpp"

@@ -28,7 +28,7 @@ using DVec = std::vector<double>;
 
 // Shapes shared by the tests.
 constexpr int B = 2, Tn = 5, N = B * Tn;
-constexpr int C = 12, NH = 3;  // attention: hs = 4
+constexpr int C = 12, NH = 3;   // attention: hs = 4
 constexpr int Cm = 20, OC = 7;  // matmul
 constexpr int V = 11, Vp = 16;  // vocabulary, padded
 
@@ -122,8 +122,8 @@ DVec fd_gradient(const std::function<double(const DVec&)>& L, DVec x, double h =
 // (one per gradient, of the given sizes). Returns the gradients from zeroed buffers, after checking
 // the ACCUMULATE contract: with random pre-filled buffers P, one call leaves P + g and a second
 // P + 2g (to float rounding of the additions).
-std::vector<Vec> backward_grads(const std::vector<std::size_t>& sizes, const std::function<void(std::vector<Vec>&)>& call,
-                                std::mt19937& rng) {
+std::vector<Vec> backward_grads(const std::vector<std::size_t>& sizes,
+                                const std::function<void(std::vector<Vec>&)>& call, std::mt19937& rng) {
   std::vector<Vec> g;
   for (auto n : sizes) g.emplace_back(n, 0.0f);
   call(g);
@@ -136,8 +136,9 @@ std::vector<Vec> backward_grads(const std::vector<std::size_t>& sizes, const std
     for (std::size_t j = 0; j < sizes.size(); ++j) {
       DVec want(sizes[j]);
       for (std::size_t i = 0; i < sizes[j]; ++i) want[i] = double(prefill[j][i]) + times * double(g[j][i]);
-      check_close(acc[j], want, 1e-6, 1e-6,
-                  "gradient " + std::to_string(j) + " after " + std::to_string(times) + " call(s) on pre-filled buffers");
+      check_close(
+          acc[j], want, 1e-6, 1e-6,
+          "gradient " + std::to_string(j) + " after " + std::to_string(times) + " call(s) on pre-filled buffers");
     }
   }
   return g;
@@ -149,8 +150,7 @@ DVec ref_encoder(const std::vector<int>& tokens, const DVec& wte, const DVec& wp
   DVec out(std::size_t(N) * C);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < Tn; ++t)
-      for (int c = 0; c < C; ++c)
-        out[(b * Tn + t) * C + c] = wte[tokens[b * Tn + t] * C + c] + wpe[t * C + c];
+      for (int c = 0; c < C; ++c) out[(b * Tn + t) * C + c] = wte[tokens[b * Tn + t] * C + c] + wpe[t * C + c];
   return out;
 }
 
@@ -165,8 +165,7 @@ DVec ref_layernorm(const DVec& inp, const DVec& w, const DVec* bias, int rows, i
     for (int c = 0; c < cols; ++c) v += (inp[r * cols + c] - m) * (inp[r * cols + c] - m);
     v /= cols;
     const double s = 1.0 / std::sqrt(v + 1e-5);
-    for (int c = 0; c < cols; ++c)
-      out[r * cols + c] = (inp[r * cols + c] - m) * s * w[c] + (bias ? (*bias)[c] : 0.0);
+    for (int c = 0; c < cols; ++c) out[r * cols + c] = (inp[r * cols + c] - m) * s * w[c] + (bias ? (*bias)[c] : 0.0);
     if (mean) (*mean)[r] = m;
     if (rstd) (*rstd)[r] = s;
   }
@@ -343,12 +342,12 @@ TEST_CASE("layernorm backward matches finite differences and accumulates") {
       },
       rng);
   const DVec dd = to_d(dout), di = to_d(inp), dw = to_d(w), db = to_d(b);
-  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(x, dw, &db, N, C)); }, di),
-              kGradRtol, kGradAtol, "ln dinp");
-  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, x, &db, N, C)); }, dw),
-              kGradRtol, kGradAtol, "ln dweight");
-  check_close(g[2], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, dw, &x, N, C)); }, db),
-              kGradRtol, kGradAtol, "ln dbias");
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(x, dw, &db, N, C)); }, di), kGradRtol,
+              kGradAtol, "ln dinp");
+  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, x, &db, N, C)); }, dw), kGradRtol,
+              kGradAtol, "ln dweight");
+  check_close(g[2], fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, dw, &x, N, C)); }, db), kGradRtol,
+              kGradAtol, "ln dbias");
 }
 
 // ---- matmul -----------------------------------------------------------------------------------------
@@ -514,10 +513,10 @@ TEST_CASE("residual forward and backward") {
     for (std::size_t i = 0; i < p.size(); ++i) r[i] = p[i] + q[i];
     return r;
   };
-  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref(x, to_d(b))); }, to_d(a)), kGradRtol,
-              kGradAtol, "residual dinp1");
-  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref(to_d(a), x)); }, to_d(b)), kGradRtol,
-              kGradAtol, "residual dinp2");
+  check_close(g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref(x, to_d(b))); }, to_d(a)), kGradRtol, kGradAtol,
+              "residual dinp1");
+  check_close(g[1], fd_gradient([&](const DVec& x) { return dot(dd, ref(to_d(a), x)); }, to_d(b)), kGradRtol, kGradAtol,
+              "residual dinp2");
 }
 
 // ---- softmax + cross-entropy ------------------------------------------------------------------------
@@ -527,7 +526,7 @@ TEST_CASE("softmax-crossentropy forward matches -log softmax and zeroes the padd
   Vec logits = normal(rng, N * Vp, 3.0f);
   for (int n = 0; n < N; ++n)
     for (int i = V; i < Vp; ++i) logits[n * Vp + i] = 50.0f;  // padding must be ignored whatever it holds
-  logits[0] = 80.0f;  // a large logit: the max subtraction keeps exp finite
+  logits[0] = 80.0f;                                          // a large logit: the max subtraction keeps exp finite
   const auto targets = random_ints(rng, N, V);
   Vec losses(N), probs(N * Vp, -1.0f);
   k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
@@ -702,12 +701,12 @@ TEST_CASE("bf16 backwards match the float kernels and accumulate") {
     both(
         {inp.size()},
         [&](auto& d) {
-          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn,
-                                C, NH);
+          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn, C,
+                                NH);
         },
         [&](auto& d) {
-          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), doutb.data(), inpb.data(), att.data(), B,
-                                Tn, C, NH);
+          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), doutb.data(), inpb.data(), att.data(), B, Tn,
+                                C, NH);
         },
         "attention");
   }

@@ -23,8 +23,8 @@ namespace {
 // Non-square on purpose: C = 12 with NH = 3, V = 11 padded to 16, maxT = 8, L = 2.
 const GptShape kMicro{8, 11, 16, 2, 3, 12};
 
-const std::vector<std::string> kLlmcNames = {"wte",  "wpe",  "ln1w", "ln1b",    "qkvw",    "qkvb",
-                                             "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb",
+const std::vector<std::string> kLlmcNames = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                             "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
                                              "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
 
 std::size_t product(const std::vector<std::size_t>& dims) {
@@ -225,29 +225,29 @@ TEST_CASE("GPT footprint: the planner's numbers for GPT-2 124M", "[gpt_layout]")
   CHECK(f.largest_layer().name == "embedding");
 
   REQUIRE(f.activation_tensors.size() == 23);
-  const std::vector<std::string> names = {"encoded",   "ln1",      "ln1_mean", "ln1_rstd",  "qkv",     "atty",
-                                          "preatt",    "att",      "attproj",  "residual2", "ln2",     "ln2_mean",
-                                          "ln2_rstd",  "fch",      "fch_gelu", "fcproj",    "residual3", "lnf",
-                                          "lnf_mean",  "lnf_rstd", "logits",   "probs",     "losses"};
+  const std::vector<std::string> names = {"encoded",  "ln1",      "ln1_mean", "ln1_rstd",  "qkv",       "atty",
+                                          "preatt",   "att",      "attproj",  "residual2", "ln2",       "ln2_mean",
+                                          "ln2_rstd", "fch",      "fch_gelu", "fcproj",    "residual3", "lnf",
+                                          "lnf_mean", "lnf_rstd", "logits",   "probs",     "losses"};
   for (std::size_t i = 0; i < names.size(); ++i) CHECK(f.activation_tensors[i].name == names[i]);
-  CHECK(f.activation_tensors[0].count == B * T * C);            // encoded
-  CHECK(f.activation_tensors[4].count == L * B * T * 3 * C);    // qkv
-  CHECK(f.activation_tensors[6].count == L * B * NH * T * T);   // preatt
-  CHECK(f.activation_tensors[13].count == L * B * T * 4 * C);   // fch
-  CHECK(f.activation_tensors[21].count == B * T * Vp);          // probs
-  CHECK(f.activation_tensors[22].count == B * T);               // losses
+  CHECK(f.activation_tensors[0].count == B * T * C);           // encoded
+  CHECK(f.activation_tensors[4].count == L * B * T * 3 * C);   // qkv
+  CHECK(f.activation_tensors[6].count == L * B * NH * T * T);  // preatt
+  CHECK(f.activation_tensors[13].count == L * B * T * 4 * C);  // fch
+  CHECK(f.activation_tensors[21].count == B * T * Vp);         // probs
+  CHECK(f.activation_tensors[22].count == B * T);              // losses
   // The planner's total (tests/test_planner.cpp, "GPT activations").
-  const std::int64_t expected = B * T * C                 // encoded
-                                + L * B * T * C           // ln1
-                                + 2 * L * B * T           // ln1_mean, ln1_rstd
-                                + L * B * T * 3 * C       // qkv
-                                + L * B * T * C           // atty
-                                + 2 * L * B * NH * T * T  // preatt, att
-                                + 3 * L * B * T * C       // attproj, residual2, ln2
-                                + 2 * L * B * T           // ln2_mean, ln2_rstd
-                                + 2 * L * B * T * 4 * C   // fch, fch_gelu
-                                + 2 * L * B * T * C       // fcproj, residual3
-                                + B * T * C + 2 * B * T   // lnf, lnf_mean, lnf_rstd
+  const std::int64_t expected = B * T * C                  // encoded
+                                + L * B * T * C            // ln1
+                                + 2 * L * B * T            // ln1_mean, ln1_rstd
+                                + L * B * T * 3 * C        // qkv
+                                + L * B * T * C            // atty
+                                + 2 * L * B * NH * T * T   // preatt, att
+                                + 3 * L * B * T * C        // attproj, residual2, ln2
+                                + 2 * L * B * T            // ln2_mean, ln2_rstd
+                                + 2 * L * B * T * 4 * C    // fch, fch_gelu
+                                + 2 * L * B * T * C        // fcproj, residual3
+                                + B * T * C + 2 * B * T    // lnf, lnf_mean, lnf_rstd
                                 + 2 * B * T * Vp + B * T;  // logits, probs, losses
   CHECK(f.activation_elements() == expected);
 

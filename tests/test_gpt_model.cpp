@@ -96,20 +96,30 @@ std::string llmc_name(const GptShape& shape, std::size_t k) {
     const char* name;
     std::size_t start, count;
     bool per_layer;
-  } tensors[] = {{"wte", o.wte, o.wpe - o.wte, false},        {"wpe", o.wpe, o.ln1w - o.wpe, false},
-                 {"ln1w", o.ln1w, L * C, true},               {"ln1b", o.ln1b, L * C, true},
-                 {"qkvw", o.qkvw, L * 3 * C * C, true},       {"qkvb", o.qkvb, L * 3 * C, true},
-                 {"attprojw", o.attprojw, L * C * C, true},   {"attprojb", o.attprojb, L * C, true},
-                 {"ln2w", o.ln2w, L * C, true},               {"ln2b", o.ln2b, L * C, true},
-                 {"fcw", o.fcw, L * 4 * C * C, true},         {"fcb", o.fcb, L * 4 * C, true},
-                 {"fcprojw", o.fcprojw, L * 4 * C * C, true}, {"fcprojb", o.fcprojb, L * C, true},
-                 {"lnfw", o.lnfw, C, false},                  {"lnfb", o.lnfb, C, false}};
+  } tensors[] = {{"wte", o.wte, o.wpe - o.wte, false},
+                 {"wpe", o.wpe, o.ln1w - o.wpe, false},
+                 {"ln1w", o.ln1w, L * C, true},
+                 {"ln1b", o.ln1b, L * C, true},
+                 {"qkvw", o.qkvw, L * 3 * C * C, true},
+                 {"qkvb", o.qkvb, L * 3 * C, true},
+                 {"attprojw", o.attprojw, L * C * C, true},
+                 {"attprojb", o.attprojb, L * C, true},
+                 {"ln2w", o.ln2w, L * C, true},
+                 {"ln2b", o.ln2b, L * C, true},
+                 {"fcw", o.fcw, L * 4 * C * C, true},
+                 {"fcb", o.fcb, L * 4 * C, true},
+                 {"fcprojw", o.fcprojw, L * 4 * C * C, true},
+                 {"fcprojb", o.fcprojb, L * C, true},
+                 {"lnfw", o.lnfw, C, false},
+                 {"lnfb", o.lnfb, C, false}};
   for (const auto& t : tensors) {
     if (k < t.start || k >= t.start + t.count) continue;
     const std::size_t i = k - t.start;
     std::ostringstream s;
-    if (t.per_layer) s << t.name << "[l=" << i / (t.count / L) << "][" << i % (t.count / L) << "]";
-    else s << t.name << "[" << i << "]";
+    if (t.per_layer)
+      s << t.name << "[l=" << i / (t.count / L) << "][" << i % (t.count / L) << "]";
+    else
+      s << t.name << "[" << i << "]";
     return s.str();
   }
   return "?";
@@ -350,8 +360,8 @@ TEST_CASE("training is bitwise deterministic on CPU workers", "[gpt][determinism
   REQUIRE(reference_run.losses.size() == 20);
   // It trained: the parameters moved and the losses are finite.
   CHECK_FALSE(bitwise_equal(reference_run.initial, reference_run.master));
-  CHECK(std::all_of(reference_run.losses.begin(), reference_run.losses.end(),
-                    [](double l) { return std::isfinite(l); }));
+  CHECK(
+      std::all_of(reference_run.losses.begin(), reference_run.losses.end(), [](double l) { return std::isfinite(l); }));
   for (const std::string policy : {"lws", "dmdas", "dmdas"}) {
     const RunResult run = train_run(policy);
     INFO("policy " << policy << " against the first lws run");
@@ -422,29 +432,36 @@ TEST_CASE("layer blocks <-> llm.c order: identity round trip at llm.c offsets", 
   auto label = [](int layer, std::size_t index) { return float(100000 * layer + int(index)); };
 
   SECTION("hand-computed offsets") {
-    CHECK(llmc[0] == label(0, 0));                                    // wte
-    CHECK(llmc[Vp * C] == label(0, Vp * C));                          // wpe starts at Vp·C
-    CHECK(llmc[Vp * C + maxT * C] == label(1, 0));                    // ln1w of block 0
-    CHECK(llmc[Vp * C + maxT * C + C] == label(2, 0));                // ln1w of block 1
-    CHECK(llmc[Vp * C + maxT * C + L * C] == label(1, C));            // ln1b of block 0
-    CHECK(llmc[Vp * C + maxT * C + 2 * L * C] == label(1, 2 * C));    // qkvw of block 0
+    CHECK(llmc[0] == label(0, 0));                                              // wte
+    CHECK(llmc[Vp * C] == label(0, Vp * C));                                    // wpe starts at Vp·C
+    CHECK(llmc[Vp * C + maxT * C] == label(1, 0));                              // ln1w of block 0
+    CHECK(llmc[Vp * C + maxT * C + C] == label(2, 0));                          // ln1w of block 1
+    CHECK(llmc[Vp * C + maxT * C + L * C] == label(1, C));                      // ln1b of block 0
+    CHECK(llmc[Vp * C + maxT * C + 2 * L * C] == label(1, 2 * C));              // qkvw of block 0
     CHECK(llmc[Vp * C + maxT * C + 2 * L * C + 3 * C * C] == label(2, 2 * C));  // qkvw of block 1
-    CHECK(llmc[shape.param_count() - 2 * C] == label(int(L) + 1, 0));  // lnfw at param_count − 2C
-    CHECK(llmc[shape.param_count() - C] == label(int(L) + 1, C));      // lnfb
+    CHECK(llmc[shape.param_count() - 2 * C] == label(int(L) + 1, 0));           // lnfw at param_count − 2C
+    CHECK(llmc[shape.param_count() - C] == label(int(L) + 1, C));               // lnfb
     CHECK(llmc[shape.param_count() - 2 * C - 1] == label(int(L), 12 * C * C + 13 * C - 1));  // last fcprojb
   }
 
   SECTION("every block tensor at its llm.c offset") {
     // (llm.c tensor start, per-layer size) in block order.
-    const std::pair<std::size_t, std::size_t> tensors[] = {
-        {off.ln1w, C},         {off.ln1b, C},     {off.qkvw, 3 * C * C}, {off.qkvb, 3 * C},
-        {off.attprojw, C * C}, {off.attprojb, C}, {off.ln2w, C},         {off.ln2b, C},
-        {off.fcw, 4 * C * C},  {off.fcb, 4 * C},  {off.fcprojw, 4 * C * C}, {off.fcprojb, C}};
+    const std::pair<std::size_t, std::size_t> tensors[] = {{off.ln1w, C},
+                                                           {off.ln1b, C},
+                                                           {off.qkvw, 3 * C * C},
+                                                           {off.qkvb, 3 * C},
+                                                           {off.attprojw, C * C},
+                                                           {off.attprojb, C},
+                                                           {off.ln2w, C},
+                                                           {off.ln2b, C},
+                                                           {off.fcw, 4 * C * C},
+                                                           {off.fcb, 4 * C},
+                                                           {off.fcprojw, 4 * C * C},
+                                                           {off.fcprojb, C}};
     for (std::size_t l = 0; l < L; ++l) {
       std::size_t in_block = 0;
       for (const auto& [start, size] : tensors) {
-        for (std::size_t i = 0; i < size; ++i)
-          REQUIRE(llmc[start + l * size + i] == label(int(l) + 1, in_block + i));
+        for (std::size_t i = 0; i < size; ++i) REQUIRE(llmc[start + l * size + i] == label(int(l) + 1, in_block + i));
         in_block += size;
       }
       REQUIRE(in_block == model.layer_params(int(l) + 1));
@@ -497,9 +514,8 @@ TEST_CASE("bf16 with the fp32 gradient-accumulation buffer: the sum of micro-bat
     o.fp32_grad_accum = fp32_buffer;
     GptModel model(kMicro, DType::bf16, kB, kT);
     Engine engine(model, o);
-    engine.submit_step(0.0f, 1, kMicroBatches, [&](int m) {
-      model.set_batch(inputs[std::size_t(m)], targets[std::size_t(m)]);
-    });
+    engine.submit_step(0.0f, 1, kMicroBatches,
+                       [&](int m) { model.set_batch(inputs[std::size_t(m)], targets[std::size_t(m)]); });
     return engine.gradients();
   };
   const auto with_buffer = step_gradients(true);

@@ -50,13 +50,17 @@ void run_graph_test(const char* policy) {
   // All tasks are submitted before any is waited for.
   for (int i = 0; i < nops; ++i) {
     const Op& op = ops[std::size_t(i)];
-    if (op.is_axpy) tasks::submit_axpy(op.alpha, tensors[op.x], tensors[op.y], "axpy[" + std::to_string(i) + "]");
-    else tasks::submit_scale(op.alpha, tensors[op.x], "scale[" + std::to_string(i) + "]");
+    if (op.is_axpy)
+      tasks::submit_axpy(op.alpha, tensors[op.x], tensors[op.y], "axpy[" + std::to_string(i) + "]");
+    else
+      tasks::submit_scale(op.alpha, tensors[op.x], "scale[" + std::to_string(i) + "]");
   }
   // The sequential program, with the same kernels in program order.
   for (const Op& op : ops) {
-    if (op.is_axpy) tasks::axpy_cpu(n, op.alpha, expected[op.x].data(), expected[op.y].data());
-    else tasks::scale_cpu(n, op.alpha, expected[op.x].data());
+    if (op.is_axpy)
+      tasks::axpy_cpu(n, op.alpha, expected[op.x].data(), expected[op.y].data());
+    else
+      tasks::scale_cpu(n, op.alpha, expected[op.x].data());
   }
   session.wait_all();
   for (int t = 0; t < ntensors; ++t) {
@@ -72,8 +76,12 @@ void run_graph_test(const char* policy) {
 }  // namespace
 
 TEST_CASE("400 dependent tasks on 6 handles equal the sequential program (lws)", "[graph]") { run_graph_test("lws"); }
-TEST_CASE("400 dependent tasks on 6 handles equal the sequential program (dmdas)", "[graph]") { run_graph_test("dmdas"); }
-TEST_CASE("400 dependent tasks on 6 handles equal the sequential program (eager)", "[graph]") { run_graph_test("eager"); }
+TEST_CASE("400 dependent tasks on 6 handles equal the sequential program (dmdas)", "[graph]") {
+  run_graph_test("dmdas");
+}
+TEST_CASE("400 dependent tasks on 6 handles equal the sequential program (eager)", "[graph]") {
+  run_graph_test("eager");
+}
 
 TEST_CASE("a transient tensor is allocated by StarPU and invalidated after its last use", "[graph]") {
   SessionOptions options;

@@ -1,5 +1,4 @@
 // runtime/host_memory: pinned, NUMA-local host buffers and their pageable fallback.
-#include <catch2/catch.hpp>
 #include <hwloc.h>
 #include <linux/capability.h>
 #include <sys/mman.h>
@@ -8,6 +7,7 @@
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -119,8 +119,8 @@ TaskResult scale_on(Session& session, std::unique_ptr<PinnedHostBuffer> buffer, 
     auto hy = y.view(Access::write);
     std::fill(hy.as<float>().begin(), hy.as<float>().end(), 0.5f);
   }
-  tasks::submit_scale(3.0f, x);     // x = 3 (i%1000 - 500)
-  tasks::submit_axpy(2.0f, y, x);   // x += 2 * 0.5
+  tasks::submit_scale(3.0f, x);    // x = 3 (i%1000 - 500)
+  tasks::submit_axpy(2.0f, y, x);  // x += 2 * 0.5
   session.wait_all();
   TaskResult r;
   auto hx = x.view(Access::read);
@@ -323,14 +323,18 @@ TEST_CASE("pinned buffers on NUMA node 0 and unbound are zeroed, pinned, counted
       if (numa == 0) {
         // Bound to node 0 and every page is there (the zero-fill placed them).
         const Placement p = placement_of(buffer->data(), bytes);
-        if (p.policy.empty() || p.nodes.empty()) WARN("hwloc cannot report this buffer's placement here");
+        if (p.policy.empty() || p.nodes.empty())
+          WARN("hwloc cannot report this buffer's placement here");
         else {
           CHECK(p.policy == "bind:0");
           CHECK(p.nodes == "0");
         }
       }
-      if (expect_pinned(session, bytes)) CHECK(buffer->pinned());
-      else WARN("this environment may refuse mlock (no CAP_IPC_LOCK, small RLIMIT_MEMLOCK); pinned() = " << buffer->pinned());
+      if (expect_pinned(session, bytes))
+        CHECK(buffer->pinned());
+      else
+        WARN("this environment may refuse mlock (no CAP_IPC_LOCK, small RLIMIT_MEMLOCK); pinned() = "
+             << buffer->pinned());
       const HostMemoryStats during = host_memory_stats();
       if (buffer->pinned()) {
         CHECK(during.pinned_bytes - before.pinned_bytes == bytes);

@@ -9,8 +9,6 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
-#include "tests/raw_files.hpp"
-#include "tests/temp_dir.hpp"
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +20,8 @@
 #include <string>
 #include <system_error>
 #include <vector>
+#include "tests/raw_files.hpp"
+#include "tests/temp_dir.hpp"
 
 #include "models/llmc_files.hpp"
 #include "runtime/dtype.hpp"
@@ -97,9 +97,8 @@ TEST_CASE("GptShape: parameter count, validation and llm.c tensor specs", "[llmc
   CHECK(tiny.param_count() == 16 * 4 + 8 * 4 + 2 * (12 * 16 + 13 * 4) + 2 * 4);
 
   const auto specs = llmc_tensor_specs(gpt2);
-  const std::vector<std::string> names = {"wte",  "wpe",      "ln1w",     "ln1b",   "qkvw",    "qkvb",
-                                          "attprojw", "attprojb", "ln2w", "ln2b", "fcw",     "fcb",
-                                          "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
+  const std::vector<std::string> names = {"wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
+                                          "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
   REQUIRE(specs.size() == names.size());
   std::size_t offset = 0;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -187,8 +186,8 @@ TEST_CASE("llm.c checkpoint: bf16 (version 5) stores rounded params, read back w
   CHECK(stored(1 * 7 % n) == 0x3F82);
   CHECK(stored(2 * 7 % n) == 0x3F81);
   CHECK(stored(3 * 7 % n) == 0x4000);
-  CHECK(stored(5 * 7 % n) == 0x7F80);  // +inf
-  CHECK(stored(6 * 7 % n) == 0xFF80);  // -inf
+  CHECK(stored(5 * 7 % n) == 0x7F80);             // +inf
+  CHECK(stored(6 * 7 % n) == 0xFF80);             // -inf
   CHECK((stored(7 * 7 % n) & 0x7F80) == 0x7F80);  // NaN stays NaN
   CHECK((stored(7 * 7 % n) & 0x007F) != 0);
   CHECK(stored(8 * 7 % n) == 0x8000);  // -0

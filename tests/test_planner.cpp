@@ -46,13 +46,13 @@ TEST_CASE("seeds' 7B table at dp 1, 8, 64 for every stage (exact bytes)", "[plan
   for (std::int64_t dp : {1, 8, 64}) CHECK(zero_memory_per_gpu(kPsi7B, dp, 0) == 16 * kPsi);
   // ZeRO-1: 2Ψ + 2Ψ + 12Ψ/N.
   CHECK(zero_memory_per_gpu(kPsi7B, 1, 1) == 112e9);
-  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1) == 28e9 + 84e9 / 8);    // 38.5e9
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 1) == 28e9 + 84e9 / 8);  // 38.5e9
   CHECK(zero_memory_per_gpu(kPsi7B, 8, 1) == 38.5e9);
   CHECK(zero_memory_per_gpu(kPsi7B, 64, 1) == 28e9 + 84e9 / 64);  // 29.3125e9
   CHECK(zero_memory_per_gpu(kPsi7B, 64, 1) == 29.3125e9);
   // ZeRO-2: 2Ψ + (2Ψ + 12Ψ)/N.
   CHECK(zero_memory_per_gpu(kPsi7B, 1, 2) == 112e9);
-  CHECK(zero_memory_per_gpu(kPsi7B, 8, 2) == 26.25e9);     // 14e9 + 98e9/8
+  CHECK(zero_memory_per_gpu(kPsi7B, 8, 2) == 26.25e9);      // 14e9 + 98e9/8
   CHECK(zero_memory_per_gpu(kPsi7B, 64, 2) == 15.53125e9);  // 14e9 + 98e9/64
   // ZeRO-3: (2Ψ + 2Ψ + 12Ψ)/N.
   CHECK(zero_memory_per_gpu(kPsi7B, 1, 3) == 112e9);
@@ -176,8 +176,8 @@ TEST_CASE("GPT-2 124M parameter count like llm.c", "[planner][gpt]") {
 TEST_CASE("GPT layers and the largest one", "[planner][gpt]") {
   const auto kinds = gpt2_124m().layer_kinds;
   REQUIRE(kinds.size() == 3);
-  CHECK(kinds[0].count == 50304 * 768 + 1024 * 768);          // 39,419,904
-  CHECK(kinds[1].count == 12 * 768 * 768 + 13 * 768);         // 7,087,872
+  CHECK(kinds[0].count == 50304 * 768 + 1024 * 768);   // 39,419,904
+  CHECK(kinds[1].count == 12 * 768 * 768 + 13 * 768);  // 7,087,872
   CHECK(kinds[2].count == 2 * 768);
   CHECK(gpt2_124m().largest_layer().name == "embedding");
   CHECK(gpt2_124m().largest_layer().count == 39'419'904);
@@ -193,29 +193,29 @@ TEST_CASE("GPT layers and the largest one", "[planner][gpt]") {
 
 TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
   const std::int64_t L = 12, B = 4, T = 1024, C = 768, NH = 12, Vp = 50304;
-  const std::int64_t expected = B * T * C            // encoded
-                                + L * B * T * C      // ln1
-                                + L * B * T          // ln1_mean
-                                + L * B * T          // ln1_rstd
-                                + L * B * T * 3 * C  // qkv
-                                + L * B * T * C      // atty
-                                + L * B * NH * T * T // preatt
-                                + L * B * NH * T * T // att
-                                + L * B * T * C      // attproj
-                                + L * B * T * C      // residual2
-                                + L * B * T * C      // ln2
-                                + L * B * T          // ln2_mean
-                                + L * B * T          // ln2_rstd
-                                + L * B * T * 4 * C  // fch
-                                + L * B * T * 4 * C  // fch_gelu
-                                + L * B * T * C      // fcproj
-                                + L * B * T * C      // residual3
-                                + B * T * C          // lnf
-                                + B * T              // lnf_mean
-                                + B * T              // lnf_rstd
-                                + B * T * Vp         // logits
-                                + B * T * Vp         // probs
-                                + B * T;             // losses
+  const std::int64_t expected = B * T * C             // encoded
+                                + L * B * T * C       // ln1
+                                + L * B * T           // ln1_mean
+                                + L * B * T           // ln1_rstd
+                                + L * B * T * 3 * C   // qkv
+                                + L * B * T * C       // atty
+                                + L * B * NH * T * T  // preatt
+                                + L * B * NH * T * T  // att
+                                + L * B * T * C       // attproj
+                                + L * B * T * C       // residual2
+                                + L * B * T * C       // ln2
+                                + L * B * T           // ln2_mean
+                                + L * B * T           // ln2_rstd
+                                + L * B * T * 4 * C   // fch
+                                + L * B * T * 4 * C   // fch_gelu
+                                + L * B * T * C       // fcproj
+                                + L * B * T * C       // residual3
+                                + B * T * C           // lnf
+                                + B * T               // lnf_mean
+                                + B * T               // lnf_rstd
+                                + B * T * Vp          // logits
+                                + B * T * Vp          // probs
+                                + B * T;              // losses
   CHECK(gpt2_124m().activation_elements() == expected);
   CHECK(gpt2_124m().activation_tensors.size() == 23);
 
@@ -361,7 +361,7 @@ TEST_CASE("70B on 4 x 80 GB: ZeRO-3 with offload, or plain ZeRO-3 from dp 14", "
   CHECK(rec.stage == 3);
   CHECK(rec.offload_optimizer == OptimizerOffload::cpu);
   CHECK(rec.offload_params == ParamOffload::none);
-  CHECK(rec.plan.gpu_total() == 4 * 70e9 / 4);  // 2Ψ/N + 2Ψ/N = 70 GB
+  CHECK(rec.plan.gpu_total() == 4 * 70e9 / 4);    // 2Ψ/N + 2Ψ/N = 70 GB
   CHECK(rec.plan.host_total() == 16 * 70e9 / 4);  // 12Ψ/N + 2Ψ/N + 2Ψ/N = 280 GB
   for (const FitOption& o : f.options) {
     if (!o.offloaded()) CHECK_FALSE(o.fits());  // 1120, 490, 385, 280 GB
@@ -574,8 +574,8 @@ TEST_CASE("layer plan: buffers and operations of each stage without offload", "[
   CHECK(z2.publish(false).how == Publish::all_gather_in_place);
 
   const LayerPlan z3(layer10(3));
-  CHECK(roles(z3) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state, LB::param_shard,
-                                              LB::grad_shard, LB::grad_partial});
+  CHECK(roles(z3) == std::vector<LayerBuffer>{LB::param, LB::grad, LB::optimizer_state, LB::param_shard, LB::grad_shard,
+                                              LB::grad_partial});
   CHECK(z3.buffer(LB::param).home == BufferHome::transient);
   CHECK(z3.buffer(LB::param).lifetime == Lifetime::per_use);
   CHECK(z3.param_access() == ParamAccess::gathered_per_use);
@@ -864,15 +864,16 @@ TEST_CASE("cli: lists and choices", "[planner][cli]") {
 }
 
 TEST_CASE("cli: bad numbers are UsageErrors naming the flag and the value", "[planner][cli]") {
-  const char* bad_counts[] = {"abc", "1.5X", "", "-3", "1e", "nan", "NaN", "inf", "-inf", "+3", "0x10",
-                              " 7", "7 ", "7e9x", ".", "e9", "1.5", "1e-3", "1e99999", "1e999",
-                              "99999999999999999999", "1.5BB", "7 B", "1e3e3"};
+  const char* bad_counts[] = {"abc",   "1.5X", "",     "-3",   "1e",      "nan",   "NaN",
+                              "inf",   "-inf", "+3",   "0x10", " 7",      "7 ",    "7e9x",
+                              ".",     "e9",   "1.5",  "1e-3", "1e99999", "1e999", "99999999999999999999",
+                              "1.5BB", "7 B",  "1e3e3"};
   for (const char* text : bad_counts) {
     INFO("'" << text << "'");
     CHECK_THROWS_AS(cli::parse_count("params", text), UsageError);
   }
-  const char* bad_sizes[] = {"abc", "1.5X", "", "-3", "1e", "nan", "inf", "80XB", "80GBB", "80 GB",
-                             "GB", "80bb", "80Gib!", "1e999GB"};
+  const char* bad_sizes[] = {"abc",  "1.5X",  "",      "-3", "1e",   "nan",    "inf",
+                             "80XB", "80GBB", "80 GB", "GB", "80bb", "80Gib!", "1e999GB"};
   for (const char* text : bad_sizes) {
     INFO("'" << text << "'");
     CHECK_THROWS_AS(cli::parse_bytes("gpu-mem", text), UsageError);
@@ -951,9 +952,15 @@ TEST_CASE("cli: ArgParser forms", "[planner][cli]") {
     CHECK(p.value("params") == "-3");
   }
   const std::initializer_list<const char*> bad[] = {
-      {"test", "--bogus"},           {"test", "--bogus=1"},        {"test", "--params"},
-      {"test", "--params", "--json"}, {"test", "7e9"},             {"test", "-p", "7"},
-      {"test", "--"},                {"test", "--json=maybe"},     {"test", "--dp", "8", "extra"},
+      {"test", "--bogus"},
+      {"test", "--bogus=1"},
+      {"test", "--params"},
+      {"test", "--params", "--json"},
+      {"test", "7e9"},
+      {"test", "-p", "7"},
+      {"test", "--"},
+      {"test", "--json=maybe"},
+      {"test", "--dp", "8", "extra"},
   };
   for (const auto& args : bad) {
     cli::ArgParser p = test_parser();

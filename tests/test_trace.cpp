@@ -2,6 +2,7 @@
 // parses it headlessly with 0 errors.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"

@@ -131,7 +131,7 @@ TEST_CASE("checkpoint save with a relative path keeps its state, and a resume co
   Engine first_engine(first, EngineOptions{});
   train_mlp(first, first_engine, 3);
   save_checkpoint("half.bin", format, first_engine, ranks, 3, DType::f32);  // relative, in the cwd
-  CHECK(std::filesystem::exists("half.bin.state"));  // it was once deleted as "another run's"
+  CHECK(std::filesystem::exists("half.bin.state"));                         // it was once deleted as "another run's"
 
   TokenClassifier second(shape, 8, 5);
   Engine second_engine(second, EngineOptions{});
@@ -147,7 +147,8 @@ TEST_CASE("checkpoint save with a relative path keeps its state, and a resume co
   }
 
   // consolidate rebuilds the checkpoint from the state file alone, whichever family wrote it.
-  const ConsolidateResult merged = consolidate_checkpoint("half.bin", "merged.bin", checkpoint_format_of_state, DType::f32);
+  const ConsolidateResult merged =
+      consolidate_checkpoint("half.bin", "merged.bin", checkpoint_format_of_state, DType::f32);
   CHECK(merged.ranks == 1);
   CHECK(merged.step == 3);
   CHECK(file_bytes("merged.bin") == file_bytes("half.bin"));

@@ -36,8 +36,7 @@ void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format
     state.m.insert(state.m.end(), layer.m.begin(), layer.m.end());
     state.v.insert(state.v.end(), layer.v.begin(), layer.v.end());
   }
-  write_training_state(training_state_path(checkpoint, engine.rank(), engine.ranks()), format.state_layout(),
-                       state);
+  write_training_state(training_state_path(checkpoint, engine.rank(), engine.ranks()), format.state_layout(), state);
 }
 
 }  // namespace
@@ -71,12 +70,13 @@ void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format,
   engine.flush();  // a delayed update is applied first: the files hold the updated state
   const std::vector<std::vector<float>> layers = engine.master_params();  // collective when sharded
   if (ranks.leader())
-    format.write(checkpoint,
-                 [&](int layer, std::size_t begin, std::span<float> out) {
-                   const std::vector<float>& values = layers.at(std::size_t(layer));
-                   std::copy_n(values.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
-                 },
-                 precision);
+    format.write(
+        checkpoint,
+        [&](int layer, std::size_t begin, std::span<float> out) {
+          const std::vector<float>& values = layers.at(std::size_t(layer));
+          std::copy_n(values.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
+        },
+        precision);
   write_rank_state(checkpoint, format, engine, step);
   ranks.barrier();  // every rank's file is written
   if (ranks.leader()) remove_other_training_states(checkpoint, ranks.size());
@@ -93,12 +93,13 @@ ConsolidateResult consolidate_checkpoint(const fs::path& checkpoint, const fs::p
     throw std::invalid_argument("no training state beside '" + checkpoint.string() +
                                 "' (expected FILE.state or FILE.rank0-of-N.state)");
   ConsolidateResult result{saved->ranks(), saved->step(), 0, format->describe(precision)};
-  format->write(out,
-               [&](int layer, std::size_t begin, std::span<float> slice) {
-                 result.largest_slice = std::max(result.largest_slice, slice.size());
-                 saved->read(layer, ShardedTrainingState::Array::master, begin, slice);
-               },
-               precision);
+  format->write(
+      out,
+      [&](int layer, std::size_t begin, std::span<float> slice) {
+        result.largest_slice = std::max(result.largest_slice, slice.size());
+        saved->read(layer, ShardedTrainingState::Array::master, begin, slice);
+      },
+      precision);
   return result;
 }
 

@@ -25,8 +25,8 @@ namespace starzero {
 
 // What a run starts from, read and checked before StarPU starts.
 struct ResumeFiles {
-  std::vector<std::vector<float>> layers;         // fp32 parameters per layer
-  std::optional<ShardedTrainingState> state;       // optimizer state and step, when saved
+  std::vector<std::vector<float>> layers;     // fp32 parameters per layer
+  std::optional<ShardedTrainingState> state;  // optimizer state and step, when saved
 };
 // FileFormatError for a checkpoint or state file that does not fit `format`.
 ResumeFiles read_resume_files(const std::filesystem::path& checkpoint, const CheckpointFormat& format);
@@ -41,8 +41,8 @@ void save_checkpoint(const std::filesystem::path& checkpoint, const CheckpointFo
                      const DataParallelRanks& ranks, std::uint64_t step, DType precision);
 
 struct ConsolidateResult {
-  int ranks = 0;              // state files merged
-  std::uint64_t step = 0;     // the step they were saved at
+  int ranks = 0;                  // state files merged
+  std::uint64_t step = 0;         // the step they were saved at
   std::size_t largest_slice = 0;  // the most values held in memory at once
   std::string format;             // what was written ("llm.c version 3")
 };

@@ -13,8 +13,8 @@ namespace starzero {
 
 struct EvaluationOptions {
   std::filesystem::path checkpoint;
-  int batch = 1;       // rows per batch
-  int batches = 1;     // K
+  int batch = 1;    // rows per batch
+  int batches = 1;  // K
   DType precision = DType::f32;
   SessionOptions session;
 };

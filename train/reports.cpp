@@ -12,8 +12,10 @@ namespace {
 
 std::string format_megabytes(double bytes) {
   char text[32];
-  if (bytes >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
-  else std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  if (bytes >= 1e9)
+    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
   return text;
 }
 
@@ -40,13 +42,15 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
 void print_zero_report(const Engine& engine, const DataParallelRanks& ranks, const CommStats& step_traffic) {
   const MemoryLedger& ledger = engine.ledger();
   // After the run every transient buffer is gone: live = what is held for good.
-  const std::vector<std::int64_t> mine = {
-      ledger.live(MemoryCategory::params),     ledger.live(MemoryCategory::grads),
-      ledger.live(MemoryCategory::optimizer),  ledger.peak(MemoryCategory::grads),
-      ledger.peak(MemoryCategory::temporaries), ledger.peak_items(MemoryCategory::temporaries),
-      std::int64_t(step_traffic[CommOp::all_gather].bytes_sent),
-      std::int64_t(step_traffic[CommOp::reduce_scatter].bytes_sent),
-      std::int64_t(step_traffic[CommOp::all_reduce].bytes_sent)};
+  const std::vector<std::int64_t> mine = {ledger.live(MemoryCategory::params),
+                                          ledger.live(MemoryCategory::grads),
+                                          ledger.live(MemoryCategory::optimizer),
+                                          ledger.peak(MemoryCategory::grads),
+                                          ledger.peak(MemoryCategory::temporaries),
+                                          ledger.peak_items(MemoryCategory::temporaries),
+                                          std::int64_t(step_traffic[CommOp::all_gather].bytes_sent),
+                                          std::int64_t(step_traffic[CommOp::reduce_scatter].bytes_sent),
+                                          std::int64_t(step_traffic[CommOp::all_reduce].bytes_sent)};
   const std::vector<std::int64_t> all = ranks.gather_to_leader(mine);
   if (!ranks.leader()) return;
 
@@ -57,7 +61,8 @@ void print_zero_report(const Engine& engine, const DataParallelRanks& ranks, con
   const MemoryPlan padded_plan = plan_memory(plan_input_of(engine, true));
   const CommVolume volume = plan_communication(input);
 
-  std::printf("\nZeRO-%d on %d ranks, per rank, bytes held for good (after the run) next to `starzero plan`:\n", stage, N);
+  std::printf("\nZeRO-%d on %d ranks, per rank, bytes held for good (after the run) next to `starzero plan`:\n", stage,
+              N);
   std::printf("  %-5s %12s %12s %12s | %12s %12s %12s | %12s %12s %12s\n", "rank", "params", "grads", "optimizer",
               "plan", "plan", "plan", "plan+pad", "plan+pad", "plan+pad");
   for (int r = 0; r < N; ++r) {
@@ -71,11 +76,15 @@ void print_zero_report(const Engine& engine, const DataParallelRanks& ranks, con
   for (int r = 0; r < N; ++r) {
     const std::int64_t* row = all.data() + std::size_t(r) * mine.size();
     if (stage >= 2)
-      std::printf("  rank %d: peak gradients %lld bytes (its shard plus the full gradients of the layers being "
-                  "reduce-scattered, freed right after)\n", r, (long long)row[3]);
+      std::printf(
+          "  rank %d: peak gradients %lld bytes (its shard plus the full gradients of the layers being "
+          "reduce-scattered, freed right after)\n",
+          r, (long long)row[3]);
     if (stage == 3)
-      std::printf("  rank %d: ZeRO-3 temporary full parameters: peak %lld bytes, peak %lld layers in flight "
-                  "(prefetch window)\n", r, (long long)row[4], (long long)row[5]);
+      std::printf(
+          "  rank %d: ZeRO-3 temporary full parameters: peak %lld bytes, peak %lld layers in flight "
+          "(prefetch window)\n",
+          r, (long long)row[4], (long long)row[5]);
   }
   const double padded_ring = double(N - 1) / N * double(engine.padded_parameter_count()) * bytes;
   const double regather = double(N - 1) / N * double(engine.regathered_elements_per_step()) * bytes;
@@ -87,14 +96,16 @@ void print_zero_report(const Engine& engine, const DataParallelRanks& ranks, con
                 (long long)row[7], (long long)row[8]);
   }
   if (stage == 0) {
-    std::printf("  all-reduce: the ring sends 2(N-1)/N of the (padded) gradients; over all ranks exactly "
-                "2(N-1)*%zu*bytes = %.0f\n", engine.padded_parameter_count(),
-                2.0 * (N - 1) * double(engine.padded_parameter_count()) * bytes);
+    std::printf(
+        "  all-reduce: the ring sends 2(N-1)/N of the (padded) gradients; over all ranks exactly "
+        "2(N-1)*%zu*bytes = %.0f\n",
+        engine.padded_parameter_count(), 2.0 * (N - 1) * double(engine.padded_parameter_count()) * bytes);
   } else {
-    std::printf("  expected with padding: all-gather %.0f, reduce-scatter %.0f per rank%s; all-reduce: a few bytes, the\n"
-                "  gradient norm's sum of squares (one fp32 value)\n",
-                (stage == 3 ? 2 : 1) * padded_ring + regather, padded_ring,
-                regather > 0 ? " (all-gather includes the tied embedding gathered again for the classifier)" : "");
+    std::printf(
+        "  expected with padding: all-gather %.0f, reduce-scatter %.0f per rank%s; all-reduce: a few bytes, the\n"
+        "  gradient norm's sum of squares (one fp32 value)\n",
+        (stage == 3 ? 2 : 1) * padded_ring + regather, padded_ring,
+        regather > 0 ? " (all-gather includes the tied embedding gathered again for the classifier)" : "");
   }
 }
 
@@ -110,8 +121,9 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
   if (!ranks.leader()) return;
   const MemoryPlan padded = plan_memory(plan_input_of(engine, true));
   const MemoryPlan plan = plan_memory(plan_input_of(engine, false));
-  std::printf("\noffload placement per rank, bytes held for good (after the run), next to `starzero plan` "
-              "(plan+pad: layers padded to a multiple of N):\n");
+  std::printf(
+      "\noffload placement per rank, bytes held for good (after the run), next to `starzero plan` "
+      "(plan+pad: layers padded to a multiple of N):\n");
   std::printf("  %-5s %-7s %12s %12s %12s | %12s %12s %12s | %12s\n", "rank", "place", "params", "grads", "optimizer",
               "plan", "plan", "plan", "plan+pad sum");
   const ByteSplit* planned[] = {&plan.gpu, &plan.host, &plan.nvme};
@@ -125,10 +137,11 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
                   planned[place]->grads, planned[place]->optimizer, planned_pad[place]->total());
     }
   const HostMemoryStats pins = host_memory_stats();
-  std::printf("  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "
-              "CPU-only run\n",
-              format_megabytes(double(pins.pinned_bytes)).c_str(), format_megabytes(double(pins.pageable_bytes)).c_str(),
-              pins.failed_pins);
+  std::printf(
+      "  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "
+      "CPU-only run\n",
+      format_megabytes(double(pins.pinned_bytes)).c_str(), format_megabytes(double(pins.pageable_bytes)).c_str(),
+      pins.failed_pins);
 }
 
 }  // namespace starzero

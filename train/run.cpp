@@ -36,13 +36,15 @@ std::string fixed(double value, int digits) {
 // Input that cannot work, before anything starts.
 void check_options(const RunOptions& o, int world) {
   const TrainerOptions& t = o.trainer;
-  if (o.stage < 0 || o.stage > 3) throw std::invalid_argument("--stage " + std::to_string(o.stage) + " is not a ZeRO stage (0..3)");
+  if (o.stage < 0 || o.stage > 3)
+    throw std::invalid_argument("--stage " + std::to_string(o.stage) + " is not a ZeRO stage (0..3)");
   if (t.global_batch % (world * t.micro_batches) != 0)
     throw std::invalid_argument("--batch " + std::to_string(t.global_batch) + " must be divisible by the " +
                                 std::to_string(world) + " ranks times --grad-accum " + std::to_string(t.micro_batches) +
                                 " (each rank trains B/(N*K) sequences per micro-batch)");
   if (o.fp32_grad_accum && o.precision != DType::bf16)
-    throw std::invalid_argument("--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
+    throw std::invalid_argument(
+        "--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
   if (o.offload_params != ParamOffload::none && o.stage != 3)
     throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
@@ -91,16 +93,18 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
   const TrainerOptions& t = o.trainer;
   std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n", o.program.c_str(),
               spec.describe().c_str(), o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch,
-              run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(), session.cuda_workers());
+              run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(),
+              session.cuda_workers());
   if (ranks.size() > 1)
     std::printf("data parallel: %d ranks (%s collectives), ZeRO-%d, %d sequences per rank and micro-batch%s\n",
                 ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.stage, run.model->micro_batch(),
                 o.stage == 3 ? (", prefetch depth " + std::to_string(o.prefetch_depth)).c_str() : "");
   if (const std::string data = spec.data_summary(); !data.empty()) std::printf("%s\n", data.c_str());
   if (o.offload_optimizer == OptimizerOffload::none && o.offload_params == ParamOffload::none) return;
-  const std::string nvme = o.offload_optimizer == OptimizerOffload::nvme
-                               ? " (" + o.nvme_path.string() + ", host limit " + std::to_string(o.host_mem_limit_mib) + " MiB)"
-                               : "";
+  const std::string nvme =
+      o.offload_optimizer == OptimizerOffload::nvme
+          ? " (" + o.nvme_path.string() + ", host limit " + std::to_string(o.host_mem_limit_mib) + " MiB)"
+          : "";
   const std::string delayed = o.delayed_update_warmup >= 0
                                   ? ", delayed update after " + std::to_string(o.delayed_update_warmup) + " steps"
                                   : "";
@@ -141,7 +145,8 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
   if (nccl) {
-    if (run.session->cuda_workers() == 0) throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
+    if (run.session->cuda_workers() == 0)
+      throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
     ranks.use_nccl(std::max(0, session.cuda_device));
   }
   if (o.offload_optimizer == OptimizerOffload::nvme)  // each rank its own folder: files never collide
@@ -153,8 +158,7 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
   const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               s.steps, s.first_loss, s.last_loss, s.last_validation ? fixed(*s.last_validation, 6).c_str() : "none",
-              s.train_seconds, tokens / s.train_seconds,
-              std::chrono::duration<double>(Clock::now() - start).count());
+              s.train_seconds, tokens / s.train_seconds, std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 // The run on a started session; returns when every step, save and report is done.
@@ -194,7 +198,8 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
                   training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
   }
   if (!o.trainer.quiet)
-    if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader()) std::printf("sample: %s\n", text->c_str());
+    if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
+      std::printf("sample: %s\n", text->c_str());
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
   if (o.offload_optimizer != OptimizerOffload::none || o.offload_params != ParamOffload::none)
     print_placement_report(engine, ranks);

@@ -38,10 +38,10 @@ struct RunOptions {
   // Offload.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;
-  std::filesystem::path nvme_path;           // offload_optimizer nvme
-  std::size_t host_mem_limit_mib = 1024;     // offload_optimizer nvme
-  std::optional<int> adam_threads;           // default: the host plan's
-  int delayed_update_warmup = -1;            // < 0: no delayed update
+  std::filesystem::path nvme_path;        // offload_optimizer nvme
+  std::size_t host_mem_limit_mib = 1024;  // offload_optimizer nvme
+  std::optional<int> adam_threads;        // default: the host plan's
+  int delayed_update_warmup = -1;         // < 0: no delayed update
   // StarPU: policy, workers, memory limits, trace folder.
   SessionOptions session;
   // Files.

@@ -26,15 +26,16 @@ int count_state_ranks(const fs::path& checkpoint) {
     ranks = 1;
   } else {
     const fs::path dir = checkpoint.has_parent_path() ? checkpoint.parent_path() : fs::path(".");
-    const std::regex pattern(std::regex_replace(checkpoint.filename().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"),
-                                                R"(\$&)") +
-                             R"(\.rank0-of-(\d+)\.state)");
+    const std::regex pattern(
+        std::regex_replace(checkpoint.filename().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+        R"(\.rank0-of-(\d+)\.state)");
     if (fs::is_directory(dir))
       for (const auto& entry : fs::directory_iterator(dir)) {
         std::smatch match;
         const std::string name = entry.path().filename().string();
         if (std::regex_match(name, match, pattern)) {
-          if (ranks != 0) throw FileFormatError(checkpoint.string() + ": training states of several rank counts beside it");
+          if (ranks != 0)
+            throw FileFormatError(checkpoint.string() + ": training states of several rank counts beside it");
           ranks = std::stoi(match[1]);
         }
       }
@@ -100,7 +101,8 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
   for (int r = 0; r < ranks; ++r) {
     const fs::path path = training_state_path(checkpoint, r, ranks);
     if (!fs::exists(path))
-      throw FileFormatError(path.string() + ": missing (rank " + std::to_string(r) + " of " + std::to_string(ranks) + ")");
+      throw FileFormatError(path.string() + ": missing (rank " + std::to_string(r) + " of " + std::to_string(ranks) +
+                            ")");
     // The full check (magic, version, shape, exact size) without loading the arrays.
     const StateHeader header = read_state_header(path);
     if (header.shape_fields != layout.shape_fields)

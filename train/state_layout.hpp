@@ -21,9 +21,7 @@ struct StateLayout {
   // How error messages print shape fields (GPT: "maxT=8 V=10 ..."); null: the six numbers.
   std::string (*print_fields)(const StateShapeFields&) = nullptr;
 
-  std::size_t param_count() const {
-    return std::accumulate(layer_params.begin(), layer_params.end(), std::size_t{0});
-  }
+  std::size_t param_count() const { return std::accumulate(layer_params.begin(), layer_params.end(), std::size_t{0}); }
   std::string describe(const StateShapeFields& fields) const {
     if (print_fields) return print_fields(fields);
     std::string text = "[";

@@ -76,7 +76,8 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
     summary.train_seconds += seconds;
     if (summary.steps++ == 0) summary.first_loss = loss;
     summary.last_loss = loss;
-    if (!std::isfinite(loss)) throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
+    if (!std::isfinite(loss))
+      throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
     char line[256];
     std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
                   (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,

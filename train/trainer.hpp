@@ -16,20 +16,20 @@
 namespace starzero {
 
 struct TrainerOptions {
-  int global_batch = 8;    // rows per optimizer step, over all ranks and micro-batches
-  int micro_batches = 1;   // K: gradient accumulation
+  int global_batch = 8;   // rows per optimizer step, over all ranks and micro-batches
+  int micro_batches = 1;  // K: gradient accumulation
   int steps = 300;
-  float lr = 1e-3f;        // peak
-  int warmup = 20;         // linear warm-up steps
-  float lr_final = 0.1f;   // cosine decay ends at lr · lr_final
+  float lr = 1e-3f;       // peak
+  int warmup = 20;        // linear warm-up steps
+  float lr_final = 0.1f;  // cosine decay ends at lr · lr_final
   std::uint64_t seed = 1337;
-  int val_every = 50;      // 0: never; also after the last step
+  int val_every = 50;  // 0: never; also after the last step
   int val_batches = 4;
-  int sample_every = 0;    // 0: never (the run samples once at the end unless quiet)
+  int sample_every = 0;  // 0: never (the run samples once at the end unless quiet)
   int sample_tokens = 64;
   std::string prompt;
-  int save_every = 0;      // 0: only at the end (when on_save is set)
-  bool quiet = false;      // print only what the caller prints
+  int save_every = 0;  // 0: only at the end (when on_save is set)
+  bool quiet = false;  // print only what the caller prints
 };
 
 struct TrainingSummary {
