@@ -16,6 +16,7 @@
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"
 #include "tasks/nn.hpp"
+#include "train/run.hpp"
 
 namespace starzero {
 
@@ -38,7 +39,7 @@ struct ProbeResult {
 
 // Peak matrix-multiply throughput as the model's own kernels see it: independent square GEMMs
 // (the matmul codelet), enough to keep every worker busy, timed from submission to completion.
-ProbeResult gemm_probe(DType dtype, int size, int tasks_per_worker, int workers) {
+ProbeResult gemm_probe(const Session& session, DType dtype, int size, int tasks_per_worker, int workers) {
   const int tasks = std::max(1, tasks_per_worker * workers);
   const std::size_t elements = std::size_t(size) * std::size_t(size);
   Tensor weights = Tensor::host(dtype, elements, "probe_weights");
@@ -59,14 +60,14 @@ ProbeResult gemm_probe(DType dtype, int size, int tasks_per_worker, int workers)
     outputs.push_back(Tensor::transient(dtype, elements, "probe_out[" + std::to_string(t) + "]"));
     tasks::submit_zero(inputs.back().handle(), "probe_zero");
   }
-  starpu_task_wait_for_all();
+  session.wait_all();
   const tasks::Dims dims{dtype, 1, size, size, 1, 1, 1};  // N = B·T = size rows
   auto run = [&] {
     const Clock::time_point start = Clock::now();
     for (int t = 0; t < tasks; ++t)
       tasks::submit_matmul_forward(dims, outputs[std::size_t(t)].handle(), inputs[std::size_t(t)].handle(),
                                    {weights.handle(), 0, -1}, size, size, "gemm_probe");
-    starpu_task_wait_for_all();
+    session.wait_all();
     return seconds_since(start);
   };
   run();  // warm-up: first touches, calibration of the performance model
@@ -84,6 +85,7 @@ cli::ArgParser make_parser() {
       .option("seq", "T", "tokens per sequence (default 64)")
       .option("precision", "P", "fp32 (default) or bf16")
       .option("steps", "N", "timed steps after one warm-up step (default 3)")
+      .option("tiles", "N", "tasks per row-wise op: auto (default) or 1..B, as for starzero train")
       .option("probe-size", "S", "side of the square GEMMs of the peak probe (default 1024)");
   cli::add_session_options(p).flag("help", "show this help");
   return p;
@@ -106,11 +108,14 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %d independent %dx%dx%d GEMMs ...\n", std::max(1, 4 * workers), probe_size, probe_size,
               probe_size);
   std::fflush(stdout);
-  const ProbeResult probe = gemm_probe(dtype, probe_size, 4, workers);
+  const ProbeResult probe = gemm_probe(session, dtype, probe_size, 4, workers);
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 
-  GptModel model(shape, dtype, B, T);
+  const int tiles = p.given("tiles") && *p.value("tiles") != "auto" ? cli::int_option(p, "tiles", 1, 1, B)
+                                                                     : auto_tiles(session, B);
+  std::printf("tiles: %d per row-wise op\n", tiles);
+  GptModel model(shape, dtype, B, T, tiles);
   EngineOptions engine_options;
   Engine engine(model, engine_options);
   std::mt19937 rng(42);
@@ -122,7 +127,7 @@ int run_step_bench(const cli::ArgParser& p) {
     const Clock::time_point start = Clock::now();
     model.set_batch(inputs, targets);
     engine.submit_step(1e-4f, step);
-    starpu_task_wait_for_all();
+    session.wait_all();
     const double seconds = seconds_since(start);
     std::printf("  step %d%s: %.3f s, loss %.4f\n", step, step == 1 ? " (warm-up)" : "", seconds, model.mean_loss());
     std::fflush(stdout);

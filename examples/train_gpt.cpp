@@ -14,6 +14,7 @@
 #include "runtime/ranks.hpp"
 #include "runtime/session.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run.hpp"
 #include "train/trainer.hpp"
 
 int main(int argc, char** argv) {
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
     SessionOptions session_options;
     session_options.cuda_workers = 0;
     Session session(session_options);
-    const std::unique_ptr<Trainable> model = spec->build(DType::f32, /*micro_batch=*/4);
+    const std::unique_ptr<Trainable> model = spec->build(DType::f32, /*micro_batch=*/4, auto_tiles(session, 4));
 
     // 3. The engine: ZeRO stage 0 on one rank, AdamW with global-norm clipping at 1.
     EngineOptions engine_options;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <stdexcept>
 
@@ -28,48 +29,73 @@ int out_features(const GptTensor& weight) { return int(weight.dims[weight.dims.s
 
 }  // namespace
 
+// Tiles of a micro-batch: groups of whole sequences (attention needs whole sequences), tile k
+// holding `sequences[k]` of them. With one tile every tensor is one handle, as StarPU allocates
+// it (transient); with more, a tensor lives in main memory and is split into one piece per tile
+// (runtime/tensor.hpp), and row-wise tasks run per tile.
+struct GptModel::Tiles {
+  std::vector<int> sequences;
+
+  Tiles(int B, int count) {
+    for (int k = 0; k < count; ++k) sequences.push_back(B * (k + 1) / count - B * k / count);
+  }
+  int count() const { return int(sequences.size()); }
+  // A tensor of `per_sequence` elements per sequence, split into the tiles.
+  Tensor make(DType dtype, std::size_t per_sequence, const std::string& name) const {
+    std::size_t sequences_total = 0;
+    for (int n : sequences) sequences_total += std::size_t(n);
+    if (count() == 1) return Tensor::transient(dtype, sequences_total * per_sequence, name);
+    Tensor tensor = Tensor::host(dtype, sequences_total * per_sequence, name);
+    std::vector<std::size_t> counts;
+    for (int n : sequences) counts.push_back(std::size_t(n) * per_sequence);
+    tensor.split(counts);
+    return tensor;
+  }
+};
+
 // Activations of one transformer block and their gradients (llm.c's names).
 struct GptModel::BlockActivations {
-  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, preatt, att, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
-      fcproj, residual3;
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, preatt, att, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch,
+      fch_gelu, fcproj, residual3;
   Tensor dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu, dfcproj, dresidual3;
 
-  BlockActivations(const tasks::Dims& d, int block)
-      : ln1(act(d, d.C, "ln1", block)),
-        ln1_mean(stat(d, "ln1_mean", block)),
-        ln1_rstd(stat(d, "ln1_rstd", block)),
-        qkv(act(d, 3 * d.C, "qkv", block)),
-        atty(act(d, d.C, "atty", block)),
-        preatt(Tensor::transient(DType::f32, attention_size(d), at("preatt", block))),
-        att(Tensor::transient(DType::f32, attention_size(d), at("att", block))),
-        attproj(act(d, d.C, "attproj", block)),
-        residual2(act(d, d.C, "residual2", block)),
-        ln2(act(d, d.C, "ln2", block)),
-        ln2_mean(stat(d, "ln2_mean", block)),
-        ln2_rstd(stat(d, "ln2_rstd", block)),
-        fch(act(d, 4 * d.C, "fch", block)),
-        fch_gelu(act(d, 4 * d.C, "fch_gelu", block)),
-        fcproj(act(d, d.C, "fcproj", block)),
-        residual3(act(d, d.C, "residual3", block)),
-        dln1(act(d, d.C, "dln1", block)),
-        dqkv(act(d, 3 * d.C, "dqkv", block)),
-        datty(act(d, d.C, "datty", block)),
-        dattproj(act(d, d.C, "dattproj", block)),
-        dresidual2(act(d, d.C, "dresidual2", block)),
-        dln2(act(d, d.C, "dln2", block)),
-        dfch(act(d, 4 * d.C, "dfch", block)),
-        dfch_gelu(act(d, 4 * d.C, "dfch_gelu", block)),
-        dfcproj(act(d, d.C, "dfcproj", block)),
-        dresidual3(act(d, d.C, "dresidual3", block)) {}
+  BlockActivations(const tasks::Dims& d, const Tiles& t, int block)
+      : ln1(act(d, t, d.C, "ln1", block)),
+        ln1_mean(stat(d, t, "ln1_mean", block)),
+        ln1_rstd(stat(d, t, "ln1_rstd", block)),
+        qkv(act(d, t, 3 * d.C, "qkv", block)),
+        atty(act(d, t, d.C, "atty", block)),
+        preatt(t.make(DType::f32, attention_size(d), at("preatt", block))),
+        att(t.make(DType::f32, attention_size(d), at("att", block))),
+        attproj(act(d, t, d.C, "attproj", block)),
+        residual2(act(d, t, d.C, "residual2", block)),
+        ln2(act(d, t, d.C, "ln2", block)),
+        ln2_mean(stat(d, t, "ln2_mean", block)),
+        ln2_rstd(stat(d, t, "ln2_rstd", block)),
+        fch(act(d, t, 4 * d.C, "fch", block)),
+        fch_gelu(act(d, t, 4 * d.C, "fch_gelu", block)),
+        fcproj(act(d, t, d.C, "fcproj", block)),
+        residual3(act(d, t, d.C, "residual3", block)),
+        dln1(act(d, t, d.C, "dln1", block)),
+        dqkv(act(d, t, 3 * d.C, "dqkv", block)),
+        datty(act(d, t, d.C, "datty", block)),
+        dattproj(act(d, t, d.C, "dattproj", block)),
+        dresidual2(act(d, t, d.C, "dresidual2", block)),
+        dln2(act(d, t, d.C, "dln2", block)),
+        dfch(act(d, t, 4 * d.C, "dfch", block)),
+        dfch_gelu(act(d, t, 4 * d.C, "dfch_gelu", block)),
+        dfcproj(act(d, t, d.C, "dfcproj", block)),
+        dresidual3(act(d, t, d.C, "dresidual3", block)) {}
 
+  // Per sequence: the attention matrices [NH, T, T], activations [T, width], statistics [T].
   static std::size_t attention_size(const tasks::Dims& d) {
-    return std::size_t(d.B) * std::size_t(d.NH) * std::size_t(d.T) * std::size_t(d.T);
+    return std::size_t(d.NH) * std::size_t(d.T) * std::size_t(d.T);
   }
-  static Tensor act(const tasks::Dims& d, int width, const char* name, int block) {
-    return Tensor::transient(d.dtype, std::size_t(d.N()) * std::size_t(width), at(name, block));
+  static Tensor act(const tasks::Dims& d, const Tiles& t, int width, const char* name, int block) {
+    return t.make(d.dtype, std::size_t(d.T) * std::size_t(width), at(name, block));
   }
-  static Tensor stat(const tasks::Dims& d, const char* name, int block) {
-    return Tensor::transient(DType::f32, std::size_t(d.N()), at(name, block));
+  static Tensor stat(const tasks::Dims& d, const Tiles& t, const char* name, int block) {
+    return t.make(DType::f32, std::size_t(d.T), at(name, block));
   }
   // The gradients a block's backward accumulates into (zeroed every step).
   std::vector<const Tensor*> gradients() const {
@@ -82,35 +108,58 @@ struct GptModel::Buffers {
   Tensor encoded, dencoded;
   std::vector<BlockActivations> blocks;
   Tensor lnf, lnf_mean, lnf_rstd, logits, probs, losses, dlnf, dlogits;
-  ScratchHandle dpreatt, datt;
+  std::deque<ScratchHandle> dpreatt, datt;  // per tile
 
-  Buffers(const tasks::Dims& d, int L)
-      : tokens(Tensor::transient(DType::i32, std::size_t(d.N()), "tokens")),
-        targets(Tensor::transient(DType::i32, std::size_t(d.N()), "targets")),
-        encoded(BlockActivations::act(d, d.C, "encoded", 0)),
-        dencoded(BlockActivations::act(d, d.C, "dencoded", 0)),
-        lnf(BlockActivations::act(d, d.C, "lnf", 0)),
-        lnf_mean(BlockActivations::stat(d, "lnf_mean", 0)),
-        lnf_rstd(BlockActivations::stat(d, "lnf_rstd", 0)),
-        logits(BlockActivations::act(d, d.Vp, "logits", 0)),
-        probs(Tensor::transient(DType::f32, std::size_t(d.N()) * std::size_t(d.Vp), "probs")),
-        losses(Tensor::host(DType::f32, std::size_t(d.N()), "losses")),
-        dlnf(BlockActivations::act(d, d.C, "dlnf", 0)),
-        dlogits(BlockActivations::act(d, d.Vp, "dlogits", 0)),
-        dpreatt(BlockActivations::attention_size(d), sizeof(float)),
-        datt(BlockActivations::attention_size(d), sizeof(float)) {
+  Buffers(const tasks::Dims& d, const Tiles& t, int L)
+      : tokens(t.make(DType::i32, std::size_t(d.T), "tokens")),
+        targets(t.make(DType::i32, std::size_t(d.T), "targets")),
+        encoded(BlockActivations::act(d, t, d.C, "encoded", 0)),
+        dencoded(BlockActivations::act(d, t, d.C, "dencoded", 0)),
+        lnf(BlockActivations::act(d, t, d.C, "lnf", 0)),
+        lnf_mean(BlockActivations::stat(d, t, "lnf_mean", 0)),
+        lnf_rstd(BlockActivations::stat(d, t, "lnf_rstd", 0)),
+        logits(BlockActivations::act(d, t, d.Vp, "logits", 0)),
+        probs(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs")),
+        losses(host_split(t, std::size_t(d.T), "losses")),
+        dlnf(BlockActivations::act(d, t, d.C, "dlnf", 0)),
+        dlogits(BlockActivations::act(d, t, d.Vp, "dlogits", 0)) {
     blocks.reserve(std::size_t(L));
-    for (int b = 0; b < L; ++b) blocks.emplace_back(d, b);
+    for (int b = 0; b < L; ++b) blocks.emplace_back(d, t, b);
+    for (int n : t.sequences) {
+      dpreatt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
+      datt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
+    }
+  }
+  // The losses are read on the host every step: a host tensor, split when there are tiles.
+  static Tensor host_split(const Tiles& t, std::size_t per_sequence, const std::string& name) {
+    if (t.count() > 1) return t.make(DType::f32, per_sequence, name);
+    std::size_t n = 0;
+    for (int s : t.sequences) n += std::size_t(s) * per_sequence;
+    return Tensor::host(DType::f32, n, name);
   }
 };
 
-GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T) : shape_(shape), layout_(shape) {
+GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles) : shape_(shape), layout_(shape) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("GPT model dtype must be fp32 or bf16");
   if (B <= 0 || T <= 0 || T > shape.max_seq)
     throw std::invalid_argument("batch " + std::to_string(B) + " x seq " + std::to_string(T) +
                                 ": need B > 0 and 0 < T <= max_seq = " + std::to_string(shape.max_seq));
+  if (tiles < 1 || tiles > B)
+    throw std::invalid_argument(std::to_string(tiles) + " tiles for a micro-batch of " + std::to_string(B) +
+                                " sequences: a tile holds whole sequences, so 1 <= tiles <= B");
   dims_ = tasks::Dims{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.padded_vocab};
-  buffers_ = std::make_unique<Buffers>(dims_, shape.layers);
+  tiles_ = std::make_unique<Tiles>(B, tiles);
+  for (int n : tiles_->sequences) {
+    tile_dims_.push_back(dims_);
+    tile_dims_.back().B = n;
+  }
+  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers);
+}
+
+int GptModel::tiles() const { return tiles_->count(); }
+
+std::string GptModel::tile_name(const std::string& name, int tile) const {
+  return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
 }
 
 GptModel::~GptModel() = default;
@@ -201,28 +250,36 @@ std::vector<float> GptModel::probabilities(int b, int t) const {
   return std::vector<float>(row, row + dims_.V);
 }
 
+// Row-wise ops run once per tile: tile k's shapes are tile_dims_[k] (its sequences), its handles
+// each tensor's piece k. Ops over all rows (the parameter gradients, the encoder's scatter-add)
+// take the whole tensors; StarPU switches a tensor between its pieces and the whole as needed.
+
 void GptModel::submit_forward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
   const GptTensor &wte = layout_[GptParam::wte], &lnfw = layout_[GptParam::lnfw], &lnfb = layout_[GptParam::lnfb];
   if (layer == 0) {
     tasks::submit_zero(buf.dencoded.handle(), "zero_dencoded");
-    tasks::submit_encoder_forward(dims_, buf.encoded.handle(), buf.tokens.handle(), groups.param(0), wte.layer_offset,
-                                  layout_[GptParam::wpe].layer_offset, "encoder_fwd");
+    for (int k = 0; k < tiles(); ++k)
+      tasks::submit_encoder_forward(tile_dims_[k], buf.encoded.piece(k), buf.tokens.piece(k), groups.param(0),
+                                    wte.layer_offset, layout_[GptParam::wpe].layer_offset, tile_name("encoder_fwd", k));
     return;
   }
   if (layer <= shape_.layers) return submit_block_forward(layer - 1, groups);
   // Final layernorm, classifier tied to wte, softmax cross-entropy.
-  const int last = shape_.layers - 1;
-  const int head = shape_.layers + 1;
+  const BlockActivations& top = buf.blocks[std::size_t(shape_.layers - 1)];
+  const starpu_data_handle_t head = groups.param(shape_.layers + 1);
   tasks::submit_zero(buf.dlnf.handle(), "zero_dlnf");
   tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
-  tasks::submit_layernorm_forward(dims_, buf.lnf.handle(), buf.lnf_mean.handle(), buf.lnf_rstd.handle(),
-                                  buf.blocks[std::size_t(last)].residual3.handle(),
-                                  {groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset}, "lnf_fwd");
-  tasks::submit_matmul_forward(dims_, buf.logits.handle(), buf.lnf.handle(), {groups.param(0), wte.layer_offset, -1},
-                               in_features(wte), out_features(wte), "classifier_fwd");
-  tasks::submit_crossentropy_forward(dims_, buf.losses.handle(), buf.probs.handle(), buf.logits.handle(),
-                                     buf.targets.handle(), "crossentropy_fwd");
+  for (int k = 0; k < tiles(); ++k) {
+    const tasks::Dims& d = tile_dims_[k];
+    tasks::submit_layernorm_forward(d, buf.lnf.piece(k), buf.lnf_mean.piece(k), buf.lnf_rstd.piece(k),
+                                    top.residual3.piece(k), {head, lnfw.layer_offset, (long long)lnfb.layer_offset},
+                                    tile_name("lnf_fwd", k));
+    tasks::submit_matmul_forward(d, buf.logits.piece(k), buf.lnf.piece(k), {groups.param(0), wte.layer_offset, -1},
+                                 in_features(wte), out_features(wte), tile_name("classifier_fwd", k));
+    tasks::submit_crossentropy_forward(d, buf.losses.piece(k), buf.probs.piece(k), buf.logits.piece(k),
+                                       buf.targets.piece(k), tile_name("crossentropy_fwd", k));
+  }
 }
 
 void GptModel::submit_backward(int layer, const GroupHandles& groups) {
@@ -234,18 +291,26 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
     return;
   }
   if (layer <= shape_.layers) return submit_block_backward(layer - 1, groups);
-  const int last = shape_.layers - 1;
   const int head = shape_.layers + 1;
-  BlockActivations& top = buf.blocks[std::size_t(last)];
-  tasks::submit_crossentropy_backward(dims_, buf.dlogits.handle(), buf.probs.handle(), buf.targets.handle(),
-                                      "crossentropy_bwd");
-  tasks::submit_matmul_backward(dims_, buf.dlnf.handle(), groups.grad(0), buf.dlogits.handle(), buf.lnf.handle(),
-                                {groups.param(0), wte.layer_offset, -1}, in_features(wte), out_features(wte),
-                                "classifier_bwd");
-  tasks::submit_layernorm_backward(dims_, top.dresidual3.handle(), groups.grad(head), buf.dlnf.handle(),
-                                   top.residual3.handle(),
-                                   {groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset},
-                                   buf.lnf_mean.handle(), buf.lnf_rstd.handle(), "lnf_bwd");
+  BlockActivations& top = buf.blocks[std::size_t(shape_.layers - 1)];
+  const tasks::WeightRef classifier{groups.param(0), wte.layer_offset, -1};
+  const tasks::WeightRef lnf{groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset};
+  for (int k = 0; k < tiles(); ++k) {
+    const tasks::Dims& d = tile_dims_[k];
+    // dloss = 1/N of the whole micro-batch, not of the tile.
+    tasks::submit_crossentropy_backward(d, buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
+                                        tile_name("crossentropy_bwd", k), dims_.N());
+    tasks::submit_matmul_backward_input(d, buf.dlnf.piece(k), buf.dlogits.piece(k), classifier, in_features(wte),
+                                        out_features(wte), tile_name("classifier_bwd_input", k));
+  }
+  tasks::submit_matmul_backward_weight(dims_, groups.grad(0), buf.dlogits.handle(), buf.lnf.handle(), classifier,
+                                       in_features(wte), out_features(wte), "classifier_bwd_weight");
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_layernorm_backward_input(tile_dims_[k], top.dresidual3.piece(k), buf.dlnf.piece(k),
+                                           top.residual3.piece(k), lnf, buf.lnf_mean.piece(k), buf.lnf_rstd.piece(k),
+                                           tile_name("lnf_bwd_input", k));
+  tasks::submit_layernorm_backward_params(dims_, groups.grad(head), buf.dlnf.handle(), top.residual3.handle(), lnf,
+                                          buf.lnf_mean.handle(), buf.lnf_rstd.handle(), "lnf_bwd_params");
 }
 
 void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
@@ -259,27 +324,31 @@ void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
   };
   auto in = [&](GptParam w) { return in_features(layout_[w]); };
   auto out = [&](GptParam w) { return out_features(layout_[w]); };
+  auto name = [&](const char* op, int k) { return tile_name(at(op, block), k); };
 
   for (const Tensor* gradient : a.gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
-  tasks::submit_layernorm_forward(dims_, a.ln1.handle(), a.ln1_mean.handle(), a.ln1_rstd.handle(), input.handle(),
-                                  weight(ln1w, ln1b), at("ln1_fwd", block));
-  tasks::submit_matmul_forward(dims_, a.qkv.handle(), a.ln1.handle(), weight(qkvw, qkvb), in(qkvw), out(qkvw),
-                               at("qkv_fwd", block));
-  tasks::submit_attention_forward(dims_, a.atty.handle(), a.preatt.handle(), a.att.handle(), a.qkv.handle(),
-                                  at("attention_fwd", block));
-  tasks::submit_matmul_forward(dims_, a.attproj.handle(), a.atty.handle(), weight(attprojw, attprojb), in(attprojw),
-                               out(attprojw), at("attproj_fwd", block));
-  tasks::submit_residual_forward(dims_, a.residual2.handle(), input.handle(), a.attproj.handle(),
-                                 at("residual2_fwd", block));
-  tasks::submit_layernorm_forward(dims_, a.ln2.handle(), a.ln2_mean.handle(), a.ln2_rstd.handle(), a.residual2.handle(),
-                                  weight(ln2w, ln2b), at("ln2_fwd", block));
-  tasks::submit_matmul_forward(dims_, a.fch.handle(), a.ln2.handle(), weight(fcw, fcb), in(fcw), out(fcw),
-                               at("fc_fwd", block));
-  tasks::submit_gelu_forward(dims_, a.fch_gelu.handle(), a.fch.handle(), at("gelu_fwd", block));
-  tasks::submit_matmul_forward(dims_, a.fcproj.handle(), a.fch_gelu.handle(), weight(fcprojw, fcprojb), in(fcprojw),
-                               out(fcprojw), at("fcproj_fwd", block));
-  tasks::submit_residual_forward(dims_, a.residual3.handle(), a.residual2.handle(), a.fcproj.handle(),
-                                 at("residual3_fwd", block));
+  for (int k = 0; k < tiles(); ++k) {
+    const tasks::Dims& d = tile_dims_[k];
+    tasks::submit_layernorm_forward(d, a.ln1.piece(k), a.ln1_mean.piece(k), a.ln1_rstd.piece(k), input.piece(k),
+                                    weight(ln1w, ln1b), name("ln1_fwd", k));
+    tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), weight(qkvw, qkvb), in(qkvw), out(qkvw),
+                                 name("qkv_fwd", k));
+    tasks::submit_attention_forward(d, a.atty.piece(k), a.preatt.piece(k), a.att.piece(k), a.qkv.piece(k),
+                                    name("attention_fwd", k));
+    tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), weight(attprojw, attprojb), in(attprojw),
+                                 out(attprojw), name("attproj_fwd", k));
+    tasks::submit_residual_forward(d, a.residual2.piece(k), input.piece(k), a.attproj.piece(k),
+                                   name("residual2_fwd", k));
+    tasks::submit_layernorm_forward(d, a.ln2.piece(k), a.ln2_mean.piece(k), a.ln2_rstd.piece(k),
+                                    a.residual2.piece(k), weight(ln2w, ln2b), name("ln2_fwd", k));
+    tasks::submit_matmul_forward(d, a.fch.piece(k), a.ln2.piece(k), weight(fcw, fcb), in(fcw), out(fcw),
+                                 name("fc_fwd", k));
+    tasks::submit_gelu_forward(d, a.fch_gelu.piece(k), a.fch.piece(k), name("gelu_fwd", k));
+    tasks::submit_matmul_forward(d, a.fcproj.piece(k), a.fch_gelu.piece(k), weight(fcprojw, fcprojb), in(fcprojw),
+                                 out(fcprojw), name("fcproj_fwd", k));
+    tasks::submit_residual_forward(d, a.residual3.piece(k), a.residual2.piece(k), a.fcproj.piece(k),
+                                   name("residual3_fwd", k));
+  }
 }
 
 void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
@@ -293,28 +362,46 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
   auto weight = [&](GptParam w, GptParam b) {
     return tasks::WeightRef{params, layout_[w].layer_offset, (long long)layout_[b].layer_offset};
   };
-  auto in = [&](GptParam w) { return in_features(layout_[w]); };
-  auto out = [&](GptParam w) { return out_features(layout_[w]); };
+  auto name = [&](const char* op, int k) { return tile_name(at(op, block), k); };
+  // A linear layer's backward: the input gradient per tile, then the weight gradient over all rows.
+  auto linear = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout,
+                    const Tensor& inp) {
+    const int C = in_features(layout_[w]), OC = out_features(layout_[w]);
+    for (int k = 0; k < tiles(); ++k)
+      tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), weight(w, b), C, OC,
+                                          name((std::string(op) + "_bwd_input").c_str(), k));
+    tasks::submit_matmul_backward_weight(dims_, grads, dout.handle(), inp.handle(), weight(w, b), C, OC,
+                                         at((std::string(op) + "_bwd_weight").c_str(), block));
+  };
+  auto layernorm = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout,
+                       const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
+    for (int k = 0; k < tiles(); ++k)
+      tasks::submit_layernorm_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), inp.piece(k), weight(w, b),
+                                             mean.piece(k), rstd.piece(k),
+                                             name((std::string(op) + "_bwd_input").c_str(), k));
+    tasks::submit_layernorm_backward_params(dims_, grads, dout.handle(), inp.handle(), weight(w, b), mean.handle(),
+                                            rstd.handle(), at((std::string(op) + "_bwd_params").c_str(), block));
+  };
 
-  tasks::submit_residual_backward(dims_, a.dresidual2.handle(), a.dfcproj.handle(), a.dresidual3.handle(),
-                                  at("residual3_bwd", block));
-  tasks::submit_matmul_backward(dims_, a.dfch_gelu.handle(), grads, a.dfcproj.handle(), a.fch_gelu.handle(),
-                                weight(fcprojw, fcprojb), in(fcprojw), out(fcprojw), at("fcproj_bwd", block));
-  tasks::submit_gelu_backward(dims_, a.dfch.handle(), a.fch.handle(), a.dfch_gelu.handle(), at("gelu_bwd", block));
-  tasks::submit_matmul_backward(dims_, a.dln2.handle(), grads, a.dfch.handle(), a.ln2.handle(), weight(fcw, fcb),
-                                in(fcw), out(fcw), at("fc_bwd", block));
-  tasks::submit_layernorm_backward(dims_, a.dresidual2.handle(), grads, a.dln2.handle(), a.residual2.handle(),
-                                   weight(ln2w, ln2b), a.ln2_mean.handle(), a.ln2_rstd.handle(), at("ln2_bwd", block));
-  tasks::submit_residual_backward(dims_, dinput.handle(), a.dattproj.handle(), a.dresidual2.handle(),
-                                  at("residual2_bwd", block));
-  tasks::submit_matmul_backward(dims_, a.datty.handle(), grads, a.dattproj.handle(), a.atty.handle(),
-                                weight(attprojw, attprojb), in(attprojw), out(attprojw), at("attproj_bwd", block));
-  tasks::submit_attention_backward(dims_, a.dqkv.handle(), buf.dpreatt.handle, buf.datt.handle, a.datty.handle(),
-                                   a.qkv.handle(), a.att.handle(), at("attention_bwd", block));
-  tasks::submit_matmul_backward(dims_, a.dln1.handle(), grads, a.dqkv.handle(), a.ln1.handle(), weight(qkvw, qkvb),
-                                in(qkvw), out(qkvw), at("qkv_bwd", block));
-  tasks::submit_layernorm_backward(dims_, dinput.handle(), grads, a.dln1.handle(), input.handle(), weight(ln1w, ln1b),
-                                   a.ln1_mean.handle(), a.ln1_rstd.handle(), at("ln1_bwd", block));
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_residual_backward(tile_dims_[k], a.dresidual2.piece(k), a.dfcproj.piece(k), a.dresidual3.piece(k),
+                                    name("residual3_bwd", k));
+  linear("fcproj", fcprojw, fcprojb, a.dfch_gelu, a.dfcproj, a.fch_gelu);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_gelu_backward(tile_dims_[k], a.dfch.piece(k), a.fch.piece(k), a.dfch_gelu.piece(k),
+                                name("gelu_bwd", k));
+  linear("fc", fcw, fcb, a.dln2, a.dfch, a.ln2);
+  layernorm("ln2", ln2w, ln2b, a.dresidual2, a.dln2, a.residual2, a.ln2_mean, a.ln2_rstd);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_residual_backward(tile_dims_[k], dinput.piece(k), a.dattproj.piece(k), a.dresidual2.piece(k),
+                                    name("residual2_bwd", k));
+  linear("attproj", attprojw, attprojb, a.datty, a.dattproj, a.atty);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_attention_backward(tile_dims_[k], a.dqkv.piece(k), buf.dpreatt[std::size_t(k)].handle,
+                                     buf.datt[std::size_t(k)].handle, a.datty.piece(k), a.qkv.piece(k),
+                                     a.att.piece(k), name("attention_bwd", k));
+  linear("qkv", qkvw, qkvb, a.dln1, a.dqkv, a.ln1);
+  layernorm("ln1", ln1w, ln1b, dinput, a.dln1, input, a.ln1_mean, a.ln1_rstd);
 }
 
 namespace {

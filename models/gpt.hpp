@@ -24,8 +24,10 @@ namespace starzero {
 
 class GptModel final : public Model {
  public:
-  // Activations for micro-batches of B sequences of T <= max_seq tokens.
-  GptModel(const GptShape& shape, DType dtype, int B, int T);
+  // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups
+  // of whole sequences (1 <= tiles <= B): every row-wise op is then one task per tile, so that
+  // several workers can share one op. Results do not depend on the tile count.
+  GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles = 1);
   ~GptModel() override;
 
   int layers() const override { return shape_.layers + 2; }
@@ -41,6 +43,7 @@ class GptModel final : public Model {
   const GptLayout& layout() const { return layout_; }
   int batch() const { return dims_.B; }
   int seq() const { return dims_.T; }
+  int tiles() const;
 
   // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
   void set_batch(std::span<const int> inputs, std::span<const int> targets);
@@ -56,14 +59,19 @@ class GptModel final : public Model {
   void llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const;
 
  private:
+  struct Tiles;
   struct BlockActivations;
   struct Buffers;
+  // `name`, with ".t<k>" when there is more than one tile.
+  std::string tile_name(const std::string& name, int tile) const;
   void submit_block_forward(int block, const GroupHandles& groups);
   void submit_block_backward(int block, const GroupHandles& groups);
 
   GptShape shape_;
   GptLayout layout_;
   tasks::Dims dims_;
+  std::unique_ptr<Tiles> tiles_;
+  std::vector<tasks::Dims> tile_dims_;  // dims_ with the tile's sequences as B
   std::unique_ptr<Buffers> buffers_;
 };
 

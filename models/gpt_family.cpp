@@ -96,9 +96,9 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
 
 class GptTrainable final : public Trainable {
  public:
-  GptTrainable(const GptShape& shape, DType dtype, int B, int T, const TokenDataset& data, std::uint64_t seed,
-               Split evaluation_split)
-      : model_(shape, dtype, B, T), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
+  GptTrainable(const GptShape& shape, DType dtype, int B, int T, int tiles, const TokenDataset& data,
+               std::uint64_t seed, Split evaluation_split)
+      : model_(shape, dtype, B, T, tiles), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
 
   int layers() const override { return model_.layers(); }
   std::size_t layer_params(int layer) const override { return model_.layer_params(layer); }
@@ -189,8 +189,8 @@ class GptSpec final : public ModelSpec {
   std::size_t parameter_count() const override { return shape_.param_count(); }
   ModelFootprint footprint(int batch) const override { return gpt_footprint(shape_, batch); }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  std::unique_ptr<Trainable> build(DType dtype, int batch) const override {
-    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, data_, seed_, evaluation_split_);
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles) const override {
+    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, data_, seed_, evaluation_split_);
   }
 
  private:

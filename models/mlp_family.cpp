@@ -36,7 +36,8 @@ class MlpSpec final : public ModelSpec {
     return f;
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  std::unique_ptr<Trainable> build(DType dtype, int batch) const override {
+  // The MLP runs every op as one task: tiles are not used.
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/) const override {
     if (dtype != DType::f32) throw std::invalid_argument("the MLP trains in fp32 only (--precision fp32)");
     return std::make_unique<TokenClassifier>(shape_, batch, seed_);
   }

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/task_name.hpp"
+
 namespace starzero {
 
 namespace {
@@ -72,7 +74,9 @@ Tensor::Tensor(Tensor&& other) noexcept
       count_(other.count_),
       name_(std::move(other.name_)),
       home_(std::move(other.home_)),
-      handle_(std::exchange(other.handle_, nullptr)) {}
+      handle_(std::exchange(other.handle_, nullptr)),
+      pieces_(std::move(other.pieces_)),
+      piece_counts_(std::move(other.piece_counts_)) {}
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
@@ -82,6 +86,8 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     name_ = std::move(other.name_);
     home_ = std::move(other.home_);
     handle_ = std::exchange(other.handle_, nullptr);
+    pieces_ = std::move(other.pieces_);
+    piece_counts_ = std::move(other.piece_counts_);
   }
   return *this;
 }
@@ -90,6 +96,11 @@ Tensor::~Tensor() { release(); }
 
 void Tensor::release() noexcept {
   if (!handle_) return;
+  if (!pieces_.empty()) {
+    // Gathers the pieces if they are active, then unregisters them (all submitted).
+    starpu_data_partition_clean(handle_, unsigned(pieces_.size()), pieces_.data());
+    pieces_.clear();
+  }
   if (home_) {
     // Waits for the tasks using it and brings the latest copy home before the buffer goes.
     starpu_data_unregister(handle_);
@@ -98,6 +109,35 @@ void Tensor::release() noexcept {
     starpu_data_unregister_submit(handle_);
   }
   handle_ = nullptr;
+}
+
+void Tensor::split(std::span<const std::size_t> counts) {
+  if (!pieces_.empty()) throw std::logic_error("tensor " + name_ + ": already split");
+  if (!home_ || home_->node() != STARPU_MAIN_RAM)
+    throw std::logic_error("tensor " + name_ + ": only a tensor homed in main memory can be split");
+  std::size_t total = 0;
+  for (std::size_t c : counts) {
+    if (c == 0) throw std::invalid_argument("tensor " + name_ + ": an empty piece");
+    total += c;
+  }
+  if (total != count_ || counts.empty())
+    throw std::invalid_argument("tensor " + name_ + ": pieces of " + std::to_string(total) + " elements, not " +
+                                std::to_string(count_));
+  if (counts.size() == 1) return;  // one piece is the whole tensor
+  piece_counts_.assign(counts.begin(), counts.end());
+  starpu_data_filter filter{};
+  filter.filter_func = starpu_vector_filter_list;
+  filter.nchildren = unsigned(counts.size());
+  filter.filter_arg_ptr = piece_counts_.data();
+  pieces_.resize(counts.size());
+  starpu_data_partition_plan(handle_, &filter, pieces_.data());
+  for (std::size_t i = 0; i < pieces_.size(); ++i)
+    starpu_data_set_name(pieces_[i], intern_task_name(name_ + "." + std::to_string(i)));
+}
+
+starpu_data_handle_t Tensor::piece(std::size_t i) const {
+  if (i >= pieces()) throw std::out_of_range("tensor " + name_ + ": no piece " + std::to_string(i));
+  return pieces_.empty() ? handle_ : pieces_[i];
 }
 
 void Tensor::invalidate_submit() { starpu_data_invalidate_submit(handle_); }

@@ -8,6 +8,8 @@
 //  - Tensor::transient: no home buffer; StarPU allocates it wherever the first writer runs and
 //    the graph frees it with invalidate_submit() after its last reader ("free right after use"
 //    is part of the task graph, not a side effect).
+// A host tensor can be split into consecutive pieces (split()), which tasks use as handles of
+// their own beside the whole tensor.
 // Every Tensor must be destroyed before the Session that created it.
 #include <starpu.h>
 
@@ -16,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/dtype.hpp"
 
@@ -55,6 +58,17 @@ class Tensor {
   // The memory node of the home copy (STARPU_MAIN_RAM, a disk node); -1 for a transient tensor.
   int home_node() const { return home_ ? int(home_->node()) : -1; }
 
+  // Splits the tensor into consecutive pieces of `counts` elements (they add up to count()):
+  // StarPU sub-handles of one asynchronous partition plan. A task may use the whole tensor or
+  // any of its pieces, and StarPU submits the partition and unpartition steps that the graph
+  // needs between them ("partition"/"unpartition" tasks in a trace); in main memory the pieces
+  // are views of the whole, so nothing is copied there. Host tensors only: StarPU 1.3 gathers
+  // the pieces on the home node, which a transient tensor lacks. Once per tensor.
+  void split(std::span<const std::size_t> counts);
+  // 1 for a tensor that is not split; piece(0) is then the whole tensor.
+  std::size_t pieces() const { return pieces_.empty() ? 1 : pieces_.size(); }
+  starpu_data_handle_t piece(std::size_t i) const;
+
   // Submits "the content is dead" after all tasks submitted so far that use it: StarPU frees
   // its copies. A later writer makes it live again.
   void invalidate_submit();
@@ -88,6 +102,8 @@ class Tensor {
   std::string name_;
   std::unique_ptr<HomeBuffer> home_;  // nullptr for a transient tensor
   starpu_data_handle_t handle_ = nullptr;
+  std::vector<starpu_data_handle_t> pieces_;  // empty: not split
+  std::vector<std::uint32_t> piece_counts_;   // the filter's argument, kept for StarPU
 };
 
 }  // namespace starzero

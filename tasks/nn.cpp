@@ -100,6 +100,18 @@ constexpr auto layernorm_backward = []<class T>(auto launch, const TaskBuffers& 
          b.get<T>("params", a.weight), b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
 };
 
+constexpr auto layernorm_backward_input = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>),
+         b.get<T>("dinp"), nullptr, nullptr, b.get<T>("dout"), b.get<T>("inp"), b.get<T>("params", a.weight),
+         b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
+};
+
+constexpr auto layernorm_backward_params = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>), nullptr,
+         b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"), nullptr,
+         b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
+};
+
 constexpr auto matmul_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::matmul_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_forward<T>), b.get<T>("out"),
          b.get<T>("inp"), b.get<T>("params", a.weight), bias_in<T>(b, "params", a.bias), a.d.N(), a.C, a.OC);
@@ -109,6 +121,17 @@ constexpr auto matmul_backward = []<class T>(auto launch, const TaskBuffers& b, 
   launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), b.get<T>("dinp"),
          b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"),
          b.get<T>("params", a.weight), a.d.N(), a.C, a.OC);
+};
+
+constexpr auto matmul_backward_input = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), b.get<T>("dinp"),
+         nullptr, nullptr, b.get<T>("dout"), nullptr, b.get<T>("params", a.weight), a.d.N(), a.C, a.OC);
+};
+
+constexpr auto matmul_backward_weight = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), nullptr,
+         b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"), nullptr,
+         a.d.N(), a.C, a.OC);
 };
 
 constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
@@ -150,7 +173,8 @@ constexpr auto crossentropy_forward = []<class T>(auto launch, const TaskBuffers
 
 constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::softmax_crossentropy_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_backward<T>),
-         b.get<T>("dlogits"), b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp);
+         b.get<T>("dlogits"), b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp,
+         1.0f / float(a.loss_rows > 0 ? a.loss_rows : a.d.N()));
 };
 
 }  // namespace ops
@@ -257,6 +281,26 @@ Codelet<NnArgs> layernorm_backward(running<ops::layernorm_backward>({
                 Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + 5.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
+// The two halves of layernorm_backward as tasks of their own. Input: FLOPs ≈ 12·N·C; bytes
+// s·(4·N·C + C) + 8·N (dinp accumulated, dout, inp, weight; mean, rstd).
+Codelet<NnArgs> layernorm_backward_input(running<ops::layernorm_backward_input>({
+    .name = "nn_layernorm_backward_input",
+    .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"},
+                {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
+    .flops = [](const NnArgs& a, Handles) { return 12.0 * rows(a) * a.d.C; },
+    .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + a.d.C) + 8.0 * rows(a); },
+}));
+
+// Parameters: FLOPs ≈ 5·N·C (normalise, two accumulations); bytes s·(2·N·C + 4·C) + 8·N.
+Codelet<NnArgs> layernorm_backward_params(running<ops::layernorm_backward_params>({
+    .name = "nn_layernorm_backward_params",
+    .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
+    .flops = [](const NnArgs& a, Handles) { return 5.0 * rows(a) * a.d.C; },
+    .bytes = [](const NnArgs& a, Handles) {
+      return storage_size(a) * (2.0 * rows(a) * a.d.C + 4.0 * a.d.C) + 8.0 * rows(a);
+    },
+}));
+
 // FLOPs 2·N·C·OC (the bias add left out); bytes s·(N·C + OC·C + OC + N·OC).
 Codelet<NnArgs> matmul_forward(running<ops::matmul_forward>({
     .name = "nn_matmul_forward",
@@ -275,6 +319,27 @@ Codelet<NnArgs> matmul_backward(running<ops::matmul_backward>({
         [](const NnArgs& a, Handles) {
           return storage_size(a) * (rows(a) * a.OC + 3.0 * rows(a) * a.C + 3.0 * a.OC * a.C + 2.0 * a.OC);
         },
+}));
+
+// The two halves of matmul_backward as tasks of their own. Input: dinp += dout·W, FLOPs
+// 2·N·C·OC; bytes s·(N·OC + 2·N·C + OC·C).
+Codelet<NnArgs> matmul_backward_input(running<ops::matmul_backward_input>({
+    .name = "nn_matmul_backward_input",
+    .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "params"}},
+    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
+    .bytes = [](const NnArgs& a, Handles) {
+      return storage_size(a) * (rows(a) * a.OC + 2.0 * rows(a) * a.C + double(a.OC) * a.C);
+    },
+}));
+
+// Weight: dW += doutᵀ·inp and db += Σ dout, FLOPs 2·N·C·OC + N·OC; bytes s·(N·OC + N·C + 2·OC·C + 2·OC).
+Codelet<NnArgs> matmul_backward_weight(running<ops::matmul_backward_weight>({
+    .name = "nn_matmul_backward_weight",
+    .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
+    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC + rows(a) * a.OC; },
+    .bytes = [](const NnArgs& a, Handles) {
+      return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * a.OC * a.C + 2.0 * a.OC);
+    },
 }));
 
 // FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the
@@ -386,6 +451,33 @@ void submit_matmul_backward(const Dims& d, starpu_data_handle_t dinp, starpu_dat
          NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC}, name);
 }
 
+void submit_layernorm_backward_input(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t dout,
+                                     starpu_data_handle_t inp, const WeightRef& w, starpu_data_handle_t mean,
+                                     starpu_data_handle_t rstd, const std::string& name) {
+  submit(nn::layernorm_backward_input, {dinp, dout, inp, w.group, mean, rstd},
+         NnArgs{.d = d, .weight = w.weight, .bias = w.bias}, name);
+}
+
+void submit_layernorm_backward_params(const Dims& d, starpu_data_handle_t grad_group, starpu_data_handle_t dout,
+                                      starpu_data_handle_t inp, const WeightRef& w, starpu_data_handle_t mean,
+                                      starpu_data_handle_t rstd, const std::string& name) {
+  submit(nn::layernorm_backward_params, {grad_group, dout, inp, mean, rstd},
+         NnArgs{.d = d, .weight = w.weight, .bias = w.bias}, name);
+}
+
+void submit_matmul_backward_input(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t dout,
+                                  const WeightRef& w, int C, int OC, const std::string& name) {
+  submit(nn::matmul_backward_input, {dinp, dout, w.group},
+         NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC}, name);
+}
+
+void submit_matmul_backward_weight(const Dims& d, starpu_data_handle_t grad_group, starpu_data_handle_t dout,
+                                   starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
+                                   const std::string& name) {
+  submit(nn::matmul_backward_weight, {grad_group, dout, inp},
+         NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC}, name);
+}
+
 void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
                               starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name) {
   submit(nn::attention_forward, {out, preatt, att, qkv}, NnArgs{.d = d}, name);
@@ -422,8 +514,8 @@ void submit_crossentropy_forward(const Dims& d, starpu_data_handle_t losses, sta
 }
 
 void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, starpu_data_handle_t probs,
-                                  starpu_data_handle_t targets, const std::string& name) {
-  submit(nn::crossentropy_backward, {dlogits, probs, targets}, NnArgs{.d = d}, name);
+                                  starpu_data_handle_t targets, const std::string& name, int loss_rows) {
+  submit(nn::crossentropy_backward, {dlogits, probs, targets}, NnArgs{.d = d, .loss_rows = loss_rows}, name);
 }
 
 }  // namespace starzero::tasks

@@ -53,12 +53,30 @@ void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_
                                starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w,
                                starpu_data_handle_t mean, starpu_data_handle_t rstd, const std::string& name);
 
+// The two halves of layernorm backward as separate tasks (the same bits as the one above): the
+// input gradient (dinp += ..., reads the weight from its parameter group), and the parameter
+// gradients (dweight and dbias in grad_group at w's offsets, sums over all rows of dout).
+void submit_layernorm_backward_input(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t dout,
+                                     starpu_data_handle_t inp, const WeightRef& w, starpu_data_handle_t mean,
+                                     starpu_data_handle_t rstd, const std::string& name);
+void submit_layernorm_backward_params(const Dims& d, starpu_data_handle_t grad_group, starpu_data_handle_t dout,
+                                      starpu_data_handle_t inp, const WeightRef& w, starpu_data_handle_t mean,
+                                      starpu_data_handle_t rstd, const std::string& name);
+
 // out[N,OC] = inp[N,C] · Wᵀ + b
 void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w, int C,
                            int OC, const std::string& name);
 void submit_matmul_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
                             starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
                             const std::string& name);
+
+// The two halves of matmul backward, independent of each other: dinp += dout·W (a task per tile
+// of rows), and dW += doutᵀ·inp, db += Σ dout into grad_group at w's offsets (all rows).
+void submit_matmul_backward_input(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t dout,
+                                  const WeightRef& w, int C, int OC, const std::string& name);
+void submit_matmul_backward_weight(const Dims& d, starpu_data_handle_t grad_group, starpu_data_handle_t dout,
+                                   starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
+                                   const std::string& name);
 
 void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
                               starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
@@ -78,8 +96,9 @@ void submit_residual_backward(const Dims& d, starpu_data_handle_t dinp1, starpu_
 
 void submit_crossentropy_forward(const Dims& d, starpu_data_handle_t losses, starpu_data_handle_t probs,
                                  starpu_data_handle_t logits, starpu_data_handle_t targets, const std::string& name);
+// loss_rows: the rows the mean loss is over, when d's rows are one tile of them (0: d.N()).
 void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, starpu_data_handle_t probs,
-                                  starpu_data_handle_t targets, const std::string& name);
+                                  starpu_data_handle_t targets, const std::string& name, int loss_rows = 0);
 
 // ---- the declarations, for scheduling, simulation and tests ------------------------------------
 
@@ -90,13 +109,14 @@ struct NnArgs {
   std::size_t wpe = 0;     // the encoder: offset of wpe in the embedding group
   long long bias = -1;     // offset of the bias, -1: none
   int C = 0, OC = 0;       // matmul: input and output channels
+  int loss_rows = 0;       // cross-entropy backward: rows of the mean loss (0: d.N())
 };
 
 // Codelet "nn_<op>" for each op above (load_tokens: "load_tokens").
 namespace nn {
 extern Codelet<NnArgs> encoder_forward, encoder_backward;
-extern Codelet<NnArgs> layernorm_forward, layernorm_backward;
-extern Codelet<NnArgs> matmul_forward, matmul_backward;
+extern Codelet<NnArgs> layernorm_forward, layernorm_backward, layernorm_backward_input, layernorm_backward_params;
+extern Codelet<NnArgs> matmul_forward, matmul_backward, matmul_backward_input, matmul_backward_weight;
 extern Codelet<NnArgs> attention_forward, attention_backward;
 extern Codelet<NnArgs> gelu_forward, gelu_backward;
 extern Codelet<NnArgs> residual_forward, residual_backward;

@@ -789,12 +789,12 @@ void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, 
 
 template <class T>
 void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
-                                   void* stream) {
+                                   float dloss, void* stream) {
   require(N >= 0 && V > 0 && Vp >= V, "softmax_crossentropy_backward: need N >= 0 and 0 < V <= Vp");
   if (N == 0) return;
   const size_t n = size_t(N) * V;
   softmax_crossentropy_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dlogits), probs, targets, V,
-                                                                                        Vp, 1.0f / float(N), n);
+                                                                                        Vp, dloss, n);
   SZ_LAUNCHED(softmax_crossentropy_backward_kernel);
 }
 
@@ -815,7 +815,7 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void residual_forward<T>(T*, const T*, const T*, size_t, void*);                                           \
   template void residual_backward<T>(T*, T*, const T*, size_t, void*);                                                \
   template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int, void*);          \
-  template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int, void*);
+  template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int, float, void*);
 
 STARZERO_INSTANTIATE_CUDA_KERNELS(float)
 STARZERO_INSTANTIATE_CUDA_KERNELS(bf16)

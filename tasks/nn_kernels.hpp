@@ -10,7 +10,10 @@
 //   the caller zeroes gradients once per step and several contributions (the residual stream,
 //   the tied embedding, micro-batches) add up. Scratch buffers are overwritten.
 // - mean/rstd (layernorm), preatt/att (attention probabilities) and losses are float whatever T.
-// - `nullptr` bias means no bias.
+// - `nullptr` bias means no bias. The backward kernels of layernorm and matmul compute only the
+//   gradients they are given (null dinp, or null dweight and dbias: not computed), so that the
+//   input gradient and the parameter gradients can run as separate tasks, bit-identical to one
+//   task computing both.
 // Plain C++17: the CUDA implementations (nn_kernels.cu) include this header too.
 #include <cstddef>
 
@@ -67,10 +70,11 @@ void residual_backward(T* dinp1, T* dinp2, const T* dout, std::size_t n);
 template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp);
-// dlogits[N,Vp] += (probs - onehot(target)) * dloss, dloss = 1/N (mean loss); padding columns
-// get no gradient.
+// dlogits[N,Vp] += (probs - onehot(target)) * dloss; padding columns get no gradient. dloss is
+// the gradient of the mean loss per row: 1/N, or 1/(all rows) when the N rows are one tile of them.
 template <class T>
-void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp);
+void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
+                                   float dloss);
 
 // ---- CUDA (nn_kernels.cu; compiled whenever CUDA is on) -------------------------------------
 // Same math and conventions as the CPU kernels; asynchronous on `stream` (the StarPU worker's
@@ -112,7 +116,7 @@ template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp, void* stream);
 template <class T>
-void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
+void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp, float dloss,
                                    void* stream);
 }  // namespace cuda
 

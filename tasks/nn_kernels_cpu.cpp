@@ -282,16 +282,28 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
   }
 }
 
+// dinp (when given) row by row; dweight and dbias (when given) as sums over the rows in row order,
+// so that computing them in a task of their own gives the same bits.
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const float* mean,
                         const float* rstd, int N, int C) {
-  std::vector<float> dw(size_t(std::max(C, 0)), 0.0f), db(size_t(std::max(C, 0)), 0.0f);
+  const bool params = dweight != nullptr || dbias != nullptr;
+  std::vector<float> dw(params ? size_t(std::max(C, 0)) : 0, 0.0f), db(dw.size(), 0.0f);
   for (int n = 0; n < N; ++n) {
     const T* dout_n = dout + size_t(n) * C;
     const T* x = inp + size_t(n) * C;
-    T* dinp_n = dinp + size_t(n) * C;
     const float m = mean[n];
     const float s = rstd[n];
+    if (params) {
+      for (int i = 0; i < C; ++i) {
+        const float norm = (to_float(x[i]) - m) * s;
+        const float g = to_float(dout_n[i]);
+        db[size_t(i)] += g;
+        dw[size_t(i)] += norm * g;
+      }
+    }
+    if (dinp == nullptr) continue;
+    T* dinp_n = dinp + size_t(n) * C;
 
     // two reductions: mean(w · dout) and mean(w · dout · norm)
     float dnorm_mean = 0.0f;
@@ -307,17 +319,14 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 
     for (int i = 0; i < C; ++i) {
       const float norm = (to_float(x[i]) - m) * s;
-      const float g = to_float(dout_n[i]);
-      const float dnorm = to_float(weight[i]) * g;
-      db[i] += g;
-      dw[i] += norm * g;
+      const float dnorm = to_float(weight[i]) * to_float(dout_n[i]);
       const float dx = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
       dinp_n[i] = from_float<T>(to_float(dinp_n[i]) + dx);
     }
   }
-  for (int i = 0; i < C; ++i) {
-    if (dweight != nullptr) dweight[i] = from_float<T>(to_float(dweight[i]) + dw[i]);
-    if (dbias != nullptr) dbias[i] = from_float<T>(to_float(dbias[i]) + db[i]);
+  for (int i = 0; i < C && params; ++i) {
+    if (dweight != nullptr) dweight[i] = from_float<T>(to_float(dweight[i]) + dw[size_t(i)]);
+    if (dbias != nullptr) dbias[i] = from_float<T>(to_float(dbias[i]) + db[size_t(i)]);
   }
 }
 
@@ -441,8 +450,8 @@ void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, 
 }
 
 template <class T>
-void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp) {
-  const float dloss = 1.0f / float(N);
+void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
+                                   float dloss) {
   for (int n = 0; n < N; ++n) {
     T* dlogits_n = dlogits + size_t(n) * Vp;
     const float* probs_n = probs + size_t(n) * Vp;
@@ -469,7 +478,7 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void residual_forward<T>(T*, const T*, const T*, std::size_t);                                              \
   template void residual_backward<T>(T*, T*, const T*, std::size_t);                                                   \
   template void softmax_crossentropy_forward<T>(float*, float*, const T*, const int*, int, int, int);                  \
-  template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int);
+  template void softmax_crossentropy_backward<T>(T*, const float*, const int*, int, int, int, float);
 
 STARZERO_INSTANTIATE_CPU_KERNELS(float)
 STARZERO_INSTANTIATE_CPU_KERNELS(bf16)

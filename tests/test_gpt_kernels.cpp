@@ -406,6 +406,53 @@ TEST_CASE("matmul backward matches finite differences and accumulates") {
   }
 }
 
+// ---- split backwards ---------------------------------------------------------------------------------
+// The input gradient and the parameter gradients as separate calls (separate tasks) give the bits
+// of one call computing both, in fp32 and bf16, accumulating onto non-zero gradients.
+
+template <class T>
+void check_split_backwards() {
+  std::mt19937 rng(21);
+  const int rows = 13, c = 19, oc = 11;
+  const auto inp = to_T<T>(uniform(rng, rows * c, -2.0f, 3.0f)), w = to_T<T>(normal(rng, oc * c));
+  const auto lw = to_T<T>(normal(rng, c)), dout = to_T<T>(normal(rng, rows * oc));
+  const auto ldout = to_T<T>(normal(rng, rows * c));
+  const Vec mean = uniform(rng, rows, -0.5f, 0.5f), rstd = uniform(rng, rows, 0.5f, 2.0f);
+  const auto start = [&](std::size_t n) { return to_T<T>(normal(rng, n)); };
+  const auto dinp0 = start(rows * c), dw0 = start(oc * c), db0 = start(oc), ldw0 = start(c), ldb0 = start(c);
+
+  auto dinp = dinp0, dw = dw0, db = db0;
+  k::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), rows, c, oc);
+  auto split_dinp = dinp0, split_dw = dw0, split_db = db0;
+  k::matmul_backward(split_dinp.data(), (T*)nullptr, (T*)nullptr, dout.data(), (const T*)nullptr, w.data(), rows, c,
+                     oc);
+  k::matmul_backward((T*)nullptr, split_dw.data(), split_db.data(), dout.data(), inp.data(), (const T*)nullptr, rows, c,
+                     oc);
+  CHECK(std::memcmp(dinp.data(), split_dinp.data(), dinp.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(dw.data(), split_dw.data(), dw.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(db.data(), split_db.data(), db.size() * sizeof(T)) == 0);
+
+  auto ldinp = dinp0, ldw = ldw0, ldb = ldb0;
+  k::layernorm_backward(ldinp.data(), ldw.data(), ldb.data(), ldout.data(), inp.data(), lw.data(), mean.data(),
+                        rstd.data(), rows, c);
+  auto split_ldinp = dinp0, split_ldw = ldw0, split_ldb = ldb0;
+  k::layernorm_backward(split_ldinp.data(), (T*)nullptr, (T*)nullptr, ldout.data(), inp.data(), lw.data(), mean.data(),
+                        rstd.data(), rows, c);
+  k::layernorm_backward((T*)nullptr, split_ldw.data(), split_ldb.data(), ldout.data(), inp.data(), (const T*)nullptr,
+                        mean.data(), rstd.data(), rows, c);
+  CHECK(std::memcmp(ldinp.data(), split_ldinp.data(), ldinp.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(ldw.data(), split_ldw.data(), ldw.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(ldb.data(), split_ldb.data(), ldb.size() * sizeof(T)) == 0);
+  // Not vacuous: the calls changed the gradients.
+  CHECK(std::memcmp(ldinp.data(), dinp0.data(), ldinp.size() * sizeof(T)) != 0);
+  CHECK(std::memcmp(dw.data(), dw0.data(), dw.size() * sizeof(T)) != 0);
+}
+
+TEST_CASE("split matmul and layernorm backwards equal the combined call bit for bit") {
+  SECTION("fp32") { check_split_backwards<float>(); }
+  SECTION("bf16") { check_split_backwards<bf16>(); }
+}
+
 // ---- attention --------------------------------------------------------------------------------------
 
 TEST_CASE("attention forward matches the double reference") {
@@ -546,7 +593,7 @@ TEST_CASE("softmax-crossentropy backward matches finite differences of the mean 
   const auto g = backward_grads(
       {logits.size()},
       [&](std::vector<Vec>& d) {
-        k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp);
+        k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N));
       },
       rng);
   check_close(g[0], fd_gradient([&](const DVec& x) { return mean_loss(x, targets); }, to_d(logits)), kGradRtol,
@@ -554,7 +601,7 @@ TEST_CASE("softmax-crossentropy backward matches finite differences of the mean 
   // Padding columns get no gradient: pre-filled values stay bit-identical.
   Vec dl = uniform(rng, logits.size());
   const Vec before = dl;
-  k::softmax_crossentropy_backward(dl.data(), probs.data(), targets.data(), N, V, Vp);
+  k::softmax_crossentropy_backward(dl.data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N));
   for (int n = 0; n < N; ++n)
     for (int i = V; i < Vp; ++i) CHECK(dl[n * Vp + i] == before[n * Vp + i]);
 }
@@ -726,8 +773,8 @@ TEST_CASE("bf16 backwards match the float kernels and accumulate") {
     k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
     both(
         {logits.size()},
-        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp); },
-        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp); },
+        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N)); },
+        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N)); },
         "softmax-crossentropy");
   }
 }

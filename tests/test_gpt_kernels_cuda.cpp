@@ -419,8 +419,9 @@ TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU",
     auto dlogits = dlogits0;
     DeviceArray<T> d_dlogits(dlogits0);
     DeviceArray<float> d_probs_cpu(probs);
-    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), s.N, s.V, s.Vp);
-    gpu::softmax_crossentropy_backward(d_dlogits.get(), d_probs_cpu.get(), d_targets.get(), s.N, s.V, s.Vp, g.stream);
+    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), s.N, s.V, s.Vp, 1.0f / float(s.N));
+    gpu::softmax_crossentropy_backward(d_dlogits.get(), d_probs_cpu.get(), d_targets.get(), s.N, s.V, s.Vp,
+                                      1.0f / float(s.N), g.stream);
     const auto dlogits_gpu = d_dlogits.download(g);
     check_close("softmax_crossentropy_backward dlogits", dlogits_gpu, dlogits, kTol<T>);
     size_t padding_changed = 0;

@@ -50,6 +50,10 @@ void check_options(const RunOptions& o, int world) {
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (t.save_every > 0 && !o.checkpoint_out) throw std::invalid_argument("--save-every needs --checkpoint-out");
+  const int micro_batch = t.global_batch / (world * t.micro_batches);
+  if (o.tiles && (*o.tiles < 1 || *o.tiles > micro_batch))
+    throw std::invalid_argument("--tiles " + std::to_string(*o.tiles) + ": a tile is a group of whole sequences, so " +
+                                "1 <= tiles <= the " + std::to_string(micro_batch) + " sequences of a micro-batch");
 }
 
 EngineOptions engine_options_of(const RunOptions& o) {
@@ -208,6 +212,11 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
 
 }  // namespace
 
+int auto_tiles(const Session& session, int micro_batch) {
+  if (session.cuda_workers() > 0) return 1;
+  return std::max(1, std::min(session.cpu_workers(), micro_batch));
+}
+
 int run_training(const ModelSpec& spec, const RunOptions& options) {
   const Clock::time_point start = Clock::now();
   const int world = DataParallelRanks::world_size();
@@ -224,7 +233,7 @@ int run_training(const ModelSpec& spec, const RunOptions& options) {
       RunState run;
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
-      run.model = spec.build(options.precision, micro_batch);
+      run.model = spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)));
       train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete

@@ -42,12 +42,18 @@ struct RunOptions {
   std::size_t host_mem_limit_mib = 1024;  // offload_optimizer nvme
   std::optional<int> adam_threads;        // default: the host plan's
   int delayed_update_warmup = -1;         // < 0: no delayed update
+  // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
+  std::optional<int> tiles;
   // StarPU: policy, workers, memory limits, trace folder.
   SessionOptions session;
   // Files.
   std::optional<std::filesystem::path> checkpoint_in, checkpoint_out;
   DType checkpoint_precision = DType::f32;
 };
+
+// The tile count `--tiles auto` picks on a running session: one tile when there is a CUDA
+// worker (one kernel per op is best on a GPU), else one per CPU worker, at most one per row.
+int auto_tiles(const Session& session, int micro_batch);
 
 // Trains `spec` as `options` say; returns once every rank is done (0). Throws as above.
 int run_training(const ModelSpec& spec, const RunOptions& options);

@@ -92,8 +92,10 @@ class ModelSpec {
   // Sizes for the planner (host memory checks before StarPU starts).
   virtual ModelFootprint footprint(int micro_batch) const = 0;
   virtual const CheckpointFormat& checkpoint_format() const = 0;
-  // Builds the model for micro-batches of `micro_batch` rows; StarPU must be running.
-  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch) const = 0;
+  // Builds the model for micro-batches of `micro_batch` rows, each row-wise op split into
+  // `tiles` tasks over groups of rows (1 <= tiles <= micro_batch; a model may run every op as
+  // one task and ignore it); StarPU must be running.
+  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch, int tiles) const = 0;
 };
 
 }  // namespace starzero
