@@ -305,43 +305,6 @@ void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n
 
 }  // namespace
 
-bool simd_path_available(SimdPath path) {
-  __builtin_cpu_init();
-  switch (path) {
-    case SimdPath::scalar:
-      return true;
-    case SimdPath::avx2:
-      return __builtin_cpu_supports("avx2");
-    case SimdPath::avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }
-  return false;
-}
-
-SimdPath best_simd_path() {
-  if (simd_path_available(SimdPath::avx512)) return SimdPath::avx512;
-  if (simd_path_available(SimdPath::avx2)) return SimdPath::avx2;
-  return SimdPath::scalar;
-}
-
-std::vector<SimdPath> available_simd_paths() {
-  std::vector<SimdPath> paths;
-  for (SimdPath p : {SimdPath::scalar, SimdPath::avx2, SimdPath::avx512})
-    if (simd_path_available(p)) paths.push_back(p);
-  return paths;
-}
-
-std::string_view simd_path_name(SimdPath path) {
-  switch (path) {
-    case SimdPath::scalar:
-      return "scalar";
-    case SimdPath::avx2:
-      return "avx2";
-    case SimdPath::avx512:
-      return "avx512";
-  }
-  return "unknown";
-}
 
 void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v,
                  bf16* param, const AdamWHyper& hyper) {

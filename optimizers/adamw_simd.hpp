@@ -15,17 +15,16 @@
 
 #include "optimizers/adamw.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/simd.hpp"
 
 namespace starzero::optim {
 
-enum class SimdPath { scalar, avx2, avx512 };
-
-// The widest path this CPU runs (AVX-512 needs F and BW; AVX2 needs AVX2).
-SimdPath best_simd_path();
-// Every path this CPU runs, scalar first.
-std::vector<SimdPath> available_simd_paths();
-bool simd_path_available(SimdPath path);
-std::string_view simd_path_name(SimdPath path);  // "scalar", "avx2", "avx512"
+// The paths (runtime/simd.hpp).
+using starzero::available_simd_paths;
+using starzero::best_simd_path;
+using starzero::simd_path_available;
+using starzero::simd_path_name;
+using starzero::SimdPath;
 
 // One fused AdamW step over n elements. `path` must be available (else std::invalid_argument).
 // bf16 gradient and parameter copy:

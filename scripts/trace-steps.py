@@ -53,7 +53,7 @@ def main():
         if e <= s:
             continue
         busy[t["WorkerId"]] = busy.get(t["WorkerId"], 0.0) + (e - s)
-        kind = re.sub(r"\[[^\]]*\]", "", t["Name"])
+        kind = re.sub(r"\[[^\]]*\]|\.t[0-9]+$", "", t["Name"])
         k = kinds.setdefault(kind, [0, 0.0])
         k[0] += 1
         k[1] += e - s

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "tasks/nn_simd.hpp"
+
 namespace starzero::kernels {
 
 namespace {
@@ -23,8 +25,6 @@ namespace {
 using std::size_t;
 
 constexpr float kLayerNormEps = 1e-5f;
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluCubic = 0.044715f;
 
 // OpenBLAS would otherwise start one thread per core inside every StarPU worker.
 void blas_single_threaded() {
@@ -387,26 +387,17 @@ void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, con
 }
 
 // ---- GELU ------------------------------------------------------------------------------------------
+// On the widest SIMD path of this CPU (tasks/nn_simd.hpp).
 template <class T>
 void gelu_forward(T* out, const T* inp, std::size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float x = to_float(inp[i]);
-    const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-    out[i] = from_float<T>(0.5f * x * (1.0f + std::tanh(u)));
-  }
+  static const SimdPath path = best_simd_path();
+  simd::gelu_forward(path, out, inp, n);
 }
 
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float x = to_float(inp[i]);
-    const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-    const float th = std::tanh(u);
-    const float sech2 = 1.0f - th * th;  // 1/cosh², without cosh overflowing
-    const float du_dx = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    const float local_grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * du_dx;
-    dinp[i] = from_float<T>(to_float(dinp[i]) + local_grad * to_float(dout[i]));
-  }
+  static const SimdPath path = best_simd_path();
+  simd::gelu_backward(path, dinp, inp, dout, n);
 }
 
 // ---- residual --------------------------------------------------------------------------------------

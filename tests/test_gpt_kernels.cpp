@@ -17,6 +17,7 @@
 
 #include "runtime/dtype.hpp"
 #include "tasks/nn_kernels.hpp"
+#include "tasks/nn_simd.hpp"
 
 using namespace starzero;
 namespace k = starzero::kernels;
@@ -538,6 +539,62 @@ TEST_CASE("gelu backward matches finite differences and accumulates") {
   const DVec dd = to_d(dout);
   check_close(g[0], fd_gradient([&](const DVec& v) { return dot(dd, ref_gelu(v)); }, to_d(x)), kGradRtol, kGradAtol,
               "gelu dinp");
+}
+
+// The analytic GELU derivative in double (tanh approximation), for the per-path checks.
+DVec ref_gelu_grad(const DVec& x) {
+  DVec g(x.size());
+  const double k = std::sqrt(2 / std::acos(-1.0));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double u = k * (x[i] + 0.044715 * x[i] * x[i] * x[i]), th = std::tanh(u);
+    g[i] = 0.5 * (1 + th) + 0.5 * x[i] * (1 - th * th) * k * (1 + 3 * 0.044715 * x[i] * x[i]);
+  }
+  return g;
+}
+
+TEST_CASE("gelu on every SIMD path: the double reference to 2e-6 relative + 1e-7, and the same bits") {
+  // 1000 + 7 elements (a vector tail on every path), offset by one element (unaligned), over the
+  // range where GELU bends and both saturated tails.
+  std::mt19937 rng(31);
+  Vec x = uniform(rng, 1008, -9.0f, 9.0f);
+  x[1] = 0.0f, x[2] = -30.0f, x[3] = 30.0f, x[4] = 1e-20f, x[5] = -1e-20f;
+  const std::size_t n = x.size() - 1;
+  const float* in = x.data() + 1;
+  const DVec xd(in, in + n), dout_d = DVec(n, 1.0), want_y = ref_gelu(xd), want_g = ref_gelu_grad(xd);
+  const Vec dout(n, 1.0f);
+  std::vector<Vec> outs, grads;
+  for (SimdPath path : available_simd_paths()) {
+    INFO("path " << simd_path_name(path));
+    Vec y(n, 7.0f), g(n, 0.0f);
+    k::simd::gelu_forward(path, y.data(), in, n);
+    k::simd::gelu_backward(path, g.data(), in, dout.data(), n);
+    check_close(y, want_y, 2e-6, 1e-7, "gelu out");
+    check_close(g, want_g, 2e-6, 1e-7, "gelu grad");
+    outs.push_back(y);
+    grads.push_back(g);
+    // bf16 storage: the float result of the bf16 input, rounded once.
+    std::vector<bf16> xb = to_T<bf16>(Vec(in, in + n)), yb(n), gb = to_T<bf16>(Vec(n, 0.5f)), db = to_T<bf16>(dout);
+    k::simd::gelu_forward(path, yb.data(), xb.data(), n);
+    k::simd::gelu_backward(path, gb.data(), xb.data(), db.data(), n);
+    Vec xr(n), yr(n), gr(n, 0.5f);
+    for (std::size_t i = 0; i < n; ++i) xr[i] = to_float(xb[i]);
+    k::simd::gelu_forward(path, yr.data(), xr.data(), n);
+    k::simd::gelu_backward(path, gr.data(), xr.data(), dout.data(), n);
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      mismatches += (yb[i].bits != from_float<bf16>(yr[i]).bits) + (gb[i].bits != from_float<bf16>(gr[i]).bits);
+    CHECK(mismatches == 0);
+  }
+  for (std::size_t p = 1; p < outs.size(); ++p) {
+    INFO("path " << simd_path_name(available_simd_paths()[p]) << " against scalar");
+    CHECK(std::memcmp(outs[p].data(), outs[0].data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(grads[p].data(), grads[0].data(), n * sizeof(float)) == 0);
+  }
+  // Saturation: gelu(30) = 30, gelu(-30) = -0 (or a denormal), gelu'(±30) = 1, 0.
+  CHECK(outs[0][2] == 30.0f);
+  CHECK(std::abs(outs[0][1]) < 1e-30f);
+  CHECK(grads[0][2] == 1.0f);
+  CHECK(std::abs(grads[0][1]) < 1e-30f);
 }
 
 // ---- residual ---------------------------------------------------------------------------------------
