@@ -7,9 +7,12 @@
 #include <string_view>
 #include <utility>
 
+#include <tbb/parallel_for.h>
+
 #include "optimizers/adamw_codelet.hpp"
 #include "runtime/disk.hpp"
 #include "runtime/host_memory.hpp"
+#include "runtime/session.hpp"
 #include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
 #include "tasks/marks.hpp"
@@ -109,10 +112,13 @@ std::vector<float> read_f32(const Tensor& tensor) {
 
 // The part of a full layer (count values) that falls into shard [offset, offset + shard),
 // zero-padded past the end of the layer.
-std::vector<float> shard_of(std::span<const float> full, std::size_t offset, std::size_t shard) {
-  std::vector<float> out(shard, 0.0f);
-  for (std::size_t i = 0; i < shard && offset + i < full.size(); ++i) out[i] = full[offset + i];
-  return out;
+// Writes the whole tensor from full[offset ...], zero past the end of full (the padding), straight
+// into the tensor's buffer.
+void write_part(Tensor& tensor, std::span<const float> full, std::size_t offset) {
+  const std::size_t n = tensor.count();
+  const std::size_t available = offset < full.size() ? std::min(n, full.size() - offset) : 0;
+  write_values(tensor, full.subspan(offset, available));
+  if (available < n) write_values(tensor, std::vector<float>(n - available, 0.0f), available);
 }
 
 }  // namespace
@@ -160,17 +166,21 @@ Engine::Engine(Model& model, const EngineOptions& options)
       last_toucher_.at(std::size_t(g)) = std::min(last_toucher_[std::size_t(g)], l);
     }
 
-  // Every rank initialises every layer from the same seed and keeps its own part.
+  // Every rank initialises every layer from the same seed and keeps its own part. The layers are
+  // drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
+  // workers asleep so that they leave the cores to it.
   std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
-  for (int l = 0; l < L; ++l) {
-    initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
-    model.init_layer(l, initial[std::size_t(l)], options.seed);
+  {
+    const PausedWorkers paused;
+    tbb::parallel_for(0, L, [&](int l) {
+      initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
+      model.init_layer(l, initial[std::size_t(l)], options.seed);
+    });
   }
   set_master_params(initial);
   for (Layer& layer : layers_) {
-    const std::vector<float> zeros(layer.m.count(), 0.0f);
-    write_values(layer.m, zeros);
-    write_values(layer.v, zeros);
+    tasks::submit_zero(layer.m.handle(), "zero_adam_m");
+    tasks::submit_zero(layer.v.handle(), "zero_adam_v");
   }
   add_held_bytes_to_ledger();
   if (zero_.shard_params)
@@ -549,10 +559,9 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
     Layer& layer = layers_[l];
     if (values[l].size() != layer.count())
       throw std::invalid_argument("set_master_params: wrong size for layer " + std::to_string(l));
-    const std::vector<float> full = shard_of(values[l], 0, layer.padded());
-    write_values(layer.master, sharded() ? shard_of(values[l], layer.own_offset(), layer.shard()) : full);
-    if (layer.param_shard) write_values(*layer.param_shard, shard_of(values[l], layer.own_offset(), layer.shard()));
-    if (!layer.param.is_transient()) write_values(layer.param, full);
+    write_part(layer.master, values[l], sharded() ? layer.own_offset() : 0);
+    if (layer.param_shard) write_part(*layer.param_shard, values[l], layer.own_offset());
+    if (!layer.param.is_transient()) write_part(layer.param, values[l], 0);
   }
 }
 
@@ -576,9 +585,9 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
     if (state[l].master.size() != n || state[l].m.size() != n || state[l].v.size() != n)
       throw std::invalid_argument("set_optimizer_state: wrong size for layer " + std::to_string(l));
     // Unsharded state comes without padding; the padding stays zero.
-    write_values(layer.master, shard_of(state[l].master, 0, layer.master.count()));
-    write_values(layer.m, shard_of(state[l].m, 0, layer.master.count()));
-    write_values(layer.v, shard_of(state[l].v, 0, layer.master.count()));
+    write_part(layer.master, state[l].master, 0);
+    write_part(layer.m, state[l].m, 0);
+    write_part(layer.v, state[l].v, 0);
     // The model's parameters follow the master weights.
     if (layer.param_shard) write_values(*layer.param_shard, state[l].master);
     if (!layer.param.is_transient()) {
@@ -587,7 +596,7 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
         host_comm().all_gather(state[l].master.data(), full.data(), layer.count(), DType::f32);
         write_values(layer.param, full);
       } else {
-        write_values(layer.param, shard_of(state[l].master, 0, layer.padded()));
+        write_part(layer.param, state[l].master, 0);
       }
     }
   }

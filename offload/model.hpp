@@ -40,7 +40,8 @@ class Model {
   // classifier tied to the embedding. The engine makes them available too.
   virtual std::vector<int> shared_groups(int /*layer*/) const { return {}; }
 
-  // Initial fp32 values of one layer's parameters (deterministic from the seed).
+  // Initial fp32 values of one layer's parameters (deterministic from the seed and the layer).
+  // The engine calls it for several layers at once, from several threads.
   virtual void init_layer(int layer, std::span<float> params, std::uint64_t seed) const = 0;
 
   // Submit the layer's tasks for the current micro-batch. Asynchronous: nothing waits.

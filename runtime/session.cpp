@@ -114,4 +114,7 @@ void Session::wait_all() const {
   if (starpu_task_wait_for_all() != 0) throw std::runtime_error("starpu_task_wait_for_all failed");
 }
 
+PausedWorkers::PausedWorkers() { starpu_pause(); }
+PausedWorkers::~PausedWorkers() { starpu_resume(); }
+
 }  // namespace starzero

@@ -32,6 +32,20 @@ struct SessionOptions {
   int trace_rank = 0;  // names the trace file: <trace_dir>/starzero_r<rank>_0
 };
 
+// StarPU's workers asleep while the application thread does host-only work (initialising
+// parameters, converting a checkpoint): an idle StarPU 1.3 worker keeps polling for tasks (the
+// last awake worker of a context never sleeps), which on a machine with as many workers as
+// cores takes a core from the application thread. starpu_pause on construction, starpu_resume on
+// destruction. Tasks may be submitted meanwhile but none runs: nothing inside may wait for one
+// (no Tensor::view, no wait_all).
+class PausedWorkers {
+ public:
+  PausedWorkers();
+  ~PausedWorkers();
+  PausedWorkers(const PausedWorkers&) = delete;
+  PausedWorkers& operator=(const PausedWorkers&) = delete;
+};
+
 // The scheduling policies this StarPU offers, by name (from StarPU itself).
 std::vector<std::string> scheduling_policies();
 
