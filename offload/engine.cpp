@@ -169,15 +169,17 @@ Engine::Engine(Model& model, const EngineOptions& options)
   // Every rank initialises every layer from the same seed and keeps its own part. The layers are
   // drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
   // workers asleep so that they leave the cores to it.
-  std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
-  {
-    const PausedWorkers paused;
-    tbb::parallel_for(0, L, [&](int l) {
-      initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
-      model.init_layer(l, initial[std::size_t(l)], options.seed);
-    });
+  if (options.initialise_params) {
+    std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
+    {
+      const PausedWorkers paused;
+      tbb::parallel_for(0, L, [&](int l) {
+        initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
+        model.init_layer(l, initial[std::size_t(l)], options.seed);
+      });
+    }
+    set_master_params(initial);
   }
-  set_master_params(initial);
   for (Layer& layer : layers_) {
     tasks::submit_zero(layer.m.handle(), "zero_adam_m");
     tasks::submit_zero(layer.v.handle(), "zero_adam_v");

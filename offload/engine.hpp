@@ -89,6 +89,9 @@ struct EngineOptions {
   optim::AdamWHyper adam;        // lr and step are set per step
   float grad_clip = 1.0f;        // global-norm clipping threshold; <= 0: no clipping
   std::uint64_t seed = 1337;     // parameter initialisation
+  // false: the parameters are left unset for set_master_params (a checkpoint is loaded next),
+  // which saves drawing them; the AdamW moments are zeroed either way.
+  bool initialise_params = true;
   int stage = 0;                 // ZeRO stage 0..3
   Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
   // For the engine's direct collectives on host buffers (gathering master weights for a

@@ -18,7 +18,9 @@ double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& optio
   if (available < std::size_t(options.batches))
     throw std::invalid_argument("--batches " + std::to_string(options.batches) + ": the data holds only " +
                                 std::to_string(available) + " whole batches");
-  Engine engine(*model, EngineOptions{});
+  EngineOptions engine_options;
+  engine_options.initialise_params = false;  // the checkpoint's values replace them
+  Engine engine(*model, engine_options);
   apply_resume_files(files, engine);
   double sum = 0;
   for (int b = 0; b < options.batches; ++b) {

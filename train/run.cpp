@@ -174,6 +174,7 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   engine_options.adam_threads = host.adam_threads;
   engine_options.host_numa_node = host.numa_node;
   engine_options.nvme = run.nvme ? &*run.nvme : nullptr;
+  engine_options.initialise_params = !resume;  // the checkpoint's values replace them
   Engine& engine = run.engine.emplace(*run.model, engine_options);
   if (ranks.leader()) print_banner(spec, o, run, ranks, host);
   std::uint64_t first_step = 1;
