@@ -192,14 +192,10 @@ std::string formula(int stage, const PlanInput& in) {
   const std::string g = in.fp32_grad_accum ? p + " + 4Ψ" : p;
   const std::string k = k_text(in.k) + "Ψ";
   switch (stage) {
-    case 0:
-      return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k;
-    case 1:
-      return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k + "/N";
-    case 2:
-      return p + " + (" + g + " + " + k + ")/N";
-    default:
-      return "(" + p + " + " + g + " + " + k + ")/N";
+    case 0: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k;
+    case 1: return p + " + " + (in.fp32_grad_accum ? "(" + g + ")" : g) + " + " + k + "/N";
+    case 2: return p + " + (" + g + " + " + k + ")/N";
+    default: return "(" + p + " + " + g + " + " + k + ")/N";
   }
 }
 
@@ -359,16 +355,10 @@ void print_communication(const PlanRequest& a, const Results& r, std::string& ou
     const CommVolume& c = row_at(r, a.dps.front(), s).comm;
     std::string what;
     switch (s) {
-      case 0:
-        what = "all-reduce of gradients";
-        break;
+      case 0: what = "all-reduce of gradients"; break;
       case 1:
-      case 2:
-        what = "reduce-scatter of gradients + all-gather of parameters";
-        break;
-      default:
-        what = "all-gather fwd + all-gather bwd + reduce-scatter grads";
-        break;
+      case 2: what = "reduce-scatter of gradients + all-gather of parameters"; break;
+      default: what = "all-gather fwd + all-gather bwd + reduce-scatter grads"; break;
     }
     out += "  " + pad(stage_name(s), 8) + pad(what, what_w) + std::to_string(c.psi_multiple) +
            "Ψ = " + with_commas(std::llround(c.elements)) + " elements = " + gb_exact(c.bytes) + " GB\n";

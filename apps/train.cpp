@@ -48,8 +48,9 @@ cli::ArgParser make_train_parser() {
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
-      .option("tiles", "N", "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
-                            "else one per CPU worker) or 1..micro-batch")
+      .option("tiles", "N",
+              "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
+              "else one per CPU worker) or 1..micro-batch")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
       .flag("fp32-grad-accum",

@@ -67,18 +67,12 @@ struct Engine::Layer {
  private:
   std::optional<Tensor>& optional_tensor(LayerBuffer role) {
     switch (role) {
-      case LayerBuffer::param_shard:
-        return param_shard;
-      case LayerBuffer::param_next:
-        return param_next;
-      case LayerBuffer::grad_shard:
-        return grad_shard;
-      case LayerBuffer::grad_partial:
-        return grad_partial;
-      case LayerBuffer::grad_accum:
-        return grad_accum;
-      default:
-        throw std::logic_error("not an optional layer buffer: " + std::string(layer_buffer_name(role)));
+      case LayerBuffer::param_shard: return param_shard;
+      case LayerBuffer::param_next: return param_next;
+      case LayerBuffer::grad_shard: return grad_shard;
+      case LayerBuffer::grad_partial: return grad_partial;
+      case LayerBuffer::grad_accum: return grad_accum;
+      default: throw std::logic_error("not an optional layer buffer: " + std::string(layer_buffer_name(role)));
     }
   }
 };
@@ -264,8 +258,7 @@ void Engine::gather(int layer, const char* pass) {
 // (one rank with the parameters on the host).
 void Engine::release(int layer, const char* pass) {
   switch (layers_[std::size_t(layer)].plan.param_access()) {
-    case ParamAccess::resident:
-      return;
+    case ParamAccess::resident: return;
     case ParamAccess::fetched_per_use:
       for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
       return;
@@ -313,8 +306,7 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
   }
   if (!last_micro_batch) return;  // reduced once, accumulated
   switch (plan.grad_reduction()) {
-    case GradReduction::none:
-      return;
+    case GradReduction::none: return;
     case GradReduction::all_reduce:
       tasks::submit_all_reduce(*order_, layer.grad.handle(), dtype, at("all_reduce_grad", group));
       return;
@@ -495,8 +487,7 @@ void Engine::submit_publish(int l, bool delayed) {
   const PublishPlan& publish = layer.plan.publish(delayed);
   const DType dtype = model_.dtype();
   switch (publish.how) {
-    case Publish::none:
-      return;  // AdamW wrote where the model reads
+    case Publish::none: return;  // AdamW wrote where the model reads
     case Publish::copy_next:
       tasks::submit_copy(layer.param_next->handle(), layer.tensor(publish.destination).handle(),
                          at("publish_param", l));
@@ -517,10 +508,8 @@ Tensor Engine::allocate(const PlannedBuffer& buffer, const std::string& name) {
   const std::size_t count = buffer.elements;
   const DType dtype = buffer.dtype;
   switch (buffer.home) {
-    case BufferHome::device:
-      return Tensor::host(dtype, count, name);
-    case BufferHome::transient:
-      return Tensor::transient(dtype, count, name);
+    case BufferHome::device: return Tensor::host(dtype, count, name);
+    case BufferHome::transient: return Tensor::transient(dtype, count, name);
     case BufferHome::pinned_host:
       return Tensor::with_home(
           dtype, count, name,

@@ -86,9 +86,9 @@ class CollectiveOrder;
 class DiskNode;
 
 struct EngineOptions {
-  optim::AdamWHyper adam;        // lr and step are set per step
-  float grad_clip = 1.0f;        // global-norm clipping threshold; <= 0: no clipping
-  std::uint64_t seed = 1337;     // parameter initialisation
+  optim::AdamWHyper adam;     // lr and step are set per step
+  float grad_clip = 1.0f;     // global-norm clipping threshold; <= 0: no clipping
+  std::uint64_t seed = 1337;  // parameter initialisation
   // false: the parameters are left unset for set_master_params (a checkpoint is loaded next),
   // which saves drawing them; the AdamW moments are zeroed either way.
   bool initialise_params = true;

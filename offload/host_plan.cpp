@@ -17,15 +17,6 @@ namespace {
 
 constexpr double kMiB = 1048576.0;
 
-std::string format_bytes(double bytes) {
-  char text[32];
-  if (bytes >= 1e9)
-    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
-  else
-    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
-  return text;
-}
-
 // A path fit for a one-line message: control characters replaced, at most 80 characters.
 std::string printable(const fs::path& path) {
   const std::string text = path.string();
@@ -99,6 +90,15 @@ HostPlan plan_host(const HostPlanInput& in, const Topology& topology) {
   check_host_memory(in);
   if (in.offload_optimizer == OptimizerOffload::nvme) plan.disk_bytes = plan_disk(in);
   return plan;
+}
+
+std::string format_bytes(double bytes) {
+  char text[32];
+  if (bytes >= 1e9)
+    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  return text;
 }
 
 }  // namespace starzero

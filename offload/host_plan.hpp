@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "offload/placement.hpp"
 #include "offload/planner.hpp"
@@ -40,5 +41,8 @@ struct HostPlan {
 // checked. Throws std::invalid_argument (one line) when memory or disk space is short, the path
 // cannot be created or queried, or the input is invalid.
 HostPlan plan_host(const HostPlanInput& input, const Topology& topology);
+
+// Bytes for a message: "1.23 GB" from 1e9 bytes up, else "12.3 MB".
+std::string format_bytes(double bytes);
 
 }  // namespace starzero

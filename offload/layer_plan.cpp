@@ -22,22 +22,14 @@ ZeroState ZeroState::of(int stage, std::int64_t ranks) {
 
 std::string_view layer_buffer_name(LayerBuffer buffer) {
   switch (buffer) {
-    case LayerBuffer::param:
-      return "param";
-    case LayerBuffer::param_shard:
-      return "param_shard";
-    case LayerBuffer::param_next:
-      return "param_next";
-    case LayerBuffer::grad:
-      return "grad";
-    case LayerBuffer::grad_shard:
-      return "grad_shard";
-    case LayerBuffer::grad_partial:
-      return "grad_partial";
-    case LayerBuffer::grad_accum:
-      return "grad_accum";
-    case LayerBuffer::optimizer_state:
-      return "optimizer_state";
+    case LayerBuffer::param: return "param";
+    case LayerBuffer::param_shard: return "param_shard";
+    case LayerBuffer::param_next: return "param_next";
+    case LayerBuffer::grad: return "grad";
+    case LayerBuffer::grad_shard: return "grad_shard";
+    case LayerBuffer::grad_partial: return "grad_partial";
+    case LayerBuffer::grad_accum: return "grad_accum";
+    case LayerBuffer::optimizer_state: return "optimizer_state";
   }
   return "?";
 }
@@ -55,12 +47,9 @@ void validate(const LayerPlanInput& in) {
 
 MemoryPlace place_of(BufferHome home) {
   switch (home) {
-    case BufferHome::pinned_host:
-      return MemoryPlace::host;
-    case BufferHome::disk:
-      return MemoryPlace::disk;
-    default:
-      return MemoryPlace::device;
+    case BufferHome::pinned_host: return MemoryPlace::host;
+    case BufferHome::disk: return MemoryPlace::disk;
+    default: return MemoryPlace::device;
   }
 }
 

@@ -14,12 +14,9 @@ enum class ParamOffload { none, cpu };  // cpu: ZeRO-3 only
 // "none", "cpu", "nvme": the spelling of the command-line flags.
 inline std::string_view offload_name(OptimizerOffload o) {
   switch (o) {
-    case OptimizerOffload::none:
-      return "none";
-    case OptimizerOffload::cpu:
-      return "cpu";
-    case OptimizerOffload::nvme:
-      return "nvme";
+    case OptimizerOffload::none: return "none";
+    case OptimizerOffload::cpu: return "cpu";
+    case OptimizerOffload::nvme: return "nvme";
   }
   return "?";
 }

@@ -35,12 +35,9 @@ int precision_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "fp16";
-    case Precision::fp32:
-      return "fp32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp32: return "fp32";
   }
   return "?";
 }

@@ -240,15 +240,9 @@ void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float*
   require(path);
   const Consts c = make_consts(hyper, grad_scale);
   switch (path) {
-    case SimdPath::avx512:
-      adamw_avx512(n, grad, master, m, v, param, c);
-      return;
-    case SimdPath::avx2:
-      adamw_avx2(n, grad, master, m, v, param, c);
-      return;
-    case SimdPath::scalar:
-      adamw_scalar(0, n, grad, master, m, v, param, c);
-      return;
+    case SimdPath::avx512: adamw_avx512(n, grad, master, m, v, param, c); return;
+    case SimdPath::avx2: adamw_avx2(n, grad, master, m, v, param, c); return;
+    case SimdPath::scalar: adamw_scalar(0, n, grad, master, m, v, param, c); return;
   }
 }
 
@@ -256,15 +250,9 @@ template <class S, class D>
 void cast(SimdPath path, std::size_t n, const S* src, D* dst) {
   require(path);
   switch (path) {
-    case SimdPath::avx512:
-      cast_avx512(n, src, dst);
-      return;
-    case SimdPath::avx2:
-      cast_avx2(n, src, dst);
-      return;
-    case SimdPath::scalar:
-      cast_scalar(0, n, src, dst);
-      return;
+    case SimdPath::avx512: cast_avx512(n, src, dst); return;
+    case SimdPath::avx2: cast_avx2(n, src, dst); return;
+    case SimdPath::scalar: cast_scalar(0, n, src, dst); return;
   }
 }
 
@@ -304,7 +292,6 @@ void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n
 }
 
 }  // namespace
-
 
 void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v,
                  bf16* param, const AdamWHyper& hyper) {

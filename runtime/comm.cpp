@@ -11,16 +11,11 @@ namespace starzero {
 
 std::string_view comm_op_name(CommOp op) {
   switch (op) {
-    case CommOp::all_gather:
-      return "all_gather";
-    case CommOp::reduce_scatter:
-      return "reduce_scatter";
-    case CommOp::all_reduce:
-      return "all_reduce";
-    case CommOp::broadcast:
-      return "broadcast";
-    case CommOp::barrier:
-      return "barrier";
+    case CommOp::all_gather: return "all_gather";
+    case CommOp::reduce_scatter: return "reduce_scatter";
+    case CommOp::all_reduce: return "all_reduce";
+    case CommOp::broadcast: return "broadcast";
+    case CommOp::barrier: return "barrier";
   }
   return "unknown";
 }

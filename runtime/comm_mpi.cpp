@@ -43,14 +43,10 @@ void check_mpi(int code, const char* call) {
 
 std::string thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE:
-      return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
   }
   return "thread level " + std::to_string(level);
 }

@@ -177,14 +177,9 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
 
 PinnedHostBuffer::~PinnedHostBuffer() {
   switch (lock_) {
-    case Lock::mlock:
-      munlock(data_, mapped_bytes_);
-      break;
-    case Lock::starpu:
-      starpu_memory_unpin(data_, mapped_bytes_);
-      break;
-    case Lock::none:
-      break;
+    case Lock::mlock: munlock(data_, mapped_bytes_); break;
+    case Lock::starpu: starpu_memory_unpin(data_, mapped_bytes_); break;
+    case Lock::none: break;
   }
   (pinned() ? live_pinned_bytes : live_pageable_bytes).fetch_sub(bytes_, std::memory_order_relaxed);
   if (source_ == Source::hwloc)

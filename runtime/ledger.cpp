@@ -4,26 +4,19 @@ namespace starzero {
 
 std::string_view memory_category_name(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::params:
-      return "parameters";
-    case MemoryCategory::grads:
-      return "gradients";
-    case MemoryCategory::optimizer:
-      return "optimizer state";
-    case MemoryCategory::temporaries:
-      return "temporary full params";
+    case MemoryCategory::params: return "parameters";
+    case MemoryCategory::grads: return "gradients";
+    case MemoryCategory::optimizer: return "optimizer state";
+    case MemoryCategory::temporaries: return "temporary full params";
   }
   return "?";
 }
 
 std::string_view memory_place_name(MemoryPlace p) {
   switch (p) {
-    case MemoryPlace::device:
-      return "device";
-    case MemoryPlace::host:
-      return "host";
-    case MemoryPlace::disk:
-      return "disk";
+    case MemoryPlace::device: return "device";
+    case MemoryPlace::host: return "host";
+    case MemoryPlace::disk: return "disk";
   }
   return "?";
 }

@@ -5,12 +5,9 @@ namespace starzero {
 bool simd_path_available(SimdPath path) {
   __builtin_cpu_init();
   switch (path) {
-    case SimdPath::scalar:
-      return true;
-    case SimdPath::avx2:
-      return __builtin_cpu_supports("avx2");
-    case SimdPath::avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    case SimdPath::scalar: return true;
+    case SimdPath::avx2: return __builtin_cpu_supports("avx2");
+    case SimdPath::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   }
   return false;
 }
@@ -30,12 +27,9 @@ std::vector<SimdPath> available_simd_paths() {
 
 std::string_view simd_path_name(SimdPath path) {
   switch (path) {
-    case SimdPath::scalar:
-      return "scalar";
-    case SimdPath::avx2:
-      return "avx2";
-    case SimdPath::avx512:
-      return "avx512";
+    case SimdPath::scalar: return "scalar";
+    case SimdPath::avx2: return "avx2";
+    case SimdPath::avx512: return "avx512";
   }
   return "unknown";
 }

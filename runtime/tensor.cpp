@@ -11,12 +11,9 @@ namespace {
 
 starpu_data_access_mode starpu_mode(Access mode) {
   switch (mode) {
-    case Access::read:
-      return STARPU_R;
-    case Access::write:
-      return STARPU_W;
-    case Access::readwrite:
-      return STARPU_RW;
+    case Access::read: return STARPU_R;
+    case Access::write: return STARPU_W;
+    case Access::readwrite: return STARPU_RW;
   }
   return STARPU_R;
 }

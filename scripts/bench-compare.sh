@@ -3,9 +3,11 @@
 #   - `bench step` (gpt2-124M, fp32, B=4, T=64 unless BENCH_FLAGS says otherwise): the median step
 #     time and MFU against the run's own GEMM probe, RUNS times each, alternating;
 #   - the `tiny` demo training (300 steps on this checkout's text): tokens/s, RUNS times each;
+#   - the time to the end of step 1 minus that step, from random init and from a checkpoint;
 #   - one traced gpt2-124M training of 3 steps each (on TOKENS, an llm.c token shard), read
 #     with scripts/trace-steps.py: worker busy share and task kinds of the last step.
-# Usage: scripts/bench-compare.sh OLD NEW TOKENS [WORKDIR]   (RUNS=3, NEW_FLAGS= extra flags for NEW)
+# Usage: scripts/bench-compare.sh OLD NEW TOKENS [WORKDIR]   (RUNS=3, NEW_FLAGS= extra flags for NEW,
+#        PARTS="bench startup trace": which parts to run)
 set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: bench-compare.sh OLD NEW TOKENS [WORKDIR]" >&2; exit 2; }
 old=$1 new=$2 tokens=$3 work=${4:-$(mktemp -d)}
@@ -13,9 +15,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${RUNS:-3}
 read -r -a bench_flags <<< "${BENCH_FLAGS:---preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 3}"
 read -r -a new_flags <<< "${NEW_FLAGS:-}"
+parts=" ${PARTS:-bench startup trace} "
 mkdir -p "$work"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "n/a")}'; }
 for i in $(seq "$runs"); do
+  [[ $parts == *" bench "* ]] || break
   for v in old new; do
     bin=${!v}; extra=(); [ $v = new ] && extra=("${new_flags[@]}")
     echo "bench-compare: bench step $v, run $i" >&2
@@ -25,12 +29,39 @@ for i in $(seq "$runs"); do
   done
 done
 for v in old new; do
+  [[ $parts == *" trace "* ]] || break
   bin=${!v}; extra=(); [ $v = new ] && extra=("${new_flags[@]}")
   echo "bench-compare: traced gpt2-124M $v" >&2
   rm -rf "$work/trace-$v"
   "$bin" train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 3 --val-every 0 --sample-every 0 \
     --data "$tokens" --trace "$work/trace-$v" "${extra[@]}" > "$work/trace-$v.log" 2>&1
 done
+# Time to the end of step 1 (gpt2-124M, fp32, B=4, T=64, one step, no validation): process start
+# to the end of step 1 minus that step's own time, from random initialisation and from an llm.c
+# checkpoint (written by NEW's first run), RUNS times each, alternating.
+startup_flags=(train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 1 --val-every 0 --sample-every 0
+               --data "$tokens")
+[[ $parts == *" startup "* ]] && "$new" "${startup_flags[@]}" --checkpoint-out "$work/g124.bin" > "$work/checkpoint.log" 2>&1 &&
+  rm -f "$work/g124.bin.state"
+for i in $(seq "$runs"); do
+  [[ $parts == *" startup "* ]] || break
+  for v in old new; do
+    bin=${!v}
+    for from in init checkpoint; do
+      from_flags=(); [ $from = checkpoint ] && from_flags=(--checkpoint-in "$work/g124.bin")
+      echo "bench-compare: time to step 1 $v from $from, run $i" >&2
+      /usr/bin/time -f "wall %e" "$bin" "${startup_flags[@]}" "${from_flags[@]}" > "$work/startup-$v-$from-$i.log" 2>&1
+    done
+  done
+done
+# wall − step time of each run, median.
+startup() {
+  for f in "$work"/startup-$1-$2-*.log; do
+    awk '/^step 1\/1/ { for (i = 1; i <= NF; ++i) if ($(i+1) == "ms") ms = $i } /^wall/ { w = $2 }
+         END { if (ms != "" && w != "") printf "%.1f\n", w - ms / 1000 }' "$f"
+  done | median
+}
+
 echo "| | old | new | new/old |"
 echo "|---|---|---|---|"
 step() { grep -h '^| step time' "$work"/bench-$1-*.log | grep -oE '[0-9.]+ s ' | grep -oE '[0-9.]+' | median; }
@@ -41,7 +72,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else
 echo "| median step time, s (bench step) | $step_old | $step_new | $(ratio "$step_old" "$step_new") |"
 echo "| median MFU vs own GEMM probe, % | $mfu_old | $mfu_new | $(ratio "$mfu_old" "$mfu_new") |"
 echo "| tiny demo, median tok/s | $tiny_old | $tiny_new | $(ratio "$tiny_old" "$tiny_new") |"
+for from in init checkpoint; do
+  so=$(startup old $from) sn=$(startup new $from)
+  echo "| time to step 1 minus the step, from $from, s | $so | $sn | $(ratio "$so" "$sn") |"
+done
 for v in old new; do
+  [ -d "$work/trace-$v" ] || continue
   echo; echo "### $v: last step of the traced gpt2-124M run"; echo '```'
   python3 "$root/scripts/trace-steps.py" "$work/trace-$v" --kinds 30; echo '```'
 done

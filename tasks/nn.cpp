@@ -101,9 +101,9 @@ constexpr auto layernorm_backward = []<class T>(auto launch, const TaskBuffers& 
 };
 
 constexpr auto layernorm_backward_input = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>),
-         b.get<T>("dinp"), nullptr, nullptr, b.get<T>("dout"), b.get<T>("inp"), b.get<T>("params", a.weight),
-         b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
+  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>), b.get<T>("dinp"),
+         nullptr, nullptr, b.get<T>("dout"), b.get<T>("inp"), b.get<T>("params", a.weight), b.get<float>("mean"),
+         b.get<float>("rstd"), a.d.N(), a.d.C);
 };
 
 constexpr auto layernorm_backward_params = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
@@ -124,8 +124,8 @@ constexpr auto matmul_backward = []<class T>(auto launch, const TaskBuffers& b, 
 };
 
 constexpr auto matmul_backward_input = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), b.get<T>("dinp"),
-         nullptr, nullptr, b.get<T>("dout"), nullptr, b.get<T>("params", a.weight), a.d.N(), a.C, a.OC);
+  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), b.get<T>("dinp"), nullptr,
+         nullptr, b.get<T>("dout"), nullptr, b.get<T>("params", a.weight), a.d.N(), a.C, a.OC);
 };
 
 constexpr auto matmul_backward_weight = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
@@ -285,8 +285,12 @@ Codelet<NnArgs> layernorm_backward(running<ops::layernorm_backward>({
 // s·(4·N·C + C) + 8·N (dinp accumulated, dout, inp, weight; mean, rstd).
 Codelet<NnArgs> layernorm_backward_input(running<ops::layernorm_backward_input>({
     .name = "nn_layernorm_backward_input",
-    .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"},
-                {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
+    .buffers = {{STARPU_RW, "dinp"},
+                {STARPU_R, "dout"},
+                {STARPU_R, "inp"},
+                {STARPU_R, "params"},
+                {STARPU_R, "mean"},
+                {STARPU_R, "rstd"}},
     .flops = [](const NnArgs& a, Handles) { return 12.0 * rows(a) * a.d.C; },
     .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + a.d.C) + 8.0 * rows(a); },
 }));
@@ -296,9 +300,8 @@ Codelet<NnArgs> layernorm_backward_params(running<ops::layernorm_backward_params
     .name = "nn_layernorm_backward_params",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
     .flops = [](const NnArgs& a, Handles) { return 5.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (2.0 * rows(a) * a.d.C + 4.0 * a.d.C) + 8.0 * rows(a);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + 4.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
 // FLOPs 2·N·C·OC (the bias add left out); bytes s·(N·C + OC·C + OC + N·OC).
@@ -327,9 +330,8 @@ Codelet<NnArgs> matmul_backward_input(running<ops::matmul_backward_input>({
     .name = "nn_matmul_backward_input",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "params"}},
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (rows(a) * a.OC + 2.0 * rows(a) * a.C + double(a.OC) * a.C);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (rows(a) * a.OC + 2.0 * rows(a) * a.C + double(a.OC) * a.C); },
 }));
 
 // Weight: dW += doutᵀ·inp and db += Σ dout, FLOPs 2·N·C·OC + N·OC; bytes s·(N·OC + N·C + 2·OC·C + 2·OC).
@@ -337,9 +339,8 @@ Codelet<NnArgs> matmul_backward_weight(running<ops::matmul_backward_weight>({
     .name = "nn_matmul_backward_weight",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
     .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC + rows(a) * a.OC; },
-    .bytes = [](const NnArgs& a, Handles) {
-      return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * a.OC * a.C + 2.0 * a.OC);
-    },
+    .bytes = [](const NnArgs& a,
+                Handles) { return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * a.OC * a.C + 2.0 * a.OC); },
 }));
 
 // FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the

@@ -116,8 +116,8 @@ template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp, void* stream);
 template <class T>
-void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp, float dloss,
-                                   void* stream);
+void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
+                                   float dloss, void* stream);
 }  // namespace cuda
 
 }  // namespace starzero::kernels

@@ -44,8 +44,7 @@ struct Ops<float> {
   static float select(bool m, float a, float b) { return m ? a : b; }
 };
 template <class F>
-  requires(!std::is_same_v<F, float>)
-struct Ops<F> {
+requires(!std::is_same_v<F, float>) struct Ops<F> {
   static constexpr int lanes = sizeof(F) / 4;
   using Int = typename Vec<lanes>::Ints;
   [[gnu::always_inline]] static F splat(float c) {
@@ -71,7 +70,7 @@ template <class V>
   x = O::select(x > O::splat(88.3f), O::splat(88.3f), x);
   const V round = O::splat(12582912.0f);  // 1.5·2^23
   const V n = (x * O::splat(1.44269504088896341f) + round) - round;
-  V r = x - n * O::splat(0.693359375f);  // ln2, high part: exact products for |n| < 2^11
+  V r = x - n * O::splat(0.693359375f);   // ln2, high part: exact products for |n| < 2^11
   r = r - n * O::splat(-2.12194440e-4f);  // ln2 - 0.693359375
   V p = O::splat(1.9875691500e-4f);
   p = p * r + O::splat(1.3981999507e-3f);

@@ -830,8 +830,12 @@ TEST_CASE("bf16 backwards match the float kernels and accumulate") {
     k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
     both(
         {logits.size()},
-        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N)); },
-        [&](auto& d) { k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N)); },
+        [&](auto& d) {
+          k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N));
+        },
+        [&](auto& d) {
+          k::softmax_crossentropy_backward(d[0].data(), probs.data(), targets.data(), N, V, Vp, 1.0f / float(N));
+        },
         "softmax-crossentropy");
   }
 }

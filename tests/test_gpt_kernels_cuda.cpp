@@ -421,7 +421,7 @@ TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU",
     DeviceArray<float> d_probs_cpu(probs);
     cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), s.N, s.V, s.Vp, 1.0f / float(s.N));
     gpu::softmax_crossentropy_backward(d_dlogits.get(), d_probs_cpu.get(), d_targets.get(), s.N, s.V, s.Vp,
-                                      1.0f / float(s.N), g.stream);
+                                       1.0f / float(s.N), g.stream);
     const auto dlogits_gpu = d_dlogits.download(g);
     check_close("softmax_crossentropy_backward dlogits", dlogits_gpu, dlogits, kTol<T>);
     size_t padding_changed = 0;

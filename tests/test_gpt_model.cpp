@@ -274,6 +274,45 @@ TEST_CASE("bf16 model follows the fp32 model", "[gpt][bf16]") {
   CHECK(cos > kBf16MinCosine);
 }
 
+TEST_CASE("initial values: GPT-2's distributions, a function of (seed, layer) alone", "[gpt][init]") {
+  Session session(cpu_session());
+  const GptShape shape{64, 300, 320, 3, 4, 48};
+  GptModel model(shape, DType::f32, 1, 8);
+  const GptLayout& layout = model.layout();
+  auto draw = [&](int layer, std::uint64_t seed) {
+    std::vector<float> v(model.layer_params(layer));
+    model.init_layer(layer, v, seed);
+    return v;
+  };
+  // The sample standard deviation and mean of one tensor of one layer.
+  auto moments = [&](const std::vector<float>& v, GptParam p, std::size_t count) {
+    const GptTensor& t = layout[p];
+    double sum = 0, squares = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      sum += v[t.layer_offset + i], squares += double(v[t.layer_offset + i]) * v[t.layer_offset + i];
+    const double mean = sum / double(count);
+    return std::pair{mean, std::sqrt(squares / double(count) - mean * mean)};
+  };
+  const std::vector<float> embedding = draw(0, 7), block = draw(2, 7);
+  const auto [wte_mean, wte_std] = moments(embedding, GptParam::wte, std::size_t(shape.vocab) * shape.channels);
+  CHECK(std::abs(wte_std - 0.02) < 0.02 * 0.03);  // 14400 values: the std within 3 %
+  CHECK(std::abs(wte_mean) < 0.001);
+  const auto [proj_mean, proj_std] = moments(block, GptParam::attprojw, layout[GptParam::attprojw].layer_count);
+  CHECK(std::abs(proj_std - 0.02 / std::sqrt(2.0 * shape.layers)) < 0.02 / std::sqrt(2.0 * shape.layers) * 0.05);
+  // Padding rows of wte are zero, biases zero, layernorm gains one.
+  const GptTensor& wte = layout[GptParam::wte];
+  for (std::size_t i = std::size_t(shape.vocab) * shape.channels; i < wte.layer_count; ++i)
+    REQUIRE(embedding[i] == 0.0f);
+  for (std::size_t i = 0; i < layout[GptParam::qkvb].layer_count; ++i)
+    REQUIRE(block[layout[GptParam::qkvb].layer_offset + i] == 0.0f);
+  for (std::size_t i = 0; i < layout[GptParam::ln1w].layer_count; ++i)
+    REQUIRE(block[layout[GptParam::ln1w].layer_offset + i] == 1.0f);
+  // Deterministic, and different for another seed or another layer of the same kind.
+  CHECK(draw(2, 7) == block);
+  CHECK(draw(2, 8) != block);
+  CHECK(draw(1, 7) != block);
+}
+
 TEST_CASE("the default initialisation starts at loss ln(V)", "[gpt][init]") {
   Session session(cpu_session());
   const GptShape shape = gpt_preset("tiny");

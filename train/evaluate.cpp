@@ -13,7 +13,8 @@ double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& optio
   // Read and check the file before StarPU starts.
   const ResumeFiles files{spec.checkpoint_format().read(options.checkpoint), std::nullopt};
   Session session(options.session);
-  const std::unique_ptr<Trainable> model = spec.build(options.precision, options.batch, auto_tiles(session, options.batch));
+  const std::unique_ptr<Trainable> model =
+      spec.build(options.precision, options.batch, auto_tiles(session, options.batch));
   const std::size_t available = model->validation_batches(options.batch);
   if (available < std::size_t(options.batches))
     throw std::invalid_argument("--batches " + std::to_string(options.batches) + ": the data holds only " +

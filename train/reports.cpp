@@ -4,22 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "offload/host_plan.hpp"
 #include "runtime/host_memory.hpp"
 
 namespace starzero {
-
-namespace {
-
-std::string format_megabytes(double bytes) {
-  char text[32];
-  if (bytes >= 1e9)
-    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
-  else
-    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
-  return text;
-}
-
-}  // namespace
 
 // `starzero plan`'s input for the configuration this engine runs; `padded`: each layer padded to
 // a multiple of N elements, as the collectives see it.
@@ -140,7 +128,7 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
   std::printf(
       "  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "
       "CPU-only run\n",
-      format_megabytes(double(pins.pinned_bytes)).c_str(), format_megabytes(double(pins.pageable_bytes)).c_str(),
+      format_bytes(double(pins.pinned_bytes)).c_str(), format_bytes(double(pins.pageable_bytes)).c_str(),
       pins.failed_pins);
 }
 

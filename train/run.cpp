@@ -234,7 +234,8 @@ int run_training(const ModelSpec& spec, const RunOptions& options) {
       RunState run;
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
-      run.model = spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)));
+      run.model =
+          spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)));
       train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete
