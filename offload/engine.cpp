@@ -1,6 +1,7 @@
 #include "offload/engine.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -160,20 +161,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
       last_toucher_.at(std::size_t(g)) = std::min(last_toucher_[std::size_t(g)], l);
     }
 
-  // Every rank initialises every layer from the same seed and keeps its own part. The layers are
-  // drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
-  // workers asleep so that they leave the cores to it.
-  if (options.initialise_params) {
-    std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
-    {
-      const PausedWorkers paused;
-      tbb::parallel_for(0, L, [&](int l) {
-        initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
-        model.init_layer(l, initial[std::size_t(l)], options.seed);
-      });
-    }
-    set_master_params(initial);
-  }
+  if (options.initialise_params) initialise_params();
   for (Layer& layer : layers_) {
     tasks::submit_zero(layer.m.handle(), "zero_adam_m");
     tasks::submit_zero(layer.v.handle(), "zero_adam_v");
@@ -542,6 +530,45 @@ std::vector<std::vector<float>> Engine::master_params() const {
     out.push_back(std::move(full));
   }
   return out;
+}
+
+// Every rank initialises every layer from the same seed and keeps its own part. The layers are
+// drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
+// workers asleep so that they leave the cores to it. Unsharded master weights in main memory are
+// drawn in place (their views are taken before the workers sleep); otherwise through a copy of
+// the layer, of which each buffer takes its part.
+void Engine::initialise_params() {
+  const int L = int(layers_.size());
+  if (sharded() || options_.offload_optimizer == OptimizerOffload::nvme) {
+    std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
+    {
+      const PausedWorkers paused;
+      tbb::parallel_for(0, L, [&](int l) {
+        initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
+        model_.init_layer(l, initial[std::size_t(l)], options_.seed);
+      });
+    }
+    set_master_params(initial);
+    return;
+  }
+  std::deque<Tensor::HostView> masters;
+  for (const Layer& layer : layers_)
+    masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
+  {
+    const PausedWorkers paused;
+    tbb::parallel_for(0, L, [&](int l) {
+      const std::span<float> values = masters[std::size_t(l)].as<float>();
+      const std::size_t count = layers_[std::size_t(l)].count();
+      model_.init_layer(l, values.first(count), options_.seed);
+      std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
+    });
+  }
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    const std::span<const float> values = masters[l].as<float>().first(layer.count());
+    if (layer.param_shard) write_part(*layer.param_shard, values, layer.own_offset());
+    if (!layer.param.is_transient()) write_part(layer.param, values, 0);
+  }
 }
 
 void Engine::set_master_params(const std::vector<std::vector<float>>& values) {

@@ -174,6 +174,7 @@ class Engine {
   DType model_dtype() const { return model_.dtype(); }
 
  private:
+  void initialise_params();  // the model's initial values into the buffers (constructor)
   class Handles;
   struct Layer;
   void submit_forward_walk();

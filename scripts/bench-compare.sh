@@ -68,7 +68,7 @@ step() { grep -h '^| step time' "$work"/bench-$1-*.log | grep -oE '[0-9.]+ s ' |
 mfu() { grep -h '^| MFU vs probe' "$work"/bench-$1-*.log | grep -oE '[0-9.]+ %' | grep -oE '[0-9.]+' | median; }
 tiny() { grep -h '^summary' "$work"/tiny-$1-*.log | grep -oE '\([0-9.]+ tok/s' | grep -oE '[0-9.]+' | median; }
 step_old=$(step old) step_new=$(step new) mfu_old=$(mfu old) mfu_new=$(mfu new) tiny_old=$(tiny old) tiny_new=$(tiny new)
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", b / a; else print "n/a" }'; }
 echo "| median step time, s (bench step) | $step_old | $step_new | $(ratio "$step_old" "$step_new") |"
 echo "| median MFU vs own GEMM probe, % | $mfu_old | $mfu_new | $(ratio "$mfu_old" "$mfu_new") |"
 echo "| tiny demo, median tok/s | $tiny_old | $tiny_new | $(ratio "$tiny_old" "$tiny_new") |"
