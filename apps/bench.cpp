@@ -112,8 +112,7 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 
-  const int tiles =
-      p.given("tiles") && *p.value("tiles") != "auto" ? cli::int_option(p, "tiles", 1, 1, B) : auto_tiles(session, B);
+  const int tiles = cli::auto_or_int_option(p, "tiles", 1, B).value_or(auto_tiles(session, B));
   std::printf("tiles: %d per row-wise op\n", tiles);
   GptModel model(shape, dtype, B, T, tiles);
   EngineOptions engine_options;

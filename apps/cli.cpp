@@ -265,6 +265,13 @@ int int_option(const ArgParser& p, std::string_view name, std::int64_t fallback,
   return int(value);
 }
 
+std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name, std::int64_t min_value,
+                                      std::int64_t max_value) {
+  const auto v = p.value(name);
+  if (!v || *v == "auto") return std::nullopt;
+  return int_option(p, name, min_value, min_value, max_value);
+}
+
 float real_option(const ArgParser& p, std::string_view name, double fallback) {
   const auto v = p.value(name);
   return float(v ? parse_number("--" + std::string(name), *v) : fallback);

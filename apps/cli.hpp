@@ -81,6 +81,9 @@ class ArgParser {
 // A whole number in [min_value, max_value] (default `fallback` when the option is absent).
 int int_option(const ArgParser& p, std::string_view name, std::int64_t fallback, std::int64_t min_value,
                std::int64_t max_value = std::int64_t{1} << 30);
+// `auto` (or the option absent): empty; else a whole number in [min_value, max_value].
+std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name, std::int64_t min_value,
+                                      std::int64_t max_value = std::int64_t{1} << 30);
 // A non-negative real (default `fallback`).
 float real_option(const ArgParser& p, std::string_view name, double fallback);
 // fp32 or bf16.

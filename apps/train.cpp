@@ -156,7 +156,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint
                   : collectives == "mpi" ? Collectives::mpi
                                          : Collectives::nccl;
   offload_options(p, o);
-  if (const auto tiles = p.value("tiles"); tiles && *tiles != "auto") o.tiles = int_option(p, "tiles", 1, 1);
+  o.tiles = cli::auto_or_int_option(p, "tiles", 1);
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   if (const auto in = p.value("checkpoint-in")) o.checkpoint_in = *in;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <random>
 #include <stdexcept>
 
 namespace starzero {
@@ -62,22 +61,25 @@ void fill_normal_at(std::span<float> values, float stddev, std::uint64_t stream,
 // it (transient); with more, a tensor lives in main memory and is split into one piece per tile
 // (runtime/tensor.hpp), and row-wise tasks run per tile.
 struct GptModel::Tiles {
+  int batch;
   std::vector<int> sequences;
 
-  Tiles(int B, int count) {
+  Tiles(int B, int count) : batch(B) {
     for (int k = 0; k < count; ++k) sequences.push_back(B * (k + 1) / count - B * k / count);
   }
   int count() const { return int(sequences.size()); }
-  // A tensor of `per_sequence` elements per sequence, split into the tiles.
-  Tensor make(DType dtype, std::size_t per_sequence, const std::string& name) const {
-    std::size_t sequences_total = 0;
-    for (int n : sequences) sequences_total += std::size_t(n);
-    if (count() == 1) return Tensor::transient(dtype, sequences_total * per_sequence, name);
-    Tensor tensor = Tensor::host(dtype, sequences_total * per_sequence, name);
+  // A host tensor of `per_sequence` elements per sequence, one piece per tile (one tile: whole).
+  Tensor host(DType dtype, std::size_t per_sequence, const std::string& name) const {
+    Tensor tensor = Tensor::host(dtype, std::size_t(batch) * per_sequence, name);
     std::vector<std::size_t> counts;
     for (int n : sequences) counts.push_back(std::size_t(n) * per_sequence);
     tensor.split(counts);
     return tensor;
+  }
+  // The same, transient when there is one tile.
+  Tensor make(DType dtype, std::size_t per_sequence, const std::string& name) const {
+    if (count() == 1) return Tensor::transient(dtype, std::size_t(batch) * per_sequence, name);
+    return host(dtype, per_sequence, name);
   }
 };
 
@@ -148,7 +150,7 @@ struct GptModel::Buffers {
         lnf_rstd(BlockActivations::stat(d, t, "lnf_rstd", 0)),
         logits(BlockActivations::act(d, t, d.Vp, "logits", 0)),
         probs(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs")),
-        losses(host_split(t, std::size_t(d.T), "losses")),
+        losses(t.host(DType::f32, std::size_t(d.T), "losses")),  // read on the host every step
         dlnf(BlockActivations::act(d, t, d.C, "dlnf", 0)),
         dlogits(BlockActivations::act(d, t, d.Vp, "dlogits", 0)) {
     blocks.reserve(std::size_t(L));
@@ -157,13 +159,6 @@ struct GptModel::Buffers {
       dpreatt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
       datt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
     }
-  }
-  // The losses are read on the host every step: a host tensor, split when there are tiles.
-  static Tensor host_split(const Tiles& t, std::size_t per_sequence, const std::string& name) {
-    if (t.count() > 1) return t.make(DType::f32, per_sequence, name);
-    std::size_t n = 0;
-    for (int s : t.sequences) n += std::size_t(s) * per_sequence;
-    return Tensor::host(DType::f32, n, name);
   }
 };
 
@@ -209,8 +204,8 @@ void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed
   if (params.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong parameter count");
   // GPT-2's initialisation: N(0, 0.02) weights, N(0, 0.01) positions, residual projections
   // scaled by 1/sqrt(2L), zero biases, unit layernorm gains. Element i of the layer's array is a
-  // function of (seed, layer, i) alone (normal_at), so the values do not depend on how the work
-  // is split.
+  // function of (seed, layer, i) alone (fill_normal_at), so the values do not depend on how the
+  // work is split.
   const std::uint64_t stream = seed * 1000003u + std::uint64_t(layer);
   const float residual_std = 0.02f / std::sqrt(2.0f * float(shape_.layers));
   const GptLayerKind kind = layout_.layer_kind(layer);
@@ -311,22 +306,41 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   BlockActivations& top = buf.blocks[std::size_t(shape_.layers - 1)];
   const tasks::WeightRef classifier{groups.param(0), wte.layer_offset, -1};
   const tasks::WeightRef lnf{groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset};
-  for (int k = 0; k < tiles(); ++k) {
-    const tasks::Dims& d = tile_dims_[k];
-    // dloss = 1/N of the whole micro-batch, not of the tile.
-    tasks::submit_crossentropy_backward(d, buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
-                                        tile_name("crossentropy_bwd", k), dims_.N());
-    tasks::submit_matmul_backward_input(d, buf.dlnf.piece(k), buf.dlogits.piece(k), classifier, in_features(wte),
-                                        out_features(wte), tile_name("classifier_bwd_input", k));
-  }
-  tasks::submit_matmul_backward_weight(dims_, groups.grad(0), buf.dlogits.handle(), buf.lnf.handle(), classifier,
-                                       in_features(wte), out_features(wte), "classifier_bwd_weight");
+  // dloss = 1/N of the whole micro-batch, not of the tile.
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_layernorm_backward_input(tile_dims_[k], top.dresidual3.piece(k), buf.dlnf.piece(k),
-                                           top.residual3.piece(k), lnf, buf.lnf_mean.piece(k), buf.lnf_rstd.piece(k),
-                                           tile_name("lnf_bwd_input", k));
-  tasks::submit_layernorm_backward_params(dims_, groups.grad(head), buf.dlnf.handle(), top.residual3.handle(), lnf,
-                                          buf.lnf_mean.handle(), buf.lnf_rstd.handle(), "lnf_bwd_params");
+    tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
+                                        tile_name("crossentropy_bwd", k), dims_.N());
+  submit_linear_backward("classifier", -1, classifier, in_features(wte), out_features(wte), groups.grad(0), buf.dlnf,
+                         buf.dlogits, buf.lnf);
+  submit_layernorm_backward("lnf", -1, lnf, groups.grad(head), top.dresidual3, buf.dlnf, top.residual3, buf.lnf_mean,
+                            buf.lnf_rstd);
+}
+
+namespace {
+
+// A task name: `op` with the block index ("[b]"), or alone for block -1.
+std::string indexed(const std::string& op, int block) { return block < 0 ? op : at(op.c_str(), block); }
+
+}  // namespace
+
+void GptModel::submit_linear_backward(const std::string& op, int block, const tasks::WeightRef& w, int C, int OC,
+                                      starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout,
+                                      const Tensor& inp) {
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), w, C, OC,
+                                        tile_name(indexed(op + "_bwd_input", block), k));
+  tasks::submit_matmul_backward_weight(dims_, grads, dout.handle(), inp.handle(), w, C, OC,
+                                       indexed(op + "_bwd_weight", block));
+}
+
+void GptModel::submit_layernorm_backward(const std::string& op, int block, const tasks::WeightRef& w,
+                                         starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout,
+                                         const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_layernorm_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), inp.piece(k), w, mean.piece(k),
+                                           rstd.piece(k), tile_name(indexed(op + "_bwd_input", block), k));
+  tasks::submit_layernorm_backward_params(dims_, grads, dout.handle(), inp.handle(), w, mean.handle(), rstd.handle(),
+                                          indexed(op + "_bwd_params", block));
 }
 
 void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
@@ -379,23 +393,13 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
     return tasks::WeightRef{params, layout_[w].layer_offset, (long long)layout_[b].layer_offset};
   };
   auto name = [&](const char* op, int k) { return tile_name(at(op, block), k); };
-  // A linear layer's backward: the input gradient per tile, then the weight gradient over all rows.
   auto linear = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
-    const int C = in_features(layout_[w]), OC = out_features(layout_[w]);
-    for (int k = 0; k < tiles(); ++k)
-      tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), weight(w, b), C, OC,
-                                          name((std::string(op) + "_bwd_input").c_str(), k));
-    tasks::submit_matmul_backward_weight(dims_, grads, dout.handle(), inp.handle(), weight(w, b), C, OC,
-                                         at((std::string(op) + "_bwd_weight").c_str(), block));
+    submit_linear_backward(op, block, weight(w, b), in_features(layout_[w]), out_features(layout_[w]), grads, dinp,
+                           dout, inp);
   };
   auto layernorm = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout,
                        const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
-    for (int k = 0; k < tiles(); ++k)
-      tasks::submit_layernorm_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), inp.piece(k), weight(w, b),
-                                             mean.piece(k), rstd.piece(k),
-                                             name((std::string(op) + "_bwd_input").c_str(), k));
-    tasks::submit_layernorm_backward_params(dims_, grads, dout.handle(), inp.handle(), weight(w, b), mean.handle(),
-                                            rstd.handle(), at((std::string(op) + "_bwd_params").c_str(), block));
+    submit_layernorm_backward(op, block, weight(w, b), grads, dinp, dout, inp, mean, rstd);
   };
 
   for (int k = 0; k < tiles(); ++k)

@@ -64,6 +64,14 @@ class GptModel final : public Model {
   struct Buffers;
   // `name`, with ".t<k>" when there is more than one tile.
   std::string tile_name(const std::string& name, int tile) const;
+  // A linear layer's and a layernorm's backward: the input gradient one task per tile, then the
+  // parameter gradients one task over all rows (into `grads`). Task names: `op` + "_bwd_input",
+  // "_bwd_weight" or "_bwd_params", with "[block]" unless block is -1.
+  void submit_linear_backward(const std::string& op, int block, const tasks::WeightRef& w, int C, int OC,
+                              starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout, const Tensor& inp);
+  void submit_layernorm_backward(const std::string& op, int block, const tasks::WeightRef& w,
+                                 starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
+                                 const Tensor& mean, const Tensor& rstd);
   void submit_block_forward(int block, const GroupHandles& groups);
   void submit_block_backward(int block, const GroupHandles& groups);
 

@@ -90,30 +90,26 @@ class Engine::Handles final : public GroupHandles {
 
 namespace {
 
-void write_values(Tensor& tensor, std::span<const float> values, std::size_t offset = 0) {
-  auto view = tensor.view(Access::readwrite);
-  if (tensor.dtype() == DType::f32) {
-    std::copy(values.begin(), values.end(), view.as<float>().begin() + std::ptrdiff_t(offset));
-  } else {
-    auto out = view.as<bf16>();
-    for (std::size_t i = 0; i < values.size(); ++i) out[offset + i] = from_float<bf16>(values[i]);
-  }
-}
-
 std::vector<float> read_f32(const Tensor& tensor) {
   auto view = tensor.view(Access::read);
   return {view.as<float>().begin(), view.as<float>().end()};
 }
 
-// The part of a full layer (count values) that falls into shard [offset, offset + shard),
-// zero-padded past the end of the layer.
-// Writes the whole tensor from full[offset ...], zero past the end of full (the padding), straight
-// into the tensor's buffer.
+// Writes the whole tensor from full[offset ...] (a shard of a layer, or all of it), zero past the
+// end of full (the padding), straight into the tensor's buffer (fp32, or rounded to bf16).
 void write_part(Tensor& tensor, std::span<const float> full, std::size_t offset) {
   const std::size_t n = tensor.count();
   const std::size_t available = offset < full.size() ? std::min(n, full.size() - offset) : 0;
-  write_values(tensor, full.subspan(offset, available));
-  if (available < n) write_values(tensor, std::vector<float>(n - available, 0.0f), available);
+  const std::span<const float> values = full.subspan(offset, available);
+  auto view = tensor.view(Access::write);
+  if (tensor.dtype() == DType::f32) {
+    const std::span<float> out = view.as<float>();
+    std::copy(values.begin(), values.end(), out.begin());
+    std::fill(out.begin() + std::ptrdiff_t(available), out.end(), 0.0f);
+  } else {
+    const std::span<bf16> out = view.as<bf16>();
+    for (std::size_t i = 0; i < n; ++i) out[i] = from_float<bf16>(i < available ? values[i] : 0.0f);
+  }
 }
 
 }  // namespace
@@ -535,40 +531,38 @@ std::vector<std::vector<float>> Engine::master_params() const {
 // Every rank initialises every layer from the same seed and keeps its own part. The layers are
 // drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
 // workers asleep so that they leave the cores to it. Unsharded master weights in main memory are
-// drawn in place (their views are taken before the workers sleep); otherwise through a copy of
-// the layer, of which each buffer takes its part.
+// drawn in place (their views are taken before the workers sleep); otherwise into a copy of each
+// layer, of which every buffer takes its part.
 void Engine::initialise_params() {
   const int L = int(layers_.size());
-  if (sharded() || options_.offload_optimizer == OptimizerOffload::nvme) {
-    std::vector<std::vector<float>> initial(static_cast<std::size_t>(L));
-    {
-      const PausedWorkers paused;
-      tbb::parallel_for(0, L, [&](int l) {
-        initial[std::size_t(l)].resize(layers_[std::size_t(l)].count());
-        model_.init_layer(l, initial[std::size_t(l)], options_.seed);
-      });
-    }
-    set_master_params(initial);
-    return;
-  }
+  const bool in_place = !sharded() && options_.offload_optimizer != OptimizerOffload::nvme;
   std::deque<Tensor::HostView> masters;
-  for (const Layer& layer : layers_)
-    masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
+  if (in_place)
+    for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
+  std::vector<std::vector<float>> copies(in_place ? 0 : std::size_t(L));
   {
     const PausedWorkers paused;
     tbb::parallel_for(0, L, [&](int l) {
-      const std::span<float> values = masters[std::size_t(l)].as<float>();
       const std::size_t count = layers_[std::size_t(l)].count();
+      std::span<float> values;
+      if (in_place) {
+        values = masters[std::size_t(l)].as<float>();
+        std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
+      } else {
+        copies[std::size_t(l)].resize(count);
+        values = copies[std::size_t(l)];
+      }
       model_.init_layer(l, values.first(count), options_.seed);
-      std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
     });
   }
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    Layer& layer = layers_[l];
-    const std::span<const float> values = masters[l].as<float>().first(layer.count());
-    if (layer.param_shard) write_part(*layer.param_shard, values, layer.own_offset());
-    if (!layer.param.is_transient()) write_part(layer.param, values, 0);
-  }
+  if (!in_place) return set_master_params(copies);
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    write_model_params(layers_[l], masters[l].as<float>().first(layers_[l].count()));
+}
+
+void Engine::write_model_params(Layer& layer, std::span<const float> values) {
+  if (layer.param_shard) write_part(*layer.param_shard, values, layer.own_offset());
+  if (!layer.param.is_transient()) write_part(layer.param, values, 0);
 }
 
 void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
@@ -578,8 +572,7 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
     if (values[l].size() != layer.count())
       throw std::invalid_argument("set_master_params: wrong size for layer " + std::to_string(l));
     write_part(layer.master, values[l], sharded() ? layer.own_offset() : 0);
-    if (layer.param_shard) write_part(*layer.param_shard, values[l], layer.own_offset());
-    if (!layer.param.is_transient()) write_part(layer.param, values[l], 0);
+    write_model_params(layer, values[l]);
   }
 }
 
@@ -607,12 +600,12 @@ void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) 
     write_part(layer.m, state[l].m, 0);
     write_part(layer.v, state[l].v, 0);
     // The model's parameters follow the master weights.
-    if (layer.param_shard) write_values(*layer.param_shard, state[l].master);
+    if (layer.param_shard) write_part(*layer.param_shard, state[l].master, 0);
     if (!layer.param.is_transient()) {
       if (sharded()) {
         std::vector<float> full(layer.padded());
         host_comm().all_gather(state[l].master.data(), full.data(), layer.count(), DType::f32);
-        write_values(layer.param, full);
+        write_part(layer.param, full, 0);
       } else {
         write_part(layer.param, state[l].master, 0);
       }

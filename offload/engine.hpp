@@ -177,6 +177,8 @@ class Engine {
   void initialise_params();  // the model's initial values into the buffers (constructor)
   class Handles;
   struct Layer;
+  // A layer's full values into the copies the model reads (parameter shard, full parameters).
+  void write_model_params(Layer& layer, std::span<const float> values);
   void submit_forward_walk();
   void submit_backward_walk(bool first_micro_batch, bool last_micro_batch);
   std::vector<int> uses(int layer) const;  // its own group and the groups it shares

@@ -94,12 +94,6 @@ constexpr auto layernorm_forward = []<class T>(auto launch, const TaskBuffers& b
          bias_in<T>(b, "params", a.bias), a.d.N(), a.d.C);
 };
 
-constexpr auto layernorm_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>), b.get<T>("dinp"),
-         b.get<T>("grads", a.weight), bias_in<T>(b, "grads", a.bias), b.get<T>("dout"), b.get<T>("inp"),
-         b.get<T>("params", a.weight), b.get<float>("mean"), b.get<float>("rstd"), a.d.N(), a.d.C);
-};
-
 constexpr auto layernorm_backward_input = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::layernorm_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::layernorm_backward<T>), b.get<T>("dinp"),
          nullptr, nullptr, b.get<T>("dout"), b.get<T>("inp"), b.get<T>("params", a.weight), b.get<float>("mean"),
@@ -266,22 +260,7 @@ Codelet<NnArgs> layernorm_forward(running<ops::layernorm_forward>({
                 Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
-// FLOPs ≈ 17·N·C (llm.c's two passes over each row); bytes s·(4·N·C + 5·C) + 8·N.
-Codelet<NnArgs> layernorm_backward(running<ops::layernorm_backward>({
-    .name = "nn_layernorm_backward",
-    .buffers = {{STARPU_RW, "dinp"},
-                {STARPU_RW, "grads"},
-                {STARPU_R, "dout"},
-                {STARPU_R, "inp"},
-                {STARPU_R, "params"},
-                {STARPU_R, "mean"},
-                {STARPU_R, "rstd"}},
-    .flops = [](const NnArgs& a, Handles) { return 17.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + 5.0 * a.d.C) + 8.0 * rows(a); },
-}));
-
-// The two halves of layernorm_backward as tasks of their own. Input: FLOPs ≈ 12·N·C; bytes
+// Layernorm backward as two tasks: the input gradient and the parameter gradients. Input: FLOPs ≈ 12·N·C; bytes
 // s·(4·N·C + C) + 8·N (dinp accumulated, dout, inp, weight; mean, rstd).
 Codelet<NnArgs> layernorm_backward_input(running<ops::layernorm_backward_input>({
     .name = "nn_layernorm_backward_input",
@@ -430,13 +409,6 @@ void submit_layernorm_forward(const Dims& d, starpu_data_handle_t out, starpu_da
                               const std::string& name) {
   submit(nn::layernorm_forward, {out, mean, rstd, inp, w.group}, NnArgs{.d = d, .weight = w.weight, .bias = w.bias},
          name);
-}
-
-void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
-                               starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w,
-                               starpu_data_handle_t mean, starpu_data_handle_t rstd, const std::string& name) {
-  submit(nn::layernorm_backward, {dinp, grad_group, dout, inp, w.group, mean, rstd},
-         NnArgs{.d = d, .weight = w.weight, .bias = w.bias}, name);
 }
 
 void submit_matmul_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const WeightRef& w, int C,

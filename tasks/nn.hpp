@@ -49,13 +49,11 @@ void submit_encoder_backward(const Dims& d, starpu_data_handle_t embedding_grad,
 void submit_layernorm_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t mean,
                               starpu_data_handle_t rstd, starpu_data_handle_t inp, const WeightRef& w,
                               const std::string& name);
-void submit_layernorm_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t grad_group,
-                               starpu_data_handle_t dout, starpu_data_handle_t inp, const WeightRef& w,
-                               starpu_data_handle_t mean, starpu_data_handle_t rstd, const std::string& name);
 
-// The two halves of layernorm backward as separate tasks (the same bits as the one above): the
-// input gradient (dinp += ..., reads the weight from its parameter group), and the parameter
-// gradients (dweight and dbias in grad_group at w's offsets, sums over all rows of dout).
+// Layernorm backward as two independent tasks (the kernel's bits either way): the input
+// gradient (dinp += ..., reads the weight from its parameter group; a task per tile of rows),
+// and the parameter gradients (dweight and dbias in grad_group at w's offsets, sums over all
+// rows of dout).
 void submit_layernorm_backward_input(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t dout,
                                      starpu_data_handle_t inp, const WeightRef& w, starpu_data_handle_t mean,
                                      starpu_data_handle_t rstd, const std::string& name);
@@ -115,7 +113,7 @@ struct NnArgs {
 // Codelet "nn_<op>" for each op above (load_tokens: "load_tokens").
 namespace nn {
 extern Codelet<NnArgs> encoder_forward, encoder_backward;
-extern Codelet<NnArgs> layernorm_forward, layernorm_backward, layernorm_backward_input, layernorm_backward_params;
+extern Codelet<NnArgs> layernorm_forward, layernorm_backward_input, layernorm_backward_params;
 extern Codelet<NnArgs> matmul_forward, matmul_backward, matmul_backward_input, matmul_backward_weight;
 extern Codelet<NnArgs> attention_forward, attention_backward;
 extern Codelet<NnArgs> gelu_forward, gelu_backward;
