@@ -114,6 +114,16 @@ void Session::wait_all() const {
   if (starpu_task_wait_for_all() != 0) throw std::runtime_error("starpu_task_wait_for_all failed");
 }
 
+StepMark::StepMark(long step) { starpu_iteration_push(static_cast<unsigned long>(step)); }
+StepMark::~StepMark() {
+  starpu_iteration_pop();
+  // StarPU 1.3.10's pop clears the level above the one it leaves (task.c: iterations[level]
+  // with the level before the decrement), so the step number would stick to every later task
+  // (evaluation, shutdown). A push of -1 and its pop leave level 0 at -1: no "Iteration" line.
+  starpu_iteration_push(static_cast<unsigned long>(-1L));
+  starpu_iteration_pop();
+}
+
 PausedWorkers::PausedWorkers() { starpu_pause(); }
 PausedWorkers::~PausedWorkers() { starpu_resume(); }
 

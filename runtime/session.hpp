@@ -46,6 +46,17 @@ class PausedWorkers {
   PausedWorkers& operator=(const PausedWorkers&) = delete;
 };
 
+// The tasks submitted while it lives form training step `step` (starpu_iteration_push/pop):
+// tasks.rec gives each an "Iteration: <step>" line, ViTE shows the step, and `starzero trace`
+// and the critical-path priorities separate steps by it.
+class StepMark {
+ public:
+  explicit StepMark(long step);
+  ~StepMark();
+  StepMark(const StepMark&) = delete;
+  StepMark& operator=(const StepMark&) = delete;
+};
+
 // The scheduling policies this StarPU offers, by name (from StarPU itself).
 std::vector<std::string> scheduling_policies();
 

@@ -28,7 +28,8 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 
 # ---- Debian packages -------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev libtbbbind-2-5 catch2
-          libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb)
+          libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb
+          nlohmann-json3-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

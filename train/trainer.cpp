@@ -10,6 +10,7 @@
 #include <starpu.h>
 
 #include "optimizers/adamw.hpp"
+#include "runtime/session.hpp"
 
 namespace starzero {
 
@@ -50,10 +51,13 @@ BatchRows Trainer::rows_of_micro_batch(int micro) const {
 // Submits one optimizer step; returns its loss (mean over micro-batches and ranks).
 double Trainer::submit_step(std::uint64_t step, float lr) {
   double loss_sum = 0;
-  engine_.submit_step(lr, int(step), options_.micro_batches, [&](int micro) {
-    if (micro > 0) loss_sum += ranks_.average(model_.mean_loss());  // the previous micro-batch's
-    model_.load_train_rows(step, rows_of_micro_batch(micro));
-  });
+  {
+    const StepMark mark{static_cast<long>(step)};
+    engine_.submit_step(lr, int(step), options_.micro_batches, [&](int micro) {
+      if (micro > 0) loss_sum += ranks_.average(model_.mean_loss());  // the previous micro-batch's
+      model_.load_train_rows(step, rows_of_micro_batch(micro));
+    });
+  }
   return (loss_sum + ranks_.average(model_.mean_loss())) / options_.micro_batches;
 }
 
