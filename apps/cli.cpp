@@ -284,7 +284,15 @@ DType precision_option(const ArgParser& p, std::string_view name, DType fallback
 }
 
 ArgParser& add_session_options(ArgParser& p) {
-  return p.option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws)")
+  return p
+      .option("sched", "POLICY", "StarPU scheduling policy (default $STARPU_SCHED or lws); `--sched help` lists them")
+      .option("sched-plugin", "FILE",
+              "shared library of scheduling policies usable with --sched (examples/central_priority_policy.cpp)")
+      .option("priorities", "SCHEME",
+              "task priorities: none (default) or critical-path (upward rank from the performance models)")
+      .option("sched-alpha", "X", "dmda family: weight of expected compute time (STARPU_SCHED_ALPHA, default 1)")
+      .option("sched-beta", "X", "dmda family: weight of expected transfer time (STARPU_SCHED_BETA, default 1)")
+      .option("sched-gamma", "X", "dmda family: weight of energy (STARPU_SCHED_GAMMA, default 1000)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)");
 }
@@ -292,6 +300,21 @@ ArgParser& add_session_options(ArgParser& p) {
 SessionOptions session_options(const ArgParser& p) {
   SessionOptions options;
   options.policy = p.value("sched").value_or("");
+  options.policy_plugin = p.value("sched-plugin").value_or("");
+  if (const auto scheme = p.value("priorities")) {
+    const auto parsed = parse_priority_scheme(*scheme);
+    if (!parsed)
+      throw UsageError("--priorities: unknown scheme '" + *scheme + "' (valid: " + priority_scheme_names() + ")");
+    options.priorities = *parsed;
+  }
+  const auto weight = [&](const char* name) -> std::optional<double> {
+    const auto v = p.value(name);
+    if (!v) return std::nullopt;
+    return parse_number("--" + std::string(name), *v);
+  };
+  options.sched_alpha = weight("sched-alpha");
+  options.sched_beta = weight("sched-beta");
+  options.sched_gamma = weight("sched-gamma");
   if (p.given("cpu-workers")) options.cpu_workers = int_option(p, "cpu-workers", 0, 0);
   if (p.given("cuda-workers")) options.cuda_workers = int_option(p, "cuda-workers", 0, 0);
   options.trace_dir = p.value("trace").value_or("");

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "models/llmc_files.hpp"
+#include "runtime/session.hpp"
 
 namespace starzero {
 
@@ -23,6 +24,12 @@ int run_command(const CommandHelp& help, cli::ArgParser& parser, int argc, char*
       text += "options:\n" + parser.options_help();
       if (!help.examples.empty()) text += "\nexamples:\n" + help.examples;
       std::fputs(text.c_str(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (parser.value("sched") == "help") {
+      // `--sched help`: the policies (with those of a --sched-plugin), then stop.
+      if (const auto plugin = parser.value("sched-plugin")) register_policy_plugin(*plugin);
+      std::fputs(scheduling_policies_help().c_str(), stdout);
       return std::fflush(stdout) == 0 ? 0 : 1;
     }
     return run(parser);

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/priorities.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero {
@@ -107,7 +108,9 @@ enum class CudaLaunch {
 
 // Everything about a submission besides its data and arguments.
 struct TaskOptions {
-  int priority = 0;  // StarPU task priority; 0 until the scheduling scheme sets it
+  // StarPU task priority; used as given under --priorities none, else the scheme's rank wins
+  // (runtime/priorities.hpp).
+  int priority = 0;
   // Run on a StarPU thread as the task becomes ready (StarPU's prologue callback) and after it
   // ends (its callback). Each is destroyed right after it runs, and with it what it captured.
   std::function<void()> on_ready{};
@@ -233,14 +236,28 @@ void submit(const Codelet<Args>& codelet, const std::vector<starpu_data_handle_t
   auto on_done = detail::task_callback(options.on_done);
   void (*on_ready_func)(void*) = on_ready ? detail::run_task_callback : nullptr;
   void (*on_done_func)(void*) = on_done ? detail::run_task_callback : nullptr;
-  const int ret = starpu_task_insert(codelet.starpu(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()),
-                                     STARPU_VALUE, &self, sizeof self, STARPU_VALUE, &args, sizeof args, STARPU_FLOPS,
-                                     flops, STARPU_PRIORITY, options.priority, STARPU_PROLOGUE_CALLBACK, on_ready_func,
-                                     STARPU_PROLOGUE_CALLBACK_ARG_NFREE, on_ready.get(), STARPU_CALLBACK_WITH_ARG_NFREE,
-                                     on_done_func, on_done.get(), STARPU_NAME, intern_task_name(task_name), 0);
-  if (ret != 0)
+  starpu_task* task = starpu_task_build(
+      codelet.starpu(), STARPU_DATA_MODE_ARRAY, buffers.data(), int(buffers.size()), STARPU_VALUE, &self, sizeof self,
+      STARPU_VALUE, &args, sizeof args, STARPU_FLOPS, flops, STARPU_PRIORITY, options.priority,
+      STARPU_PROLOGUE_CALLBACK, on_ready_func, STARPU_PROLOGUE_CALLBACK_ARG_NFREE, on_ready.get(),
+      STARPU_CALLBACK_WITH_ARG_NFREE, on_done_func, on_done.get(), STARPU_NAME, intern_task_name(task_name), 0);
+  if (!task)
+    throw std::runtime_error("building task " + std::string(task_name) + " (codelet " + codelet.name() + ") failed");
+  TaskPriorities& priorities = TaskPriorities::instance();
+  if (priorities.records()) {
+    std::vector<starpu_data_access_mode> modes;
+    modes.reserve(buffers.size());
+    for (const starpu_data_descr& b : buffers) modes.push_back(b.mode);
+    const double expected_us = expected_task_us(task, roofline_us(flops, codelet.bytes(args, handles)));
+    task->priority = priorities.prioritise({task_name, expected_us, handles, modes});
+  }
+  const int ret = starpu_task_submit(task);
+  if (ret != 0) {
+    task->destroy = 0;
+    starpu_task_destroy(task);
     throw std::runtime_error("submitting task " + std::string(task_name) + " (codelet " + codelet.name() +
                              ") failed (StarPU code " + std::to_string(ret) + ")");
+  }
   // The task owns its callbacks now (detail::run_task_callback deletes each after it runs).
   on_ready.release();
   on_done.release();

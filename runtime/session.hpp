@@ -1,14 +1,25 @@
 #pragma once
 // RAII around starpu_init / starpu_shutdown. One Session may be alive per process at a time.
+#include <starpu.h>
+
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/priorities.hpp"
 
 namespace starzero {
 
 struct SessionOptions {
   // Scheduling policy by StarPU name (see scheduling_policies()); empty: $STARPU_SCHED or lws.
   std::string policy;
+  // A shared library of scheduling policies (register_policy_plugin); "" for none.
+  std::string policy_plugin;
+  PriorityScheme priorities = PriorityScheme::none;
+  // The dmda family's weights of expected compute time, transfer time and energy in its cost
+  // (STARPU_SCHED_ALPHA / BETA / GAMMA); unset: StarPU's defaults (1, 1, 1000).
+  std::optional<double> sched_alpha, sched_beta, sched_gamma;
   int cpu_workers = -1;   // -1: StarPU's default (one per core, minus one per CUDA worker)
   int cuda_workers = -1;  // -1: one per visible GPU; 0: none
   int cuda_device = -1;   // >= 0: one CUDA worker, on this device (one GPU per rank); -1: StarPU's choice
@@ -57,8 +68,21 @@ class StepMark {
   StepMark& operator=(const StepMark&) = delete;
 };
 
-// The scheduling policies this StarPU offers, by name (from StarPU itself).
+// The scheduling policies a Session accepts, by name: StarPU's own (from StarPU itself), its
+// alias `heft` (= dmda), then those registered by plugins.
 std::vector<std::string> scheduling_policies();
+// One line per policy: name and StarPU's description, and whether it orders ready tasks by
+// priority (docs/scheduling.md).
+std::string scheduling_policies_help();
+// Whether the named policy looks at task priorities at all.
+bool policy_uses_priorities(const std::string& policy);
+
+// Loads a scheduling-policy plugin: a shared library exporting
+//   extern "C" starpu_sched_policy** starzero_scheduling_policies();
+// (a null-terminated array; examples/central_priority_policy.cpp). Its policies become valid
+// `--sched` names for the rest of the process. Throws std::invalid_argument if the file cannot
+// be loaded or lacks the function; loading the same file twice is a no-op.
+void register_policy_plugin(const std::string& path);
 
 class Session {
  public:

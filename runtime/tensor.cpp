@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/priorities.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero {
@@ -96,6 +97,7 @@ void Tensor::release() noexcept {
   if (!pieces_.empty()) {
     // Gathers the pieces if they are active, then unregisters them (all submitted).
     starpu_data_partition_clean(handle_, unsigned(pieces_.size()), pieces_.data());
+    TaskPriorities::instance().forget_pieces(handle_);
     pieces_.clear();
   }
   if (home_) {
@@ -128,8 +130,10 @@ void Tensor::split(std::span<const std::size_t> counts) {
   filter.filter_arg_ptr = piece_counts_.data();
   pieces_.resize(counts.size());
   starpu_data_partition_plan(handle_, &filter, pieces_.data());
-  for (std::size_t i = 0; i < pieces_.size(); ++i)
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
     starpu_data_set_name(pieces_[i], intern_task_name(name_ + "." + std::to_string(i)));
+    TaskPriorities::instance().add_piece(pieces_[i], handle_);
+  }
 }
 
 starpu_data_handle_t Tensor::piece(std::size_t i) const {
