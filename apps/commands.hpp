@@ -9,4 +9,6 @@ int eval_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
 int bench_adam_main(int argc, char** argv);  // `starzero bench adam`
 int consolidate_main(int argc, char** argv);
+int trace_main(int argc, char** argv);  // `starzero trace DIR`
+int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
 }  // namespace starzero

@@ -18,6 +18,8 @@ void print_usage(std::FILE* to) {
       "  eval    mean loss of an llm.c checkpoint over the first K batches of a token file\n"
       "  bench   `bench step`: training-step time, tokens/s and MFU against a GEMM probe\n"
       "  consolidate  merge the per-rank shards of a ZeRO run into one llm.c checkpoint\n"
+      "  trace   report of a `train --trace DIR` run: steps, critical paths, workers, transfers\n"
+      "  sweep   the same training under each scheduling policy x priority scheme, compared\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
   if (command == "eval") return starzero::eval_main(argc - 1, argv + 1);
   if (command == "bench") return starzero::bench_main(argc - 1, argv + 1);
   if (command == "consolidate") return starzero::consolidate_main(argc - 1, argv + 1);
+  if (command == "trace") return starzero::trace_main(argc - 1, argv + 1);
+  if (command == "sweep") return starzero::sweep_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

@@ -1,0 +1,207 @@
+#include "profile/gantt_chart.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "profile/gnuplot.hpp"
+#include "profile/task_kinds.hpp"
+#include "runtime/files.hpp"
+
+namespace starzero::profile {
+namespace {
+
+constexpr std::size_t kKindsInLegend = 12;
+constexpr double kTaskHalfHeight = 0.4;
+constexpr double kTransferHalfHeight = 0.3;
+constexpr double kRankGap = 0.6;  // extra space above each rank's lanes after the first, for the step labels
+
+std::string colour_text(unsigned rgb) {
+  char text[16];
+  std::snprintf(text, sizeof text, "#%06x", rgb & 0xffffffu);
+  return text;
+}
+
+unsigned transfer_colour(const std::string& type) {
+  if (type == "F") return 0xd62728;   // fetch: a task waits for it
+  if (type == "PF") return 0x1f77b4;  // prefetch
+  return 0x7f7f7f;                    // idle fetch
+}
+
+std::string transfer_type_name(const std::string& type) {
+  if (type == "F") return "fetch";
+  if (type == "PF") return "prefetch";
+  if (type == "IF") return "idle fetch";
+  return type;
+}
+
+struct Lanes {
+  std::vector<std::pair<std::string, double>> labels;  // ytics
+  double next = 0;                                     // lanes go down from 0
+  double add(const std::string& label) {
+    labels.emplace_back(label, next);
+    return std::exchange(next, next - 1);
+  }
+};
+
+void write_box(std::ostream& out, double begin_s, double end_s, double lane, double half_height, unsigned colour) {
+  out << 0.5 * (begin_s + end_s) << ' ' << lane << ' ' << 0.5 * (end_s - begin_s) << ' ' << half_height << ' ' << colour
+      << '\n';
+}
+
+}  // namespace
+
+unsigned kind_colour(const std::string& kind) {
+  std::uint32_t hash = 2166136261u;  // FNV-1a
+  for (unsigned char c : kind) hash = (hash ^ c) * 16777619u;
+  const double hue = double(hash % 360u);
+  const double saturation = 0.45 + double((hash >> 9) % 40u) / 100.0;
+  const double value = 0.70 + double((hash >> 17) % 25u) / 100.0;
+  // HSV to RGB: the hue's 60-degree sector decides which channels get the chroma and the
+  // intermediate value.
+  const double chroma = value * saturation;
+  const double h = hue / 60.0;
+  const double x = chroma * (1.0 - std::fabs(std::fmod(h, 2.0) - 1.0));
+  const std::array<std::array<double, 3>, 6> sectors = {
+      {{chroma, x, 0}, {x, chroma, 0}, {0, chroma, x}, {0, x, chroma}, {x, 0, chroma}, {chroma, 0, x}}};
+  const auto& [r, g, b] = sectors[std::min<std::size_t>(std::size_t(h), 5)];
+  const double m = value - chroma;
+  const auto byte = [&](double channel) { return unsigned(std::lround((channel + m) * 255.0)) & 0xffu; };
+  return (byte(r) << 16) | (byte(g) << 8) | byte(b);
+}
+
+void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem::path& svg_path,
+                     const std::string& title) {
+  const std::filesystem::path folder = svg_path.parent_path().empty() ? "." : svg_path.parent_path();
+  if (!std::filesystem::is_directory(folder))
+    throw std::invalid_argument("--svg " + svg_path.string() + ": no such directory " + folder.string());
+  const GnuplotScratch scratch;
+  std::ofstream tasks_data(scratch.path() / "tasks.dat"), transfers_data(scratch.path() / "transfers.dat"),
+      critical_data(scratch.path() / "critical.dat");
+  for (std::ofstream* out : {&tasks_data, &transfers_data, &critical_data}) out->precision(9);
+  std::size_t task_boxes = 0, transfer_boxes = 0, critical_boxes = 0;
+  std::ostringstream steps_script;  // step lines and labels
+  std::map<std::string, double> kind_time;
+  std::set<std::string> transfer_types;
+  Lanes lanes;
+  double x_max = 0;
+
+  for (const RankReport& rank : ranks) {
+    if (&rank != &ranks.front()) lanes.next -= kRankGap;
+    const TraceReport& report = rank.report;
+    const std::vector<TaskRecord>& tasks = rank.data.tasks;
+    const std::string prefix = ranks.size() > 1 ? "r" + std::to_string(report.rank.value_or(0)) + " " : "";
+    const double top = lanes.next;
+    const auto seconds_of = [&](double ms) { return (ms - report.origin_ms) * 1e-3; };
+    std::map<int, double> lane_of_worker;
+    for (const WorkerReport& w : report.workers) lane_of_worker[w.id] = lanes.add(prefix + w.name);
+    std::map<std::pair<int, int>, double> lane_of_link;
+    const std::vector<std::string> node_names = memory_node_names(rank.data.paje);
+    const auto node_name = [&](int node) {
+      return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)] : "?";
+    };
+    for (const Transfer& t : rank.data.paje.transfers) lane_of_link.try_emplace({t.src_node, t.dst_node}, 0.0);
+    for (auto& [link, lane] : lane_of_link)
+      lane = lanes.add(prefix + node_name(link.first) + "->" + node_name(link.second));
+    const double bottom = lanes.next + 1;
+
+    std::map<long, double> step_start;
+    for (const TaskRecord& t : tasks) {
+      if (!t.executed()) continue;
+      const std::string kind = task_kind(t.name);
+      kind_time[kind] += t.duration_ms();
+      write_box(tasks_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_worker[t.worker], kTaskHalfHeight,
+                kind_colour(kind));
+      ++task_boxes;
+      x_max = std::max(x_max, seconds_of(t.end_ms));
+      if (t.step) {
+        auto [it, fresh] = step_start.emplace(*t.step, t.start_ms);
+        if (!fresh) it->second = std::min(it->second, t.start_ms);
+      }
+    }
+    for (const Transfer& t : rank.data.paje.transfers) {
+      transfer_types.insert(t.type);
+      x_max = std::max(x_max, seconds_of(t.end_ms));
+      write_box(transfers_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_link[{t.src_node, t.dst_node}],
+                kTransferHalfHeight, transfer_colour(t.type));
+      ++transfer_boxes;
+    }
+    for (const StepReport& s : report.steps)
+      for (std::size_t i : s.critical_path) {
+        const TaskRecord& t = tasks[i];
+        write_box(critical_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_worker[t.worker],
+                  kTaskHalfHeight, 0);
+        ++critical_boxes;
+      }
+    for (const auto& [step, start_ms] : step_start) {
+      const double x = seconds_of(start_ms);
+      steps_script << "set arrow from " << x << ',' << bottom - 0.5 << " to " << x << ',' << top + 0.5
+                   << " nohead dt 2 lw 1 lc rgb '#404040' front\n";
+      steps_script << "set label " << gnuplot_quoted("step " + std::to_string(step)) << " at " << x << ',' << top + 0.58
+                   << " left font ',8'\n";
+    }
+  }
+  for (std::ofstream* out : {&tasks_data, &transfers_data, &critical_data}) {
+    out->close();
+    if (!*out) throw std::runtime_error("cannot write gnuplot's data in " + scratch.path().string());
+  }
+
+  const std::filesystem::path chart = scratch.path() / "chart.svg";
+  const std::size_t lane_count = lanes.labels.size();
+  std::ofstream script(scratch.path() / "chart.gp");
+  script.precision(9);
+  script << "set terminal svg size 1400," << 150 + 24 * lane_count
+         << " noenhanced font 'Sans,10' background '#ffffff'\n"
+         << "set output " << gnuplot_quoted(chart.string()) << "\n"
+         << "set title " << gnuplot_quoted("starzero trace " + title) << "\n"
+         << "set xlabel 'seconds since the first task'\n"
+         << "set xrange [0:" << std::max(x_max, 1e-6) * 1.01 << "]\n"
+         << "set yrange [" << lanes.next + 0.5 << ":0.9]\n"
+         << "set ytics scale 0 (";
+  for (std::size_t i = 0; i < lane_count; ++i)
+    script << (i ? ", " : "") << gnuplot_quoted(lanes.labels[i].first) << ' ' << lanes.labels[i].second;
+  script << ")\n"
+         << "set grid xtics lc rgb '#dddddd'\n"
+         << "set key outside right top vertical Left reverse samplen 1.5\n"
+         << steps_script.str();
+
+  std::vector<std::string> plots;
+  if (task_boxes)
+    plots.push_back("'tasks.dat' using 1:2:3:4:5 with boxxyerror fs solid 1.0 noborder lc rgb variable notitle");
+  if (transfer_boxes)
+    plots.push_back("'transfers.dat' using 1:2:3:4:5 with boxxyerror fs solid 0.85 noborder lc rgb variable notitle");
+  if (critical_boxes)
+    plots.push_back("'critical.dat' using 1:2:3:4 with boxxyerror fs empty lc rgb '#000000' lw 1.6 notitle");
+  std::vector<std::pair<std::string, double>> top_kinds(kind_time.begin(), kind_time.end());
+  std::stable_sort(top_kinds.begin(), top_kinds.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (top_kinds.size() > kKindsInLegend) top_kinds.resize(kKindsInLegend);
+  for (const auto& [kind, time] : top_kinds)
+    plots.push_back("keyentry with boxes fs solid 1.0 lc rgb '" + colour_text(kind_colour(kind)) + "' title " +
+                    gnuplot_quoted(kind));
+  if (critical_boxes) plots.push_back("keyentry with boxes fs empty lc rgb '#000000' lw 1.6 title 'critical path'");
+  for (const std::string& type : transfer_types)
+    plots.push_back("keyentry with boxes fs solid 0.85 lc rgb '" + colour_text(transfer_colour(type)) + "' title " +
+                    gnuplot_quoted("transfer: " + transfer_type_name(type)));
+  script << "cd " << gnuplot_quoted(scratch.path().string()) << "\nplot ";
+  for (std::size_t i = 0; i < plots.size(); ++i) script << (i ? ", \\\n     " : "") << plots[i];
+  script << "\nunset output\n";
+  script.close();
+  if (!script) throw std::runtime_error("cannot write gnuplot's script in " + scratch.path().string());
+
+  run_gnuplot(scratch.path() / "chart.gp", scratch.path() / "gnuplot.log");
+  install_svg(chart, svg_path);
+}
+
+}  // namespace starzero::profile

@@ -1,0 +1,318 @@
+#include "profile/trace_report.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "profile/intervals.hpp"
+#include "profile/task_kinds.hpp"
+#include "runtime/files.hpp"
+
+namespace starzero::profile {
+namespace {
+
+constexpr double kSecondsPerMs = 1e-3;
+
+Interval interval_of(const TaskRecord& task) { return {task.start_ms, task.end_ms}; }
+
+// The first start and last end of the tasks that ran among `indexes`; empty when none ran.
+std::optional<Interval> span_of(const std::vector<TaskRecord>& tasks, const std::vector<std::size_t>& indexes) {
+  std::optional<Interval> span;
+  for (std::size_t i : indexes) {
+    const TaskRecord& t = tasks[i];
+    if (!t.executed()) continue;
+    if (!span)
+      span = interval_of(t);
+    else
+      span = Interval{std::min(span->begin, t.start_ms), std::max(span->end, t.end_ms)};
+  }
+  return span;
+}
+
+std::string worker_kind(const std::string& name) {
+  if (name.find("CUDA") != std::string::npos) return "cuda";
+  if (name.find("CPU") != std::string::npos) return "cpu";
+  if (name.find("OPENCL") != std::string::npos) return "opencl";
+  return "other";
+}
+
+// The longest chain of `step_tasks` along their DependsOn edges (edges to tasks outside the
+// step are ignored), each task weighing its duration (0 if it did not run). Kahn's algorithm:
+// job ids do not follow submission order, so the order comes from the edges themselves.
+void compute_critical_path(const std::vector<TaskRecord>& tasks, const std::vector<std::size_t>& step_tasks,
+                           const std::unordered_map<std::string_view, std::size_t>& index_of_job, StepReport& out,
+                           const std::filesystem::path& tasks_file) {
+  const std::size_t n = step_tasks.size();
+  std::unordered_map<std::size_t, std::size_t> local;  // task index -> position in step_tasks
+  local.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) local.emplace(step_tasks[k], k);
+  std::vector<std::vector<std::size_t>> successors(n);
+  std::vector<std::size_t> pending(n, 0);  // unresolved predecessors
+  for (std::size_t k = 0; k < n; ++k) {
+    for (const std::string& dep : tasks[step_tasks[k]].depends_on) {
+      const auto job = index_of_job.find(dep);
+      if (job == index_of_job.end()) continue;
+      const auto pred = local.find(job->second);
+      if (pred == local.end() || pred->second == k) continue;
+      successors[pred->second].push_back(k);
+      ++pending[k];
+    }
+  }
+  std::vector<double> finish(n, 0.0);  // longest chain ending with this task, ms
+  std::vector<std::size_t> previous(n, n);
+  std::vector<double> start(n, 0.0);  // longest chain before this task, ms
+  std::vector<std::size_t> ready;
+  for (std::size_t k = 0; k < n; ++k)
+    if (pending[k] == 0) ready.push_back(k);
+  std::size_t visited = 0;
+  while (!ready.empty()) {
+    const std::size_t k = ready.back();
+    ready.pop_back();
+    ++visited;
+    finish[k] = start[k] + tasks[step_tasks[k]].duration_ms();
+    for (std::size_t s : successors[k]) {
+      if (previous[s] == n || finish[k] > start[s]) {
+        start[s] = finish[k];
+        previous[s] = k;
+      }
+      if (--pending[s] == 0) ready.push_back(s);
+    }
+  }
+  if (visited != n)
+    throw_format_error(tasks_file, "the DependsOn edges of step " + std::to_string(out.step) + " form a cycle");
+  std::size_t last = n;
+  double longest = -1;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (finish[k] > longest) {
+      longest = finish[k];
+      last = k;
+    }
+  }
+  out.critical_path_s = std::max(0.0, longest) * kSecondsPerMs;
+  for (std::size_t k = last; k != n; k = previous[k])
+    if (tasks[step_tasks[k]].executed()) out.critical_path.push_back(step_tasks[k]);
+  std::reverse(out.critical_path.begin(), out.critical_path.end());
+}
+
+// The length of each of `measured` (task intervals) that `covered_for(task)` covers, summed.
+template <class CoveredFor>
+double concurrent_time(const std::vector<TaskRecord>& tasks, const std::vector<std::size_t>& measured,
+                       CoveredFor covered_for) {
+  double total = 0;
+  for (std::size_t i : measured) total += covered_length(interval_of(tasks[i]), covered_for(tasks[i]));
+  return total;
+}
+
+TimeSplit split_time(const Interval& window, const std::vector<Interval>& task_intervals,
+                     const IntervalUnion& busy_union, const IntervalUnion& overhead, const IntervalUnion& sleeping) {
+  TimeSplit split;
+  split.window_s = window.length() * kSecondsPerMs;
+  double busy_ms = 0;  // a task inside the window counts end - start exactly
+  for (const Interval& t : task_intervals)
+    busy_ms += Interval{std::max(t.begin, window.begin), std::min(t.end, window.end)}.length();
+  split.busy_s = busy_ms * kSecondsPerMs;
+  split.overhead_s = length_within(subtract_intervals(overhead, busy_union), window) * kSecondsPerMs;
+  // Sleeping is the part of idle time asleep: outside tasks and outside runtime states (a worker's
+  // two state streams can overlap).
+  split.sleeping_s =
+      length_within(subtract_intervals(subtract_intervals(sleeping, busy_union), overhead), window) * kSecondsPerMs;
+  split.idle_s = std::max(0.0, split.window_s - split.busy_s - split.overhead_s);
+  split.sleeping_s = std::min(split.sleeping_s, split.idle_s);
+  return split;
+}
+
+}  // namespace
+
+std::vector<std::string> memory_node_names(const PajeTrace& paje) {
+  int max_node = 0;
+  for (int node : paje.memory_nodes) max_node = std::max(max_node, node);
+  for (const PajeWorker& w : paje.workers) max_node = std::max(max_node, w.memory_node);
+  std::vector<std::string> names(std::size_t(max_node) + 1);
+  for (const PajeWorker& w : paje.workers) {
+    if (w.memory_node < 0) continue;
+    std::string& name = names[std::size_t(w.memory_node)];
+    const std::size_t cuda = w.name.find("CUDA");
+    if (cuda != std::string::npos) {
+      // StarPU names a CUDA worker CUDA<device>_<stream>.
+      std::size_t digits = cuda + 4;
+      while (digits < w.name.size() && w.name[digits] >= '0' && w.name[digits] <= '9') ++digits;
+      name = "GPU" + w.name.substr(cuda + 4, digits - cuda - 4);
+    } else if (name.empty()) {
+      name = "RAM";
+    }
+  }
+  if (names[0].empty()) names[0] = "RAM";
+  int disks = 0;
+  for (int node : paje.memory_nodes)
+    if (names[std::size_t(node)].empty()) names[std::size_t(node)] = "DISK" + std::to_string(disks++);
+  for (std::size_t node = 0; node < names.size(); ++node)
+    if (names[node].empty()) names[node] = "NODE" + std::to_string(node);
+  return names;
+}
+
+TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
+  const std::vector<TaskRecord>& tasks = data.tasks;
+  const std::filesystem::path tasks_file = data.dir / "tasks.rec";
+  TraceReport report;
+  report.dir = data.dir;
+
+  std::vector<std::size_t> executed;
+  std::map<int, std::vector<std::size_t>> tasks_of_worker;
+  std::map<long, std::vector<std::size_t>> tasks_of_step;
+  std::unordered_map<std::string_view, std::size_t> index_of_job;
+  index_of_job.reserve(tasks.size());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    index_of_job.emplace(tasks[i].job_id, i);
+    if (tasks[i].step) tasks_of_step[*tasks[i].step].push_back(i);
+    if (!tasks[i].executed()) continue;
+    executed.push_back(i);
+    tasks_of_worker[tasks[i].worker].push_back(i);
+  }
+  const std::optional<Interval> run = span_of(tasks, executed);
+  if (!run) throw_format_error(tasks_file, "no task ran (no record has a StartTime)");
+  report.origin_ms = run->begin;
+  report.wall_s = run->length() * kSecondsPerMs;
+  report.tasks_executed = executed.size();
+
+  // ---- steps and their critical paths
+  for (const auto& [step, members] : tasks_of_step) {
+    StepReport s;
+    s.step = step;
+    s.tasks = members.size();
+    const std::optional<Interval> span = span_of(tasks, members);
+    s.executed =
+        std::size_t(std::count_if(members.begin(), members.end(), [&](std::size_t i) { return tasks[i].executed(); }));
+    s.wall_s = span ? span->length() * kSecondsPerMs : 0.0;
+    compute_critical_path(tasks, members, index_of_job, s, tasks_file);
+    report.steps.push_back(std::move(s));
+  }
+  std::optional<Interval> steady_window;
+  if (!report.steps.empty()) {
+    long first_steady = report.steps.front().step + 1;
+    if (options.steady_from) {
+      first_steady = *options.steady_from;
+      if (first_steady > report.steps.back().step)
+        throw std::invalid_argument("--steady-from " + std::to_string(first_steady) + ": the trace's steps are " +
+                                    std::to_string(report.steps.front().step) + ".." +
+                                    std::to_string(report.steps.back().step));
+    }
+    std::vector<std::size_t> steady_tasks;
+    for (const auto& [step, members] : tasks_of_step)
+      if (step >= first_steady) steady_tasks.insert(steady_tasks.end(), members.begin(), members.end());
+    steady_window = span_of(tasks, steady_tasks);
+    if (steady_window) report.steady_from = std::max(first_steady, report.steps.front().step);
+  }
+
+  // ---- workers: every worker the trace names, and any that ran a task
+  std::map<int, WorkerReport> workers;
+  const auto add_worker = [&](int id, const std::string& name) {
+    WorkerReport& w = workers[id];
+    w.id = id;
+    w.name = name;
+    w.kind = worker_kind(name);
+  };
+  for (const PajeWorker& w : data.paje.workers) add_worker(w.id, w.name);
+  for (const auto& [id, states] : data.worker_states)
+    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
+  for (const auto& [id, indexes] : tasks_of_worker)
+    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
+  const WorkerStateIntervals no_states;
+  for (auto& [id, worker] : workers) {
+    std::vector<Interval> task_intervals;
+    if (const auto it = tasks_of_worker.find(id); it != tasks_of_worker.end())
+      for (std::size_t i : it->second) task_intervals.push_back(interval_of(tasks[i]));
+    worker.tasks = task_intervals.size();
+    const auto states_it = data.worker_states.find(id);
+    const WorkerStateIntervals& states = states_it == data.worker_states.end() ? no_states : states_it->second;
+    const IntervalUnion busy = merge_intervals(task_intervals);
+    const IntervalUnion overhead = merge_intervals(states.overhead);
+    const IntervalUnion sleeping = merge_intervals(states.sleeping);
+    // Every task lies inside the run's window: there the busy time is the sum of the durations.
+    worker.total = split_time(*run, task_intervals, busy, overhead, sleeping);
+    if (steady_window) worker.steady = split_time(*steady_window, task_intervals, busy, overhead, sleeping);
+    report.workers.push_back(worker);
+  }
+
+  // ---- task kinds
+  std::map<std::string, TaskKindReport> kinds;
+  double all_busy_ms = 0;
+  std::vector<std::size_t> adamw_tasks, collective_tasks;
+  std::map<int, std::vector<Interval>> compute_of_worker;
+  std::vector<Interval> non_collective;
+  for (std::size_t i : executed) {
+    const std::string kind = task_kind(tasks[i].name);
+    TaskKindReport& k = kinds[kind];
+    k.name = kind;
+    ++k.count;
+    k.total_s += tasks[i].duration_ms();
+    all_busy_ms += tasks[i].duration_ms();
+    if (is_adamw_kind(kind)) adamw_tasks.push_back(i);
+    if (is_compute_kind(kind)) compute_of_worker[tasks[i].worker].push_back(interval_of(tasks[i]));
+    if (is_collective_kind(kind))
+      collective_tasks.push_back(i);
+    else
+      non_collective.push_back(interval_of(tasks[i]));
+  }
+  for (auto& [name, k] : kinds) {
+    k.share = all_busy_ms > 0 ? k.total_s / all_busy_ms : 0.0;
+    k.mean_s = k.total_s / double(k.count) * kSecondsPerMs;
+    k.total_s *= kSecondsPerMs;
+    report.task_kinds.push_back(k);
+  }
+  std::stable_sort(report.task_kinds.begin(), report.task_kinds.end(),
+                   [](const TaskKindReport& a, const TaskKindReport& b) { return a.total_s > b.total_s; });
+
+  // ---- overlap: AdamW and collectives beside compute on the other workers
+  std::map<int, IntervalUnion> compute_elsewhere;  // per worker: compute on every other worker
+  for (const auto& [id, worker] : workers) {
+    std::vector<Interval> others;
+    for (const auto& [other, intervals] : compute_of_worker)
+      if (other != id) others.insert(others.end(), intervals.begin(), intervals.end());
+    compute_elsewhere[id] = merge_intervals(std::move(others));
+  }
+  const auto elsewhere = [&](const TaskRecord& t) -> const IntervalUnion& { return compute_elsewhere[t.worker]; };
+  const auto total_ms = [&](const std::vector<std::size_t>& indexes) {
+    double sum = 0;
+    for (std::size_t i : indexes) sum += tasks[i].duration_ms();
+    return sum;
+  };
+  OverlapReport& overlap = report.overlap;
+  overlap.adam_tasks = adamw_tasks.size();
+  overlap.adam_s = total_ms(adamw_tasks) * kSecondsPerMs;
+  if (overlap.adam_s > 0)
+    overlap.adam_concurrent_fraction = concurrent_time(tasks, adamw_tasks, elsewhere) * kSecondsPerMs / overlap.adam_s;
+  overlap.collective_tasks = collective_tasks.size();
+  overlap.collective_s = total_ms(collective_tasks) * kSecondsPerMs;
+  if (overlap.collective_s > 0)
+    overlap.collective_concurrent_fraction =
+        concurrent_time(tasks, collective_tasks, elsewhere) * kSecondsPerMs / overlap.collective_s;
+
+  // ---- transfers per link
+  const std::vector<std::string> node_names = memory_node_names(data.paje);
+  const auto node_name = [&](int node) {
+    return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)]
+                                                              : "NODE" + std::to_string(node);
+  };
+  const IntervalUnion computing = merge_intervals(std::move(non_collective));
+  std::map<std::pair<int, int>, std::pair<TransferReport, double>> links;  // report, hidden ms
+  for (const Transfer& t : data.paje.transfers) {
+    auto& [link, hidden_ms] = links[{t.src_node, t.dst_node}];
+    link.src = node_name(t.src_node);
+    link.dst = node_name(t.dst_node);
+    link.bytes += t.bytes;
+    ++link.count;
+    const Interval during{t.start_ms, t.end_ms};
+    link.time_s += during.length();
+    hidden_ms += covered_length(during, computing);
+  }
+  for (auto& [nodes, entry] : links) {
+    auto& [link, hidden_ms] = entry;
+    if (link.time_s > 0) link.hidden_fraction = hidden_ms / link.time_s;
+    link.time_s *= kSecondsPerMs;
+    report.transfers.push_back(link);
+  }
+  return report;
+}
+
+}  // namespace starzero::profile

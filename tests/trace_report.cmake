@@ -1,0 +1,14 @@
+# profile/: the `starzero trace` report.
+#   trace_report/*  - task kinds, intervals, hand-written trace files (critical path, busy/overhead
+#                     time, RAM/GPU/DISK links, bad files) and a traced busy-wait task graph with
+#                     known durations; its own executable, as StarPU writes one trace per process
+#   trace_report_cli   - `starzero trace` on a 3-step traced tiny run: its busy times against
+#                     tasks.rec read by Python, the JSON keys, --svg through gnuplot, ViTE, errors
+#   trace_report_ranks - the same run on 2 MPI ranks: {"ranks": [...]} and rank sections
+add_executable(test_trace_report test_trace_report.cpp)
+target_link_libraries(test_trace_report PRIVATE starzero_catch_main starzero_profile starzero_runtime)
+catch_discover_tests(test_trace_report TEST_PREFIX "trace_report/" PROPERTIES TIMEOUT 120)
+add_test(NAME trace_report_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_report_test.sh $<TARGET_FILE:starzero> single)
+set_tests_properties(trace_report_cli PROPERTIES TIMEOUT 300)
+add_test(NAME trace_report_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_report_test.sh $<TARGET_FILE:starzero> ranks)
+set_tests_properties(trace_report_ranks PROPERTIES TIMEOUT 300 LABELS mpi)
