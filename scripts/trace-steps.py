@@ -7,7 +7,8 @@ last AdamW task (the first task of the last training step) to the end of the las
 up to that AdamW task: evaluation and sampling passes after it are left out. Times in tasks.rec
 are in milliseconds. Worker busy time is the sum of its tasks'
 durations inside that window; task kinds are task names without their [index] suffixes.
-Until `starzero trace` exists, this is the measurement tool of the granularity work.
+`scripts/bench-compare.sh` uses it because it also reads traces of older binaries, which have no
+step marks; for everything else use `starzero trace DIR` (docs/trace-report.md).
 
 Usage: scripts/trace-steps.py DIR [--kinds N]
 """
