@@ -12,6 +12,8 @@
 # Debian 12 packages the build needs where the machine lacks them: libhwloc-dev libhwloc15
 # libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libopenmpi-dev
 # libopenmpi3 openmpi-bin catch2 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libfxt2
+# nlohmann-json3-dev (header-only: `starzero trace` and `sweep`; gnuplot is optional: without it
+# the sweep's chart fails, its table and JSON stay)
 # (libtbbbind-2-5 too: TBB's CMake files refuse to load without it), and pkgconf pkgconf-bin
 # libpkgconf3 where pkg-config is missing.
 #
@@ -367,6 +369,27 @@ EOF
   done
 else
   skip "offload" "not built"
+fi
+
+# 6. Scheduling with a GPU beside CPU AdamW, where the order of ready tasks should matter: a sweep
+#    of policies x priority schemes on gpt2-124M with --offload-optimizer cpu (one repeat), and the
+#    trace report of one run (RAM<->GPU transfer lanes, AdamW overlap with GPU compute). Its
+#    sweep.json and report.json are kept in the logs.
+if [ $built = 1 ]; then
+  sweep_train=(train --preset gpt2-124M --batch 8 --seq 256 --steps 6 --precision bf16 --cuda-workers 1 --val-every 0
+               --sample-every 0 --offload-optimizer cpu)
+  step "sweep lws,dmdas,heteroprio x none,critical-path, gpt2-124M offload cpu" "$logs/sweep.log" \
+    timeout 400 "$build/apps/starzero" sweep --sched lws,dmdas,heteroprio --priorities none,critical-path --repeat 1 \
+    --out "$logs/sweep" -- "${sweep_train[@]}" || true
+  if [ -f "$logs/sweep/sweep.json" ]; then
+    rows+=("| sweep written (sweep.json) | passed | |")
+    while IFS= read -r row; do rows+=("| sweep: ${row#| }"); done < <(grep -E '^\| (lws|dmdas|heteroprio) ' "$logs/sweep.log")
+    first_run=$(ls -d "$logs"/sweep/runs/*_r1 2>/dev/null | head -n1)
+    [ -n "$first_run" ] && step "trace report of $(basename "$first_run")" "$logs/report.json" \
+      "$build/apps/starzero" trace "$first_run" --json || true
+  fi
+else
+  skip "scheduling sweep" "not built"
 fi
 
 # ---- summary ---------------------------------------------------------------------------------------
