@@ -159,6 +159,14 @@ std::vector<std::int64_t> parse_count_list(std::string_view flag, std::string_vi
   return out;
 }
 
+PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_view text) {
+  const auto scheme = parse_priority_scheme(text);
+  if (!scheme)
+    throw UsageError(std::string(flag) + ": unknown scheme '" + std::string(text) +
+                     "' (valid: " + priority_scheme_names() + ")");
+  return *scheme;
+}
+
 std::string parse_choice(std::string_view flag, std::string_view text,
                          std::initializer_list<std::string_view> choices) {
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return std::string(text);
@@ -301,12 +309,8 @@ SessionOptions session_options(const ArgParser& p) {
   SessionOptions options;
   options.policy = p.value("sched").value_or("");
   options.policy_plugin = p.value("sched-plugin").value_or("");
-  if (const auto scheme = p.value("priorities")) {
-    const auto parsed = parse_priority_scheme(*scheme);
-    if (!parsed)
-      throw UsageError("--priorities: unknown scheme '" + *scheme + "' (valid: " + priority_scheme_names() + ")");
-    options.priorities = *parsed;
-  }
+  if (const auto scheme = p.value("priorities"))
+    options.priorities = parse_priority_scheme_flag("--priorities", *scheme);
   const auto weight = [&](const char* name) -> std::optional<double> {
     const auto v = p.value(name);
     if (!v) return std::nullopt;

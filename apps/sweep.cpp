@@ -75,9 +75,7 @@ int sweep_main(int argc, char** argv) {
     for (const std::string& policy : o.policies)
       if (!plugin && std::find(known.begin(), known.end(), policy) == known.end())
         throw UsageError("--sched: unknown scheduling policy '" + policy + "' (see --sched help)");
-    for (const std::string& scheme : o.priorities)
-      if (!parse_priority_scheme(scheme))
-        throw UsageError("--priorities: unknown scheme '" + scheme + "' (valid: " + priority_scheme_names() + ")");
+    for (const std::string& scheme : o.priorities) cli::parse_priority_scheme_flag("--priorities", scheme);
     const auto rows =
         profile::run_sweep(o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     std::fputs(profile::sweep_table(rows).c_str(), stdout);

@@ -37,12 +37,26 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-std::optional<double> median_of(const std::vector<SweepRun>& runs, std::optional<double> SweepRun::*field) {
-  std::vector<double> values;
-  for (const SweepRun& r : runs)
-    if (r.*field) values.push_back(*(r.*field));
-  if (values.empty()) return std::nullopt;
-  return median(values);
+// The median of each figure over the runs (an overlap over the runs that have one).
+SweepFigures median_figures(const std::vector<SweepRun>& runs) {
+  const auto of = [&](double SweepFigures::*field) {
+    std::vector<double> values;
+    for (const SweepRun& r : runs) values.push_back(r.figures.*field);
+    return median(values);
+  };
+  const auto of_optional = [&](std::optional<double> SweepFigures::*field) -> std::optional<double> {
+    std::vector<double> values;
+    for (const SweepRun& r : runs)
+      if (r.figures.*field) values.push_back(*(r.figures.*field));
+    if (values.empty()) return std::nullopt;
+    return median(values);
+  };
+  return {.step_s = of(&SweepFigures::step_s),
+          .tokens_per_s = of(&SweepFigures::tokens_per_s),
+          .steady_busy = of(&SweepFigures::steady_busy),
+          .adam_overlap = of_optional(&SweepFigures::adam_overlap),
+          .collective_overlap = of_optional(&SweepFigures::collective_overlap),
+          .gpu_transfer_bytes = of(&SweepFigures::gpu_transfer_bytes)};
 }
 
 std::optional<double> number_or_null(const nlohmann::json& j) {
@@ -51,7 +65,7 @@ std::optional<double> number_or_null(const nlohmann::json& j) {
 }
 
 // The figures of one run from its trace report (rank 0's with several ranks).
-void read_report(const nlohmann::json& full, SweepRun& run) {
+void read_report(const nlohmann::json& full, SweepFigures& run) {
   const nlohmann::json& report = full.contains("ranks") ? full.at("ranks").at(0) : full;
   std::vector<double> steady;
   const auto& steps = report.at("steps");
@@ -77,6 +91,16 @@ std::string fraction(std::optional<double> f) {
 }
 
 nlohmann::json optional_json(std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+// The keys docs/scheduling.md lists for a combination and for each of its runs.
+void add_figures(nlohmann::json& out, const SweepFigures& f) {
+  out["step_s"] = f.step_s;
+  out["tokens_per_s"] = f.tokens_per_s;
+  out["steady_busy_fraction"] = f.steady_busy;
+  out["adam_concurrent_fraction"] = optional_json(f.adam_overlap);
+  out["collective_concurrent_fraction"] = optional_json(f.collective_overlap);
+  out["gpu_transfer_bytes"] = f.gpu_transfer_bytes;
+}
 
 }  // namespace
 
@@ -105,8 +129,6 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
     for (std::size_t k = 0; k < rows.size(); ++k) {
       SweepRow& row = rows[rep % 2 == 0 ? k : rows.size() - 1 - k];
       SweepRun run;
-      run.policy = row.policy;
-      run.priorities = row.priorities;
       run.repeat = rep + 1;
       const std::string id = row.policy + "_" + row.priorities + "_r" + std::to_string(rep + 1);
       run.trace_dir = o.out_dir / "runs" / id;
@@ -131,36 +153,28 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
       const std::string out = read_file(log);
       if (!std::regex_search(out, m, throughput))
         throw std::runtime_error("run " + id + ": no tokens/s in its summary (" + log.string() + ")");
-      run.tokens_per_s = std::stod(m[1]);
+      run.figures.tokens_per_s = std::stod(m[1]);
 
       const std::filesystem::path report = o.out_dir / "runs" / (id + ".json");
       if (const int rc = run_logged({o.program.string(), "trace", run.trace_dir.string(), "--json"}, report); rc != 0)
         throw std::runtime_error("`starzero trace` of run " + id + " exited " + std::to_string(rc) + ": " +
                                  last_line(read_file(report)));
-      read_report(nlohmann::json::parse(read_file(report)), run);
+      read_report(nlohmann::json::parse(read_file(report)), run.figures);
       row.runs.push_back(run);
       char line[256];
       std::snprintf(line, sizeof line, "sweep: [%zu/%zu] %s, priorities %s, run %d: %.1f ms/step, %.0f tok/s", ++done,
-                    total, row.policy.c_str(), row.priorities.c_str(), rep + 1, run.step_s * 1e3, run.tokens_per_s);
+                    total, row.policy.c_str(), row.priorities.c_str(), rep + 1, run.figures.step_s * 1e3,
+                    run.figures.tokens_per_s);
       progress(line);
     }
   }
   for (SweepRow& row : rows) {
-    std::vector<double> steps, tokens, busy, gpu;
-    for (const SweepRun& r : row.runs) {
-      steps.push_back(r.step_s);
-      tokens.push_back(r.tokens_per_s);
-      busy.push_back(r.steady_busy);
-      gpu.push_back(r.gpu_transfer_bytes);
-    }
-    row.step_s = median(steps);
-    row.step_min_s = *std::min_element(steps.begin(), steps.end());
-    row.step_max_s = *std::max_element(steps.begin(), steps.end());
-    row.tokens_per_s = median(tokens);
-    row.steady_busy = median(busy);
-    row.gpu_transfer_bytes = median(gpu);
-    row.adam_overlap = median_of(row.runs, &SweepRun::adam_overlap);
-    row.collective_overlap = median_of(row.runs, &SweepRun::collective_overlap);
+    row.median = median_figures(row.runs);
+    const auto [fastest, slowest] =
+        std::minmax_element(row.runs.begin(), row.runs.end(),
+                            [](const auto& a, const auto& b) { return a.figures.step_s < b.figures.step_s; });
+    row.step_min_s = fastest->figures.step_s;
+    row.step_max_s = slowest->figures.step_s;
   }
   return rows;
 }
@@ -170,11 +184,12 @@ std::string sweep_table(const std::vector<SweepRow>& rows) {
       "| policy | priorities | runs | step ms (median) | min–max | tokens/s | steady busy | AdamW overlap | "
       "collective overlap | GPU transfer MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const SweepRow& r : rows) {
+    const SweepFigures& m = r.median;
     char line[512];
     std::snprintf(line, sizeof line, "| %s | %s | %zu | %.1f | %.1f–%.1f | %.0f | %s | %s | %s | %.1f |\n",
-                  r.policy.c_str(), r.priorities.c_str(), r.runs.size(), r.step_s * 1e3, r.step_min_s * 1e3,
-                  r.step_max_s * 1e3, r.tokens_per_s, fraction(r.steady_busy).c_str(), fraction(r.adam_overlap).c_str(),
-                  fraction(r.collective_overlap).c_str(), r.gpu_transfer_bytes / 1e6);
+                  r.policy.c_str(), r.priorities.c_str(), r.runs.size(), m.step_s * 1e3, r.step_min_s * 1e3,
+                  r.step_max_s * 1e3, m.tokens_per_s, fraction(m.steady_busy).c_str(), fraction(m.adam_overlap).c_str(),
+                  fraction(m.collective_overlap).c_str(), m.gpu_transfer_bytes / 1e6);
     text += line;
   }
   return text;
@@ -187,27 +202,18 @@ nlohmann::json sweep_json(const SweepOptions& o, const std::vector<SweepRow>& ro
   out["ranks"] = o.ranks;
   out["combinations"] = nlohmann::json::array();
   for (const SweepRow& r : rows) {
-    nlohmann::json runs = nlohmann::json::array();
-    for (const SweepRun& run : r.runs)
-      runs.push_back({{"repeat", run.repeat},
-                      {"step_s", run.step_s},
-                      {"tokens_per_s", run.tokens_per_s},
-                      {"steady_busy_fraction", run.steady_busy},
-                      {"adam_concurrent_fraction", optional_json(run.adam_overlap)},
-                      {"collective_concurrent_fraction", optional_json(run.collective_overlap)},
-                      {"gpu_transfer_bytes", run.gpu_transfer_bytes},
-                      {"trace_dir", run.trace_dir.string()}});
-    out["combinations"].push_back({{"policy", r.policy},
-                                   {"priorities", r.priorities},
-                                   {"step_s", r.step_s},
-                                   {"step_min_s", r.step_min_s},
-                                   {"step_max_s", r.step_max_s},
-                                   {"tokens_per_s", r.tokens_per_s},
-                                   {"steady_busy_fraction", r.steady_busy},
-                                   {"adam_concurrent_fraction", optional_json(r.adam_overlap)},
-                                   {"collective_concurrent_fraction", optional_json(r.collective_overlap)},
-                                   {"gpu_transfer_bytes", r.gpu_transfer_bytes},
-                                   {"runs", runs}});
+    nlohmann::json combination = {{"policy", r.policy}, {"priorities", r.priorities}};
+    add_figures(combination, r.median);
+    combination["step_min_s"] = r.step_min_s;
+    combination["step_max_s"] = r.step_max_s;
+    combination["runs"] = nlohmann::json::array();
+    for (const SweepRun& run : r.runs) {
+      nlohmann::json one = {{"repeat", run.repeat}};
+      add_figures(one, run.figures);
+      one["trace_dir"] = run.trace_dir.string();
+      combination["runs"].push_back(std::move(one));
+    }
+    out["combinations"].push_back(std::move(combination));
   }
   return out;
 }
@@ -218,8 +224,8 @@ void write_sweep_chart(const std::vector<SweepRow>& rows, const std::filesystem:
     std::ofstream data(scratch.path() / "steps.dat");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const SweepRow& r = rows[i];
-      data << i << ' ' << r.step_s * 1e3 << ' ' << r.step_min_s * 1e3 << ' ' << r.step_max_s * 1e3 << " \"" << r.policy
-           << "\\n"
+      data << i << ' ' << r.median.step_s * 1e3 << ' ' << r.step_min_s * 1e3 << ' ' << r.step_max_s * 1e3 << " \""
+           << r.policy << "\\n"
            << r.priorities << "\"\n";
     }
     if (!data.flush()) throw std::runtime_error("cannot write gnuplot's data in " + scratch.path().string());

@@ -24,25 +24,28 @@ struct SweepOptions {
   std::vector<std::string> train_args;  // the `train` flags after `--`
 };
 
-// One training run of a sweep, as its trace report and summary line measured it.
-struct SweepRun {
-  std::string policy, priorities;
-  int repeat = 0;
+// What one run measured, or (SweepRow::median) the medians over a combination's runs.
+struct SweepFigures {
   double step_s = 0;        // median wall time of the steady steps (all but the first)
   double tokens_per_s = 0;  // from the run's summary line
   double steady_busy = 0;   // mean over workers of steady_busy_fraction
   std::optional<double> adam_overlap, collective_overlap;
   double gpu_transfer_bytes = 0;  // transfers to or from a GPU memory node
+};
+
+// One training run of a sweep.
+struct SweepRun {
+  int repeat = 0;
+  SweepFigures figures;
   std::filesystem::path trace_dir;
 };
 
-// The runs of one combination and their medians (step time also min and max).
+// The runs of one combination, their medians and the range of their step times.
 struct SweepRow {
   std::string policy, priorities;
   std::vector<SweepRun> runs;
-  double step_s = 0, step_min_s = 0, step_max_s = 0, tokens_per_s = 0, steady_busy = 0;
-  std::optional<double> adam_overlap, collective_overlap;
-  double gpu_transfer_bytes = 0;
+  SweepFigures median;
+  double step_min_s = 0, step_max_s = 0;
 };
 
 // Checks the options (throws std::invalid_argument: empty lists, repeat < 1, train flags that

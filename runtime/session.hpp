@@ -1,7 +1,5 @@
 #pragma once
 // RAII around starpu_init / starpu_shutdown. One Session may be alive per process at a time.
-#include <starpu.h>
-
 #include <cstddef>
 #include <optional>
 #include <string>
