@@ -42,15 +42,11 @@ std::size_t slice_count(std::size_t elements, const Slice& slice) {
 // ---- the functions the codelets run: buffers by their declared meaning -------------------------
 
 void sum_of_squares_cpu(const TaskBuffers& b, const SumArgs& a) {
-  double sum = 0;  // double: the norm of millions of small gradients
+  // In double: the norm of millions of small gradients; on the widest SIMD path of this CPU.
+  static const SimdPath path = best_simd_path();
   const std::size_t n = slice_count(b.elements("grad"), a.slice);
-  if (a.dtype == DType::f32) {
-    const float* g = b.get<const float>("grad", a.slice.offset);
-    for (std::size_t i = 0; i < n; ++i) sum += double(g[i]) * g[i];
-  } else {
-    const bf16* g = b.get<const bf16>("grad", a.slice.offset);
-    for (std::size_t i = 0; i < n; ++i) sum += double(to_float(g[i])) * to_float(g[i]);
-  }
+  const double sum = a.dtype == DType::f32 ? sum_of_squares(path, b.get<const float>("grad", a.slice.offset), n)
+                                           : sum_of_squares(path, b.get<const bf16>("grad", a.slice.offset), n);
   *b.get<float>("sum") = float(sum);
 }
 

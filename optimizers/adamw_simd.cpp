@@ -229,10 +229,7 @@ SZ_AVX512 [[gnu::flatten]] void cast_avx512(std::size_t n, const S* src, D* dst)
 }
 
 // ---------------------------------------------------------------------------------------------
-void require(SimdPath path) {
-  if (!simd_path_available(path))
-    throw std::invalid_argument("SIMD path " + std::string(simd_path_name(path)) + " is not supported by this CPU");
-}
+void require(SimdPath path) { require_simd_path(path); }
 
 template <class G, class P>
 void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float* master, float* m, float* v, P* param,

@@ -54,4 +54,10 @@ void cast_bf16_to_f32_parallel(SimdPath path, int threads, std::size_t chunk, st
 void cast_f32_to_bf16_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* src,
                                bf16* dst);
 
+// Σ x[i]² in double, for the gradient norm (optimizers/sum_of_squares_simd.cpp). Element i is
+// widened to double, squared and added into lane i mod 16; the 16 lanes are then added pairwise.
+// Every path does exactly that, so the paths give the same bits.
+double sum_of_squares(SimdPath path, const float* x, std::size_t n);
+double sum_of_squares(SimdPath path, const bf16* x, std::size_t n);
+
 }  // namespace starzero::optim

@@ -1,5 +1,8 @@
 #include "runtime/simd.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace starzero {
 
 bool simd_path_available(SimdPath path) {
@@ -10,6 +13,11 @@ bool simd_path_available(SimdPath path) {
     case SimdPath::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   }
   return false;
+}
+
+void require_simd_path(SimdPath path) {
+  if (!simd_path_available(path))
+    throw std::invalid_argument("SIMD path " + std::string(simd_path_name(path)) + " is not supported by this CPU");
 }
 
 SimdPath best_simd_path() {

@@ -15,6 +15,8 @@ SimdPath best_simd_path();
 // Every path this CPU runs, scalar first.
 std::vector<SimdPath> available_simd_paths();
 bool simd_path_available(SimdPath path);
+// Throws std::invalid_argument when this CPU cannot run `path`.
+void require_simd_path(SimdPath path);
 std::string_view simd_path_name(SimdPath path);  // "scalar", "avx2", "avx512"
 
 }  // namespace starzero

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "tasks/float_views.hpp"
 #include "tasks/nn_simd.hpp"
 
 namespace starzero::kernels {
@@ -24,7 +25,11 @@ namespace {
 
 using std::size_t;
 
-constexpr float kLayerNormEps = 1e-5f;
+// The widest SIMD path of this CPU, for the vectorised kernels.
+SimdPath cpu_path() {
+  static const SimdPath path = best_simd_path();
+  return path;
+}
 
 // OpenBLAS would otherwise start one thread per core inside every StarPU worker.
 void blas_single_threaded() {
@@ -33,35 +38,6 @@ void blas_single_threaded() {
     return true;
   }();
   (void)once;
-}
-
-// ---- float views of T arrays -------------------------------------------------------------------
-// A read-only float view: the array itself when T is float, a converted copy in `scratch` otherwise.
-const float* float_view(const float* p, size_t, std::vector<float>&) { return p; }
-const float* float_view(const bf16* p, size_t n, std::vector<float>& scratch) {
-  scratch.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch[i] = to_float(p[i]);
-  return scratch.data();
-}
-
-// A writable float accumulator for a T array: the array itself when T is float, a converted copy
-// otherwise; store_back() rounds the copy into the array once.
-float* float_accum(float* p, size_t, std::vector<float>&) { return p; }
-float* float_accum(bf16* p, size_t n, std::vector<float>& scratch) {
-  scratch.resize(n);
-  for (size_t i = 0; i < n; ++i) scratch[i] = to_float(p[i]);
-  return scratch.data();
-}
-void store_back(float*, const float*, size_t) {}
-void store_back(bf16* p, const float* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = from_float<bf16>(acc[i]);
-}
-
-// Output buffer written from scratch (no accumulation): T itself when float, fresh scratch otherwise.
-float* float_out(float* p, size_t, std::vector<float>&) { return p; }
-float* float_out(bf16*, size_t n, std::vector<float>& scratch) {
-  scratch.assign(n, 0.0f);
-  return scratch.data();
 }
 
 // ---- float matmuls (BLAS) ------------------------------------------------------------------------
@@ -118,96 +94,82 @@ struct AttentionLayout {
   size_t scores(int b, int t, int h) const { return ((size_t(b) * NH + h) * Tn + t) * Tn; }
 };
 
-// Calls row(b, t, h) for every sequence b, position t and head h, in this order.
-template <class Row>
-void for_each_attention_row(int B, const AttentionLayout& at, const Row& row) {
+// Calls head(b, h) for every sequence b and head h, in this order.
+template <class Head>
+void for_each_head(int B, const AttentionLayout& at, const Head& head) {
   for (int b = 0; b < B; ++b)
-    for (int t = 0; t < at.Tn; ++t)
-      for (int h = 0; h < at.NH; ++h) row(b, t, h);
+    for (int h = 0; h < at.NH; ++h) head(b, h);
 }
 
+// Per (sequence, head), the products are single-threaded sgemms over [T, hs] and [T, T] matrices
+// (q, k, v and their gradients are strided views of qkv); the causal softmax runs row by row.
+// The masked entries t2 > t of preatt, att and their gradients are written 0.
 void attention_forward_f32(float* out, float* preatt, float* att, const float* inp, int B, int Tn, int C, int NH) {
   const AttentionLayout at{Tn, C, NH};
-  for_each_attention_row(B, at, [&](int b, int t, int h) {
-    const float* query = inp + at.query(b, t, h);
-    float* preatt_bth = preatt + at.scores(b, t, h);
-    float* att_bth = att + at.scores(b, t, h);
-
-    // pass 1: scaled q·k for t2 <= t, and their maximum
-    float maxval = -INFINITY;
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const float* key = inp + at.key(b, t2, h);
-      float dot = 0.0f;
-      for (int i = 0; i < at.hs; ++i) dot += query[i] * key[i];
-      dot *= at.scale;
-      preatt_bth[t2] = dot;
-      maxval = std::max(maxval, dot);
+  blas_single_threaded();
+  for_each_head(B, at, [&](int b, int h) {
+    const float* query = inp + at.query(b, 0, h);
+    const float* key = inp + at.key(b, 0, h);
+    const float* value = inp + at.value(b, 0, h);
+    float* preatt_bh = preatt + at.scores(b, 0, h);
+    float* att_bh = att + at.scores(b, 0, h);
+    // preatt = scale · q kᵀ
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, at.scale, query, at.C3, key, at.C3, 0.0f,
+                preatt_bh, Tn);
+    // att = softmax over t2 <= t of each row
+    for (int t = 0; t < Tn; ++t) {
+      float* preatt_t = preatt_bh + size_t(t) * Tn;
+      float* att_t = att_bh + size_t(t) * Tn;
+      float maxval = -INFINITY;
+      for (int t2 = 0; t2 <= t; ++t2) maxval = std::max(maxval, preatt_t[t2]);
+      float expsum = 0.0f;
+      for (int t2 = 0; t2 <= t; ++t2) {
+        const float e = std::exp(preatt_t[t2] - maxval);
+        att_t[t2] = e;
+        expsum += e;
+      }
+      const float expsum_inv = 1.0f / expsum;
+      for (int t2 = 0; t2 <= t; ++t2) att_t[t2] *= expsum_inv;
+      for (int t2 = t + 1; t2 < Tn; ++t2) preatt_t[t2] = att_t[t2] = 0.0f;
     }
-    // pass 2: softmax over t2 <= t; masked entries are written 0 in both buffers
-    float expsum = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const float e = std::exp(preatt_bth[t2] - maxval);
-      att_bth[t2] = e;
-      expsum += e;
-    }
-    const float expsum_inv = 1.0f / expsum;
-    for (int t2 = 0; t2 <= t; ++t2) att_bth[t2] *= expsum_inv;
-    for (int t2 = t + 1; t2 < Tn; ++t2) {
-      preatt_bth[t2] = 0.0f;
-      att_bth[t2] = 0.0f;
-    }
-    // pass 3: out = Σ_t2 att · v
-    float* out_bth = out + at.head(b, t, h);
-    for (int i = 0; i < at.hs; ++i) out_bth[i] = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const float* value = inp + at.value(b, t2, h);
-      const float a = att_bth[t2];
-      for (int i = 0; i < at.hs; ++i) out_bth[i] += a * value[i];
-    }
+    // out = att v
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, value, at.C3, 0.0f,
+                out + at.head(b, 0, h), C);
   });
 }
 
 void attention_backward_f32(float* dinp, float* dpreatt, float* datt, const float* dout, const float* inp,
                             const float* att, int B, int Tn, int C, int NH) {
   const AttentionLayout at{Tn, C, NH};
-  for_each_attention_row(B, at, [&](int b, int t, int h) {
-    const float* att_bth = att + at.scores(b, t, h);
-    float* datt_bth = datt + at.scores(b, t, h);
-    float* dpreatt_bth = dpreatt + at.scores(b, t, h);
-    const float* query = inp + at.query(b, t, h);
-    float* dquery = dinp + at.query(b, t, h);
-    const float* dout_bth = dout + at.head(b, t, h);
-
-    // out = Σ_t2 att[t2] · v[t2]:  datt[t2] = dout · v[t2],  dv[t2] += att[t2] · dout
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const float* value = inp + at.value(b, t2, h);
-      float* dvalue = dinp + at.value(b, t2, h);
-      const float a = att_bth[t2];
-      float d = 0.0f;
-      for (int i = 0; i < at.hs; ++i) {
-        d += value[i] * dout_bth[i];
-        dvalue[i] += a * dout_bth[i];
-      }
-      datt_bth[t2] = d;
+  blas_single_threaded();
+  for_each_head(B, at, [&](int b, int h) {
+    const float* query = inp + at.query(b, 0, h);
+    const float* key = inp + at.key(b, 0, h);
+    const float* value = inp + at.value(b, 0, h);
+    const float* att_bh = att + at.scores(b, 0, h);
+    const float* dout_bh = dout + at.head(b, 0, h);
+    float* datt_bh = datt + at.scores(b, 0, h);
+    float* dpreatt_bh = dpreatt + at.scores(b, 0, h);
+    // out = att v:  datt = dout vᵀ,  dv += attᵀ dout
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, 1.0f, dout_bh, C, value, at.C3, 0.0f, datt_bh,
+                Tn);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, dout_bh, C, 1.0f,
+                dinp + at.value(b, 0, h), at.C3);
+    // softmax: dpreatt[t2] = att[t2] · (datt[t2] − Σ_t3 att[t3] · datt[t3]) over t2, t3 <= t
+    for (int t = 0; t < Tn; ++t) {
+      const float* att_t = att_bh + size_t(t) * Tn;
+      float* datt_t = datt_bh + size_t(t) * Tn;
+      float* dpreatt_t = dpreatt_bh + size_t(t) * Tn;
+      float dot = 0.0f;
+      for (int t2 = 0; t2 <= t; ++t2) dot += att_t[t2] * datt_t[t2];
+      for (int t2 = 0; t2 <= t; ++t2) dpreatt_t[t2] = att_t[t2] * (datt_t[t2] - dot);
+      for (int t2 = t + 1; t2 < Tn; ++t2) datt_t[t2] = dpreatt_t[t2] = 0.0f;
     }
-    // softmax: dpreatt[t3] = att[t3] · (datt[t3] − Σ_t2 att[t2] · datt[t2])
-    float dot = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) dot += att_bth[t2] * datt_bth[t2];
-    for (int t2 = 0; t2 <= t; ++t2) dpreatt_bth[t2] = att_bth[t2] * (datt_bth[t2] - dot);
-    for (int t2 = t + 1; t2 < Tn; ++t2) {
-      datt_bth[t2] = 0.0f;
-      dpreatt_bth[t2] = 0.0f;
-    }
-    // preatt[t2] = scale · q · k[t2]
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const float* key = inp + at.key(b, t2, h);
-      float* dkey = dinp + at.key(b, t2, h);
-      const float g = dpreatt_bth[t2] * at.scale;
-      for (int i = 0; i < at.hs; ++i) {
-        dquery[i] += key[i] * g;
-        dkey[i] += query[i] * g;
-      }
-    }
+    // preatt = scale · q kᵀ:  dq += scale · dpreatt k,  dk += scale · dpreattᵀ q
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, key, at.C3, 1.0f,
+                dinp + at.query(b, 0, h), at.C3);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, query, at.C3, 1.0f,
+                dinp + at.key(b, 0, h), at.C3);
   });
 }
 
@@ -257,77 +219,17 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, int B,
 }
 
 // ---- layernorm -------------------------------------------------------------------------------------
+// On the widest SIMD path of this CPU (tasks/nn_simd.hpp). The backward computes dweight and dbias
+// as sums over the rows in row order, so computing them in a task of their own gives the same bits.
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C) {
-  for (int n = 0; n < N; ++n) {
-    const T* x = inp + size_t(n) * C;
-    float m = 0.0f;
-    for (int i = 0; i < C; ++i) m += to_float(x[i]);
-    m /= float(C);
-    float v = 0.0f;
-    for (int i = 0; i < C; ++i) {
-      const float d = to_float(x[i]) - m;
-      v += d * d;
-    }
-    v /= float(C);
-    const float s = 1.0f / std::sqrt(v + kLayerNormEps);
-    T* out_n = out + size_t(n) * C;
-    for (int i = 0; i < C; ++i) {
-      const float norm = (to_float(x[i]) - m) * s;
-      const float o = norm * to_float(weight[i]) + (bias != nullptr ? to_float(bias[i]) : 0.0f);
-      out_n[i] = from_float<T>(o);
-    }
-    mean[n] = m;
-    rstd[n] = s;
-  }
+  simd::layernorm_forward(cpu_path(), out, mean, rstd, inp, weight, bias, N, C);
 }
 
-// dinp (when given) row by row; dweight and dbias (when given) as sums over the rows in row order,
-// so that computing them in a task of their own gives the same bits.
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const float* mean,
                         const float* rstd, int N, int C) {
-  const bool params = dweight != nullptr || dbias != nullptr;
-  std::vector<float> dw(params ? size_t(std::max(C, 0)) : 0, 0.0f), db(dw.size(), 0.0f);
-  for (int n = 0; n < N; ++n) {
-    const T* dout_n = dout + size_t(n) * C;
-    const T* x = inp + size_t(n) * C;
-    const float m = mean[n];
-    const float s = rstd[n];
-    if (params) {
-      for (int i = 0; i < C; ++i) {
-        const float norm = (to_float(x[i]) - m) * s;
-        const float g = to_float(dout_n[i]);
-        db[size_t(i)] += g;
-        dw[size_t(i)] += norm * g;
-      }
-    }
-    if (dinp == nullptr) continue;
-    T* dinp_n = dinp + size_t(n) * C;
-
-    // two reductions: mean(w · dout) and mean(w · dout · norm)
-    float dnorm_mean = 0.0f;
-    float dnorm_norm_mean = 0.0f;
-    for (int i = 0; i < C; ++i) {
-      const float norm = (to_float(x[i]) - m) * s;
-      const float dnorm = to_float(weight[i]) * to_float(dout_n[i]);
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * norm;
-    }
-    dnorm_mean /= float(C);
-    dnorm_norm_mean /= float(C);
-
-    for (int i = 0; i < C; ++i) {
-      const float norm = (to_float(x[i]) - m) * s;
-      const float dnorm = to_float(weight[i]) * to_float(dout_n[i]);
-      const float dx = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-      dinp_n[i] = from_float<T>(to_float(dinp_n[i]) + dx);
-    }
-  }
-  for (int i = 0; i < C && params; ++i) {
-    if (dweight != nullptr) dweight[i] = from_float<T>(to_float(dweight[i]) + dw[size_t(i)]);
-    if (dbias != nullptr) dbias[i] = from_float<T>(to_float(dbias[i]) + db[size_t(i)]);
-  }
+  simd::layernorm_backward(cpu_path(), dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
 // ---- matmul ----------------------------------------------------------------------------------------
@@ -386,72 +288,38 @@ void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, con
   store_back(dinp, fdinp, rows * 3 * c);
 }
 
-// ---- GELU ------------------------------------------------------------------------------------------
-// On the widest SIMD path of this CPU (tasks/nn_simd.hpp).
+// ---- GELU, residual, softmax + cross-entropy: on the widest SIMD path (tasks/nn_simd.hpp) -----------
 template <class T>
 void gelu_forward(T* out, const T* inp, std::size_t n) {
-  static const SimdPath path = best_simd_path();
-  simd::gelu_forward(path, out, inp, n);
+  simd::gelu_forward(cpu_path(), out, inp, n);
 }
 
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n) {
-  static const SimdPath path = best_simd_path();
-  simd::gelu_backward(path, dinp, inp, dout, n);
+  simd::gelu_backward(cpu_path(), dinp, inp, dout, n);
 }
 
-// ---- residual --------------------------------------------------------------------------------------
 template <class T>
 void residual_forward(T* out, const T* inp1, const T* inp2, std::size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = from_float<T>(to_float(inp1[i]) + to_float(inp2[i]));
+  simd::residual_forward(cpu_path(), out, inp1, inp2, n);
 }
 
 template <class T>
 void residual_backward(T* dinp1, T* dinp2, const T* dout, std::size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = to_float(dout[i]);
-    dinp1[i] = from_float<T>(to_float(dinp1[i]) + g);
-    dinp2[i] = from_float<T>(to_float(dinp2[i]) + g);
-  }
+  simd::residual_backward(cpu_path(), dinp1, dinp2, dout, n);
 }
 
-// ---- softmax + cross-entropy -----------------------------------------------------------------------
 template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp) {
-  for (int n = 0; n < N; ++n) {
-    const T* logits_n = logits + size_t(n) * Vp;
-    float* probs_n = probs + size_t(n) * Vp;
-    float maxval = -INFINITY;
-    for (int i = 0; i < V; ++i) maxval = std::max(maxval, to_float(logits_n[i]));
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) {
-      const float e = std::exp(to_float(logits_n[i]) - maxval);
-      probs_n[i] = e;
-      sum += e;
-    }
-    const float inv = float(1.0 / sum);
-    for (int i = 0; i < V; ++i) probs_n[i] *= inv;
-    for (int i = V; i < Vp; ++i) probs_n[i] = 0.0f;
-    const int ix = targets[n];
-    assert(ix >= 0 && ix < V);
-    // -log softmax[ix] = log Σ exp(l - max) - (l[ix] - max): finite even where probs[ix] underflows
-    losses[n] = float(std::log(sum) - double(to_float(logits_n[ix]) - maxval));
-  }
+  for (int n = 0; n < N; ++n) assert(targets[n] >= 0 && targets[n] < V);
+  simd::softmax_crossentropy_forward(cpu_path(), losses, probs, logits, targets, N, V, Vp);
 }
 
 template <class T>
 void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
                                    float dloss) {
-  for (int n = 0; n < N; ++n) {
-    T* dlogits_n = dlogits + size_t(n) * Vp;
-    const float* probs_n = probs + size_t(n) * Vp;
-    const int ix = targets[n];
-    for (int i = 0; i < V; ++i) {
-      const float indicator = i == ix ? 1.0f : 0.0f;
-      dlogits_n[i] = from_float<T>(to_float(dlogits_n[i]) + (probs_n[i] - indicator) * dloss);
-    }
-  }
+  simd::softmax_crossentropy_backward(cpu_path(), dlogits, probs, targets, N, V, Vp, dloss);
 }
 
 // ---- explicit instantiations -----------------------------------------------------------------------

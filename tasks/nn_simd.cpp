@@ -1,86 +1,30 @@
-// GELU on every SIMD path (tasks/nn_simd.hpp). The per-element math is written once, as a
-// template over the value type V: `float` for the scalar path and the vector tails, GCC vector
-// types of 8 (AVX2) or 16 (AVX-512) floats for the vector paths, whose + − × ÷ and ?: are
-// element-wise and round like the scalar operations. The vector loops carry their instruction
-// set's target attribute and inline everything (flatten). The file is compiled with
-// -ffp-contract=off, so no path fuses a multiply and an add: the same bits on every path, and the
-// result of an element does not depend on where a vector starts.
+// The vectorised nn kernels on every SIMD path (tasks/nn_simd.hpp). Each kernel is a struct whose
+// run<lanes>() is written once over the value types of runtime/simd_math.hpp; dispatch() runs it
+// inside a function carrying the path's target attribute (lanes 1: scalar, 8: AVX2, 16: AVX-512).
+// This file is compiled with -ffp-contract=off, so no path fuses a multiply and an add: the same
+// bits on every path, and an element's result does not depend on where a vector starts.
+//
+// bf16 storage: rows or chunks are widened to float (exact), computed as float, and rounded once
+// on store.
 #include "tasks/nn_simd.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <cstdint>
-#include <cstring>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
+#include <cmath>
+#include <vector>
 
-// The vector code hands vectors to functions of another target than its own: GCC notes that this
-// changes the ABI, which does not matter here, as all of it is inlined into one function.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+#include "runtime/simd_math.hpp"
+#include "tasks/float_views.hpp"
 
 namespace starzero::kernels::simd {
 
 namespace {
 
-template <int lanes>
-struct Vec {
-  typedef float Floats __attribute__((vector_size(4 * lanes)));
-  typedef std::int32_t Ints __attribute__((vector_size(4 * lanes)));
-};
-
-// What differs between a float and a vector of floats: broadcasting a constant, rounding to an
-// integer-valued float's int32, and reinterpreting int32 bits as floats.
-template <class V>
-struct Ops;
-template <>
-struct Ops<float> {
-  using Int = std::int32_t;
-  static float splat(float c) { return c; }
-  static Int to_int(float x) { return Int(x); }
-  static float from_bits(Int bits) { return std::bit_cast<float>(bits); }
-  static float select(bool m, float a, float b) { return m ? a : b; }
-};
-template <class F>
-requires(!std::is_same_v<F, float>) struct Ops<F> {
-  static constexpr int lanes = sizeof(F) / 4;
-  using Int = typename Vec<lanes>::Ints;
-  [[gnu::always_inline]] static F splat(float c) {
-    F v;
-    for (int k = 0; k < lanes; ++k) v[k] = c;
-    return v;
-  }
-  [[gnu::always_inline]] static Int to_int(F x) { return __builtin_convertvector(x, Int); }
-  [[gnu::always_inline]] static F from_bits(Int bits) { return std::bit_cast<F>(bits); }
-  [[gnu::always_inline]] static F select(Int m, F a, F b) { return m ? a : b; }
-};
+using namespace starzero::simd_math;
+using std::size_t;
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
-
-// exp(x) for x in [-87.3, 88.3] (clamped): x = n·ln2 + r, |r| <= ln2/2, exp(r) by Cephes'
-// polynomial, times 2^n built in the exponent bits. n is rounded with the 1.5·2^23 trick, exact
-// for |x/ln2| < 2^22.
-template <class V>
-[[gnu::always_inline]] inline V exp_clamped(V x) {
-  using O = Ops<V>;
-  x = O::select(x < O::splat(-87.3f), O::splat(-87.3f), x);
-  x = O::select(x > O::splat(88.3f), O::splat(88.3f), x);
-  const V round = O::splat(12582912.0f);  // 1.5·2^23
-  const V n = (x * O::splat(1.44269504088896341f) + round) - round;
-  V r = x - n * O::splat(0.693359375f);   // ln2, high part: exact products for |n| < 2^11
-  r = r - n * O::splat(-2.12194440e-4f);  // ln2 - 0.693359375
-  V p = O::splat(1.9875691500e-4f);
-  p = p * r + O::splat(1.3981999507e-3f);
-  p = p * r + O::splat(8.3334519073e-3f);
-  p = p * r + O::splat(4.1665795894e-2f);
-  p = p * r + O::splat(1.6666665459e-1f);
-  p = p * r + O::splat(5.0000001201e-1f);
-  p = p * (r * r) + r + O::splat(1.0f);
-  return p * O::from_bits((O::to_int(n) + 127) << 23);
-}
+constexpr float kLayerNormEps = 1e-5f;  // as the CUDA kernels and llm.c
 
 // s = 1/(1 + exp(-2u)) = (1 + tanh u)/2.
 template <class V>
@@ -103,130 +47,330 @@ template <class V>
   return s + O::splat(2.0f) * x * s * (O::splat(1.0f) - s) * du_dx;
 }
 
-// The float loops: `lanes` elements at a time (lanes 1: scalar), the rest one by one.
-template <int lanes>
-[[gnu::always_inline]] inline void forward_floats(float* out, const float* inp, std::size_t n) {
-  std::size_t i = 0;
-  if constexpr (lanes > 1) {
-    using F = typename Vec<lanes>::Floats;
-    for (; i + lanes <= n; i += lanes) {
-      F x;
-      std::memcpy(&x, inp + i, sizeof x);
-      const F y = gelu(x);
-      std::memcpy(out + i, &y, sizeof y);
+// Element-wise kernels over n elements: body(V{}, i, out..., in...) on float arrays. For bf16,
+// chunks of kChunk elements are widened into float buffers, computed, and the outputs rounded.
+constexpr size_t kChunk = 512;
+
+template <class Body, size_t outs, size_t ins>
+[[gnu::always_inline]] inline void chunked(const Body& body, size_t n, bf16* const (&out)[outs],
+                                           const bf16* const (&in)[ins], bool accumulate) {
+  float fo[outs][kChunk], fi[ins ? ins : 1][kChunk];
+  for (size_t b = 0; b < n; b += kChunk) {
+    const size_t m = std::min(kChunk, n - b);
+    for (size_t k = 0; k < ins; ++k)
+      for (size_t i = 0; i < m; ++i) fi[k][i] = to_float(in[k][b + i]);
+    for (size_t k = 0; k < outs; ++k)
+      for (size_t i = 0; i < m; ++i) fo[k][i] = accumulate ? to_float(out[k][b + i]) : 0.0f;
+    float* o[outs];
+    const float* p[ins ? ins : 1];
+    for (size_t k = 0; k < outs; ++k) o[k] = fo[k];
+    for (size_t k = 0; k < ins; ++k) p[k] = fi[k];
+    body(m, o, p);
+    for (size_t k = 0; k < outs; ++k)
+      for (size_t i = 0; i < m; ++i) out[k][b + i] = from_float<bf16>(fo[k][i]);
+  }
+}
+
+struct GeluForward {
+  template <int lanes>
+  static void floats(size_t n, float* const* out, const float* const* in) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) {
+      using O = Ops<decltype(v)>;
+      O::store(out[0] + i, gelu(O::load(in[0] + i)));
+    });
+  }
+  template <int lanes>
+  static void run(float* out, const float* inp, size_t n) {
+    float* const o[1] = {out};
+    const float* const p[1] = {inp};
+    floats<lanes>(n, o, p);
+  }
+  template <int lanes>
+  static void run(bf16* out, const bf16* inp, size_t n) {
+    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {out}, {inp},
+                   false);
+  }
+};
+
+struct GeluBackward {
+  template <int lanes>
+  static void floats(size_t n, float* const* out, const float* const* in) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) {
+      using O = Ops<decltype(v)>;
+      O::store(out[0] + i, O::load(out[0] + i) + gelu_grad(O::load(in[0] + i)) * O::load(in[1] + i));
+    });
+  }
+  template <int lanes>
+  static void run(float* dinp, const float* inp, const float* dout, size_t n) {
+    float* const o[1] = {dinp};
+    const float* const p[2] = {inp, dout};
+    floats<lanes>(n, o, p);
+  }
+  template <int lanes>
+  static void run(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) {
+    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {dinp},
+                   {inp, dout}, true);
+  }
+};
+
+struct ResidualForward {
+  template <int lanes>
+  static void floats(size_t n, float* const* out, const float* const* in) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) {
+      using O = Ops<decltype(v)>;
+      O::store(out[0] + i, O::load(in[0] + i) + O::load(in[1] + i));
+    });
+  }
+  template <int lanes>
+  static void run(float* out, const float* a, const float* b, size_t n) {
+    float* const o[1] = {out};
+    const float* const p[2] = {a, b};
+    floats<lanes>(n, o, p);
+  }
+  template <int lanes>
+  static void run(bf16* out, const bf16* a, const bf16* b, size_t n) {
+    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {out}, {a, b},
+                   false);
+  }
+};
+
+struct ResidualBackward {
+  template <int lanes>
+  static void floats(size_t n, float* const* out, const float* const* in) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) {
+      using O = Ops<decltype(v)>;
+      const auto g = O::load(in[0] + i);
+      O::store(out[0] + i, O::load(out[0] + i) + g);
+      O::store(out[1] + i, O::load(out[1] + i) + g);
+    });
+  }
+  template <int lanes>
+  static void run(float* d1, float* d2, const float* dout, size_t n) {
+    float* const o[2] = {d1, d2};
+    const float* const p[1] = {dout};
+    floats<lanes>(n, o, p);
+  }
+  template <int lanes>
+  static void run(bf16* d1, bf16* d2, const bf16* dout, size_t n) {
+    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {d1, d2},
+                   {dout}, true);
+  }
+};
+
+// Layernorm over rows of C: mean and variance as sums in the fixed order of sum16.
+struct LayernormForward {
+  template <int lanes, class T>
+  static void run(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C) {
+    const size_t c = size_t(std::max(C, 0));
+    std::vector<float> s_w, s_b, s_x, s_o;
+    const float* w = float_view(weight, c, s_w);
+    const float* b = bias != nullptr ? float_view(bias, c, s_b) : nullptr;
+    for (int n = 0; n < N; ++n) {
+      const float* x = float_view(inp + size_t(n) * c, c, s_x);
+      const float m = sum16<lanes>(c, [&](auto v, size_t i) { return Ops<decltype(v)>::load(x + i); }) / float(C);
+      const float var = sum16<lanes>(c, [&](auto v, size_t i) {
+                          using O = Ops<decltype(v)>;
+                          const auto d = O::load(x + i) - O::splat(m);
+                          return d * d;
+                        }) /
+                        float(C);
+      const float s = 1.0f / std::sqrt(var + kLayerNormEps);
+      float* o = float_out(out + size_t(n) * c, c, s_o);
+      for_each_element<lanes>(c, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        const auto norm = (O::load(x + i) - O::splat(m)) * O::splat(s);
+        auto y = norm * O::load(w + i);
+        if (b != nullptr) y = y + O::load(b + i);
+        O::store(o + i, y);
+      });
+      store_back(out + size_t(n) * c, o, c);
+      mean[n] = m;
+      rstd[n] = s;
     }
   }
-  for (; i < n; ++i) out[i] = gelu(inp[i]);
-}
-template <int lanes>
-[[gnu::always_inline]] inline void backward_floats(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  std::size_t i = 0;
-  if constexpr (lanes > 1) {
-    using F = typename Vec<lanes>::Floats;
-    for (; i + lanes <= n; i += lanes) {
-      F x, g, d;
-      std::memcpy(&x, inp + i, sizeof x);
-      std::memcpy(&g, dout + i, sizeof g);
-      std::memcpy(&d, dinp + i, sizeof d);
-      d = d + gelu_grad(x) * g;
-      std::memcpy(dinp + i, &d, sizeof d);
+};
+
+// dinp (when given) row by row; dweight and dbias (when given) summed over the rows in row order
+// in float, each element on its own, then added to the T arrays once.
+struct LayernormBackward {
+  template <int lanes, class T>
+  static void run(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const float* mean,
+                  const float* rstd, int N, int C) {
+    const size_t c = size_t(std::max(C, 0));
+    const bool params = dweight != nullptr || dbias != nullptr;
+    std::vector<float> dw(params ? c : 0, 0.0f), db(dw.size(), 0.0f), norm(c), s_w, s_x, s_g, s_d;
+    const float* w = dinp != nullptr ? float_view(weight, c, s_w) : nullptr;
+    for (int n = 0; n < N; ++n) {
+      const float* x = float_view(inp + size_t(n) * c, c, s_x);
+      const float* g = float_view(dout + size_t(n) * c, c, s_g);
+      const float m = mean[n], s = rstd[n];
+      for_each_element<lanes>(c, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        O::store(norm.data() + i, (O::load(x + i) - O::splat(m)) * O::splat(s));
+      });
+      if (params) {
+        for_each_element<lanes>(c, [&](auto v, size_t i) {
+          using O = Ops<decltype(v)>;
+          const auto gi = O::load(g + i);
+          O::store(db.data() + i, O::load(db.data() + i) + gi);
+          O::store(dw.data() + i, O::load(dw.data() + i) + O::load(norm.data() + i) * gi);
+        });
+      }
+      if (dinp == nullptr) continue;
+      // two reductions: mean(w · dout) and mean(w · dout · norm)
+      const float dnorm_mean = sum16<lanes>(c, [&](auto v, size_t i) {
+                                 using O = Ops<decltype(v)>;
+                                 return O::load(w + i) * O::load(g + i);
+                               }) /
+                               float(C);
+      const float dnorm_norm_mean = sum16<lanes>(c, [&](auto v, size_t i) {
+                                      using O = Ops<decltype(v)>;
+                                      return O::load(w + i) * O::load(g + i) * O::load(norm.data() + i);
+                                    }) /
+                                    float(C);
+      float* d = float_accum(dinp + size_t(n) * c, c, s_d);
+      for_each_element<lanes>(c, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        const auto dnorm = O::load(w + i) * O::load(g + i);
+        const auto dx = (dnorm - O::splat(dnorm_mean) - O::load(norm.data() + i) * O::splat(dnorm_norm_mean)) *
+                        O::splat(s);
+        O::store(d + i, O::load(d + i) + dx);
+      });
+      store_back(dinp + size_t(n) * c, d, c);
+    }
+    for (size_t i = 0; i < c && params; ++i) {
+      if (dweight != nullptr) dweight[i] = from_float<T>(to_float(dweight[i]) + dw[i]);
+      if (dbias != nullptr) dbias[i] = from_float<T>(to_float(dbias[i]) + db[i]);
     }
   }
-  for (; i < n; ++i) dinp[i] = dinp[i] + gelu_grad(inp[i]) * dout[i];
-}
+};
 
-// bf16 storage: chunks widened to float (exact), computed as above, rounded once on store.
-constexpr std::size_t kChunk = 512;
-template <int lanes>
-[[gnu::always_inline]] inline void forward_any(float* out, const float* inp, std::size_t n) {
-  forward_floats<lanes>(out, inp, n);
-}
-template <int lanes>
-[[gnu::always_inline]] inline void forward_any(bf16* out, const bf16* inp, std::size_t n) {
-  float x[kChunk], y[kChunk];
-  for (std::size_t b = 0; b < n; b += kChunk) {
-    const std::size_t m = std::min(kChunk, n - b);
-    for (std::size_t i = 0; i < m; ++i) x[i] = to_float(inp[b + i]);
-    forward_floats<lanes>(y, x, m);
-    for (std::size_t i = 0; i < m; ++i) out[b + i] = from_float<bf16>(y[i]);
+// Softmax over the first V of Vp logits per row, with the loss −log softmax[target]:
+// e = exp(l − max) (exp_clamped), Σe by sum16, probs = e · (1/Σe), padding zero.
+struct CrossEntropyForward {
+  template <int lanes, class T>
+  static void run(float* losses, float* probs, const T* logits, const int* targets, int N, int V, int Vp) {
+    const size_t v_count = size_t(std::max(V, 0)), row = size_t(std::max(Vp, 0));
+    std::vector<float> s_l;
+    for (int n = 0; n < N; ++n) {
+      const float* l = float_view(logits + size_t(n) * row, v_count, s_l);
+      float* p = probs + size_t(n) * row;
+      const float maxval = max_of<lanes>(l, v_count);
+      const float sum = sum16<lanes>(v_count, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        const auto e = exp_clamped(O::load(l + i) - O::splat(maxval));
+        O::store(p + i, e);
+        return e;
+      });
+      const float inv = 1.0f / sum;
+      for_each_element<lanes>(v_count, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        O::store(p + i, O::load(p + i) * O::splat(inv));
+      });
+      std::fill(p + v_count, p + row, 0.0f);
+      // −log softmax[ix] = log Σ exp(l − max) − (l[ix] − max): finite even where probs[ix] underflows
+      const int ix = targets[n];
+      losses[n] = float(std::log(double(sum)) - double(l[ix] - maxval));
+    }
   }
-}
-template <int lanes>
-[[gnu::always_inline]] inline void backward_any(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  backward_floats<lanes>(dinp, inp, dout, n);
-}
-template <int lanes>
-[[gnu::always_inline]] inline void backward_any(bf16* dinp, const bf16* inp, const bf16* dout, std::size_t n) {
-  float x[kChunk], g[kChunk], d[kChunk];
-  for (std::size_t b = 0; b < n; b += kChunk) {
-    const std::size_t m = std::min(kChunk, n - b);
-    for (std::size_t i = 0; i < m; ++i) x[i] = to_float(inp[b + i]), g[i] = to_float(dout[b + i]);
-    for (std::size_t i = 0; i < m; ++i) d[i] = to_float(dinp[b + i]);
-    backward_floats<lanes>(d, x, g, m);
-    for (std::size_t i = 0; i < m; ++i) dinp[b + i] = from_float<bf16>(d[i]);
+};
+
+// dlogits += (probs − onehot(target)) · dloss over the first V columns of each row.
+struct CrossEntropyBackward {
+  template <int lanes, class T>
+  static void run(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp, float dloss) {
+    const size_t v_count = size_t(std::max(V, 0)), row = size_t(std::max(Vp, 0));
+    std::vector<float> s_d;
+    for (int n = 0; n < N; ++n) {
+      const float* p = probs + size_t(n) * row;
+      float* d = float_accum(dlogits + size_t(n) * row, v_count, s_d);
+      const int ix = targets[n];
+      const float before = d[ix];
+      for_each_element<lanes>(v_count, [&](auto v, size_t i) {
+        using O = Ops<decltype(v)>;
+        O::store(d + i, O::load(d + i) + O::load(p + i) * O::splat(dloss));
+      });
+      d[ix] = before + (p[ix] - 1.0f) * dloss;
+      store_back(dlogits + size_t(n) * row, d, v_count);
+    }
   }
+};
+
+template <class K, class... A>
+SZ_SIMD_SCALAR void on_scalar(A... a) {
+  K::template run<1>(a...);
+}
+template <class K, class... A>
+SZ_SIMD_AVX2 void on_avx2(A... a) {
+  K::template run<8>(a...);
+}
+template <class K, class... A>
+SZ_SIMD_AVX512 void on_avx512(A... a) {
+  K::template run<16>(a...);
 }
 
-#define SZ_AVX2 __attribute__((target("avx2"), flatten))
-#define SZ_AVX512 __attribute__((target("avx512f,avx512bw"), flatten))
-// The scalar path stays scalar: GCC would otherwise vectorise its loops with SSE2.
-#define SZ_SCALAR __attribute__((optimize("no-tree-vectorize"), flatten))
-
-template <class T>
-SZ_SCALAR void forward_scalar(T* out, const T* inp, std::size_t n) {
-  forward_any<1>(out, inp, n);
-}
-template <class T>
-SZ_AVX2 void forward_avx2(T* out, const T* inp, std::size_t n) {
-  forward_any<8>(out, inp, n);
-}
-template <class T>
-SZ_AVX512 void forward_avx512(T* out, const T* inp, std::size_t n) {
-  forward_any<16>(out, inp, n);
-}
-template <class T>
-SZ_SCALAR void backward_scalar(T* dinp, const T* inp, const T* dout, std::size_t n) {
-  backward_any<1>(dinp, inp, dout, n);
-}
-template <class T>
-SZ_AVX2 void backward_avx2(T* dinp, const T* inp, const T* dout, std::size_t n) {
-  backward_any<8>(dinp, inp, dout, n);
-}
-template <class T>
-SZ_AVX512 void backward_avx512(T* dinp, const T* inp, const T* dout, std::size_t n) {
-  backward_any<16>(dinp, inp, dout, n);
-}
-
-void require(SimdPath path) {
-  if (!simd_path_available(path))
-    throw std::invalid_argument("SIMD path " + std::string(simd_path_name(path)) + " is not supported by this CPU");
+template <class K, class... A>
+void dispatch(SimdPath path, A... a) {
+  require_simd_path(path);
+  switch (path) {
+    case SimdPath::avx512: return on_avx512<K>(a...);
+    case SimdPath::avx2: return on_avx2<K>(a...);
+    case SimdPath::scalar: return on_scalar<K>(a...);
+  }
 }
 
 }  // namespace
 
 template <class T>
-void gelu_forward(SimdPath path, T* out, const T* inp, std::size_t n) {
-  require(path);
-  switch (path) {
-    case SimdPath::avx512: return forward_avx512(out, inp, n);
-    case SimdPath::avx2: return forward_avx2(out, inp, n);
-    case SimdPath::scalar: return forward_scalar(out, inp, n);
-  }
+void gelu_forward(SimdPath path, T* out, const T* inp, size_t n) {
+  dispatch<GeluForward>(path, out, inp, n);
 }
-
 template <class T>
-void gelu_backward(SimdPath path, T* dinp, const T* inp, const T* dout, std::size_t n) {
-  require(path);
-  switch (path) {
-    case SimdPath::avx512: return backward_avx512(dinp, inp, dout, n);
-    case SimdPath::avx2: return backward_avx2(dinp, inp, dout, n);
-    case SimdPath::scalar: return backward_scalar(dinp, inp, dout, n);
-  }
+void gelu_backward(SimdPath path, T* dinp, const T* inp, const T* dout, size_t n) {
+  dispatch<GeluBackward>(path, dinp, inp, dout, n);
+}
+template <class T>
+void residual_forward(SimdPath path, T* out, const T* inp1, const T* inp2, size_t n) {
+  dispatch<ResidualForward>(path, out, inp1, inp2, n);
+}
+template <class T>
+void residual_backward(SimdPath path, T* dinp1, T* dinp2, const T* dout, size_t n) {
+  dispatch<ResidualBackward>(path, dinp1, dinp2, dout, n);
+}
+template <class T>
+void layernorm_forward(SimdPath path, T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                       int N, int C) {
+  dispatch<LayernormForward>(path, out, mean, rstd, inp, weight, bias, N, C);
+}
+template <class T>
+void layernorm_backward(SimdPath path, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const float* mean, const float* rstd, int N, int C) {
+  dispatch<LayernormBackward>(path, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+template <class T>
+void softmax_crossentropy_forward(SimdPath path, float* losses, float* probs, const T* logits, const int* targets,
+                                  int N, int V, int Vp) {
+  dispatch<CrossEntropyForward>(path, losses, probs, logits, targets, N, V, Vp);
+}
+template <class T>
+void softmax_crossentropy_backward(SimdPath path, T* dlogits, const float* probs, const int* targets, int N, int V,
+                                   int Vp, float dloss) {
+  dispatch<CrossEntropyBackward>(path, dlogits, probs, targets, N, V, Vp, dloss);
 }
 
-template void gelu_forward<float>(SimdPath, float*, const float*, std::size_t);
-template void gelu_forward<bf16>(SimdPath, bf16*, const bf16*, std::size_t);
-template void gelu_backward<float>(SimdPath, float*, const float*, const float*, std::size_t);
-template void gelu_backward<bf16>(SimdPath, bf16*, const bf16*, const bf16*, std::size_t);
+#define STARZERO_INSTANTIATE_SIMD_KERNELS(T)                                                                        \
+  template void gelu_forward<T>(SimdPath, T*, const T*, size_t);                                                    \
+  template void gelu_backward<T>(SimdPath, T*, const T*, const T*, size_t);                                         \
+  template void residual_forward<T>(SimdPath, T*, const T*, const T*, size_t);                                      \
+  template void residual_backward<T>(SimdPath, T*, T*, const T*, size_t);                                           \
+  template void layernorm_forward<T>(SimdPath, T*, float*, float*, const T*, const T*, const T*, int, int);         \
+  template void layernorm_backward<T>(SimdPath, T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
+                                      int, int);                                                                    \
+  template void softmax_crossentropy_forward<T>(SimdPath, float*, float*, const T*, const int*, int, int, int);     \
+  template void softmax_crossentropy_backward<T>(SimdPath, T*, const float*, const int*, int, int, int, float);
+
+STARZERO_INSTANTIATE_SIMD_KERNELS(float)
+STARZERO_INSTANTIATE_SIMD_KERNELS(bf16)
+#undef STARZERO_INSTANTIATE_SIMD_KERNELS
 
 }  // namespace starzero::kernels::simd

@@ -597,6 +597,165 @@ TEST_CASE("gelu on every SIMD path: the double reference to 2e-6 relative + 1e-7
   CHECK(std::abs(grads[0][1]) < 1e-30f);
 }
 
+// ---- the row kernels on every SIMD path ------------------------------------------------------------
+// Rows of 773 (and 1001 of 1040) elements: a vector tail on every path; inputs offset by one element
+// (unaligned). Each path against double references, then every path bit for bit against scalar, and
+// bf16 storage equal to the float kernel on the same values, rounded once.
+
+// Runs `kernel(path, outputs...)` on every path and checks that each path's outputs are bitwise those
+// of the scalar path; returns the scalar path's outputs.
+std::vector<Vec> same_bits_on_every_path(const std::vector<Vec>& initial,
+                                         const std::function<void(SimdPath, std::vector<Vec>&)>& kernel) {
+  std::vector<Vec> first;
+  for (SimdPath path : available_simd_paths()) {
+    INFO("path " << simd_path_name(path));
+    std::vector<Vec> outs = initial;
+    kernel(path, outs);
+    if (first.empty()) {
+      first = outs;
+      continue;
+    }
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      INFO("output " << j << " against the scalar path");
+      CHECK(std::memcmp(outs[j].data(), first[j].data(), outs[j].size() * sizeof(float)) == 0);
+    }
+  }
+  return first;
+}
+
+// bf16 copies of float vectors and back, for the bf16 storage checks.
+std::vector<bf16> bf(const Vec& v) { return to_T<bf16>(v); }
+
+TEST_CASE("layernorm on every SIMD path: double reference and finite differences, the same bits") {
+  constexpr int rows = 6, cols = 773;
+  std::mt19937 rng(41);
+  const Vec inp_buf = uniform(rng, rows * cols + 1, -3.0f, 5.0f), w = normal(rng, cols), b = normal(rng, cols),
+            dout = normal(rng, rows * cols);
+  const Vec inp(inp_buf.begin() + 1, inp_buf.end());
+  const DVec di = to_d(inp), dw = to_d(w), db = to_d(b), dd = to_d(dout);
+  DVec rmean(rows), rrstd(rows);
+  const DVec want = ref_layernorm(di, dw, &db, rows, cols, &rmean, &rrstd);
+  const auto fwd = same_bits_on_every_path({Vec(rows * cols, 7.0f), Vec(rows), Vec(rows)}, [&](SimdPath p, auto& o) {
+    k::simd::layernorm_forward(p, o[0].data(), o[1].data(), o[2].data(), inp_buf.data() + 1, w.data(), b.data(), rows,
+                               cols);
+    check_close(o[0], want, kFwdRtol, kFwdAtol, "ln out");
+    check_close(o[1], rmean, kFwdRtol, kFwdAtol, "ln mean");
+    check_close(o[2], rrstd, kFwdRtol, kFwdAtol, "ln rstd");
+  });
+  const Vec &mean = fwd[1], &rstd = fwd[2];
+  const DVec g_inp = fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(x, dw, &db, rows, cols)); }, di);
+  const DVec g_w = fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, x, &db, rows, cols)); }, dw);
+  const DVec g_b = fd_gradient([&](const DVec& x) { return dot(dd, ref_layernorm(di, dw, &x, rows, cols)); }, db);
+  const auto bwd = same_bits_on_every_path({Vec(rows * cols), Vec(cols), Vec(cols)}, [&](SimdPath p, auto& g) {
+    k::simd::layernorm_backward(p, g[0].data(), g[1].data(), g[2].data(), dout.data(), inp.data(), w.data(),
+                                mean.data(), rstd.data(), rows, cols);
+    check_close(g[0], g_inp, kGradRtol, kGradAtol, "ln dinp");
+    check_close(g[1], g_w, kGradRtol, kGradAtol, "ln dweight");
+    check_close(g[2], g_b, kGradRtol, kGradAtol, "ln dbias");
+  });
+  SECTION("bf16 storage: the float kernel on the same values, rounded once") {
+    const Vec ir = round_bf16(inp), wr = round_bf16(w), br = round_bf16(b), gr = round_bf16(dout);
+    for (SimdPath p : available_simd_paths()) {
+      INFO("path " << simd_path_name(p));
+      Vec of(rows * cols), mf(rows), rf(rows), dif(rows * cols, 0.25f), dwf(cols, 0.5f), dbf(cols, -0.5f);
+      k::simd::layernorm_forward(p, of.data(), mf.data(), rf.data(), ir.data(), wr.data(), br.data(), rows, cols);
+      k::simd::layernorm_backward(p, dif.data(), dwf.data(), dbf.data(), gr.data(), ir.data(), wr.data(), mf.data(),
+                                  rf.data(), rows, cols);
+      std::vector<bf16> ob(rows * cols), dib = bf(Vec(rows * cols, 0.25f)), dwb = bf(Vec(cols, 0.5f)),
+                                         dbb = bf(Vec(cols, -0.5f));
+      Vec mb(rows), rb(rows);
+      const auto ib = bf(inp), wb = bf(w), bb = bf(b), gb = bf(dout);
+      k::simd::layernorm_forward(p, ob.data(), mb.data(), rb.data(), ib.data(), wb.data(), bb.data(), rows, cols);
+      k::simd::layernorm_backward(p, dib.data(), dwb.data(), dbb.data(), gb.data(), ib.data(), wb.data(), mb.data(),
+                                  rb.data(), rows, cols);
+      CHECK(std::memcmp(mb.data(), mf.data(), rows * sizeof(float)) == 0);
+      CHECK(std::memcmp(rb.data(), rf.data(), rows * sizeof(float)) == 0);
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < ob.size(); ++i)
+        mismatches += (ob[i].bits != from_float<bf16>(of[i]).bits) + (dib[i].bits != from_float<bf16>(dif[i]).bits);
+      for (int i = 0; i < cols; ++i)
+        mismatches += (dwb[i].bits != from_float<bf16>(dwf[i]).bits) + (dbb[i].bits != from_float<bf16>(dbf[i]).bits);
+      CHECK(mismatches == 0);
+    }
+  }
+  (void)bwd;
+}
+
+TEST_CASE("residual on every SIMD path: exact float sums, the same bits") {
+  constexpr std::size_t n = 1003;
+  std::mt19937 rng(42);
+  const Vec a = normal(rng, n + 1), b = normal(rng, n), dout = normal(rng, n), pre1 = normal(rng, n),
+            pre2 = normal(rng, n);
+  same_bits_on_every_path({Vec(n), pre1, pre2}, [&](SimdPath p, auto& o) {
+    k::simd::residual_forward(p, o[0].data(), a.data() + 1, b.data(), n);
+    k::simd::residual_backward(p, o[1].data(), o[2].data(), dout.data(), n);
+    std::size_t wrong = 0;  // a float sum is the exact sum rounded once
+    for (std::size_t i = 0; i < n; ++i)
+      wrong += (o[0][i] != float(double(a[i + 1]) + double(b[i]))) + (o[1][i] != float(double(pre1[i]) + dout[i])) +
+               (o[2][i] != float(double(pre2[i]) + dout[i]));
+    CHECK(wrong == 0);
+  });
+}
+
+TEST_CASE("softmax-crossentropy on every SIMD path: double reference, the same bits") {
+  constexpr int rows = 4, vocab = 1001, padded = 1040;
+  std::mt19937 rng(43);
+  Vec logits = normal(rng, rows * padded, 3.0f);
+  for (int r = 0; r < rows; ++r)
+    for (int i = vocab; i < padded; ++i) logits[r * padded + i] = 60.0f;  // padding ignored whatever it holds
+  logits[5] = 80.0f;                       // a large logit
+  logits[padded + 7] = -200.0f;            // an exponent below exp's clamp
+  const std::vector<int> targets = {5, 7, 0, vocab - 1};
+  DVec want_loss(rows), want_probs(std::size_t(rows) * padded, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const float* l = logits.data() + r * padded;
+    const double mx = *std::max_element(l, l + vocab);
+    double z = 0;
+    for (int i = 0; i < vocab; ++i) z += std::exp(double(l[i]) - mx);
+    for (int i = 0; i < vocab; ++i) want_probs[r * padded + i] = std::exp(double(l[i]) - mx) / z;
+    want_loss[r] = std::log(z) - (double(l[targets[r]]) - mx);
+  }
+  const float dloss = 1.0f / 3.0f;
+  const Vec pre = normal(rng, rows * padded);
+  same_bits_on_every_path({Vec(rows), Vec(rows * padded, -1.0f), pre}, [&](SimdPath p, auto& o) {
+    k::simd::softmax_crossentropy_forward(p, o[0].data(), o[1].data(), logits.data(), targets.data(), rows, vocab,
+                                          padded);
+    // exp to 2e-7 relative, summed in float over 1001 terms: 1e-5 relative.
+    check_close(o[0], want_loss, 1e-5, 1e-6, "losses");
+    check_close(o[1], want_probs, 1e-5, 1e-9, "probs");
+    k::simd::softmax_crossentropy_backward(p, o[2].data(), o[1].data(), targets.data(), rows, vocab, padded, dloss);
+    DVec want_d(pre.size());
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < padded; ++i) {
+        const std::size_t at = std::size_t(r) * padded + i;
+        want_d[at] = i < vocab ? double(pre[at]) + (double(o[1][at]) - (i == targets[r])) * dloss : double(pre[at]);
+      }
+    check_close(o[2], want_d, 1e-6, 1e-7, "dlogits");
+    std::size_t padding_touched = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int i = vocab; i < padded; ++i) padding_touched += o[2][r * padded + i] != pre[r * padded + i];
+    CHECK(padding_touched == 0);
+  });
+  SECTION("bf16 logits and gradients: the float kernel on the same values, rounded once") {
+    const Vec lr = round_bf16(logits), prer = round_bf16(pre);
+    const auto lb = bf(logits);
+    for (SimdPath p : available_simd_paths()) {
+      INFO("path " << simd_path_name(p));
+      Vec lf(rows), pf(rows * padded), lbl(rows), pb(rows * padded), df = prer;
+      auto db = bf(pre);
+      k::simd::softmax_crossentropy_forward(p, lf.data(), pf.data(), lr.data(), targets.data(), rows, vocab, padded);
+      k::simd::softmax_crossentropy_forward(p, lbl.data(), pb.data(), lb.data(), targets.data(), rows, vocab, padded);
+      CHECK(std::memcmp(lf.data(), lbl.data(), lf.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(pf.data(), pb.data(), pf.size() * sizeof(float)) == 0);
+      k::simd::softmax_crossentropy_backward(p, df.data(), pf.data(), targets.data(), rows, vocab, padded, dloss);
+      k::simd::softmax_crossentropy_backward(p, db.data(), pb.data(), targets.data(), rows, vocab, padded, dloss);
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < db.size(); ++i) mismatches += db[i].bits != from_float<bf16>(df[i]).bits;
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
 // ---- residual ---------------------------------------------------------------------------------------
 
 TEST_CASE("residual forward and backward") {
