@@ -143,6 +143,10 @@ template <int lanes>
 
 }  // namespace starzero::simd_math
 
+// On a lambda given to for_each_element or sum16, after its parameter list: inlined into the
+// path's function even though a lambda has no target attribute of its own (out of line, its
+// vector arguments would go through memory).
+#define SZ_SIMD_INLINE __attribute__((always_inline))
 // The target attributes of the three paths' outer functions.
 #define SZ_SIMD_AVX2 __attribute__((target("avx2"), flatten))
 #define SZ_SIMD_AVX512 __attribute__((target("avx512f,avx512bw"), flatten))

@@ -74,7 +74,7 @@ template <class Body, size_t outs, size_t ins>
 struct GeluForward {
   template <int lanes>
   static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
       using O = Ops<decltype(v)>;
       O::store(out[0] + i, gelu(O::load(in[0] + i)));
     });
@@ -95,7 +95,7 @@ struct GeluForward {
 struct GeluBackward {
   template <int lanes>
   static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
       using O = Ops<decltype(v)>;
       O::store(out[0] + i, O::load(out[0] + i) + gelu_grad(O::load(in[0] + i)) * O::load(in[1] + i));
     });
@@ -116,7 +116,7 @@ struct GeluBackward {
 struct ResidualForward {
   template <int lanes>
   static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
       using O = Ops<decltype(v)>;
       O::store(out[0] + i, O::load(in[0] + i) + O::load(in[1] + i));
     });
@@ -137,7 +137,7 @@ struct ResidualForward {
 struct ResidualBackward {
   template <int lanes>
   static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
       using O = Ops<decltype(v)>;
       const auto g = O::load(in[0] + i);
       O::store(out[0] + i, O::load(out[0] + i) + g);
@@ -167,8 +167,8 @@ struct LayernormForward {
     const float* b = bias != nullptr ? float_view(bias, c, s_b) : nullptr;
     for (int n = 0; n < N; ++n) {
       const float* x = float_view(inp + size_t(n) * c, c, s_x);
-      const float m = sum16<lanes>(c, [&](auto v, size_t i) { return Ops<decltype(v)>::load(x + i); }) / float(C);
-      const float var = sum16<lanes>(c, [&](auto v, size_t i) {
+      const float m = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE { return Ops<decltype(v)>::load(x + i); }) / float(C);
+      const float var = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
                           using O = Ops<decltype(v)>;
                           const auto d = O::load(x + i) - O::splat(m);
                           return d * d;
@@ -176,7 +176,7 @@ struct LayernormForward {
                         float(C);
       const float s = 1.0f / std::sqrt(var + kLayerNormEps);
       float* o = float_out(out + size_t(n) * c, c, s_o);
-      for_each_element<lanes>(c, [&](auto v, size_t i) {
+      for_each_element<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         const auto norm = (O::load(x + i) - O::splat(m)) * O::splat(s);
         auto y = norm * O::load(w + i);
@@ -204,12 +204,12 @@ struct LayernormBackward {
       const float* x = float_view(inp + size_t(n) * c, c, s_x);
       const float* g = float_view(dout + size_t(n) * c, c, s_g);
       const float m = mean[n], s = rstd[n];
-      for_each_element<lanes>(c, [&](auto v, size_t i) {
+      for_each_element<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         O::store(norm.data() + i, (O::load(x + i) - O::splat(m)) * O::splat(s));
       });
       if (params) {
-        for_each_element<lanes>(c, [&](auto v, size_t i) {
+        for_each_element<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
           using O = Ops<decltype(v)>;
           const auto gi = O::load(g + i);
           O::store(db.data() + i, O::load(db.data() + i) + gi);
@@ -218,18 +218,18 @@ struct LayernormBackward {
       }
       if (dinp == nullptr) continue;
       // two reductions: mean(w · dout) and mean(w · dout · norm)
-      const float dnorm_mean = sum16<lanes>(c, [&](auto v, size_t i) {
+      const float dnorm_mean = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
                                  using O = Ops<decltype(v)>;
                                  return O::load(w + i) * O::load(g + i);
                                }) /
                                float(C);
-      const float dnorm_norm_mean = sum16<lanes>(c, [&](auto v, size_t i) {
+      const float dnorm_norm_mean = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
                                       using O = Ops<decltype(v)>;
                                       return O::load(w + i) * O::load(g + i) * O::load(norm.data() + i);
                                     }) /
                                     float(C);
       float* d = float_accum(dinp + size_t(n) * c, c, s_d);
-      for_each_element<lanes>(c, [&](auto v, size_t i) {
+      for_each_element<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         const auto dnorm = O::load(w + i) * O::load(g + i);
         const auto dx = (dnorm - O::splat(dnorm_mean) - O::load(norm.data() + i) * O::splat(dnorm_norm_mean)) *
@@ -256,14 +256,14 @@ struct CrossEntropyForward {
       const float* l = float_view(logits + size_t(n) * row, v_count, s_l);
       float* p = probs + size_t(n) * row;
       const float maxval = max_of<lanes>(l, v_count);
-      const float sum = sum16<lanes>(v_count, [&](auto v, size_t i) {
+      const float sum = sum16<lanes>(v_count, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         const auto e = exp_clamped(O::load(l + i) - O::splat(maxval));
         O::store(p + i, e);
         return e;
       });
       const float inv = 1.0f / sum;
-      for_each_element<lanes>(v_count, [&](auto v, size_t i) {
+      for_each_element<lanes>(v_count, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         O::store(p + i, O::load(p + i) * O::splat(inv));
       });
@@ -286,7 +286,7 @@ struct CrossEntropyBackward {
       float* d = float_accum(dlogits + size_t(n) * row, v_count, s_d);
       const int ix = targets[n];
       const float before = d[ix];
-      for_each_element<lanes>(v_count, [&](auto v, size_t i) {
+      for_each_element<lanes>(v_count, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         O::store(d + i, O::load(d + i) + O::load(p + i) * O::splat(dloss));
       });
