@@ -1,6 +1,7 @@
 #include "models/gpt.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <stdexcept>
@@ -82,6 +83,26 @@ struct GptModel::Tiles {
     return host(dtype, per_sequence, name);
   }
 };
+
+// How a layer kind's gradient is cut (gradient_pieces): consecutive pieces in layout order, and the
+// first piece of each tensor of the kind.
+struct GptModel::GradientSplit {
+  std::vector<std::size_t> counts;
+  std::array<std::size_t, kGptParamCount> first_piece{};
+};
+
+namespace {
+
+bool is_linear_weight(GptParam p) {
+  using enum GptParam;
+  return p == wte || p == qkvw || p == attprojw || p == fcw || p == fcprojw;
+}
+bool is_layernorm_weight(GptParam p) { return p == GptParam::ln1w || p == GptParam::ln2w || p == GptParam::lnfw; }
+
+// Output channels [first, end) of piece k of n of a weight with `rows` output channels.
+int piece_first_row(int rows, int n, int k) { return int(std::int64_t(rows) * k / n); }
+
+}  // namespace
 
 // Activations of one transformer block and their gradients (llm.c's names).
 struct GptModel::BlockActivations {
@@ -177,6 +198,36 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles) 
     tile_dims_.back().B = n;
   }
   buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers);
+  if (tiles == 1) return;
+  for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {
+    std::vector<const GptTensor*> in_kind;
+    for (const GptTensor& t : layout_.tensors())
+      if (t.layer_kind == kind) in_kind.push_back(&t);
+    std::ranges::sort(in_kind, {}, &GptTensor::layer_offset);
+    GradientSplit split;
+    std::size_t next_offset = 0;
+    for (const GptTensor* t : in_kind) {
+      if (t->layer_offset < next_offset) continue;  // a layernorm bias, in its weight's piece
+      if (t->layer_offset != next_offset)
+        throw std::logic_error("gradient split: the layout is not the consecutive table it assumes");
+      split.first_piece[std::size_t(t->id)] = split.counts.size();
+      next_offset = t->layer_offset + t->layer_count;
+      if (is_linear_weight(t->id)) {
+        const int rows = out_features(*t);
+        for (int k = 0; k < tiles; ++k)
+          split.counts.push_back(std::size_t(piece_first_row(rows, tiles, k + 1) - piece_first_row(rows, tiles, k)) *
+                                 std::size_t(in_features(*t)));
+      } else if (is_layernorm_weight(t->id)) {
+        const GptTensor& bias = layout_[GptParam(std::size_t(t->id) + 1)];
+        split.first_piece[std::size_t(bias.id)] = split.counts.size();
+        split.counts.push_back(t->layer_count + bias.layer_count);
+        next_offset = bias.layer_offset + bias.layer_count;
+      } else {
+        split.counts.push_back(t->layer_count);
+      }
+    }
+    gradient_splits_.push_back(std::move(split));
+  }
 }
 
 int GptModel::tiles() const { return tiles_->count(); }
@@ -193,6 +244,16 @@ std::string GptModel::layer_name(int layer) const {
   if (layer == 0) return "embedding";
   if (layer <= shape_.layers) return "block" + std::to_string(layer - 1);
   return "lnf+classifier";
+}
+
+const GptModel::GradientSplit& GptModel::gradient_split(int layer) const {
+  return gradient_splits_.at(std::size_t(layout_.layer_kind(layer)));
+}
+
+std::vector<std::size_t> GptModel::gradient_pieces(int layer) const {
+  // The final layernorm is one piece: nothing to gain.
+  if (tiles() == 1 || layout_.layer_kind(layer) == GptLayerKind::final_layernorm) return {};
+  return gradient_split(layer).counts;
 }
 
 std::vector<int> GptModel::shared_groups(int layer) const {
@@ -295,7 +356,7 @@ void GptModel::submit_forward(int layer, const GroupHandles& groups) {
 
 void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
-  const GptTensor &wte = layout_[GptParam::wte], &lnfw = layout_[GptParam::lnfw], &lnfb = layout_[GptParam::lnfb];
+  const GptTensor& wte = layout_[GptParam::wte];
   if (layer == 0) {
     tasks::submit_encoder_backward(dims_, groups.grad(0), wte.layer_offset, layout_[GptParam::wpe].layer_offset,
                                    buf.dencoded.handle(), buf.tokens.handle(), "encoder_bwd");
@@ -304,16 +365,13 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   if (layer <= shape_.layers) return submit_block_backward(layer - 1, groups);
   const int head = shape_.layers + 1;
   BlockActivations& top = buf.blocks[std::size_t(shape_.layers - 1)];
-  const tasks::WeightRef classifier{groups.param(0), wte.layer_offset, -1};
-  const tasks::WeightRef lnf{groups.param(head), lnfw.layer_offset, (long long)lnfb.layer_offset};
   // dloss = 1/N of the whole micro-batch, not of the tile.
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
                                         tile_name("crossentropy_bwd", k), dims_.N());
-  submit_linear_backward("classifier", -1, classifier, in_features(wte), out_features(wte), groups.grad(0), buf.dlnf,
-                         buf.dlogits, buf.lnf);
-  submit_layernorm_backward("lnf", -1, lnf, groups.grad(head), top.dresidual3, buf.dlnf, top.residual3, buf.lnf_mean,
-                            buf.lnf_rstd);
+  submit_linear_backward("classifier", -1, groups, 0, GptParam::wte, std::nullopt, buf.dlnf, buf.dlogits, buf.lnf);
+  submit_layernorm_backward("lnf", -1, groups, head, GptParam::lnfw, GptParam::lnfb, top.dresidual3, buf.dlnf,
+                            top.residual3, buf.lnf_mean, buf.lnf_rstd);
 }
 
 namespace {
@@ -323,24 +381,48 @@ std::string indexed(const std::string& op, int block) { return block < 0 ? op : 
 
 }  // namespace
 
-void GptModel::submit_linear_backward(const std::string& op, int block, const tasks::WeightRef& w, int C, int OC,
-                                      starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout,
-                                      const Tensor& inp) {
+void GptModel::submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                                      GptParam weight, std::optional<GptParam> bias, const Tensor& dinp,
+                                      const Tensor& dout, const Tensor& inp) {
+  const GptTensor& w = layout_[weight];
+  const int C = in_features(w), OC = out_features(w);
+  const tasks::WeightRef ref{groups.param(group), w.layer_offset, bias ? (long long)layout_[*bias].layer_offset : -1};
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), w, C, OC,
+    tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), ref, C, OC,
                                         tile_name(indexed(op + "_bwd_input", block), k));
-  tasks::submit_matmul_backward_weight(dims_, grads, dout.handle(), inp.handle(), w, C, OC,
-                                       indexed(op + "_bwd_weight", block));
+  const std::string name = indexed(op + "_bwd_weight", block);
+  if (groups.grad_piece(group, 0) == nullptr)
+    return tasks::submit_matmul_backward_weight(dims_, groups.grad(group), dout.handle(), inp.handle(), ref, C, OC,
+                                                name);
+  const GradientSplit& split = gradient_split(group);
+  for (int k = 0; k < tiles(); ++k) {
+    const int first = piece_first_row(OC, tiles(), k), end = piece_first_row(OC, tiles(), k + 1);
+    tasks::submit_matmul_backward_weight_rows(dims_, groups.grad_piece(group, split.first_piece[std::size_t(weight)] + k),
+                                              dout.handle(), inp.handle(), C, OC, first, end - first,
+                                              tile_name(name, k));
+  }
+  if (bias)
+    tasks::submit_bias_backward(dims_, groups.grad_piece(group, split.first_piece[std::size_t(*bias)]), dout.handle(),
+                                OC, indexed(op + "_bwd_bias", block));
 }
 
-void GptModel::submit_layernorm_backward(const std::string& op, int block, const tasks::WeightRef& w,
-                                         starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout,
+void GptModel::submit_layernorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                                         GptParam weight, GptParam bias, const Tensor& dinp, const Tensor& dout,
                                          const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
+  const std::size_t w_offset = layout_[weight].layer_offset, b_offset = layout_[bias].layer_offset;
+  const tasks::WeightRef ref{groups.param(group), w_offset, (long long)b_offset};
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_layernorm_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), inp.piece(k), w, mean.piece(k),
-                                           rstd.piece(k), tile_name(indexed(op + "_bwd_input", block), k));
-  tasks::submit_layernorm_backward_params(dims_, grads, dout.handle(), inp.handle(), w, mean.handle(), rstd.handle(),
-                                          indexed(op + "_bwd_params", block));
+    tasks::submit_layernorm_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), inp.piece(k), ref,
+                                           mean.piece(k), rstd.piece(k),
+                                           tile_name(indexed(op + "_bwd_input", block), k));
+  const std::string name = indexed(op + "_bwd_params", block);
+  if (groups.grad_piece(group, 0) == nullptr)
+    return tasks::submit_layernorm_backward_params(dims_, groups.grad(group), dout.handle(), inp.handle(), ref,
+                                                   mean.handle(), rstd.handle(), name);
+  // The piece holds the weight then the bias: offsets from its start.
+  const tasks::WeightRef in_piece{ref.group, 0, (long long)(b_offset - w_offset)};
+  tasks::submit_layernorm_backward_params(dims_, groups.grad_piece(group, gradient_split(group).first_piece[std::size_t(weight)]),
+                                          dout.handle(), inp.handle(), in_piece, mean.handle(), rstd.handle(), name);
 }
 
 void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
@@ -387,19 +469,13 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
   BlockActivations& a = buf.blocks[std::size_t(block)];
   const Tensor& input = block == 0 ? buf.encoded : buf.blocks[std::size_t(block - 1)].residual3;
   const Tensor& dinput = block == 0 ? buf.dencoded : buf.blocks[std::size_t(block - 1)].dresidual3;
-  const starpu_data_handle_t params = groups.param(block + 1);
-  const starpu_data_handle_t grads = groups.grad(block + 1);
-  auto weight = [&](GptParam w, GptParam b) {
-    return tasks::WeightRef{params, layout_[w].layer_offset, (long long)layout_[b].layer_offset};
-  };
   auto name = [&](const char* op, int k) { return tile_name(at(op, block), k); };
   auto linear = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
-    submit_linear_backward(op, block, weight(w, b), in_features(layout_[w]), out_features(layout_[w]), grads, dinp,
-                           dout, inp);
+    submit_linear_backward(op, block, groups, block + 1, w, b, dinp, dout, inp);
   };
   auto layernorm = [&](const char* op, GptParam w, GptParam b, const Tensor& dinp, const Tensor& dout,
                        const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
-    submit_layernorm_backward(op, block, weight(w, b), grads, dinp, dout, inp, mean, rstd);
+    submit_layernorm_backward(op, block, groups, block + 1, w, b, dinp, dout, inp, mean, rstd);
   };
 
   for (int k = 0; k < tiles(); ++k)

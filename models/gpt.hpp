@@ -8,6 +8,7 @@
 // then the encoder's (backward of layer 0) through the RW dependencies on layer 0's gradient.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,11 @@ class GptModel final : public Model {
   std::string layer_name(int layer) const override;
   DType dtype() const override { return dims_.dtype; }
   std::vector<int> shared_groups(int layer) const override;
+  // With more than one tile, the embedding's and the blocks' gradients are cut so that each
+  // parameter's gradient task writes its own piece: every linear weight in `tiles` pieces of whole
+  // output channels (one weight-gradient task each), each bias, each layernorm's weight and bias
+  // together, and wpe. One tile (the GPU default): whole.
+  std::vector<std::size_t> gradient_pieces(int layer) const override;
   void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override;
   void submit_forward(int layer, const GroupHandles& groups) override;
   void submit_backward(int layer, const GroupHandles& groups) override;
@@ -64,14 +70,20 @@ class GptModel final : public Model {
   struct Buffers;
   // `name`, with ".t<k>" when there is more than one tile.
   std::string tile_name(const std::string& name, int tile) const;
-  // A linear layer's and a layernorm's backward: the input gradient one task per tile, then the
-  // parameter gradients one task over all rows (into `grads`). Task names: `op` + "_bwd_input",
-  // "_bwd_weight" or "_bwd_params", with "[block]" unless block is -1.
-  void submit_linear_backward(const std::string& op, int block, const tasks::WeightRef& w, int C, int OC,
-                              starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout, const Tensor& inp);
-  void submit_layernorm_backward(const std::string& op, int block, const tasks::WeightRef& w,
-                                 starpu_data_handle_t grads, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
-                                 const Tensor& mean, const Tensor& rstd);
+  struct GradientSplit;
+  const GradientSplit& gradient_split(int layer) const;
+  // A linear layer's and a layernorm's backward, with parameters `weight` (and `bias`) in group
+  // `group`: the input gradient one task per tile, then the parameter gradients over all rows,
+  // into the group's gradient or, when the engine split it, into their pieces (a linear weight:
+  // one task per piece of output channels, ".t<k>", and the bias a task of its own). Task names:
+  // `op` + "_bwd_input", "_bwd_weight", "_bwd_bias" or "_bwd_params", with "[block]" unless block
+  // is -1.
+  void submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                              GptParam weight, std::optional<GptParam> bias, const Tensor& dinp, const Tensor& dout,
+                              const Tensor& inp);
+  void submit_layernorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                                 GptParam weight, GptParam bias, const Tensor& dinp, const Tensor& dout,
+                                 const Tensor& inp, const Tensor& mean, const Tensor& rstd);
   void submit_block_forward(int block, const GroupHandles& groups);
   void submit_block_backward(int block, const GroupHandles& groups);
 
@@ -81,6 +93,7 @@ class GptModel final : public Model {
   std::unique_ptr<Tiles> tiles_;
   std::vector<tasks::Dims> tile_dims_;  // dims_ with the tile's sequences as B
   std::unique_ptr<Buffers> buffers_;
+  std::vector<GradientSplit> gradient_splits_;  // per GptLayerKind; empty with one tile
 };
 
 }  // namespace starzero

@@ -105,6 +105,7 @@ class GptTrainable final : public Trainable {
   std::string layer_name(int layer) const override { return model_.layer_name(layer); }
   DType dtype() const override { return model_.dtype(); }
   std::vector<int> shared_groups(int layer) const override { return model_.shared_groups(layer); }
+  std::vector<std::size_t> gradient_pieces(int layer) const override { return model_.gradient_pieces(layer); }
   void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override {
     model_.init_layer(layer, params, seed);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,10 @@ class Engine::Handles final : public GroupHandles {
   explicit Handles(const std::vector<Engine::Layer>& layers) : layers_(layers) {}
   starpu_data_handle_t param(int group) const override { return layers_.at(std::size_t(group)).param.handle(); }
   starpu_data_handle_t grad(int group) const override { return layers_.at(std::size_t(group)).grad.handle(); }
+  starpu_data_handle_t grad_piece(int group, std::size_t piece) const override {
+    const Tensor& grad = layers_.at(std::size_t(group)).grad;
+    return grad.pieces() > 1 ? grad.piece(piece) : nullptr;
+  }
 
  private:
   const std::vector<Engine::Layer>& layers_;
@@ -145,6 +150,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   const int L = model.layers();
   layers_.reserve(std::size_t(L));
   for (int l = 0; l < L; ++l) layers_.emplace_back(*this, l);
+  split_gradients();
   handles_ = std::make_unique<Handles>(layers_);
 
   // Which backward layers touch each group's gradient: its own and those sharing it.
@@ -168,6 +174,26 @@ Engine::Engine(Model& model, const EngineOptions& options)
       window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
 }
 
+// A gradient held in main memory for the whole run is split as the model asks; the padding past
+// the layer's parameters (sharding) is one more piece. Elsewhere (a transient or offloaded
+// gradient) it stays whole: StarPU 1.3 gathers pieces on the home node, which those lack or which
+// is not main memory.
+void Engine::split_gradients() {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    std::vector<std::size_t> pieces = model_.gradient_pieces(int(l));
+    const PlannedBuffer& buffer = layer.plan.buffer(LayerBuffer::grad);
+    if (pieces.size() < 2 || buffer.home != BufferHome::device || buffer.lifetime != Lifetime::held ||
+        layer.grad.home_node() != STARPU_MAIN_RAM)
+      continue;
+    const std::size_t sum = std::accumulate(pieces.begin(), pieces.end(), std::size_t(0));
+    if (sum != model_.layer_params(int(l)) || sum > layer.grad.count())
+      throw std::logic_error("gradient pieces of layer " + std::to_string(l) + " do not add up to its parameters");
+    if (sum < layer.grad.count()) pieces.push_back(layer.grad.count() - sum);
+    layer.grad.split(pieces);
+  }
+}
+
 LayerPlanInput Engine::layer_plan_input(int layer) const {
   LayerPlanInput input;
   input.stage = options_.stage;
@@ -180,6 +206,7 @@ LayerPlanInput Engine::layer_plan_input(int layer) const {
   input.dtype = model_.dtype();
   input.params = model_.layer_params(layer);
   input.optimizer_bytes_per_param = 3 * double(dtype_size(DType::f32));  // AdamW: master, m, v
+  input.split_gradient = !model_.gradient_pieces(layer).empty() && starpu_cuda_worker_get_count() == 0;
   return input;
 }
 

@@ -175,6 +175,7 @@ class Engine {
 
  private:
   void initialise_params();  // the model's initial values into the buffers (constructor)
+  void split_gradients();    // as Model::gradient_pieces asks, where allowed (constructor)
   class Handles;
   struct Layer;
   // A layer's full values into the copies the model reads (parameter shard, full parameters).

@@ -47,6 +47,10 @@ struct LayerPlanInput {
   DType dtype = DType::f32;               // the model's: parameters and gradients
   std::size_t params = 0;                 // this layer's parameters
   double optimizer_bytes_per_param = 12;  // k; AdamW's fp32 master, m and v
+  // The model cuts the full gradient into pieces (Model::gradient_pieces) and no GPU runs the
+  // layer: a gradient held at stages 0-1 gets a home in main memory (BufferHome::device, which
+  // is main memory then) instead of being transient, since StarPU gathers pieces at the home.
+  bool split_gradient = false;
 };
 
 enum class LayerBuffer : std::uint8_t {

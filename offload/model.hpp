@@ -25,6 +25,9 @@ class GroupHandles {
   virtual starpu_data_handle_t param(int group) const = 0;
   // Full gradient of group g: backward tasks ACCUMULATE into it (the engine zeroes it).
   virtual starpu_data_handle_t grad(int group) const = 0;
+  // Piece `piece` of group g's gradient, when the engine split it as Model::gradient_pieces asked;
+  // nullptr when the gradient is whole (the model then writes it through grad(g) only).
+  virtual starpu_data_handle_t grad_piece(int group, std::size_t piece) const = 0;
 };
 
 class Model {
@@ -39,6 +42,14 @@ class Model {
   // Groups other than its own whose parameters (and gradients) a layer's tasks touch, such as a
   // classifier tied to the embedding. The engine makes them available too.
   virtual std::vector<int> shared_groups(int /*layer*/) const { return {}; }
+
+  // Consecutive element counts into which the engine may split a layer's gradient (they add up to
+  // layer_params(layer)), so that backward tasks writing different pieces run at the same time
+  // (StarPU sub-handles, as Tensor::split). Empty, the default: the gradient stays whole. The
+  // engine splits only a gradient held in main memory for the whole run; elsewhere grad_piece()
+  // is nullptr. Tasks that use the whole gradient (zeroing, reductions, AdamW) still may: StarPU
+  // puts the pieces back together, which costs no copy in main memory.
+  virtual std::vector<std::size_t> gradient_pieces(int /*layer*/) const { return {}; }
 
   // Initial fp32 values of one layer's parameters (deterministic from the seed and the layer).
   // The engine calls it for several layers at once, from several threads.

@@ -13,8 +13,8 @@ std::string task_kind(std::string_view name);
 
 // Collective communication: kinds starting with all_gather, reduce_scatter or all_reduce.
 bool is_collective_kind(std::string_view kind);
-// Forward/backward compute: kinds ending with _fwd, _bwd, _bwd_input, _bwd_weight or
-// _bwd_params, collectives excepted (all_gather_fwd is communication).
+// Forward/backward compute: kinds ending with _fwd, _bwd, _bwd_input, _bwd_weight, _bwd_bias
+// or _bwd_params, collectives excepted (all_gather_fwd is communication).
 bool is_compute_kind(std::string_view kind);
 // The optimizer step: kinds starting with adamw (adamw, adamw_cpu, ...).
 bool is_adamw_kind(std::string_view kind);

@@ -128,6 +128,16 @@ constexpr auto matmul_backward_weight = []<class T>(auto launch, const TaskBuffe
          a.d.N(), a.C, a.OC);
 };
 
+constexpr auto matmul_backward_weight_rows = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_backward_weight_rows<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward_weight_rows<T>),
+         b.get<T>("dweight"), b.get<T>("dout"), b.get<T>("inp"), a.d.N(), a.C, a.OC, a.first_row, a.row_count);
+};
+
+constexpr auto bias_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  launch(kernels::matmul_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::matmul_backward<T>), nullptr, nullptr,
+         b.get<T>("dbias"), b.get<T>("dout"), nullptr, nullptr, a.d.N(), 0, a.OC);
+};
+
 constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::attention_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward<T>), b.get<T>("out"),
          b.get<float>("preatt"), b.get<float>("att"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.C, a.d.NH);
@@ -322,6 +332,26 @@ Codelet<NnArgs> matmul_backward_weight(running<ops::matmul_backward_weight>({
                 Handles) { return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * a.OC * a.C + 2.0 * a.OC); },
 }));
 
+// The weight gradient cut by output channels, each cut a task writing its own piece of the
+// gradient: dW[rows] += dout[:, rows]ᵀ·inp, FLOPs 2·N·C·rows; bytes s·(N·OC + N·C + 2·rows·C).
+Codelet<NnArgs> matmul_backward_weight_rows(running<ops::matmul_backward_weight_rows>({
+    .name = "nn_matmul_backward_weight_rows",
+    .buffers = {{STARPU_RW, "dweight"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
+    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.row_count; },
+    .bytes =
+        [](const NnArgs& a, Handles) {
+          return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * double(a.row_count) * a.C);
+        },
+}));
+
+// The bias gradient alone, db[OC] += Σ_rows dout: FLOPs N·OC; bytes s·(N·OC + 2·OC).
+Codelet<NnArgs> bias_backward(running<ops::bias_backward>({
+    .name = "nn_bias_backward",
+    .buffers = {{STARPU_RW, "dbias"}, {STARPU_R, "dout"}},
+    .flops = [](const NnArgs& a, Handles) { return rows(a) * a.OC; },
+    .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (rows(a) * a.OC + 2.0 * a.OC); },
+}));
+
 // FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the
 // real work, softmax left out); bytes s·4·N·C (qkv read, out written) + preatt and att written.
 Codelet<NnArgs> attention_forward(running<ops::attention_forward>({
@@ -449,6 +479,18 @@ void submit_matmul_backward_weight(const Dims& d, starpu_data_handle_t grad_grou
                                    const std::string& name) {
   submit(nn::matmul_backward_weight, {grad_group, dout, inp},
          NnArgs{.d = d, .weight = w.weight, .bias = w.bias, .C = C, .OC = OC}, name);
+}
+
+void submit_matmul_backward_weight_rows(const Dims& d, starpu_data_handle_t dweight_rows, starpu_data_handle_t dout,
+                                        starpu_data_handle_t inp, int C, int OC, int first_row, int row_count,
+                                        const std::string& name) {
+  submit(nn::matmul_backward_weight_rows, {dweight_rows, dout, inp},
+         NnArgs{.d = d, .C = C, .OC = OC, .first_row = first_row, .row_count = row_count}, name);
+}
+
+void submit_bias_backward(const Dims& d, starpu_data_handle_t dbias, starpu_data_handle_t dout, int OC,
+                          const std::string& name) {
+  submit(nn::bias_backward, {dbias, dout}, NnArgs{.d = d, .OC = OC}, name);
 }
 
 void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,

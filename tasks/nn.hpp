@@ -76,6 +76,15 @@ void submit_matmul_backward_weight(const Dims& d, starpu_data_handle_t grad_grou
                                    starpu_data_handle_t inp, const WeightRef& w, int C, int OC,
                                    const std::string& name);
 
+// The weight half cut by output channels, for a gradient split into pieces: dweight_rows (the
+// piece holding rows [first_row, first_row + row_count) of dW) += dout[:, those rows]ᵀ·inp, and
+// the bias gradient as a task of its own (dbias[OC] += Σ_rows dout).
+void submit_matmul_backward_weight_rows(const Dims& d, starpu_data_handle_t dweight_rows, starpu_data_handle_t dout,
+                                        starpu_data_handle_t inp, int C, int OC, int first_row, int row_count,
+                                        const std::string& name);
+void submit_bias_backward(const Dims& d, starpu_data_handle_t dbias, starpu_data_handle_t dout, int OC,
+                          const std::string& name);
+
 void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
                               starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
 // dpreatt and datt are scratch ([B,NH,T,T] fp32, StarPU-allocated per task).
@@ -108,13 +117,15 @@ struct NnArgs {
   long long bias = -1;     // offset of the bias, -1: none
   int C = 0, OC = 0;       // matmul: input and output channels
   int loss_rows = 0;       // cross-entropy backward: rows of the mean loss (0: d.N())
+  int first_row = 0, row_count = 0;  // matmul weight rows: the output channels of the piece
 };
 
 // Codelet "nn_<op>" for each op above (load_tokens: "load_tokens").
 namespace nn {
 extern Codelet<NnArgs> encoder_forward, encoder_backward;
 extern Codelet<NnArgs> layernorm_forward, layernorm_backward_input, layernorm_backward_params;
-extern Codelet<NnArgs> matmul_forward, matmul_backward, matmul_backward_input, matmul_backward_weight;
+extern Codelet<NnArgs> matmul_forward, matmul_backward, matmul_backward_input, matmul_backward_weight,
+    matmul_backward_weight_rows, bias_backward;
 extern Codelet<NnArgs> attention_forward, attention_backward;
 extern Codelet<NnArgs> gelu_forward, gelu_backward;
 extern Codelet<NnArgs> residual_forward, residual_backward;

@@ -718,6 +718,17 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 }
 
 template <class T>
+void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows,
+                                 void* cublas, void* stream) {
+  require(N >= 0 && C >= 0 && first >= 0 && rows >= 0 && first + rows <= OC, "matmul_backward_weight_rows: bad shape");
+  if (N == 0 || C == 0 || rows == 0) return;
+  // dweight[rows,C] += dout[:, first..]ᵀ · inp: column-major dweightᵀ[C,rows] += inp_cm[C,N] · dout_cmᵀ[N,rows],
+  // dout_cm's columns of length OC starting at element `first`.
+  const CublasCall call(cublas, as_stream(stream));
+  call.gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, rows, N, inp, C, dout + first, OC, 1.0f, dweight, C);
+}
+
+template <class T>
 void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream) {
   check_attention_shape(B, Tn, C, NH);
   const size_t rows = size_t(B) * NH * Tn;
@@ -807,6 +818,7 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
                                       void*);                                                                         \
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, void*, void*);                     \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, void*, void*);            \
+  template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int, void*, void*);        \
   template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int, void*);                        \
   template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int,       \
                                       void*);                                                                         \

@@ -43,6 +43,10 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 // dinp[N,C] += dout · weight; dweight[OC,C] += doutᵀ · inp; dbias[OC] += Σ_rows dout.
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC);
+// The weight gradient of output channels [first, first + rows): dweight[rows,C] += dout[:, first..]ᵀ · inp,
+// with dout [N,OC]. The same products as matmul_backward's dweight for those rows.
+template <class T>
+void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows);
 
 // Causal multi-head self-attention. inp[B,T,3C] holds q,k,v (each C = NH heads × hs);
 // preatt, att [B,NH,T,T] (float); out[B,T,C]. Scale 1/sqrt(hs); att[t2 > t] = 0.
@@ -99,6 +103,9 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC,
                      void* cublas, void* stream);
+template <class T>
+void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows,
+                                 void* cublas, void* stream);
 template <class T>
 void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream);
 template <class T>

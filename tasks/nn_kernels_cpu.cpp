@@ -262,6 +262,20 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (dbias != nullptr) store_back(dbias, fdb, oc);
 }
 
+template <class T>
+void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows) {
+  assert(first >= 0 && rows >= 0 && first + rows <= OC);
+  if (N <= 0 || C <= 0 || rows <= 0) return;
+  const size_t n = size_t(N), c = size_t(C), oc = size_t(OC);
+  std::vector<float> s_dout, s_inp, s_dw;
+  const float* fdout = float_view(dout, n * oc, s_dout);
+  const float* finp = float_view(inp, n * c, s_inp);
+  float* fdw = float_accum(dweight, size_t(rows) * c, s_dw);
+  blas_single_threaded();
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, fdout + first, OC, finp, C, 1.0f, fdw, C);
+  store_back(dweight, fdw, size_t(rows) * c);
+}
+
 // ---- attention -------------------------------------------------------------------------------------
 template <class T>
 void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH) {
@@ -330,6 +344,7 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int, int); \
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                    \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                           \
+  template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int);                       \
   template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int);                                \
   template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int);       \
   template void gelu_forward<T>(T*, const T*, std::size_t);                                                            \
