@@ -394,16 +394,21 @@ void GptModel::submit_linear_backward(const std::string& op, int block, const Gr
   if (groups.grad_piece(group, 0) == nullptr)
     return tasks::submit_matmul_backward_weight(dims_, groups.grad(group), dout.handle(), inp.handle(), ref, C, OC,
                                                 name);
+  // Split: per tile k (its rows of dout and inp) and per piece r of output channels, dW_r += dout_kᵀ·inp_k,
+  // the tiles added in order; each task waits only for its tile's rows.
   const GradientSplit& split = gradient_split(group);
+  const std::size_t weight_piece = split.first_piece[std::size_t(weight)];
   for (int k = 0; k < tiles(); ++k) {
-    const int first = piece_first_row(OC, tiles(), k), end = piece_first_row(OC, tiles(), k + 1);
-    tasks::submit_matmul_backward_weight_rows(dims_, groups.grad_piece(group, split.first_piece[std::size_t(weight)] + k),
-                                              dout.handle(), inp.handle(), C, OC, first, end - first,
-                                              tile_name(name, k));
+    for (int r = 0; r < tiles(); ++r) {
+      const int first = piece_first_row(OC, tiles(), r), end = piece_first_row(OC, tiles(), r + 1);
+      tasks::submit_matmul_backward_weight_rows(tile_dims_[k], groups.grad_piece(group, weight_piece + std::size_t(r)),
+                                                dout.piece(k), inp.piece(k), C, OC, first, end - first,
+                                                tile_name(name + "[" + std::to_string(r) + "]", k));
+    }
+    if (bias)
+      tasks::submit_bias_backward(tile_dims_[k], groups.grad_piece(group, split.first_piece[std::size_t(*bias)]),
+                                  dout.piece(k), OC, tile_name(indexed(op + "_bwd_bias", block), k));
   }
-  if (bias)
-    tasks::submit_bias_backward(dims_, groups.grad_piece(group, split.first_piece[std::size_t(*bias)]), dout.handle(),
-                                OC, indexed(op + "_bwd_bias", block));
 }
 
 void GptModel::submit_layernorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
@@ -419,10 +424,13 @@ void GptModel::submit_layernorm_backward(const std::string& op, int block, const
   if (groups.grad_piece(group, 0) == nullptr)
     return tasks::submit_layernorm_backward_params(dims_, groups.grad(group), dout.handle(), inp.handle(), ref,
                                                    mean.handle(), rstd.handle(), name);
-  // The piece holds the weight then the bias: offsets from its start.
+  // Split: the piece holds the weight then the bias (offsets from its start); one task per tile,
+  // the tiles added in order.
   const tasks::WeightRef in_piece{ref.group, 0, (long long)(b_offset - w_offset)};
-  tasks::submit_layernorm_backward_params(dims_, groups.grad_piece(group, gradient_split(group).first_piece[std::size_t(weight)]),
-                                          dout.handle(), inp.handle(), in_piece, mean.handle(), rstd.handle(), name);
+  const starpu_data_handle_t piece = groups.grad_piece(group, gradient_split(group).first_piece[std::size_t(weight)]);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_layernorm_backward_params(tile_dims_[k], piece, dout.piece(k), inp.piece(k), in_piece, mean.piece(k),
+                                            rstd.piece(k), tile_name(name, k));
 }
 
 void GptModel::submit_block_forward(int block, const GroupHandles& groups) {

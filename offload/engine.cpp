@@ -428,7 +428,12 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
     pending_update_ = hyper;  // submitted at the start of the next step (or by flush)
     return;
   }
-  for (int l = model_.layers() - 1; l >= 0; --l) {
+  // With exact clipping every AdamW waits for the global norm, so all become ready at once:
+  // submitted in forward order, the next step's forward (layer 0 first) starts while the later
+  // layers update. Without clipping each waits only for its own gradient, which the backward
+  // finishes from the last layer down.
+  for (int i = 0; i < model_.layers(); ++i) {
+    const int l = options_.grad_clip > 0 ? i : model_.layers() - 1 - i;
     submit_update(l, hyper, false);
     submit_publish(l, false);
   }

@@ -607,3 +607,33 @@ TEST_CASE("bf16 with the fp32 gradient-accumulation buffer: the sum of micro-bat
   // Without the buffer every addition rounds to bf16: some sums come out differently.
   CHECK(mismatched_without > 0);
 }
+
+TEST_CASE("with tiles, the gradient is cut into pieces of whole output channels", "[gpt][tiles]") {
+  Session session(cpu_session());
+  const GptShape shape{16, 37, 40, 2, 2, 10};  // C = 10, Vp = 40
+  GptModel one(shape, DType::f32, 3, 12, 1);
+  GptModel three(shape, DType::f32, 3, 12, 3);
+  const std::size_t C = 10;
+  for (int layer = 0; layer < one.layers(); ++layer) CHECK(one.gradient_pieces(layer).empty());
+  // The embedding: wte's 40 rows in 3 pieces (13, 13, 14 rows), then wpe.
+  CHECK(three.gradient_pieces(0) == std::vector<std::size_t>{13 * C, 13 * C, 14 * C, 16 * C});
+  // A block: ln1 (w+b), qkvw (30 rows: 10 each), qkvb, attprojw (10 rows: 3, 3, 4), attprojb, ln2 (w+b),
+  // fcw (40 rows: 13, 13, 14), fcb, fcprojw (10 rows of 4C: 3, 3, 4), fcprojb.
+  CHECK(three.gradient_pieces(1) == std::vector<std::size_t>{2 * C, 10 * C, 10 * C, 10 * C, 3 * C, 3 * C, 3 * C, 4 * C,
+                                                             C, 2 * C, 13 * C, 13 * C, 14 * C, 4 * C, 12 * C, 12 * C,
+                                                             16 * C, C});
+  for (int layer = 0; layer <= shape.layers; ++layer) {
+    const std::vector<std::size_t> pieces = three.gradient_pieces(layer);
+    std::size_t sum = 0;
+    for (std::size_t n : pieces) sum += n;
+    CHECK(sum == three.layer_params(layer));
+  }
+  CHECK(three.gradient_pieces(shape.layers + 1).empty());  // the final layernorm: one piece
+  // The engine gives such a gradient a home in main memory (it is split there); whole, it stays
+  // transient.
+  Engine engine_three(three, EngineOptions{});
+  Engine engine_one(one, EngineOptions{});
+  CHECK(engine_three.layer_plan(1).buffer(LayerBuffer::grad).home == BufferHome::device);
+  CHECK(engine_one.layer_plan(1).buffer(LayerBuffer::grad).home == BufferHome::transient);
+  CHECK(engine_three.layer_plan(shape.layers + 1).buffer(LayerBuffer::grad).home == BufferHome::transient);
+}
