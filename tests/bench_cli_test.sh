@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `starzero bench blas` end to end: the table of every GPT matmul (tiles of single-threaded sgemm
+# against one multi-threaded sgemm) with plausible figures, the bf16 GEMM line, and one-line usage
+# errors with exit code 2. No figure is compared with another: this is a measurement tool.
+# Usage: bench_cli_test.sh PATH/TO/starzero
+set -u
+STARZERO=${1:?usage: bench_cli_test.sh PATH/TO/starzero}
+FAILURES=0
+fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
+pass() { echo "ok:   $*"; }
+
+out=$("$STARZERO" bench blas --preset tiny --rows 48 --repeat 2 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 0 ] && pass "bench blas exits 0" || fail "bench blas exited $rc"
+# 5 linear layers x (forward, input grad, weight grad), each row with two positive GFLOP/s and their ratio.
+rows=$(echo "$out" | grep -cE '^\| [a-z]+ (forward|input grad|weight grad) \| [0-9]+ x [0-9]+ x [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$')
+[ "$rows" -eq 15 ] && pass "15 products in the table" || fail "$rows well-formed product rows, want 15"
+# tiny: C=128, Vp=256 -> the classifier forward is 48 x 256 x 128.
+echo "$out" | grep -q '^| classifier forward | 48 x 256 x 128 |' && pass "shapes from the preset and --rows" ||
+  fail "no 'classifier forward | 48 x 256 x 128' row"
+echo "$out" | grep -qE '^\| all of them \| \| [0-9.]+ s \| [0-9.]+ s \| [0-9.]+ \|$' && pass "total line" ||
+  fail "no total line"
+echo "$out" | grep -qE '^bf16 GEMM \(cblas_sbgemm\): (exported|not exported by this library); this CPU (has|lacks) AVX512-BF16$' &&
+  pass "bf16 GEMM availability line" || fail "no bf16 GEMM availability line"
+zero=$(echo "$out" | grep -E '^\| [a-z]+ (forward|input grad|weight grad) \|' | awk -F'|' '$4 + 0 <= 0 || $5 + 0 <= 0' | wc -l)
+[ "$zero" -eq 0 ] && pass "every throughput positive" || fail "$zero rows with a zero throughput"
+
+for bad in "--rows 0" "--repeat -1" "--cores x" "--preset nosuch" "--frobnicate"; do
+  # shellcheck disable=SC2086
+  err=$("$STARZERO" bench blas $bad 2>&1 >/dev/null)
+  rc=$?
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ $rc -eq 2 ] && [ "$lines" -eq 1 ]; then pass "bench blas $bad: exit 2, one line"; else
+    fail "bench blas $bad: exit $rc, $lines lines: $err"; fi
+done
+err=$("$STARZERO" bench nosuch 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && pass "unknown bench: exit 2, one line" ||
+  fail "unknown bench: exit $rc: $err"
+
+echo "bench_cli: $FAILURES failed"
+[ "$FAILURES" -eq 0 ]
