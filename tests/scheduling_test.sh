@@ -8,6 +8,9 @@
 #   4. critical-path: tasks.rec has no priority in step 1 (nothing recorded yet), priorities in
 #      step 2 that rank the backward of layer l above the AdamW of layer l+1; none: all 0
 #   5. ZeRO-3 on 2 ranks: the backward's prefetch gathers outrank the AdamW of the last layer
+#   6. gradient pieces: with 2 tiles on one rank the parameter-gradient tasks run per tile and
+#      piece (fc_bwd_weight[0][1].t1, fc_bwd_bias[0].t0, ...); at ZeRO-3 (a gradient per use, not
+#      held) and with --tiles 1 they stay one task over the whole gradient
 set -euo pipefail
 STARZERO=${1:?usage: scheduling_test.sh STARZERO PLUGIN}
 PLUGIN=${2:?usage: scheduling_test.sh STARZERO PLUGIN}
@@ -97,5 +100,18 @@ for g in 1 2; do
   [ -n "$gather" ] && [ -n "$last_adam" ] && [ "$gather" -gt "$last_adam" ] \
     || fail "all_gather_bwd[$g] (priority '$gather') does not outrank adamw[3] ('$last_adam')"
 done
+
+# 6.
+ran_in_step() { awk -v s="$2" -v n="$3" '$1 == s && $3 == n { found = 1 } END { exit !found }' "$1"; }
+for name in "fc_bwd_weight[0][0].t0" "fc_bwd_weight[0][1].t1" "qkv_bwd_weight[1][1].t0" "fc_bwd_bias[0].t1" \
+            "ln2_bwd_params[0].t0" "classifier_bwd_weight[1].t1"; do
+  ran_in_step "$work/none.txt" 3 "$name" || fail "2 tiles, one rank: no task $name in step 3"
+done
+ran_in_step "$work/none.txt" 3 "fc_bwd_weight[0]" && fail "2 tiles, one rank: the whole-gradient fc_bwd_weight[0] ran"
+ran_in_step "$work/z3.txt" 2 "fc_bwd_weight[0]" || fail "ZeRO-3: fc_bwd_weight[0] is not one task on the whole gradient"
+"$STARZERO" train "${RUN[@]}" --tiles 1 --trace "$work/one" >/dev/null 2>&1
+priorities "$work/one/tasks.rec" >"$work/one.txt"
+ran_in_step "$work/one.txt" 3 "fc_bwd_weight[0]" || fail "--tiles 1: fc_bwd_weight[0] is not one task"
+[ "$(grep -c 'bwd_bias' "$work/one.txt")" = 0 ] || fail "--tiles 1: bias tasks of their own ran"
 
 finish "scheduling: all checks passed"

@@ -117,6 +117,7 @@ TEST_CASE("task kinds drop indexes and tile suffixes and the classification foll
   CHECK(task_kind("qkv_bwd_input[3].t1") == "qkv_bwd_input");
   CHECK(task_kind("adamw[5]") == "adamw");
   CHECK(task_kind("encoder_fwd.t0") == "encoder_fwd");
+  CHECK(task_kind("fc_bwd_weight[3][1].t0") == "fc_bwd_weight");  // block 3, piece 1, tile 0
   CHECK(task_kind("lnf_fwd") == "lnf_fwd");
   CHECK(task_kind("axpy[layer_3]") == "axpy");
   CHECK(task_kind("data.tmp") == "data.tmp");  // ".t" not followed by digits only
@@ -124,6 +125,7 @@ TEST_CASE("task kinds drop indexes and tile suffixes and the classification foll
   CHECK(is_compute_kind("encoder_bwd"));
   CHECK(is_compute_kind("fc_bwd_weight"));
   CHECK(is_compute_kind("ln1_bwd_params"));
+  CHECK(is_compute_kind("fc_bwd_bias"));
   CHECK_FALSE(is_compute_kind("all_gather_fwd"));  // a collective
   CHECK_FALSE(is_compute_kind("zero_grad"));
   CHECK_FALSE(is_compute_kind("adamw"));
