@@ -20,6 +20,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace {
 
@@ -48,22 +49,26 @@ void deinit_sched(unsigned sched_ctx) {
 int push_task(starpu_task* task) {
   const unsigned sched_ctx = task->sched_ctx;
   ReadyTasks& ready = ready_tasks(sched_ctx);
-  {
-    const std::lock_guard lock(ready.mutex);
-    auto after = ready.tasks.begin();
-    while (after != ready.tasks.end() && (*after)->priority >= task->priority) ++after;
-    ready.tasks.insert(after, task);
-  }
-  starpu_push_task_end(task);
-  // Wake one worker that can run it (a sleeping worker does not ask for work by itself).
+  // The workers that can run it, found while the task is still ours: once it is in the list and
+  // the lock is released, a worker may take it, run it and free it at any moment.
+  std::vector<unsigned> able;
   starpu_worker_collection* workers = starpu_sched_ctx_get_worker_collection(sched_ctx);
   starpu_sched_ctx_iterator it;
   workers->init_iterator(workers, &it);
   while (workers->has_next(workers, &it)) {
     const unsigned worker = workers->get_next(workers, &it);
-    if (starpu_worker_can_execute_task_first_impl(worker, task, nullptr) && starpu_wake_worker_relax_light(int(worker)))
-      break;
+    if (starpu_worker_can_execute_task_first_impl(worker, task, nullptr)) able.push_back(worker);
   }
+  {
+    const std::lock_guard lock(ready.mutex);
+    auto after = ready.tasks.begin();
+    while (after != ready.tasks.end() && (*after)->priority >= task->priority) ++after;
+    ready.tasks.insert(after, task);
+    starpu_push_task_end(task);
+  }
+  // Wake one worker that can run it (a sleeping worker does not ask for work by itself).
+  for (unsigned worker : able)
+    if (starpu_wake_worker_relax_light(int(worker))) break;
   return 0;
 }
 

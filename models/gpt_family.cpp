@@ -41,16 +41,17 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
         },
         run_sizes());
   }
+  // Each run read from the file straight into its layer's array, in file order.
   std::vector<std::vector<float>> read(const fs::path& path) const override {
-    const LlmcCheckpoint checkpoint = read_llmc_checkpoint(path, shape_);
     std::vector<std::vector<float>> layers;
-    for (int l = 0; l < layout_.layers(); ++l) {
-      std::vector<float> params(layout_.layer_params(l));
-      for (const LlmcRun& run : layout_.layer_runs(l))
-        std::copy_n(checkpoint.params.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                    params.begin() + std::ptrdiff_t(run.layer_offset));
-      layers.push_back(std::move(params));
-    }
+    for (int l = 0; l < layout_.layers(); ++l) layers.emplace_back(layout_.layer_params(l));
+    read_llmc_checkpoint_streamed(
+        path, shape_,
+        [&](std::size_t llmc_offset, std::size_t count) {
+          const Piece& piece = piece_at(llmc_offset);
+          return std::span<float>(layers[std::size_t(piece.layer)]).subspan(piece.run.layer_offset, count);
+        },
+        run_sizes());
     return layers;
   }
 
@@ -241,7 +242,7 @@ void check_flag(const char* flag, const std::optional<int>& given, int from_file
 // The checkpoint's shape; every shape flag given must agree with it (a preset with its
 // overrides is compared as the shape it makes).
 GptShape shape_from_checkpoint(const ModelRequest& request) {
-  const GptShape shape = read_llmc_checkpoint(*request.checkpoint).shape;
+  const GptShape shape = read_llmc_checkpoint_header(*request.checkpoint).shape;
   if (request.preset) {
     GptShape flags = gpt_preset(*request.preset);
     flags.layers = request.layers.value_or(flags.layers);

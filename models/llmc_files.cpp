@@ -70,8 +70,8 @@ std::array<std::int32_t, kLlmcHeaderInts> read_llmc_header(FileReader& in, const
   return header;
 }
 
-LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
-  FileReader in(path);
+// Reads and checks the header and the file's size; `in` is left at the first parameter.
+LlmcCheckpoint read_checkpoint_header(FileReader& in, const std::filesystem::path& path, const GptShape* expected) {
   const auto header = read_llmc_header(in, kCheckpointFormat, kTokenShardFormat);
   const int version = header[1];
   if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
@@ -91,19 +91,27 @@ LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape
   const std::size_t need = header_bytes + count * elem;
   if (in.size() != need)
     throw_format_error(path, describe_size_mismatch(in.size(), need, "shape " + ckpt.shape.to_string()));
+  return ckpt;
+}
 
-  ckpt.params.resize(count);
-  if (version == kLlmcCheckpointFp32) {
-    in.read_exact(ckpt.params.data(), count * sizeof(float));
-  } else {
-    std::vector<bf16_bits> chunk(std::min<std::size_t>(count, std::size_t(1) << 20));
-    for (std::size_t done = 0; done < count;) {
-      const std::size_t n = std::min(chunk.size(), count - done);
-      in.read_exact(chunk.data(), n * sizeof(bf16_bits));
-      for (std::size_t i = 0; i < n; ++i) ckpt.params[done + i] = bf16_to_float(chunk[i]);
-      done += n;
-    }
+// Reads `out.size()` parameters at the reader's position into `out`, widening bf16 exactly.
+void read_params(FileReader& in, int version, std::span<float> out, std::vector<bf16_bits>& chunk) {
+  if (version == kLlmcCheckpointFp32) return in.read_exact(out.data(), out.size() * sizeof(float));
+  chunk.resize(std::min<std::size_t>(std::max<std::size_t>(out.size(), 1), std::size_t(1) << 20));
+  for (std::size_t done = 0; done < out.size();) {
+    const std::size_t n = std::min(chunk.size(), out.size() - done);
+    in.read_exact(chunk.data(), n * sizeof(bf16_bits));
+    for (std::size_t i = 0; i < n; ++i) out[done + i] = bf16_to_float(chunk[i]);
+    done += n;
   }
+}
+
+LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
+  FileReader in(path);
+  LlmcCheckpoint ckpt = read_checkpoint_header(in, path, expected);
+  ckpt.params.resize(ckpt.shape.param_count());
+  std::vector<bf16_bits> chunk;
+  read_params(in, ckpt.version, ckpt.params, chunk);
   return ckpt;
 }
 
@@ -111,8 +119,35 @@ LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape
 
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path) { return read_checkpoint(path, nullptr); }
 
+LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path) {
+  FileReader in(path);
+  return read_checkpoint_header(in, path, nullptr);
+}
+
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected) {
   return read_checkpoint(path, &expected);
+}
+
+int read_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& expected,
+                                  const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
+                                  std::span<const std::size_t> pieces) {
+  FileReader in(path);
+  const LlmcCheckpoint header = read_checkpoint_header(in, path, &expected);
+  std::size_t total = 0;
+  for (std::size_t n : pieces) total += n;
+  if (total != header.shape.param_count())
+    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
+                                " parameters, shape " + header.shape.to_string() + " has " +
+                                std::to_string(header.shape.param_count()));
+  std::vector<bf16_bits> chunk;
+  std::size_t offset = 0;
+  for (std::size_t n : pieces) {
+    const std::span<float> out = destination(offset, n);
+    if (out.size() != n) throw std::invalid_argument("read_llmc_checkpoint_streamed: destination of the wrong size");
+    read_params(in, header.version, out, chunk);
+    offset += n;
+  }
+  return header.version;
 }
 
 void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,

@@ -48,8 +48,19 @@ struct LlmcCheckpoint {
 };
 
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path);
+// The header alone (params left empty): shape and version, with the same checks as a full read,
+// the file's size included, but without reading the parameters.
+LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path);
 // Also throws FileFormatError when the file's shape differs from `expected` (lists both).
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected);
+// The parameters read piece by piece in file order straight into their destinations, with no copy
+// of the whole file in memory: `destination(llmc_offset, count)` gives where a piece's values go
+// (`count` floats; bf16 files are widened exactly); `pieces` add up to shape.param_count(). The
+// header and the file's size are checked first, as read_llmc_checkpoint(path, expected) does.
+// Returns the file's version.
+int read_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& expected,
+                                  const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
+                                  std::span<const std::size_t> pieces);
 // version 3 stores fp32 as is, version 5 rounds to bf16 (nearest even). params.size() must be
 // shape.param_count() (std::invalid_argument otherwise); I/O failures throw std::system_error.
 void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,

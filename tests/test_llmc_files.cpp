@@ -162,6 +162,11 @@ TEST_CASE("llm.c checkpoint: fp32 (version 3) round trip is bit-exact with llm.c
   CHECK(back.version == 3);
   CHECK(same_bits(back.params, params));
   CHECK(same_bits(read_llmc_checkpoint(file, shape).params, params));
+  // The header alone: the same shape and version, no parameters.
+  const LlmcCheckpoint header = read_llmc_checkpoint_header(file);
+  CHECK(header.shape == shape);
+  CHECK(header.version == 3);
+  CHECK(header.params.empty());
   CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
 }
 
@@ -205,6 +210,44 @@ TEST_CASE("llm.c checkpoint: bf16 (version 5) stores rounded params, read back w
     if (!std::isnan(params[i]) && (bits_of(params[i]) & 0xFFFFu) == 0) CHECK(back.params[i] == params[i]);
 }
 
+TEST_CASE("llm.c checkpoint: read piece by piece into destinations, fp32 and bf16", "[llmc]") {
+  TempDir dir;
+  const GptShape shape = tiny_shape();
+  const std::size_t n = shape.param_count();
+  const std::vector<float> params = test_params(n, 3);
+  for (int version : {3, 5}) {
+    INFO("version " << version);
+    const fs::path file = dir / ("streamed" + std::to_string(version) + ".bin");
+    write_llmc_checkpoint(file, shape, params, version);
+    const std::vector<float> whole = read_llmc_checkpoint(file, shape).params;
+    // Uneven pieces written backwards into a buffer: each lands at its llm.c offset.
+    const std::vector<std::size_t> pieces{1, 16, n - 30, 13};
+    std::vector<float> got(n, -7.0f);
+    std::vector<std::size_t> offsets;
+    const int read_version = read_llmc_checkpoint_streamed(
+        file, shape,
+        [&](std::size_t offset, std::size_t count) {
+          offsets.push_back(offset);
+          return std::span<float>(got).subspan(offset, count);
+        },
+        pieces);
+    CHECK(read_version == version);
+    CHECK(offsets == std::vector<std::size_t>{0, 1, 17, n - 13});
+    CHECK(same_bits(got, whole));
+    // Pieces that do not cover the file, another shape, a truncated file.
+    CHECK_THROWS_AS(read_llmc_checkpoint_streamed(
+                        file, shape, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); },
+                        std::vector<std::size_t>{n - 1}),
+                    std::invalid_argument);
+    GptShape other = shape;
+    other.layers = 3;
+    CHECK_THROWS_AS(read_llmc_checkpoint_streamed(
+                        file, other, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); },
+                        pieces),
+                    FileFormatError);
+  }
+}
+
 TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the file", "[llmc]") {
   TempDir dir;
   const GptShape shape = tiny_shape();
@@ -212,7 +255,15 @@ TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the fi
   write_llmc_checkpoint(good, shape, test_params(shape.param_count()), 3);
   const std::vector<char> bytes = read_raw(good);
   const fs::path bad = dir / "broken_ckpt.bin";
-  auto read_bad = [&] { read_llmc_checkpoint(bad); };
+  // The full read and the header read (which checks the file's size too) reject the same files.
+  const bool header_only = GENERATE(false, true);
+  INFO((header_only ? "read_llmc_checkpoint_header" : "read_llmc_checkpoint"));
+  auto read_bad = [&] {
+    if (header_only)
+      read_llmc_checkpoint_header(bad);
+    else
+      read_llmc_checkpoint(bad);
+  };
 
   SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
   SECTION("truncated header") {
