@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/simd_math.hpp"
@@ -47,115 +50,85 @@ template <class V>
   return s + O::splat(2.0f) * x * s * (O::splat(1.0f) - s) * du_dx;
 }
 
-// Element-wise kernels over n elements: body(V{}, i, out..., in...) on float arrays. For bf16,
-// chunks of kChunk elements are widened into float buffers, computed, and the outputs rounded.
+// An element-wise kernel from its per-element step: Step::at(V{}, i, out, in) computes elements
+// [i, i + lanes(V)) of the `outs` output arrays from the `ins` input arrays (all float). run()
+// takes (outputs..., inputs..., n), all float or all bf16; for bf16, chunks of kChunk elements
+// are widened into float buffers (the outputs too when the kernel accumulates into them),
+// computed, and the outputs rounded once.
 constexpr size_t kChunk = 512;
 
-template <class Body, size_t outs, size_t ins>
-[[gnu::always_inline]] inline void chunked(const Body& body, size_t n, bf16* const (&out)[outs],
-                                           const bf16* const (&in)[ins], bool accumulate) {
-  float fo[outs][kChunk], fi[ins ? ins : 1][kChunk];
-  for (size_t b = 0; b < n; b += kChunk) {
-    const size_t m = std::min(kChunk, n - b);
-    for (size_t k = 0; k < ins; ++k)
-      for (size_t i = 0; i < m; ++i) fi[k][i] = to_float(in[k][b + i]);
-    for (size_t k = 0; k < outs; ++k)
-      for (size_t i = 0; i < m; ++i) fo[k][i] = accumulate ? to_float(out[k][b + i]) : 0.0f;
-    float* o[outs];
-    const float* p[ins ? ins : 1];
-    for (size_t k = 0; k < outs; ++k) o[k] = fo[k];
-    for (size_t k = 0; k < ins; ++k) p[k] = fi[k];
-    body(m, o, p);
-    for (size_t k = 0; k < outs; ++k)
-      for (size_t i = 0; i < m; ++i) out[k][b + i] = from_float<bf16>(fo[k][i]);
+template <class Step, size_t outs, size_t ins, bool accumulates>
+struct Elementwise {
+  template <int lanes>
+  [[gnu::always_inline]] static void floats(size_t n, float* const* out, const float* const* in) {
+    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE { Step::at(v, i, out, in); });
   }
-}
 
-struct GeluForward {
-  template <int lanes>
-  static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
-      using O = Ops<decltype(v)>;
-      O::store(out[0] + i, gelu(O::load(in[0] + i)));
-    });
+  template <int lanes, class T>
+  [[gnu::always_inline]] static void on_chunks(size_t n, T* const* out, const T* const* in) {
+    if constexpr (std::is_same_v<T, float>) {
+      floats<lanes>(n, out, in);
+    } else {
+      float fo[outs][kChunk], fi[ins][kChunk];
+      float* o[outs];
+      const float* p[ins];
+      for (size_t k = 0; k < outs; ++k) o[k] = fo[k];
+      for (size_t k = 0; k < ins; ++k) p[k] = fi[k];
+      for (size_t b = 0; b < n; b += kChunk) {
+        const size_t m = std::min(kChunk, n - b);
+        for (size_t k = 0; k < ins; ++k)
+          for (size_t i = 0; i < m; ++i) fi[k][i] = to_float(in[k][b + i]);
+        for (size_t k = 0; k < outs; ++k)
+          for (size_t i = 0; i < m; ++i) fo[k][i] = accumulates ? to_float(out[k][b + i]) : 0.0f;
+        floats<lanes>(m, o, p);
+        for (size_t k = 0; k < outs; ++k)
+          for (size_t i = 0; i < m; ++i) out[k][b + i] = from_float<bf16>(fo[k][i]);
+      }
+    }
   }
-  template <int lanes>
-  static void run(float* out, const float* inp, size_t n) {
-    float* const o[1] = {out};
-    const float* const p[1] = {inp};
-    floats<lanes>(n, o, p);
-  }
-  template <int lanes>
-  static void run(bf16* out, const bf16* inp, size_t n) {
-    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {out}, {inp},
-                   false);
+
+  template <int lanes, class T, class... Rest>
+  static void run(T* first, Rest... rest) {
+    const std::tuple<T*, Rest...> args(first, rest...);
+    static_assert(sizeof...(Rest) == outs + ins, "the outputs, the inputs, then the count");
+    T* out[outs];
+    const T* in[ins];
+    [&]<size_t... k>(std::index_sequence<k...>) { ((out[k] = std::get<k>(args)), ...); }(std::make_index_sequence<outs>{});
+    [&]<size_t... k>(std::index_sequence<k...>) { ((in[k] = std::get<outs + k>(args)), ...); }(std::make_index_sequence<ins>{});
+    on_chunks<lanes>(std::get<outs + ins>(args), out, in);
   }
 };
 
-struct GeluBackward {
-  template <int lanes>
-  static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
-      using O = Ops<decltype(v)>;
-      O::store(out[0] + i, O::load(out[0] + i) + gelu_grad(O::load(in[0] + i)) * O::load(in[1] + i));
-    });
-  }
-  template <int lanes>
-  static void run(float* dinp, const float* inp, const float* dout, size_t n) {
-    float* const o[1] = {dinp};
-    const float* const p[2] = {inp, dout};
-    floats<lanes>(n, o, p);
-  }
-  template <int lanes>
-  static void run(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) {
-    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {dinp},
-                   {inp, dout}, true);
+struct GeluForwardStep {
+  [[gnu::always_inline]] static void at(auto v, size_t i, float* const* out, const float* const* in) {
+    using O = Ops<decltype(v)>;
+    O::store(out[0] + i, gelu(O::load(in[0] + i)));
   }
 };
-
-struct ResidualForward {
-  template <int lanes>
-  static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
-      using O = Ops<decltype(v)>;
-      O::store(out[0] + i, O::load(in[0] + i) + O::load(in[1] + i));
-    });
-  }
-  template <int lanes>
-  static void run(float* out, const float* a, const float* b, size_t n) {
-    float* const o[1] = {out};
-    const float* const p[2] = {a, b};
-    floats<lanes>(n, o, p);
-  }
-  template <int lanes>
-  static void run(bf16* out, const bf16* a, const bf16* b, size_t n) {
-    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {out}, {a, b},
-                   false);
+struct GeluBackwardStep {  // out: dinp, in: inp, dout
+  [[gnu::always_inline]] static void at(auto v, size_t i, float* const* out, const float* const* in) {
+    using O = Ops<decltype(v)>;
+    O::store(out[0] + i, O::load(out[0] + i) + gelu_grad(O::load(in[0] + i)) * O::load(in[1] + i));
   }
 };
-
-struct ResidualBackward {
-  template <int lanes>
-  static void floats(size_t n, float* const* out, const float* const* in) {
-    for_each_element<lanes>(n, [&](auto v, size_t i) SZ_SIMD_INLINE {
-      using O = Ops<decltype(v)>;
-      const auto g = O::load(in[0] + i);
-      O::store(out[0] + i, O::load(out[0] + i) + g);
-      O::store(out[1] + i, O::load(out[1] + i) + g);
-    });
-  }
-  template <int lanes>
-  static void run(float* d1, float* d2, const float* dout, size_t n) {
-    float* const o[2] = {d1, d2};
-    const float* const p[1] = {dout};
-    floats<lanes>(n, o, p);
-  }
-  template <int lanes>
-  static void run(bf16* d1, bf16* d2, const bf16* dout, size_t n) {
-    chunked([](size_t m, float* const* o, const float* const* p) { floats<lanes>(m, o, p); }, n, {d1, d2},
-                   {dout}, true);
+struct ResidualForwardStep {
+  [[gnu::always_inline]] static void at(auto v, size_t i, float* const* out, const float* const* in) {
+    using O = Ops<decltype(v)>;
+    O::store(out[0] + i, O::load(in[0] + i) + O::load(in[1] + i));
   }
 };
+struct ResidualBackwardStep {  // out: dinp1, dinp2, in: dout
+  [[gnu::always_inline]] static void at(auto v, size_t i, float* const* out, const float* const* in) {
+    using O = Ops<decltype(v)>;
+    const auto g = O::load(in[0] + i);
+    O::store(out[0] + i, O::load(out[0] + i) + g);
+    O::store(out[1] + i, O::load(out[1] + i) + g);
+  }
+};
+using GeluForward = Elementwise<GeluForwardStep, 1, 1, false>;
+using GeluBackward = Elementwise<GeluBackwardStep, 1, 2, true>;
+using ResidualForward = Elementwise<ResidualForwardStep, 1, 2, false>;
+using ResidualBackward = Elementwise<ResidualBackwardStep, 2, 1, true>;
 
 // Layernorm over rows of C: mean and variance as sums in the fixed order of sum16.
 struct LayernormForward {
