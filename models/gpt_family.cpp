@@ -41,18 +41,18 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
         },
         run_sizes());
   }
-  // Each run read from the file straight into its layer's array, in file order.
-  std::vector<std::vector<float>> read(const fs::path& path) const override {
-    std::vector<std::vector<float>> layers;
-    for (int l = 0; l < layout_.layers(); ++l) layers.emplace_back(layout_.layer_params(l));
+  void check(const fs::path& path) const override { read_llmc_checkpoint_header(path, shape_); }
+  // Each run read from the file straight into its layer's destination, in file order.
+  void read(const fs::path& path, const LayerDestination& destination) const override {
+    std::vector<std::span<float>> layers;
+    for (int l = 0; l < layout_.layers(); ++l) layers.push_back(destination(l, layout_.layer_params(l)));
     read_llmc_checkpoint_streamed(
         path, shape_,
         [&](std::size_t llmc_offset, std::size_t count) {
           const Piece& piece = piece_at(llmc_offset);
-          return std::span<float>(layers[std::size_t(piece.layer)]).subspan(piece.run.layer_offset, count);
+          return layers[std::size_t(piece.layer)].subspan(piece.run.layer_offset, count);
         },
         run_sizes());
-    return layers;
   }
 
  private:

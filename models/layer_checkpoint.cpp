@@ -88,8 +88,10 @@ void LayerCheckpointFormat::write(const fs::path& path, const LayerSource& sourc
   });
 }
 
-std::vector<std::vector<float>> LayerCheckpointFormat::read(const fs::path& path) const {
-  FileReader in(path);
+// Checks the header, the layer counts and the file's size against the format; `in` is left at
+// the first value. Returns the storage (0: fp32, 1: bf16).
+std::uint32_t LayerCheckpointFormat::read_checked_header(FileReader& in) const {
+  const fs::path& path = in.path();
   const Header header = read_header(in);
   const std::string family(header.family, strnlen(header.family, kFamilyChars));
   if (family != family_) throw_format_error(path, "a checkpoint of model '" + family + "', not '" + family_ + "'");
@@ -109,22 +111,30 @@ std::vector<std::vector<float>> LayerCheckpointFormat::read(const fs::path& path
                                    " parameters, expected " + std::to_string(layout_.layer_params[l]));
     expected_size += layout_.layer_params[l] * value_bytes;
   }
-  // The whole size is checked before any layer is allocated.
+  // The whole size is checked before any layer is read.
   if (in.size() != expected_size)
     throw_format_error(path, describe_size_mismatch(in.size(), expected_size, "the layer checkpoint"));
-  std::vector<std::vector<float>> layers;
-  for (std::uint64_t count : counts) {
-    std::vector<float> values(count);
-    if (header.storage == 0) {
+  return header.storage;
+}
+
+void LayerCheckpointFormat::check(const fs::path& path) const {
+  FileReader in(path);
+  read_checked_header(in);
+}
+
+void LayerCheckpointFormat::read(const fs::path& path, const LayerDestination& destination) const {
+  FileReader in(path);
+  const std::uint32_t storage = read_checked_header(in);
+  for (std::size_t l = 0; l < layout_.layer_params.size(); ++l) {
+    const std::span<float> values = destination(int(l), layout_.layer_params[l]);
+    if (storage == 0) {
       in.read_exact(values.data(), values.size() * sizeof(float));
     } else {
       std::vector<bf16_bits> halves(values.size());
       in.read_exact(halves.data(), halves.size() * sizeof(bf16_bits));
       std::transform(halves.begin(), halves.end(), values.begin(), bf16_to_float);
     }
-    layers.push_back(std::move(values));
   }
-  return layers;
 }
 
 bool is_layer_checkpoint(const fs::path& path) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "train/state_layout.hpp"
+#include "runtime/files.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
@@ -31,10 +32,12 @@ class LayerCheckpointFormat final : public CheckpointFormat {
 
   StateLayout state_layout() const override { return layout_; }
   void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const override;
-  std::vector<std::vector<float>> read(const std::filesystem::path& path) const override;
+  void check(const std::filesystem::path& path) const override;
+  void read(const std::filesystem::path& path, const LayerDestination& destination) const override;
   std::string describe(DType precision) const override;
 
  private:
+  std::uint32_t read_checked_header(FileReader& in) const;
   std::string family_;
   StateLayout layout_;
 };

@@ -124,6 +124,11 @@ LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path) {
   return read_checkpoint_header(in, path, nullptr);
 }
 
+LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path, const GptShape& expected) {
+  FileReader in(path);
+  return read_checkpoint_header(in, path, &expected);
+}
+
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected) {
   return read_checkpoint(path, &expected);
 }

@@ -51,6 +51,7 @@ LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path);
 // The header alone (params left empty): shape and version, with the same checks as a full read,
 // the file's size included, but without reading the parameters.
 LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path);
+LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path, const GptShape& expected);
 // Also throws FileFormatError when the file's shape differs from `expected` (lists both).
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected);
 // The parameters read piece by piece in file order straight into their destinations, with no copy

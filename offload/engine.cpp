@@ -608,6 +608,41 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
   }
 }
 
+void Engine::load_master_params(const std::function<void(const LayerValues& destination)>& fill) {
+  auto checked = [&](int l, std::size_t count) {
+    if (l < 0 || std::size_t(l) >= layers_.size() || count != layers_[std::size_t(l)].count())
+      throw std::invalid_argument("load_master_params: layer " + std::to_string(l) + " of " + std::to_string(count) +
+                                  " values does not fit the model");
+  };
+  if (sharded() || options_.offload_optimizer == OptimizerOffload::nvme) {
+    std::vector<std::vector<float>> copies(layers_.size());
+    fill([&](int l, std::size_t count) {
+      checked(l, count);
+      copies[std::size_t(l)].resize(count);
+      return std::span<float>(copies[std::size_t(l)]);
+    });
+    return set_master_params(copies);
+  }
+  // As initialise_params: the views are taken before the workers sleep.
+  std::deque<Tensor::HostView> masters;
+  for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
+  std::vector<bool> filled(layers_.size(), false);
+  {
+    const PausedWorkers paused;
+    fill([&](int l, std::size_t count) {
+      checked(l, count);
+      filled[std::size_t(l)] = true;
+      const std::span<float> values = masters[std::size_t(l)].as<float>();
+      std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
+      return values.first(count);
+    });
+  }
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (!filled[l]) throw std::invalid_argument("load_master_params: layer " + std::to_string(l) + " was not given");
+    write_model_params(layers_[l], masters[l].as<float>().first(layers_[l].count()));
+  }
+}
+
 std::vector<LayerOptimizerState> Engine::optimizer_state() const {
   std::vector<LayerOptimizerState> out;
   for (const Layer& layer : layers_) {

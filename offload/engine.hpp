@@ -150,6 +150,12 @@ class Engine {
   std::vector<std::vector<float>> master_params() const;
   // Replaces master and model parameters from full per-layer values (every rank passes the same).
   void set_master_params(const std::vector<std::vector<float>>& layers);
+  // The same, with `fill` writing each layer's values where they go: it calls
+  // destination(layer, count) once per layer and fills the span it returns. Unsharded master
+  // weights in main memory are that span (no copy on the way, the workers asleep meanwhile);
+  // otherwise a copy of the layer, which every buffer takes its part of.
+  using LayerValues = std::function<std::span<float>(int layer, std::size_t count)>;
+  void load_master_params(const std::function<void(const LayerValues& destination)>& fill);
   // This rank's optimizer state per layer (its shards), and its inverse.
   std::vector<LayerOptimizerState> optimizer_state() const;
   void set_optimizer_state(const std::vector<LayerOptimizerState>& state);

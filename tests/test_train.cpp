@@ -78,9 +78,9 @@ TEST_CASE("layer checkpoint: fp32 round trip is exact, bf16 rounds to nearest ev
   const LayerCheckpointFormat format("mlp", shape.state_layout());
   const auto layers = random_layers(shape.state_layout(), 3);
   format.write(dir / "a.bin", source_of(layers), DType::f32);
-  CHECK(format.read(dir / "a.bin") == layers);
+  CHECK(format.read_layers(dir / "a.bin") == layers);
   format.write(dir / "b.bin", source_of(layers), DType::bf16);
-  const auto halves = format.read(dir / "b.bin");
+  const auto halves = format.read_layers(dir / "b.bin");
   for (std::size_t l = 0; l < layers.size(); ++l)
     for (std::size_t i = 0; i < layers[l].size(); ++i)
       REQUIRE(halves[l][i] == bf16_to_float(float_to_bf16(layers[l][i])));
@@ -101,18 +101,18 @@ TEST_CASE("layer checkpoint: malformed files are FileFormatError", "[train]") {
     std::ofstream(dir / name, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
     return dir / name;
   };
-  CHECK_THROWS_AS(format.read(write("short.bin", {good.begin(), good.end() - 1})), FileFormatError);
+  CHECK_THROWS_AS(format.read_layers(write("short.bin", {good.begin(), good.end() - 1})), FileFormatError);
   std::vector<char> longer = good;
   longer.push_back(0);
-  CHECK_THROWS_AS(format.read(write("long.bin", longer)), FileFormatError);
+  CHECK_THROWS_AS(format.read_layers(write("long.bin", longer)), FileFormatError);
   std::vector<char> magic = good;
   magic[0] = 'X';
-  CHECK_THROWS_AS(format.read(write("magic.bin", magic)), FileFormatError);
+  CHECK_THROWS_AS(format.read_layers(write("magic.bin", magic)), FileFormatError);
   // Another shape (C = 6) or another family.
-  CHECK_THROWS_AS(LayerCheckpointFormat("mlp", MlpShape{64, 6, 1}.state_layout()).read(dir / "good.bin"),
+  CHECK_THROWS_AS(LayerCheckpointFormat("mlp", MlpShape{64, 6, 1}.state_layout()).read_layers(dir / "good.bin"),
                   FileFormatError);
-  CHECK_THROWS_AS(LayerCheckpointFormat("other", shape.state_layout()).read(dir / "good.bin"), FileFormatError);
-  CHECK_THROWS_AS(format.read(dir / "missing.bin"), FileFormatError);
+  CHECK_THROWS_AS(LayerCheckpointFormat("other", shape.state_layout()).read_layers(dir / "good.bin"), FileFormatError);
+  CHECK_THROWS_AS(format.read_layers(dir / "missing.bin"), FileFormatError);
 }
 
 TEST_CASE("checkpoint save with a relative path keeps its state, and a resume continues exactly", "[train]") {

@@ -42,17 +42,20 @@ void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format
 }  // namespace
 
 ResumeFiles read_resume_files(const fs::path& checkpoint, const CheckpointFormat& format) {
-  return ResumeFiles{format.read(checkpoint), ShardedTrainingState::find(checkpoint, format.state_layout())};
+  format.check(checkpoint);
+  return ResumeFiles{checkpoint, &format, ShardedTrainingState::find(checkpoint, format.state_layout())};
 }
 
 std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine) {
-  engine.set_master_params(files.layers);
+  engine.load_master_params(
+      [&](const Engine::LayerValues& destination) { files.format->read(files.checkpoint, destination); });
   if (!files.state) return 0;
   // This rank's part of the saved state, whatever number of ranks wrote it (re-sharding).
   const ShardedTrainingState& saved = *files.state;
+  const std::vector<std::size_t> sizes = files.format->state_layout().layer_params;
   std::vector<LayerOptimizerState> layers;
-  for (std::size_t l = 0; l < files.layers.size(); ++l) {
-    const std::size_t count = files.layers[l].size();
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    const std::size_t count = sizes[l];
     const std::size_t shard = engine.sharded() ? shard_count(count, engine.ranks()) : count;
     const std::size_t begin = engine.sharded() ? shard * std::size_t(engine.rank()) : 0;
     LayerOptimizerState state{std::vector<float>(shard), std::vector<float>(shard), std::vector<float>(shard)};

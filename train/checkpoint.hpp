@@ -23,9 +23,12 @@
 
 namespace starzero {
 
-// What a run starts from, read and checked before StarPU starts.
+// What a run starts from, checked before StarPU starts (the checkpoint's header and size, the
+// state files): the parameters themselves are read once the engine exists, straight into its
+// buffers.
 struct ResumeFiles {
-  std::vector<std::vector<float>> layers;     // fp32 parameters per layer
+  std::filesystem::path checkpoint;
+  const CheckpointFormat* format = nullptr;   // checkpoint's format; outlives the run
   std::optional<ShardedTrainingState> state;  // optimizer state and step, when saved
 };
 // FileFormatError for a checkpoint or state file that does not fit `format`.

@@ -10,8 +10,9 @@
 namespace starzero {
 
 double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& options) {
-  // Read and check the file before StarPU starts.
-  const ResumeFiles files{spec.checkpoint_format().read(options.checkpoint), std::nullopt};
+  // Check the file before StarPU starts (its values are read into the engine).
+  spec.checkpoint_format().check(options.checkpoint);
+  const ResumeFiles files{options.checkpoint, &spec.checkpoint_format(), std::nullopt};
   Session session(options.session);
   const std::unique_ptr<Trainable> model =
       spec.build(options.precision, options.batch, auto_tiles(session, options.batch));

@@ -64,6 +64,9 @@ class Trainable : public Model {
 // Reads elements [begin, begin + out.size()) of layer `layer`'s fp32 parameters.
 using LayerSource = std::function<void(int layer, std::size_t begin, std::span<float> out)>;
 
+// Where a checkpoint's reader puts layer `layer`'s `count` fp32 parameters.
+using LayerDestination = std::function<std::span<float>(int layer, std::size_t count)>;
+
 class CheckpointFormat {
  public:
   virtual ~CheckpointFormat() = default;
@@ -73,8 +76,23 @@ class CheckpointFormat {
   // Writes a checkpoint atomically from `source` (layer slices, at most one layer's worth in
   // memory at a time). `precision` f32 or bf16; std::invalid_argument for one the format lacks.
   virtual void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const = 0;
-  // Every layer's fp32 parameters from a checkpoint of this shape (FileFormatError otherwise).
-  virtual std::vector<std::vector<float>> read(const std::filesystem::path& path) const = 0;
+  // FileFormatError unless `path` is a checkpoint of this shape: the header and the file's size
+  // are checked, no parameter is read.
+  virtual void check(const std::filesystem::path& path) const = 0;
+  // Every layer's fp32 parameters from a checkpoint of this shape (FileFormatError otherwise),
+  // read straight into `destination`, which each layer's values are asked of once.
+  virtual void read(const std::filesystem::path& path, const LayerDestination& destination) const = 0;
+  // The same into new arrays, one per layer.
+  std::vector<std::vector<float>> read_layers(const std::filesystem::path& path) const {
+    const std::vector<std::size_t> sizes = state_layout().layer_params;
+    std::vector<std::vector<float>> layers(sizes.size());
+    read(path, [&](int layer, std::size_t count) {
+      std::vector<float>& values = layers.at(std::size_t(layer));
+      values.resize(count);
+      return std::span<float>(values);
+    });
+    return layers;
+  }
   // "llm.c version 3" and the like, for messages.
   virtual std::string describe(DType precision) const = 0;
 };
