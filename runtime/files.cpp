@@ -1,5 +1,7 @@
 #include "runtime/files.hpp"
 
+#include <signal.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -194,6 +196,28 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   if (!dir_fd.valid()) throw_io(errno, dir, "cannot open directory to fsync");
   if (::fsync(dir_fd.get()) != 0) throw_io(errno, dir, "directory fsync failed");
   if (const int err = dir_fd.close_checked(); err != 0) throw_io(err, dir, "close failed");
+}
+
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string name = path.filename().string();
+  constexpr std::string_view marker = ".tmp.";
+  std::vector<fs::path> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    const std::size_t at = file.rfind(marker);
+    if (!file.starts_with(name) || at == std::string::npos || at < name.size()) continue;
+    const std::string digits = file.substr(at + marker.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    // Signal 0 only asks whether the process exists: EPERM means it does (another user's).
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code remove_error;
+    if (entry.is_regular_file(remove_error) && fs::remove(entry.path(), remove_error)) removed.push_back(entry.path());
+  }
+  return removed;
 }
 
 }  // namespace starzero

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <vector>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -87,5 +88,11 @@ void write_bytes(std::ostream& os, const void* data, std::size_t n);
 // failure (including `write` throwing or leaving the stream bad) the temporary file is removed,
 // `path` is left as it was and the error propagates (I/O errors as std::system_error).
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
+
+// Removes the temporary files that write_file_atomically left behind when its process was killed:
+// files beside `path` named <name>*.tmp.<pid> whose name starts with path's (FILE.tmp.<pid>,
+// FILE.state.tmp.<pid>, FILE.rank0-of-2.state.tmp.<pid>) and whose process no longer runs. A
+// running process's file is left alone, as is everything else. Returns the removed paths.
+std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& path);
 
 }  // namespace starzero

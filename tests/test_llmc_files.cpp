@@ -3,8 +3,10 @@
 // files are in test_state_files.cpp.)
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -371,6 +373,37 @@ class FileSizeLimit {
   sighandler_t old_handler_{};
 };
 }  // namespace
+
+TEST_CASE("stale temporaries of killed saves are removed, nothing else", "[llmc]") {
+  TempDir dir;
+  // A process that has exited: a child that ran and was reaped, so its pid is free.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid()), self = std::to_string(::getpid());
+  const std::vector<std::string> stale{"ck.bin.tmp." + dead, "ck.bin.state.tmp." + dead,
+                                       "ck.bin.rank1-of-2.state.tmp." + dead};
+  const std::vector<std::string> kept{"ck.bin",  // the checkpoint itself
+                                      "ck.bin.tmp." + alive, "ck.bin.state.tmp." + self,  // running processes
+                                      "other.bin.tmp." + dead,                            // another checkpoint
+                                      "ck.bin.tmp.x1", "ck.bin.tmp."};                    // not a pid
+  for (const auto& names : {stale, kept})
+    for (const std::string& name : names) write_raw(dir / name, {'x'});
+  const std::vector<fs::path> removed = remove_stale_temporaries(dir / "ck.bin");
+  std::vector<std::string> removed_names;
+  for (const fs::path& p : removed) removed_names.push_back(p.filename().string());
+  std::sort(removed_names.begin(), removed_names.end());
+  std::vector<std::string> want = stale;
+  std::sort(want.begin(), want.end());
+  CHECK(removed_names == want);
+  std::vector<std::string> left = kept;
+  std::sort(left.begin(), left.end());
+  CHECK(dir.entries() == left);
+  // A directory that does not exist: nothing to do.
+  CHECK(remove_stale_temporaries(dir / "missing" / "ck.bin").empty());
+}
 
 TEST_CASE("atomic writes: a failed write leaves the old target byte-identical and no temp file", "[llmc]") {
   TempDir dir;

@@ -241,8 +241,23 @@ if want resume; then
     fail "check 3: B1 did not write B.bin and B.bin.state"
   fi
   cp "$WORK/B.bin" "$WORK/B.bin.orig" 2>/dev/null
+  # Temporaries a killed save of B2.bin left (a process that has exited), and one of a running
+  # process (this shell): the run removes the first two only.
+  (exit 0) &
+  dead=$!
+  wait "$dead"
+  echo x >"$WORK/B2.bin.tmp.$dead"
+  echo x >"$WORK/B2.bin.state.tmp.$dead"
+  echo x >"$WORK/B2.bin.tmp.$$"
   sz c3_B2 train "${SHAPE[@]}" "${RUN[@]}" "${CONST[@]}" --steps 5 --checkpoint-in "$WORK/B.bin" --checkpoint-out "$WORK/B2.bin"
   expect_ok c3_B2 "check 3 (run B2: --checkpoint-in B.bin, 5 more steps)"
+  if [ ! -e "$WORK/B2.bin.tmp.$dead" ] && [ ! -e "$WORK/B2.bin.state.tmp.$dead" ] && [ -e "$WORK/B2.bin.tmp.$$" ] &&
+    [ "$(grep -c "^removed .*B2\.bin.*\.tmp\.$dead, left by a save that did not finish\$" "$WORK/c3_B2.out")" = 2 ]; then
+    pass "check 3: B2 removed the stale temporaries of a killed save, and only those"
+  else
+    fail "check 3: stale temporaries: $(ls "$WORK" | grep tmp | tr '\n' ' ') / $(grep '^removed' "$WORK/c3_B2.out")"
+  fi
+  rm -f "$WORK/B2.bin.tmp.$$"
   if grep -q "^resumed from .*B\.bin at step 5\$" "$WORK/c3_B2.out"; then
     pass "check 3: B2 says 'resumed from B.bin at step 5'"
   else

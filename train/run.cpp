@@ -189,6 +189,10 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
       std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", o.checkpoint_in->c_str());
   }
   const CheckpointFormat& format = spec.checkpoint_format();
+  // A save that was killed leaves its temporary files (as large as the checkpoint): remove them.
+  if (o.checkpoint_out && ranks.leader())
+    for (const std::filesystem::path& stale : remove_stale_temporaries(*o.checkpoint_out))
+      std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   if (o.checkpoint_out)
     trainer.on_save = [&](std::uint64_t step) {
