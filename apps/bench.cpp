@@ -1,22 +1,22 @@
 // `starzero bench step`: time training steps of a GPT-2 preset and report model FLOP utilisation
 // against this machine's peak as measured in the same run (a GEMM probe on every worker).
 #include <algorithm>
-#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/cli.hpp"
-#include "tasks/blas_study.hpp"
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
 #include "models/gpt.hpp"
 #include "offload/engine.hpp"
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"
+#include "tasks/blas_study.hpp"
 #include "tasks/nn.hpp"
 #include "train/run.hpp"
 
@@ -163,12 +163,13 @@ int run_blas_bench(const cli::ArgParser& p) {
   std::printf("bf16 GEMM (cblas_sbgemm): %s; this CPU %s AVX512-BF16\n",
               kernels::blas_has_sbgemm() ? "exported" : "not exported by this library",
               __builtin_cpu_supports("avx512bf16") ? "has" : "lacks");
-  std::printf("%s, %d token rows, %d cores: %d tiles of single-threaded sgemm vs one %d-thread sgemm, fastest of %d\n\n",
-              shape.to_string().c_str(), rows, cores, cores, cores, repeats);
-  const auto results =
-      kernels::compare_tiled_and_threaded(kernels::gpt_gemm_shapes(rows, shape.channels, shape.padded_vocab), cores,
-                                          repeats);
-  std::printf("| product | M x N x K | tiles GFLOP/s | threaded GFLOP/s | threaded / tiles |\n|---|---|---:|---:|---:|\n");
+  std::printf(
+      "%s, %d token rows, %d cores: %d tiles of single-threaded sgemm vs one %d-thread sgemm, fastest of %d\n\n",
+      shape.to_string().c_str(), rows, cores, cores, cores, repeats);
+  const auto results = kernels::compare_tiled_and_threaded(
+      kernels::gpt_gemm_shapes(rows, shape.channels, shape.padded_vocab), cores, repeats);
+  std::printf(
+      "| product | M x N x K | tiles GFLOP/s | threaded GFLOP/s | threaded / tiles |\n|---|---|---:|---:|---:|\n");
   double tiled_total = 0, threaded_total = 0;
   for (const kernels::BlasComparison& r : results) {
     const kernels::GemmShape& s = r.shape;
@@ -178,7 +179,8 @@ int run_blas_bench(const cli::ArgParser& p) {
                 s.flops() / r.tiled_seconds / 1e9, s.flops() / r.threaded_seconds / 1e9,
                 r.tiled_seconds / r.threaded_seconds);
   }
-  std::printf("| all of them | | %.3f s | %.3f s | %.2f |\n", tiled_total, threaded_total, tiled_total / threaded_total);
+  std::printf("| all of them | | %.3f s | %.3f s | %.2f |\n", tiled_total, threaded_total,
+              tiled_total / threaded_total);
   return 0;
 }
 
@@ -198,8 +200,7 @@ int bench_main(int argc, char** argv) {
   // `starzero bench blas ...`: how the CPU kernels should call BLAS.
   if (argc >= 2 && std::string(argv[1]) == "blas") {
     cli::ArgParser parser = make_blas_parser();
-    return run_command({"starzero bench", "starzero bench blas [options]"}, parser, argc - 1, argv + 1,
-                       run_blas_bench);
+    return run_command({"starzero bench", "starzero bench blas [options]"}, parser, argc - 1, argv + 1, run_blas_bench);
   }
   // `starzero bench adam ...`: the fused CPU AdamW benchmark (bench_adam.cpp).
   if (argc >= 2 && std::string(argv[1]) == "adam") return bench_adam_main(argc - 1, argv + 1);

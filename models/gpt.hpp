@@ -38,8 +38,8 @@ class GptModel final : public Model {
   std::vector<int> shared_groups(int layer) const override;
   // With more than one tile, the embedding's and the blocks' gradients are cut so that each
   // parameter's gradient task writes its own piece: every linear weight in `tiles` pieces of whole
-  // output channels (one weight-gradient task each), each bias, each layernorm's weight and bias
-  // together, and wpe. One tile (the GPU default): whole.
+  // output channels (one weight-gradient task per piece and tile), each bias, each layernorm's
+  // weight and bias together, and wpe. One tile (the GPU default): whole.
   std::vector<std::size_t> gradient_pieces(int layer) const override;
   void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override;
   void submit_forward(int layer, const GroupHandles& groups) override;
@@ -74,13 +74,13 @@ class GptModel final : public Model {
   const GradientSplit& gradient_split(int layer) const;
   // A linear layer's and a layernorm's backward, with parameters `weight` (and `bias`) in group
   // `group`: the input gradient one task per tile, then the parameter gradients over all rows,
-  // into the group's gradient or, when the engine split it, into their pieces (a linear weight:
-  // one task per piece of output channels, ".t<k>", and the bias a task of its own). Task names:
+  // into the group's gradient or, when the engine split it, into their pieces, one task per tile
+  // k (".t<k>"): a linear weight one task per piece r of output channels ("[r]"), the bias and the
+  // layernorm parameters one each. Task names:
   // `op` + "_bwd_input", "_bwd_weight", "_bwd_bias" or "_bwd_params", with "[block]" unless block
   // is -1.
-  void submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group,
-                              GptParam weight, std::optional<GptParam> bias, const Tensor& dinp, const Tensor& dout,
-                              const Tensor& inp);
+  void submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group, GptParam weight,
+                              std::optional<GptParam> bias, const Tensor& dinp, const Tensor& dout, const Tensor& inp);
   void submit_layernorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
                                  GptParam weight, GptParam bias, const Tensor& dinp, const Tensor& dout,
                                  const Tensor& inp, const Tensor& mean, const Tensor& rstd);

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "train/state_layout.hpp"
 #include "runtime/files.hpp"
+#include "train/state_layout.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {

@@ -181,11 +181,10 @@ Engine::Engine(Model& model, const EngineOptions& options)
 void Engine::split_gradients() {
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
+    // A home in main memory is what the plan gives a gradient it lets the model split
+    // (LayerPlanInput::split_gradient): held for the run, no GPU.
+    if (layer.plan.buffer(LayerBuffer::grad).home != BufferHome::device) continue;
     std::vector<std::size_t> pieces = model_.gradient_pieces(int(l));
-    const PlannedBuffer& buffer = layer.plan.buffer(LayerBuffer::grad);
-    if (pieces.size() < 2 || buffer.home != BufferHome::device || buffer.lifetime != Lifetime::held ||
-        layer.grad.home_node() != STARPU_MAIN_RAM)
-      continue;
     const std::size_t sum = std::accumulate(pieces.begin(), pieces.end(), std::size_t(0));
     if (sum != model_.layer_params(int(l)) || sum > layer.grad.count())
       throw std::logic_error("gradient pieces of layer " + std::to_string(l) + " do not add up to its parameters");
@@ -562,34 +561,14 @@ std::vector<std::vector<float>> Engine::master_params() const {
 
 // Every rank initialises every layer from the same seed and keeps its own part. The layers are
 // drawn in parallel (each from its own seed: the same values whatever the threads), with StarPU's
-// workers asleep so that they leave the cores to it. Unsharded master weights in main memory are
-// drawn in place (their views are taken before the workers sleep); otherwise into a copy of each
-// layer, of which every buffer takes its part.
+// workers asleep so that they leave the cores to it, straight into where load_master_params puts
+// a layer's values.
 void Engine::initialise_params() {
-  const int L = int(layers_.size());
-  const bool in_place = !sharded() && options_.offload_optimizer != OptimizerOffload::nvme;
-  std::deque<Tensor::HostView> masters;
-  if (in_place)
-    for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
-  std::vector<std::vector<float>> copies(in_place ? 0 : std::size_t(L));
-  {
-    const PausedWorkers paused;
-    tbb::parallel_for(0, L, [&](int l) {
-      const std::size_t count = layers_[std::size_t(l)].count();
-      std::span<float> values;
-      if (in_place) {
-        values = masters[std::size_t(l)].as<float>();
-        std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
-      } else {
-        copies[std::size_t(l)].resize(count);
-        values = copies[std::size_t(l)];
-      }
-      model_.init_layer(l, values.first(count), options_.seed);
+  load_master_params([&](const LayerValues& destination) {
+    tbb::parallel_for(0, int(layers_.size()), [&](int l) {
+      model_.init_layer(l, destination(l, layers_[std::size_t(l)].count()), options_.seed);
     });
-  }
-  if (!in_place) return set_master_params(copies);
-  for (std::size_t l = 0; l < layers_.size(); ++l)
-    write_model_params(layers_[l], masters[l].as<float>().first(layers_[l].count()));
+  });
 }
 
 void Engine::write_model_params(Layer& layer, std::span<const float> values) {
@@ -608,39 +587,37 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
   }
 }
 
+// Unsharded master weights in main memory are filled in place (their views are taken before the
+// workers sleep); otherwise a copy of each layer, of which every buffer takes its part. The
+// destination may be asked for different layers from several threads at once.
 void Engine::load_master_params(const std::function<void(const LayerValues& destination)>& fill) {
-  auto checked = [&](int l, std::size_t count) {
-    if (l < 0 || std::size_t(l) >= layers_.size() || count != layers_[std::size_t(l)].count())
-      throw std::invalid_argument("load_master_params: layer " + std::to_string(l) + " of " + std::to_string(count) +
-                                  " values does not fit the model");
-  };
-  if (sharded() || options_.offload_optimizer == OptimizerOffload::nvme) {
-    std::vector<std::vector<float>> copies(layers_.size());
-    fill([&](int l, std::size_t count) {
-      checked(l, count);
-      copies[std::size_t(l)].resize(count);
-      return std::span<float>(copies[std::size_t(l)]);
-    });
-    return set_master_params(copies);
-  }
-  // As initialise_params: the views are taken before the workers sleep.
+  const bool in_place = !sharded() && options_.offload_optimizer != OptimizerOffload::nvme;
   std::deque<Tensor::HostView> masters;
-  for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
-  std::vector<bool> filled(layers_.size(), false);
+  if (in_place)
+    for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());
+  std::vector<std::vector<float>> copies(in_place ? 0 : layers_.size());
+  std::vector<char> filled(layers_.size(), 0);
   {
     const PausedWorkers paused;
     fill([&](int l, std::size_t count) {
-      checked(l, count);
-      filled[std::size_t(l)] = true;
+      if (l < 0 || std::size_t(l) >= layers_.size() || count != layers_[std::size_t(l)].count())
+        throw std::invalid_argument("load_master_params: layer " + std::to_string(l) + " of " + std::to_string(count) +
+                                    " values does not fit the model");
+      filled[std::size_t(l)] = 1;
+      if (!in_place) {
+        copies[std::size_t(l)].resize(count);
+        return std::span<float>(copies[std::size_t(l)]);
+      }
       const std::span<float> values = masters[std::size_t(l)].as<float>();
       std::fill(values.begin() + std::ptrdiff_t(count), values.end(), 0.0f);  // the padding
       return values.first(count);
     });
   }
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
+  for (std::size_t l = 0; l < layers_.size(); ++l)
     if (!filled[l]) throw std::invalid_argument("load_master_params: layer " + std::to_string(l) + " was not given");
+  if (!in_place) return set_master_params(copies);
+  for (std::size_t l = 0; l < layers_.size(); ++l)
     write_model_params(layers_[l], masters[l].as<float>().first(layers_[l].count()));
-  }
 }
 
 std::vector<LayerOptimizerState> Engine::optimizer_state() const {

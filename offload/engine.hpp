@@ -150,9 +150,9 @@ class Engine {
   std::vector<std::vector<float>> master_params() const;
   // Replaces master and model parameters from full per-layer values (every rank passes the same).
   void set_master_params(const std::vector<std::vector<float>>& layers);
-  // The same, with `fill` writing each layer's values where they go: it calls
-  // destination(layer, count) once per layer and fills the span it returns. Unsharded master
-  // weights in main memory are that span (no copy on the way, the workers asleep meanwhile);
+  // The same, with `fill` writing each layer's values where they go, the workers asleep
+  // meanwhile: it calls destination(layer, count) once per layer (from any thread) and fills the
+  // span it returns. Unsharded master weights in main memory are that span (no copy on the way);
   // otherwise a copy of the layer, which every buffer takes its part of.
   using LayerValues = std::function<std::span<float>(int layer, std::size_t count)>;
   void load_master_params(const std::function<void(const LayerValues& destination)>& fill);

@@ -109,8 +109,7 @@ void LayerPlan::plan_buffers() {
     // The CPU AdamW writes the full buffer on the host when no separate buffer takes the update.
     if (offloaded && !param_shard && !param_next) param.held_at.push_back(MemoryPlace::host);
   }
-  const BufferHome grad_home =
-      input_.split_gradient && !z.shard_grads ? BufferHome::device : BufferHome::transient;
+  const BufferHome grad_home = input_.split_gradient && !z.shard_grads ? BufferHome::device : BufferHome::transient;
   PlannedBuffer& grad = add(LayerBuffer::grad, Extent::full, dtype, grad_home,
                             z.shard_grads ? Lifetime::per_use : Lifetime::held, C::grads);
   if (!z.shard_grads) grad.held_at.push_back(MemoryPlace::device);

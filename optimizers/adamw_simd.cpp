@@ -229,12 +229,10 @@ SZ_AVX512 [[gnu::flatten]] void cast_avx512(std::size_t n, const S* src, D* dst)
 }
 
 // ---------------------------------------------------------------------------------------------
-void require(SimdPath path) { require_simd_path(path); }
-
 template <class G, class P>
 void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float* master, float* m, float* v, P* param,
            const AdamWHyper& hyper) {
-  require(path);
+  require_simd_path(path);
   const Consts c = make_consts(hyper, grad_scale);
   switch (path) {
     case SimdPath::avx512: adamw_avx512(n, grad, master, m, v, param, c); return;
@@ -245,7 +243,7 @@ void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float*
 
 template <class S, class D>
 void cast(SimdPath path, std::size_t n, const S* src, D* dst) {
-  require(path);
+  require_simd_path(path);
   switch (path) {
     case SimdPath::avx512: cast_avx512(n, src, dst); return;
     case SimdPath::avx2: cast_avx2(n, src, dst); return;
@@ -279,7 +277,7 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body,
 template <class G, class P>
 void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const G* grad, float grad_scale,
                     float* master, float* m, float* v, P* param, const AdamWHyper& hyper, int numa_node) {
-  require(path);
+  require_simd_path(path);
   for_chunks(
       threads, chunk, n,
       [&](std::size_t b, std::size_t e) {
@@ -314,12 +312,12 @@ void cast_bf16_to_f32(SimdPath path, std::size_t n, const bf16* src, float* dst)
 void cast_f32_to_bf16(SimdPath path, std::size_t n, const float* src, bf16* dst) { cast(path, n, src, dst); }
 void cast_bf16_to_f32_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* src,
                                float* dst) {
-  require(path);
+  require_simd_path(path);
   for_chunks(threads, chunk, n, [&](std::size_t b, std::size_t e) { cast(path, e - b, src + b, dst + b); });
 }
 void cast_f32_to_bf16_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* src,
                                bf16* dst) {
-  require(path);
+  require_simd_path(path);
   for_chunks(threads, chunk, n, [&](std::size_t b, std::size_t e) { cast(path, e - b, src + b, dst + b); });
 }
 

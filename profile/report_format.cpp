@@ -178,7 +178,8 @@ void append_rank_markdown(const RankReport& rank, const std::string& heading, st
   md += heading + " Overlap\n\n";
   const OverlapReport& o = r.overlap;
   md +=
-      "Beside forward/backward compute (`*_fwd`, `*_bwd`, `*_bwd_input`, `*_bwd_weight`, `*_bwd_bias`, `*_bwd_params`) on "
+      "Beside forward/backward compute (`*_fwd`, `*_bwd`, `*_bwd_input`, `*_bwd_weight`, `*_bwd_bias`, `*_bwd_params`) "
+      "on "
       "another worker:\n\n";
   md += o.adam_concurrent_fraction ? "- AdamW (`adamw*`): " + percent(*o.adam_concurrent_fraction) + " of " +
                                          seconds(o.adam_s) + printf_string(" s (%zu tasks)\n", o.adam_tasks)

@@ -26,8 +26,8 @@ bool is_collective_kind(std::string_view kind) {
 
 bool is_compute_kind(std::string_view kind) {
   if (is_collective_kind(kind)) return false;
-  constexpr std::array<std::string_view, 6> suffixes = {"_fwd",        "_bwd",        "_bwd_input",
-                                                        "_bwd_weight", "_bwd_bias",   "_bwd_params"};
+  constexpr std::array<std::string_view, 6> suffixes = {"_fwd",        "_bwd",      "_bwd_input",
+                                                        "_bwd_weight", "_bwd_bias", "_bwd_params"};
   for (std::string_view suffix : suffixes)
     if (kind.ends_with(suffix)) return true;
   return false;

@@ -1,8 +1,7 @@
 #include "runtime/files.hpp"
 
-#include <signal.h>
-
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

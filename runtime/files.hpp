@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <vector>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace starzero {
 

@@ -5,7 +5,9 @@
 // element-wise and round like the scalar operations. A file that includes this header compiles
 // with -ffp-contract=off, so no path fuses a multiply and an add and every path gives the same
 // bits; its vector loops carry their instruction set's target attribute and inline all of this
-// (flatten). Nothing here may be called from code compiled without those rules.
+// (flatten). Nothing here may be called from code compiled without those rules. Such a file also
+// takes -Wno-psabi: GCC notes at the end of the file that handing vectors to functions of another
+// target changes the ABI, which does not matter as all of it is inlined.
 //
 // Reductions keep the same bits on every path by fixing the order of the additions: element i is
 // added into lane i mod 16 (in element order within a lane, the tail included), and the 16 lanes
@@ -16,12 +18,6 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-
-// The vector code hands vectors to functions of another target than its own: GCC notes that this
-// changes the ABI, which does not matter here, as all of it is inlined into one function.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
 namespace starzero::simd_math {
 
@@ -43,7 +39,6 @@ struct Ops;
 template <>
 struct Ops<float> {
   using Int = std::int32_t;
-  static constexpr int lanes = 1;
   static float splat(float c) { return c; }
   static Int to_int(float x) { return Int(x); }
   static float from_bits(Int bits) { return std::bit_cast<float>(bits); }

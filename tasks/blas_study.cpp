@@ -109,8 +109,9 @@ std::vector<BlasComparison> compare_tiled_and_threaded(const std::vector<GemmSha
       }
       threads.clear();  // joins
       for (int r = 1; r <= repeats; ++r)
-        best_tiled = std::min(best_tiled,
-                              std::chrono::duration<double>(stamps[2 * std::size_t(r) + 1] - stamps[2 * std::size_t(r)]).count());
+        best_tiled = std::min(
+            best_tiled,
+            std::chrono::duration<double>(stamps[2 * std::size_t(r) + 1] - stamps[2 * std::size_t(r)]).count());
     }
     auto threaded = [&] { gemm_part(s, o, 0, total); };
     openblas_set_num_threads(cores);

@@ -112,11 +112,11 @@ void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, s
 // What every nn task carries by value besides its buffers.
 struct NnArgs {
   Dims d{};
-  std::size_t weight = 0;  // offset of the weight (the encoder: of wte) in its parameter group
-  std::size_t wpe = 0;     // the encoder: offset of wpe in the embedding group
-  long long bias = -1;     // offset of the bias, -1: none
-  int C = 0, OC = 0;       // matmul: input and output channels
-  int loss_rows = 0;       // cross-entropy backward: rows of the mean loss (0: d.N())
+  std::size_t weight = 0;            // offset of the weight (the encoder: of wte) in its parameter group
+  std::size_t wpe = 0;               // the encoder: offset of wpe in the embedding group
+  long long bias = -1;               // offset of the bias, -1: none
+  int C = 0, OC = 0;                 // matmul: input and output channels
+  int loss_rows = 0;                 // cross-entropy backward: rows of the mean loss (0: d.N())
   int first_row = 0, row_count = 0;  // matmul weight rows: the output channels of the piece
 };
 

@@ -93,8 +93,10 @@ struct Elementwise {
     static_assert(sizeof...(Rest) == outs + ins, "the outputs, the inputs, then the count");
     T* out[outs];
     const T* in[ins];
-    [&]<size_t... k>(std::index_sequence<k...>) { ((out[k] = std::get<k>(args)), ...); }(std::make_index_sequence<outs>{});
-    [&]<size_t... k>(std::index_sequence<k...>) { ((in[k] = std::get<outs + k>(args)), ...); }(std::make_index_sequence<ins>{});
+    [&]<size_t... k>(std::index_sequence<k...>) { ((out[k] = std::get<k>(args)), ...); }
+    (std::make_index_sequence<outs>{});
+    [&]<size_t... k>(std::index_sequence<k...>) { ((in[k] = std::get<outs + k>(args)), ...); }
+    (std::make_index_sequence<ins>{});
     on_chunks<lanes>(std::get<outs + ins>(args), out, in);
   }
 };
@@ -140,12 +142,14 @@ struct LayernormForward {
     const float* b = bias != nullptr ? float_view(bias, c, s_b) : nullptr;
     for (int n = 0; n < N; ++n) {
       const float* x = float_view(inp + size_t(n) * c, c, s_x);
-      const float m = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE { return Ops<decltype(v)>::load(x + i); }) / float(C);
-      const float var = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
-                          using O = Ops<decltype(v)>;
-                          const auto d = O::load(x + i) - O::splat(m);
-                          return d * d;
-                        }) /
+      const float m =
+          sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE { return Ops<decltype(v)>::load(x + i); }) / float(C);
+      const float var = sum16<lanes>(c,
+                                     [&](auto v, size_t i) SZ_SIMD_INLINE {
+                                       using O = Ops<decltype(v)>;
+                                       const auto d = O::load(x + i) - O::splat(m);
+                                       return d * d;
+                                     }) /
                         float(C);
       const float s = 1.0f / std::sqrt(var + kLayerNormEps);
       float* o = float_out(out + size_t(n) * c, c, s_o);
@@ -191,22 +195,24 @@ struct LayernormBackward {
       }
       if (dinp == nullptr) continue;
       // two reductions: mean(w · dout) and mean(w · dout · norm)
-      const float dnorm_mean = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
-                                 using O = Ops<decltype(v)>;
-                                 return O::load(w + i) * O::load(g + i);
-                               }) /
+      const float dnorm_mean = sum16<lanes>(c,
+                                            [&](auto v, size_t i) SZ_SIMD_INLINE {
+                                              using O = Ops<decltype(v)>;
+                                              return O::load(w + i) * O::load(g + i);
+                                            }) /
                                float(C);
-      const float dnorm_norm_mean = sum16<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
-                                      using O = Ops<decltype(v)>;
-                                      return O::load(w + i) * O::load(g + i) * O::load(norm.data() + i);
-                                    }) /
+      const float dnorm_norm_mean = sum16<lanes>(c,
+                                                 [&](auto v, size_t i) SZ_SIMD_INLINE {
+                                                   using O = Ops<decltype(v)>;
+                                                   return O::load(w + i) * O::load(g + i) * O::load(norm.data() + i);
+                                                 }) /
                                     float(C);
       float* d = float_accum(dinp + size_t(n) * c, c, s_d);
       for_each_element<lanes>(c, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;
         const auto dnorm = O::load(w + i) * O::load(g + i);
-        const auto dx = (dnorm - O::splat(dnorm_mean) - O::load(norm.data() + i) * O::splat(dnorm_norm_mean)) *
-                        O::splat(s);
+        const auto dx =
+            (dnorm - O::splat(dnorm_mean) - O::load(norm.data() + i) * O::splat(dnorm_norm_mean)) * O::splat(s);
         O::store(d + i, O::load(d + i) + dx);
       });
       store_back(dinp + size_t(n) * c, d, c);
@@ -331,15 +337,15 @@ void softmax_crossentropy_backward(SimdPath path, T* dlogits, const float* probs
   dispatch<CrossEntropyBackward>(path, dlogits, probs, targets, N, V, Vp, dloss);
 }
 
-#define STARZERO_INSTANTIATE_SIMD_KERNELS(T)                                                                        \
-  template void gelu_forward<T>(SimdPath, T*, const T*, size_t);                                                    \
-  template void gelu_backward<T>(SimdPath, T*, const T*, const T*, size_t);                                         \
-  template void residual_forward<T>(SimdPath, T*, const T*, const T*, size_t);                                      \
-  template void residual_backward<T>(SimdPath, T*, T*, const T*, size_t);                                           \
-  template void layernorm_forward<T>(SimdPath, T*, float*, float*, const T*, const T*, const T*, int, int);         \
+#define STARZERO_INSTANTIATE_SIMD_KERNELS(T)                                                                          \
+  template void gelu_forward<T>(SimdPath, T*, const T*, size_t);                                                      \
+  template void gelu_backward<T>(SimdPath, T*, const T*, const T*, size_t);                                           \
+  template void residual_forward<T>(SimdPath, T*, const T*, const T*, size_t);                                        \
+  template void residual_backward<T>(SimdPath, T*, T*, const T*, size_t);                                             \
+  template void layernorm_forward<T>(SimdPath, T*, float*, float*, const T*, const T*, const T*, int, int);           \
   template void layernorm_backward<T>(SimdPath, T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
-                                      int, int);                                                                    \
-  template void softmax_crossentropy_forward<T>(SimdPath, float*, float*, const T*, const int*, int, int, int);     \
+                                      int, int);                                                                      \
+  template void softmax_crossentropy_forward<T>(SimdPath, float*, float*, const T*, const int*, int, int, int);       \
   template void softmax_crossentropy_backward<T>(SimdPath, T*, const float*, const int*, int, int, int, float);
 
 STARZERO_INSTANTIATE_SIMD_KERNELS(float)

@@ -13,8 +13,8 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.hpp"
@@ -740,8 +740,8 @@ TEST_CASE("softmax-crossentropy on every SIMD path: double reference, the same b
   Vec logits = normal(rng, rows * padded, 3.0f);
   for (int r = 0; r < rows; ++r)
     for (int i = vocab; i < padded; ++i) logits[r * padded + i] = 60.0f;  // padding ignored whatever it holds
-  logits[5] = 80.0f;                       // a large logit
-  logits[padded + 7] = -200.0f;            // an exponent below exp's clamp
+  logits[5] = 80.0f;                                                      // a large logit
+  logits[padded + 7] = -200.0f;                                           // an exponent below exp's clamp
   const std::vector<int> targets = {5, 7, 0, vocab - 1};
   DVec want_loss(rows), want_probs(std::size_t(rows) * padded, 0.0);
   for (int r = 0; r < rows; ++r) {

@@ -243,10 +243,10 @@ TEST_CASE("llm.c checkpoint: read piece by piece into destinations, fp32 and bf1
                     std::invalid_argument);
     GptShape other = shape;
     other.layers = 3;
-    CHECK_THROWS_AS(read_llmc_checkpoint_streamed(
-                        file, other, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); },
-                        pieces),
-                    FileFormatError);
+    CHECK_THROWS_AS(
+        read_llmc_checkpoint_streamed(
+            file, other, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); }, pieces),
+        FileFormatError);
   }
 }
 
@@ -382,13 +382,16 @@ TEST_CASE("stale temporaries of killed saves are removed, nothing else", "[llmc]
   REQUIRE(child > 0);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  const std::string dead = std::to_string(child), alive = std::to_string(::getppid()), self = std::to_string(::getpid());
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid()),
+                    self = std::to_string(::getpid());
   const std::vector<std::string> stale{"ck.bin.tmp." + dead, "ck.bin.state.tmp." + dead,
                                        "ck.bin.rank1-of-2.state.tmp." + dead};
   const std::vector<std::string> kept{"ck.bin",  // the checkpoint itself
-                                      "ck.bin.tmp." + alive, "ck.bin.state.tmp." + self,  // running processes
-                                      "other.bin.tmp." + dead,                            // another checkpoint
-                                      "ck.bin.tmp.x1", "ck.bin.tmp."};                    // not a pid
+                                      "ck.bin.tmp." + alive,
+                                      "ck.bin.state.tmp." + self,  // running processes
+                                      "other.bin.tmp." + dead,     // another checkpoint
+                                      "ck.bin.tmp.x1",
+                                      "ck.bin.tmp."};  // not a pid
   for (const auto& names : {stale, kept})
     for (const std::string& name : names) write_raw(dir / name, {'x'});
   const std::vector<fs::path> removed = remove_stale_temporaries(dir / "ck.bin");
