@@ -100,6 +100,30 @@ std::string printable(std::string_view text, std::size_t max_chars) {
   return out;
 }
 
+Positionals split_positionals(int argc, char** argv, std::initializer_list<std::string_view> with_values) {
+  Positionals out;
+  out.flags.push_back(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (!arg.starts_with("-")) {
+      out.words.emplace_back(arg);
+      continue;
+    }
+    out.flags.push_back(argv[i]);
+    if (std::find(with_values.begin(), with_values.end(), arg) != with_values.end() && i + 1 < argc)
+      out.flags.push_back(argv[++i]);
+  }
+  return out;
+}
+
+std::string Positionals::single(std::string_view what, std::string_view usage) const {
+  if (words.empty()) throw UsageError(std::string(what) + " is required: " + std::string(usage));
+  if (words.size() > 1)
+    throw UsageError("one " + std::string(what) + " only, got '" + printable(words[0]) + "' and '" +
+                     printable(words[1]) + "'");
+  return words.front();
+}
+
 double parse_number(std::string_view flag, std::string_view text) {
   const auto split = split_number(text);
   if (!split) bad_value(flag, text, kNumberHint);

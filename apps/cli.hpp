@@ -96,6 +96,16 @@ ArgParser& add_session_options(ArgParser& p);
 // Reads them, and --trace when the sub-command registers it.
 SessionOptions session_options(const ArgParser& p);
 
+// A command line with positional arguments (`starzero trace DIR`): the words that are neither a
+// flag nor the value of one of `with_values`, and the rest for ArgParser::parse (argv[0] first).
+struct Positionals {
+  std::vector<std::string> words;
+  std::vector<char*> flags;
+  // The one positional argument, named `what` in messages; UsageError for none or several.
+  std::string single(std::string_view what, std::string_view usage) const;
+};
+Positionals split_positionals(int argc, char** argv, std::initializer_list<std::string_view> with_values);
+
 // `text` with control characters replaced by '?' and cut to `max_chars` (then "..." follows),
 // for messages that must stay on one line.
 std::string printable(std::string_view text, std::size_t max_chars = 80);

@@ -11,4 +11,5 @@ int bench_adam_main(int argc, char** argv);  // `starzero bench adam`
 int consolidate_main(int argc, char** argv);
 int trace_main(int argc, char** argv);  // `starzero trace DIR`
 int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
+int plot_main(int argc, char** argv);   // `starzero plot FILE.jsonl --out FILE.svg`
 }  // namespace starzero

@@ -21,6 +21,7 @@ void print_usage(std::FILE* to) {
       "  consolidate  merge the per-rank shards of a ZeRO run into one llm.c checkpoint\n"
       "  trace   report of a `train --trace DIR` run: steps, critical paths, workers, transfers\n"
       "  sweep   the same training under each scheduling policy x priority scheme, compared\n"
+      "  plot    loss, validation and throughput curves of a `train --metrics` file, as SVG\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "consolidate") return starzero::consolidate_main(argc - 1, argv + 1);
   if (command == "trace") return starzero::trace_main(argc - 1, argv + 1);
   if (command == "sweep") return starzero::sweep_main(argc - 1, argv + 1);
+  if (command == "plot") return starzero::plot_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

@@ -34,27 +34,11 @@ int trace_main(int argc, char** argv) {
       .option("svg", "FILE", "also draw a Gantt chart (workers, transfer links, critical path) with gnuplot")
       .option("steady-from", "N", "steady steps are the steps >= N (default: all but the first)")
       .flag("help", "show this help");
-  // DIR is the one argument that is neither a flag nor the value of --svg or --steady-from;
-  // the parser sees the rest.
-  std::vector<std::string> dirs;
-  std::vector<char*> flags = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    const bool takes_value = arg == "--svg" || arg == "--steady-from";
-    if (!arg.starts_with("-")) {
-      dirs.emplace_back(arg);
-      continue;
-    }
-    flags.push_back(argv[i]);
-    if (takes_value && i + 1 < argc) flags.push_back(argv[++i]);
-  }
-  return run_command(kHelp, parser, int(flags.size()), flags.data(), [&](const cli::ArgParser& p) {
-    if (dirs.size() != 1)
-      throw UsageError(dirs.empty() ? "DIR is required: starzero trace DIR [--json] [--svg FILE] [--steady-from N]"
-                                    : "one DIR only, got '" + cli::printable(dirs[0]) + "' and '" +
-                                          cli::printable(dirs[1]) + "'");
+  // DIR is the one argument that is neither a flag nor the value of --svg or --steady-from.
+  cli::Positionals args = cli::split_positionals(argc, argv, {"--svg", "--steady-from"});
+  return run_command(kHelp, parser, int(args.flags.size()), args.flags.data(), [&](const cli::ArgParser& p) {
     profile::TraceCommandOptions options;
-    options.dir = dirs.front();
+    options.dir = args.single("DIR", kHelp.usage);
     options.json = p.flag_set("json");
     if (p.given("svg")) options.svg = *p.value("svg");
     if (p.given("steady-from")) options.steady_from = cli::int_option(p, "steady-from", 0, 0);

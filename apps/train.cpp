@@ -75,6 +75,7 @@ cli::ArgParser make_train_parser() {
       .option("sample-every", "N", "print generated text every N steps, 0: never (default: at the end only)")
       .option("sample-tokens", "N", "tokens per sample (default 64)")
       .option("prompt", "TEXT", "sampling prompt (default: a newline)")
+      .option("metrics", "FILE", "append one JSON line per step and validation to FILE (see `starzero plot`)")
       .option("trace", "DIR", "write an FxT trace and its paje.trace (ViTE) into DIR")
       .flag("quiet", "print only the summary")
       .flag("help", "show this help");
@@ -162,6 +163,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint
   if (const auto in = p.value("checkpoint-in")) o.checkpoint_in = *in;
   if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = *out;
   o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
+  if (const auto metrics = p.value("metrics")) o.metrics = *metrics;
   return o;
 }
 

@@ -30,6 +30,7 @@ void MemoryLedger::bump(std::atomic<std::int64_t>& value, std::atomic<std::int64
 
 void MemoryLedger::add(MemoryCategory c, std::int64_t bytes, Place p) {
   bump(slots_[index(c, p)].live, slots_[index(c, p)].peak, bytes);
+  bump(totals_[std::size_t(p)].live, totals_[std::size_t(p)].peak, bytes);
 }
 
 }  // namespace starzero

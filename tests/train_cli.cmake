@@ -10,3 +10,6 @@ foreach(part train resume errors trace)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_cli_test.sh $<TARGET_FILE:starzero> ${part})
   set_tests_properties(train_cli/${part} PROPERTIES TIMEOUT 180)
 endforeach()
+# --metrics FILE.jsonl (exact losses, appended on resume) and `starzero plot` (gnuplot SVG).
+add_test(NAME metrics COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/metrics_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(metrics PROPERTIES TIMEOUT 180)

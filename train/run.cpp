@@ -16,6 +16,7 @@
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 #include "train/checkpoint.hpp"
+#include "train/metrics.hpp"
 #include "train/reports.hpp"
 #include "train/sharded_state.hpp"
 
@@ -50,6 +51,11 @@ void check_options(const RunOptions& o, int world) {
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (t.save_every > 0 && !o.checkpoint_out) throw std::invalid_argument("--save-every needs --checkpoint-out");
+  if (o.metrics) {
+    const fs::path dir = o.metrics->has_parent_path() ? o.metrics->parent_path() : fs::path(".");
+    if (!fs::is_directory(dir)) throw std::invalid_argument("--metrics: no folder '" + dir.string() + "'");
+    if (fs::is_directory(*o.metrics)) throw std::invalid_argument("--metrics: '" + o.metrics->string() + "' is a folder");
+  }
   const int micro_batch = t.global_batch / (world * t.micro_batches);
   if (o.tiles && (*o.tiles < 1 || *o.tiles > micro_batch))
     throw std::invalid_argument("--tiles " + std::to_string(*o.tiles) + ": a tile is a group of whole sequences, so " +
@@ -194,6 +200,22 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
     for (const std::filesystem::path& stale : remove_stale_temporaries(*o.checkpoint_out))
       std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
   Trainer trainer(*run.model, engine, ranks, o.trainer);
+  std::optional<MetricsLog> metrics;
+  if (o.metrics) {
+    if (ranks.leader()) {
+      metrics.emplace(*o.metrics);
+      metrics->start(RunDescription{spec.describe(), o.precision == DType::f32 ? "fp32" : "bf16",
+                                    o.trainer.global_batch, run.model->row_tokens(), o.trainer.steps, ranks.size(),
+                                    o.stage, first_step});
+    }
+    trainer.on_step = [&](const StepRecord& record) {
+      const PeakBytes peaks = largest_over_ranks(peak_bytes_of(engine), ranks);  // collective
+      if (metrics) metrics->step(record, peaks);
+    };
+    trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation& v) {
+      if (metrics) metrics->validation(step, v);
+    };
+  }
   if (o.checkpoint_out)
     trainer.on_save = [&](std::uint64_t step) {
       save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
@@ -212,7 +234,12 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
   if (o.offload_optimizer != OptimizerOffload::none || o.offload_params != ParamOffload::none)
     print_placement_report(engine, ranks);
-  if (ranks.leader()) print_summary(o, summary, run.model->row_tokens(), start);
+  if (metrics) metrics->end(summary.steps, summary.train_seconds);
+  if (!ranks.leader()) return;
+  print_summary(o, summary, run.model->row_tokens(), start);
+  if (metrics)
+    std::printf("metrics: %s (%zu lines; draw them with `starzero plot %s --out loss.svg`)\n", metrics->path().c_str(),
+                metrics->lines(), metrics->path().c_str());
 }
 
 }  // namespace

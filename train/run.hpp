@@ -49,6 +49,7 @@ struct RunOptions {
   // Files.
   std::optional<std::filesystem::path> checkpoint_in, checkpoint_out;
   DType checkpoint_precision = DType::f32;
+  std::optional<std::filesystem::path> metrics;  // JSON lines, one per step (train/metrics.hpp)
 };
 
 // The tile count `--tiles auto` picks on a running session: one tile when there is a CUDA

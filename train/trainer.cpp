@@ -87,10 +87,12 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
                   (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
                   tokens_per_step / seconds);
     report_step(step - first_step + 1, std::uint64_t(options_.steps), line);
+    if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds});
     if (options_.val_every > 0 && (step % std::uint64_t(options_.val_every) == 0 || step == last_step)) {
       if (const auto validation = validate()) {
         summary.last_validation = validation->loss;
         summary.last_accuracy = validation->accuracy;
+        if (on_validation) on_validation(step, *validation);
         print_line("  validation loss " + std::to_string(validation->loss) +
                    (validation->accuracy ? ", accuracy " + std::to_string(*validation->accuracy) : ""));
       }

@@ -41,22 +41,37 @@ struct TrainingSummary {
   CommStats last_step_traffic{};  // what the engine's collectives sent in the last step
 };
 
+// What one optimizer step did, as observers (the metrics file) see it on every rank.
+struct StepRecord {
+  std::uint64_t step = 0;
+  double loss = 0;  // mean over micro-batches and ranks
+  float lr = 0;
+  float grad_norm = 0;  // global, before clipping
+  double seconds = 0;   // wall time of the step, submission to the norm
+  double tokens_per_second = 0;
+};
+
 class Trainer {
  public:
   Trainer(Trainable& model, Engine& engine, const DataParallelRanks& ranks, TrainerOptions options);
 
-  // Called with the step after every save_every-th step but the last (checkpoint cadence).
-  std::function<void(std::uint64_t step)> on_save;
-
-  // Optimizer steps first_step .. first_step + steps - 1 (1-based; a resumed run starts later).
-  TrainingSummary run(std::uint64_t first_step);
-
-  // Mean loss (and accuracy, when the model reports it) over up to val_batches validation
-  // batches, averaged over ranks; nullopt without validation data.
+  // Mean loss (and accuracy, when the model reports it) of a validation pass.
   struct Validation {
     double loss = 0;
     std::optional<double> accuracy;
   };
+
+  // Called with the step after every save_every-th step but the last (checkpoint cadence).
+  std::function<void(std::uint64_t step)> on_save;
+  // Called on every rank after each step's line, and after each validation pass.
+  std::function<void(const StepRecord&)> on_step;
+  std::function<void(std::uint64_t step, const Validation&)> on_validation;
+
+  // Optimizer steps first_step .. first_step + steps - 1 (1-based; a resumed run starts later).
+  TrainingSummary run(std::uint64_t first_step);
+
+  // Mean loss (and accuracy) over up to val_batches validation batches, averaged over ranks;
+  // nullopt without validation data.
   std::optional<Validation> validate();
   // A sample from the model with the given seed (every rank must call it: forwards may be
   // collective); nullopt when the model makes no text.
