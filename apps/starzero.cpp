@@ -1,4 +1,5 @@
 // The `starzero` command line: dispatches to one sub-command per verb.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -30,6 +31,9 @@ void print_usage(std::FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, reported like a full disk,
+  // instead of killing the process in the middle of a save.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     print_usage(stderr);
     return 2;

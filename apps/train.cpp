@@ -8,6 +8,7 @@
 #include "apps/commands.hpp"
 #include "models/registry.hpp"
 #include "runtime/ranks.hpp"
+#include "train/checkpoint_sets.hpp"
 #include "train/evaluate.hpp"
 #include "train/run.hpp"
 
@@ -65,9 +66,17 @@ cli::ArgParser make_train_parser() {
       .option("delayed-update", "WARMUP",
               "one-step-delayed parameter update after WARMUP synchronous steps "
               "(ZeRO-Offload's DPU: changes the math; see README)")
-      .option("checkpoint-in", "FILE",
-              "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists)")
+      .option("checkpoint-in", "FILE|DIR",
+              "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
+              "a --checkpoint-dir folder: its latest set")
       .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
+      .option("checkpoint-dir", "DIR",
+              "write each save as a crash-safe set DIR/step_N/ and then DIR/latest (a kill never leaves "
+              "an incomplete set named)")
+      .option("keep-checkpoints", "K", "--checkpoint-dir: keep the newest K sets (default 0: all)")
+      .flag("resume",
+            "--checkpoint-dir: continue from DIR's latest set if there is one (else start), with --steps the "
+            "total: the same command line continues a killed run")
       .option("save-every", "N", "also write the checkpoint every N steps")
       .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
       .option("val-every", "N", "validation loss every N steps, 0: never (default 50)")
@@ -93,9 +102,14 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
   if (const auto data = p.value("data")) r.data = *data;
   if (const auto checkpoint = p.value("checkpoint-in")) {
+    if (p.flag_set("resume")) throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");
     if (!std::filesystem::exists(*checkpoint))
       throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint) + "'");
-    r.checkpoint = *checkpoint;
+    r.checkpoint = resolve_checkpoint_in(*checkpoint);
+  }
+  if (p.flag_set("resume")) {
+    if (!p.given("checkpoint-dir")) throw UsageError("--resume needs --checkpoint-dir DIR");
+    r.checkpoint = CheckpointSets(*p.value("checkpoint-dir")).latest();  // none yet: a fresh start
   }
   r.seed = std::uint64_t(int_option(p, "seed", 1337, 0));
   return r;
@@ -141,10 +155,10 @@ void offload_options(const cli::ArgParser& p, RunOptions& o) {
   if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
 }
 
-RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint64_t seed) {
+RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {
   RunOptions o;
   o.precision = p.given("precision") ? cli::precision_option(p, "precision", DType::bf16) : spec.default_precision();
-  o.trainer = trainer_options(p, seed);
+  o.trainer = trainer_options(p, request.seed);
   o.grad_clip = real_option(p, "grad-clip", 1.0);
   o.weight_decay = real_option(p, "weight-decay", 0.0);
   o.stage = int_option(p, "stage", 0, 0, 3);
@@ -160,8 +174,11 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint
   o.tiles = cli::auto_or_int_option(p, "tiles", 1);
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
-  if (const auto in = p.value("checkpoint-in")) o.checkpoint_in = *in;
+  o.checkpoint_in = request.checkpoint;
   if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = *out;
+  if (const auto dir = p.value("checkpoint-dir")) o.checkpoint_dir = *dir;
+  o.keep_checkpoints = int_option(p, "keep-checkpoints", 0, 0);
+  o.steps_are_total = p.flag_set("resume");
   o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
   if (const auto metrics = p.value("metrics")) o.metrics = *metrics;
   return o;
@@ -170,7 +187,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, std::uint
 int run_train(const cli::ArgParser& p) {
   const ModelRequest request = model_request(p);
   const std::unique_ptr<ModelSpec> spec = prepare_model(request);
-  return run_training(*spec, run_options(p, *spec, request.seed));
+  return run_training(*spec, run_options(p, *spec, request));
 }
 
 cli::ArgParser make_eval_parser() {

@@ -187,6 +187,11 @@ std::size_t GptShape::param_count() const {
 
 void GptShape::validate() const {
   validate_dimensions(*this);
+  // Layouts hold one entry per layer (gpt_state_layout), built from a file's header before the
+  // file's size can be checked against it: a corrupt L must not allocate gigabytes.
+  constexpr int kMaxLayers = 1 << 16;
+  if (layers > kMaxLayers)
+    throw std::invalid_argument("L=" + std::to_string(layers) + " layers, more than " + std::to_string(kMaxLayers));
   // A corrupt header must not wrap around into a plausible size; the bytes must fit in 63 bits.
   std::int64_t count = -1;
   try {

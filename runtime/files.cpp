@@ -197,6 +197,15 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   if (const int err = dir_fd.close_checked(); err != 0) throw_io(err, dir, "close failed");
 }
 
+bool process_running(long pid) {
+  // Signal 0 only asks whether the process exists: EPERM means it does (another user's).
+  return pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
+}
+
+void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
+  write_file_atomically(path, [&](std::ostream& out) { out << text; });
+}
+
 std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -210,9 +219,7 @@ std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesyste
     if (!file.starts_with(name) || at == std::string::npos || at < name.size()) continue;
     const std::string digits = file.substr(at + marker.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = pid_t(std::stol(digits));
-    // Signal 0 only asks whether the process exists: EPERM means it does (another user's).
-    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (process_running(std::stol(digits))) continue;
     std::error_code remove_error;
     if (entry.is_regular_file(remove_error) && fs::remove(entry.path(), remove_error)) removed.push_back(entry.path());
   }

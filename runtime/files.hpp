@@ -89,6 +89,12 @@ void write_bytes(std::ostream& os, const void* data, std::size_t n);
 // `path` is left as it was and the error propagates (I/O errors as std::system_error).
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
+// Whether process `pid` still runs (this process counts; another user's too).
+bool process_running(long pid);
+
+// Writes `text` to `path` atomically, as write_file_atomically does.
+void write_text_atomically(const std::filesystem::path& path, const std::string& text);
+
 // Removes the temporary files that write_file_atomically left behind when its process was killed:
 // files beside `path` named <name>*.tmp.<pid> whose name starts with path's (FILE.tmp.<pid>,
 // FILE.state.tmp.<pid>, FILE.rank0-of-2.state.tmp.<pid>) and whose process no longer runs. A

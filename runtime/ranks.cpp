@@ -53,6 +53,11 @@ std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<
   return all;
 }
 
+std::int64_t DataParallelRanks::from_leader(std::int64_t value) const {
+  if (size_ > 1) MPI_Bcast(&value, 1, MPI_INT64_T, 0, control_->native());
+  return value;
+}
+
 void DataParallelRanks::barrier() const {
   if (size_ > 1) MPI_Barrier(control_->native());
 }

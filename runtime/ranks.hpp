@@ -39,6 +39,8 @@ class DataParallelRanks {
   // Every rank's `mine` (all the same length), concatenated in rank order, on the leader; the
   // other ranks get an empty vector. Collective.
   std::vector<std::int64_t> gather_to_leader(const std::vector<std::int64_t>& mine) const;
+  // The leader's `value` on every rank. Collective.
+  std::int64_t from_leader(std::int64_t value) const;
   // Returns once every rank has called it.
   void barrier() const;
   // Ends every rank of the job now (one rank's error would leave the others waiting in a

@@ -137,6 +137,11 @@ TEST_CASE("GptShape: parameter count, validation and llm.c tensor specs", "[llmc
   bad.channels = 1 << 30;  // parameter bytes overflow 63 bits
   bad.heads = 1;
   CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad = tiny;
+  bad.layers = (1 << 16) + 1;  // a layout of that many layers would be built before any size check
+  CHECK_THROWS_AS(bad.validate(), std::invalid_argument);
+  bad.layers = 1 << 16;
+  CHECK_NOTHROW(bad.validate());
 }
 
 TEST_CASE("llm.c checkpoint: fp32 (version 3) round trip is bit-exact with llm.c's layout", "[llmc]") {

@@ -121,6 +121,17 @@ TEST_CASE("training state: malformed files and bad arguments", "[state]") {
   auto read_bad = [&] { read_training_state(bad, layout); };
 
   SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
+  SECTION("a length whose 3·n·4 bytes wrap around to the file's size") {
+    StateLayout huge = layout;  // a layout whose parameter count allows such a length
+    huge.layer_params = {std::size_t(1) << 61};
+    const std::uint64_t n = 1537228672809129302u;  // 12·n = 2^64 + 8
+    const std::uint64_t rng_bytes = raw_at<std::uint64_t>(bytes, 56);
+    write_patched(bad, bytes, [&](auto& b) {
+      set_raw(b, 48, n);
+      b.resize(std::size_t(64 + rng_bytes + 8));
+    });
+    require_format_error([&] { read_training_state(bad, huge); }, bad, "implausible state length");
+  }
   SECTION("shape mismatch lists both shapes") {
     write_raw(bad, bytes);
     const StateLayout other = test_layout(8);
@@ -301,6 +312,20 @@ TEST_CASE("sharded training state: missing, mismatched and malformed files throw
     const fs::path file = training_state_path(checkpoint, 1, 2);
     write_patched(file, read_raw(file), [](auto& b) { b.pop_back(); });
     require_format_error(find, file, "size does not match its header");
+  }
+  SECTION("an RNG text size that wraps the arrays' offset around to 0") {
+    const fs::path file = training_state_path(checkpoint, 0, 2);
+    write_patched(file, read_raw(file), [](auto& b) {
+      set_raw(b, 56, ~std::uint64_t(0) - 63);  // 64 + rng_bytes = 2^64
+      b.resize(3 * 9 * sizeof(float));         // the size of 9 elements' arrays alone
+    });
+    require_format_error(find, file, "size does not match its header");
+  }
+  SECTION("a rank count too large for an int") {
+    const fs::path other = dir / "other.bin";
+    const fs::path file = other.string() + ".rank0-of-99999999999.state";
+    write_raw(file, read_raw(training_state_path(checkpoint, 0, 2)));
+    require_format_error([&] { ShardedTrainingState::find(other, layout); }, file, "rank count out of range");
   }
   SECTION("a file too short for its header") {
     const fs::path file = training_state_path(checkpoint, 0, 2);

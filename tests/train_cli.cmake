@@ -13,3 +13,12 @@ endforeach()
 # --metrics FILE.jsonl (exact losses, appended on resume) and `starzero plot` (gnuplot SVG).
 add_test(NAME metrics COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/metrics_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(metrics PROPERTIES TIMEOUT 180)
+# Checkpoint sets: step folders, latest, keep, --resume, stale partial folders, a full disk.
+add_test(NAME checkpoint_sets COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_sets_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(checkpoint_sets PROPERTIES TIMEOUT 300)
+# kill -9 at random moments while saving a set every step, then resume: losses exact, final model
+# byte-identical, nothing left behind (scripts/kill-test.sh; the full 100 + 20 kills: see its header).
+add_test(NAME kill_resume COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/kill-test.sh $<TARGET_FILE:starzero> 5)
+set_tests_properties(kill_resume PROPERTIES TIMEOUT 300)
+add_test(NAME kill_resume_np2 COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/kill-test.sh $<TARGET_FILE:starzero> 2 2)
+set_tests_properties(kill_resume_np2 PROPERTIES TIMEOUT 400 LABELS mpi)

@@ -1,6 +1,9 @@
 #include "train/checkpoint.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -72,6 +75,10 @@ void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format,
                      const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
   engine.flush();  // a delayed update is applied first: the files hold the updated state
   const std::vector<std::vector<float>> layers = engine.master_params();  // collective when sharded
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    if (!std::all_of(layers[l].begin(), layers[l].end(), [](float x) { return std::isfinite(x); }))
+      throw std::runtime_error("not saving step " + std::to_string(step) + ": layer " + std::to_string(l) +
+                               " has non-finite parameters");
   if (ranks.leader())
     format.write(
         checkpoint,
@@ -83,6 +90,21 @@ void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format,
   write_rank_state(checkpoint, format, engine, step);
   ranks.barrier();  // every rank's file is written
   if (ranks.leader()) remove_other_training_states(checkpoint, ranks.size());
+}
+
+void save_checkpoint_set(const CheckpointSets& sets, int keep, const CheckpointFormat& format, Engine& engine,
+                         const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+  fs::path model;
+  try {
+    if (ranks.leader()) model = sets.begin(step);
+    const long leader_pid = long(ranks.from_leader(::getpid()));  // the partial folder's name; after begin
+    if (!ranks.leader()) model = sets.partial_model_file(step, leader_pid);
+    save_checkpoint(model, format, engine, ranks, step, precision);  // ends once every rank's files are written
+    if (ranks.leader()) sets.commit(step, keep);
+  } catch (...) {
+    if (ranks.leader()) sets.abandon(step);
+    throw;
+  }
 }
 
 ConsolidateResult consolidate_checkpoint(const fs::path& checkpoint, const fs::path& out,

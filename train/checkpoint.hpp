@@ -17,6 +17,7 @@
 #include "offload/engine.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/ranks.hpp"
+#include "train/checkpoint_sets.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"
 #include "train/trainable.hpp"
@@ -39,9 +40,16 @@ ResumeFiles read_resume_files(const std::filesystem::path& checkpoint, const Che
 std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine);
 
 // Writes FILE (leader) and every rank's state file after optimizer step `step`; collective.
-// Applies a pending delayed update first, so the files hold the updated state.
+// Applies a pending delayed update first, so the files hold the updated state. Never writes
+// non-finite parameters: std::runtime_error naming the first layer that has one.
 void save_checkpoint(const std::filesystem::path& checkpoint, const CheckpointFormat& format, Engine& engine,
                      const DataParallelRanks& ranks, std::uint64_t step, DType precision);
+
+// The same files as a set in `sets` (train/checkpoint_sets.hpp): written into a partial folder,
+// which becomes step_<step> and `latest` once every rank is done; then all but the newest `keep`
+// sets go. After a failure the partial folder is removed and the error propagates. Collective.
+void save_checkpoint_set(const CheckpointSets& sets, int keep, const CheckpointFormat& format, Engine& engine,
+                         const DataParallelRanks& ranks, std::uint64_t step, DType precision);
 
 struct ConsolidateResult {
   int ranks = 0;                  // state files merged

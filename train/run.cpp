@@ -50,7 +50,11 @@ void check_options(const RunOptions& o, int world) {
     throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
-  if (t.save_every > 0 && !o.checkpoint_out) throw std::invalid_argument("--save-every needs --checkpoint-out");
+  if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
+    throw std::invalid_argument("--save-every needs --checkpoint-out or --checkpoint-dir");
+  if (o.keep_checkpoints != 0 && !o.checkpoint_dir) throw std::invalid_argument("--keep-checkpoints needs --checkpoint-dir");
+  if (o.checkpoint_dir && fs::exists(*o.checkpoint_dir) && !fs::is_directory(*o.checkpoint_dir))
+    throw std::invalid_argument("--checkpoint-dir: '" + o.checkpoint_dir->string() + "' is not a folder");
   if (o.metrics) {
     const fs::path dir = o.metrics->has_parent_path() ? o.metrics->parent_path() : fs::path(".");
     if (!fs::is_directory(dir)) throw std::invalid_argument("--metrics: no folder '" + dir.string() + "'");
@@ -199,6 +203,13 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (o.checkpoint_out && ranks.leader())
     for (const std::filesystem::path& stale : remove_stale_temporaries(*o.checkpoint_out))
       std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
+  std::optional<CheckpointSets> sets;
+  if (o.checkpoint_dir) {
+    sets.emplace(*o.checkpoint_dir);
+    if (ranks.leader())
+      for (const fs::path& stale : sets->remove_stale())
+        std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
+  }
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   std::optional<MetricsLog> metrics;
   if (o.metrics) {
@@ -216,16 +227,21 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
       if (metrics) metrics->validation(step, v);
     };
   }
-  if (o.checkpoint_out)
-    trainer.on_save = [&](std::uint64_t step) {
-      save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
-    };
+  const auto save = [&](std::uint64_t step) {
+    if (sets) save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step, o.checkpoint_precision);
+    if (o.checkpoint_out) save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
+  };
+  if (sets || o.checkpoint_out) trainer.on_save = save;
   const TrainingSummary summary = trainer.run(first_step);
-  if (o.checkpoint_out) {
-    save_checkpoint(*o.checkpoint_out, format, engine, ranks, first_step + std::uint64_t(o.trainer.steps) - 1,
-                    o.checkpoint_precision);
-    if (ranks.leader())
-      std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), format.describe(o.checkpoint_precision).c_str(),
+  if (sets || o.checkpoint_out) {
+    const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
+    save(last_step);
+    const std::string what = format.describe(o.checkpoint_precision);
+    if (sets && ranks.leader())
+      std::printf("wrote %s/step_%llu (%s and the optimizer state; `latest` names it)\n", sets->dir().c_str(),
+                  (unsigned long long)last_step, what.c_str());
+    if (o.checkpoint_out && ranks.leader())
+      std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), what.c_str(),
                   training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
   }
   if (!o.trainer.quiet)
@@ -249,16 +265,27 @@ int auto_tiles(const Session& session, int micro_batch) {
   return std::max(1, std::min(session.cpu_workers(), micro_batch));
 }
 
-int run_training(const ModelSpec& spec, const RunOptions& options) {
+int run_training(const ModelSpec& spec, const RunOptions& given) {
   const Clock::time_point start = Clock::now();
   const int world = DataParallelRanks::world_size();
-  check_options(options, world);
+  check_options(given, world);
+  RunOptions options = given;
   const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
   // Read and check the files before StarPU starts: a bad file is an input error, found early.
   std::optional<ResumeFiles> resume;
   if (options.checkpoint_in) resume = read_resume_files(*options.checkpoint_in, spec.checkpoint_format());
+  const std::uint64_t done = resume && resume->state ? resume->state->step() : 0;
 
   DataParallelRanks ranks;
+  if (options.steps_are_total) {
+    if (done >= std::uint64_t(options.trainer.steps)) {
+      if (ranks.leader())
+        std::printf("%s: %s is at step %llu of %d: nothing to train\n", options.program.c_str(),
+                    options.checkpoint_in->c_str(), (unsigned long long)done, options.trainer.steps);
+      return 0;
+    }
+    options.trainer.steps -= int(done);
+  }
   try {
     std::string fxt_file;
     {

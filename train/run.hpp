@@ -48,6 +48,14 @@ struct RunOptions {
   SessionOptions session;
   // Files.
   std::optional<std::filesystem::path> checkpoint_in, checkpoint_out;
+  // Crash-safe sets of checkpoints, one folder per save (train/checkpoint_sets.hpp), of which
+  // the newest keep_checkpoints stay (0: all).
+  std::optional<std::filesystem::path> checkpoint_dir;
+  int keep_checkpoints = 0;
+  // trainer.steps counts from step 0: a run resumed at step S trains steps S+1..trainer.steps
+  // (`--resume`: the same command line continues a killed run to the same end, on the same
+  // learning-rate schedule); a run already there trains nothing.
+  bool steps_are_total = false;
   DType checkpoint_precision = DType::f32;
   std::optional<std::filesystem::path> metrics;  // JSON lines, one per step (train/metrics.hpp)
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <regex>
 #include <stdexcept>
@@ -36,7 +37,10 @@ int count_state_ranks(const fs::path& checkpoint) {
         if (std::regex_match(name, match, pattern)) {
           if (ranks != 0)
             throw FileFormatError(checkpoint.string() + ": training states of several rank counts beside it");
-          ranks = std::stoi(match[1]);
+          const std::string digits = match[1];
+          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), ranks);
+          if (error != std::errc() || end != digits.data() + digits.size())
+            throw FileFormatError(entry.path().string() + ": rank count out of range");
         }
       }
   }
@@ -112,7 +116,11 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
       throw FileFormatError(path.string() + ": " + std::to_string(header.count) + " elements: neither the model (" +
                             std::to_string(total) + ") nor a 1/" + std::to_string(ranks) + " shard of it");
     const File file{path, kTrainingStateHeaderBytes + header.rng_bytes, header.count};
-    if (fs::file_size(path) != file.arrays_offset + 3 * file.count * sizeof(float))
+    // Header, RNG text and three arrays, nothing after; computed so that no sum wraps around.
+    const std::uint64_t size = fs::file_size(path);
+    if (size < kTrainingStateHeaderBytes || header.rng_bytes > size - kTrainingStateHeaderBytes ||
+        (size - file.arrays_offset) / (3 * sizeof(float)) != file.count ||
+        (size - file.arrays_offset) % (3 * sizeof(float)) != 0)
       throw FileFormatError(path.string() + ": size does not match its header");
     const bool sharded = ranks > 1 && header.count == total_shards && header.count != total;
     if (r == 0) {

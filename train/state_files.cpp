@@ -1,5 +1,6 @@
 #include "train/state_files.hpp"
 
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -66,6 +67,9 @@ TrainingState read_training_state(const std::filesystem::path& path, const State
     throw_format_error(path, "state length " + std::to_string(n) + " exceeds the parameter count " +
                                  std::to_string(expected.param_count()));
   if (rng_bytes > kMaxRngTextBytes) throw_format_error(path, "implausible RNG state size " + std::to_string(rng_bytes));
+  // 3·n·4 bytes must not wrap around to a plausible size (n is bounded by the layout only).
+  if (n > (std::numeric_limits<std::size_t>::max() - kTrainingStateHeaderBytes - rng_bytes) / (3 * sizeof(float)))
+    throw_format_error(path, "implausible state length " + std::to_string(n));
   const std::size_t need = kTrainingStateHeaderBytes + std::size_t(rng_bytes) + 3 * std::size_t(n) * sizeof(float);
   if (in.size() != need)
     throw_format_error(path, describe_size_mismatch(in.size(), need, std::to_string(n) + " elements of master/m/v"));
