@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <system_error>
 
 namespace starzero::cli {
@@ -183,6 +184,23 @@ std::vector<std::int64_t> parse_count_list(std::string_view flag, std::string_vi
   return out;
 }
 
+std::vector<std::pair<int, int>> parse_pair_list(std::string_view flag, std::string_view text) {
+  std::vector<std::pair<int, int>> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    const std::size_t colon = item.find(':');
+    if (item.empty() || colon == std::string_view::npos) bad_value(flag, text, "is not a list of A:B pairs (e.g. 3:0,7:1)");
+    const std::int64_t a = parse_count(flag, item.substr(0, colon)), b = parse_count(flag, item.substr(colon + 1));
+    if (a > (1 << 30) || b > (1 << 30)) bad_value(flag, text, "is out of range");
+    out.emplace_back(int(a), int(b));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_view text) {
   const auto scheme = parse_priority_scheme(text);
   if (!scheme)
@@ -306,7 +324,10 @@ std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name,
 
 float real_option(const ArgParser& p, std::string_view name, double fallback) {
   const auto v = p.value(name);
-  return float(v ? parse_number("--" + std::string(name), *v) : fallback);
+  const double value = v ? parse_number("--" + std::string(name), *v) : fallback;
+  // Past float's range the value would become infinity.
+  if (v && value > std::numeric_limits<float>::max()) bad_value(name, *v, "is out of range");
+  return float(value);
 }
 
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback) {

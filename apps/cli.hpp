@@ -42,6 +42,8 @@ std::int64_t parse_count(std::string_view flag, std::string_view text);
 double parse_bytes(std::string_view flag, std::string_view text);
 // Comma-separated counts, at least one, no empty items.
 std::vector<std::int64_t> parse_count_list(std::string_view flag, std::string_view text);
+// Comma-separated A:B pairs of counts ("3:1,7:0"), at least one.
+std::vector<std::pair<int, int>> parse_pair_list(std::string_view flag, std::string_view text);
 // A --priorities scheme (runtime/priorities.hpp) by name.
 PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_view text);
 // One of `choices`, returned as given.

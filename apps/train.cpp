@@ -79,6 +79,10 @@ cli::ArgParser make_train_parser() {
             "total: the same command line continues a killed run")
       .option("save-every", "N", "also write the checkpoint every N steps")
       .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
+      .option("max-skipped-steps", "K",
+              "stop after K steps in a row whose gradient norm is not finite (each skips its update; default 5)")
+      .option("debug-nan-gradient", "STEP:LAYER,...",
+              "testing: make LAYER's gradient NaN at STEP (fp32), to see non-finite steps handled")
       .option("val-every", "N", "validation loss every N steps, 0: never (default 50)")
       .option("val-batches", "N", "validation batches (default 4)")
       .option("sample-every", "N", "print generated text every N steps, 0: never (default: at the end only)")
@@ -130,6 +134,7 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
   t.sample_tokens = int_option(p, "sample-tokens", 64, 1);
   t.prompt = p.value("prompt").value_or("");
   t.save_every = int_option(p, "save-every", 0, 0);
+  t.max_skipped_steps = int_option(p, "max-skipped-steps", 5, 1);
   t.quiet = p.flag_set("quiet");
   return t;
 }
@@ -165,6 +170,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
   o.grad_window = int_option(p, "grad-window", 2, 1);
   o.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  if (const auto pairs = p.value("debug-nan-gradient")) o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
   o.collectives = collectives == "auto"  ? Collectives::automatic

@@ -1,6 +1,8 @@
 #include "offload/engine.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <deque>
 #include <numeric>
 #include <optional>
@@ -135,6 +137,10 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
+  for (const auto& [step, layer] : options.nan_gradients)
+    if (layer < 0 || layer >= model.layers() || model.dtype() != DType::f32)
+      throw std::invalid_argument("NaN gradients (testing) need an fp32 model and a layer in 0.." +
+                                  std::to_string(model.layers() - 1) + ", not layer " + std::to_string(layer));
   if (options.fp32_grad_accum && model.dtype() != DType::bf16)
     throw std::invalid_argument(
         "the fp32 gradient-accumulation buffer is for bf16 models (fp32 gradients already are)");
@@ -417,6 +423,12 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   }
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
+  for (const auto& [nan_step, l] : options_.nan_gradients)
+    if (nan_step == step) {
+      Layer& layer = layers_.at(std::size_t(l));
+      tasks::submit_scale(std::numeric_limits<float>::quiet_NaN(), layer.tensor(layer.plan.update().grad.buffer),
+                          at("debug_nan_gradient", l));
+    }
 
   submit_grad_norm(micro_batches);
 
@@ -533,6 +545,12 @@ Tensor Engine::allocate(const PlannedBuffer& buffer, const std::string& name) {
       return Tensor::with_home(dtype, count, name, options_.nvme->home(count * dtype_size(dtype), name));
   }
   throw std::logic_error("unknown buffer home");
+}
+
+int Engine::first_nonfinite_gradient_layer() const {
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (!std::isfinite(read_f32(layers_[l].sum_of_squares).at(0))) return int(l);
+  return -1;
 }
 
 float Engine::last_grad_norm() const {

@@ -109,6 +109,9 @@ struct EngineOptions {
   // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
   // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
   bool fp32_grad_accum = false;
+  // Testing the handling of non-finite gradients: (step, layer) pairs whose gradient is made NaN
+  // after the backward (fp32 models only).
+  std::vector<std::pair<int, int>> nan_gradients;
 };
 
 // Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.
@@ -144,6 +147,13 @@ class Engine {
 
   // Global gradient norm (before clipping) of the last step; waits for it.
   float last_grad_norm() const;
+  // Whether a step whose gradient norm is not finite leaves the parameters and optimizer state
+  // as they were: with clipping, every AdamW waits for the norm and skips on a non-finite one;
+  // without it AdamW does not wait, so such a step has already updated.
+  bool skips_nonfinite_steps() const { return options_.grad_clip > 0; }
+  // The first layer, in forward order, whose gradient (this rank's part of it) had a non-finite
+  // value in the last step; -1 when none had. Waits for the step's sums of squares.
+  int first_nonfinite_gradient_layer() const;
 
   // Full fp32 master parameters per layer, gathered from every rank's shard (waits). Collective
   // when the optimizer state is sharded: every rank must call it.

@@ -21,8 +21,13 @@ template <class G, class P>
 __global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_scale, float* master, float* m, float* v,
                              P* param, AdamWHyper hyper, float bias_correction1, float bias_correction2) {
   const float scale = *grad_scale;
+  const bool skip = isnan(scale);  // a non-finite gradient norm: the step is skipped (adamw_codelet.hpp)
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
+    if (skip) {
+      store(param + i, master[i]);
+      continue;
+    }
     const float g = load(grad[i]) * scale;
     const float mi = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g;
     const float vi = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;

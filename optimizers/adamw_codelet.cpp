@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -55,7 +56,7 @@ void clip_scale_cpu(const TaskBuffers& b, const ClipArgs& a) {
   for (std::size_t i = 0; i < b.repeated_count(); ++i) sum += *b.repeated<const float>(i);
   const float norm = float(std::sqrt(sum) / a.grad_divisor);
   const float clip = (a.max_norm > 0 && norm > a.max_norm) ? a.max_norm / norm : 1.0f;
-  *b.get<float>("scale") = clip / a.grad_divisor;
+  *b.get<float>("scale") = std::isfinite(norm) ? clip / a.grad_divisor : std::numeric_limits<float>::quiet_NaN();
   *b.get<float>("norm") = norm;
 }
 
@@ -80,9 +81,23 @@ CpuAdamState cpu_adam_state(const TaskBuffers& b) {
           b.get<float>("v"),      path};
 }
 
+// A skipped step: the parameter copy gets the master weights as they are, as an update would
+// write them (a delayed update's buffer and an offloaded W buffer must hold them too).
+void write_unchanged_params(const CpuAdamState& s, const TaskBuffers& b, const char* param, std::size_t offset,
+                            DType dtype) {
+  if (dtype == DType::f32)
+    std::copy_n(s.master, s.n, b.get<float>(param, offset));
+  else
+    std::transform(s.master, s.master + s.n, b.get<bf16>(param, offset), [](float x) { return from_float<bf16>(x); });
+}
+
 // The fused kernel, bit-identical to adamw_cpu on every path (optimizers/adamw_simd.hpp).
 void adamw_cpu_func(const TaskBuffers& b, const AdamArgs& a) {
   const CpuAdamState s = cpu_adam_state(b);
+  if (skips_update(s.scale)) {
+    write_unchanged_params(s, b, "param", a.param_offset, a.dtype);
+    return;
+  }
   if (a.dtype == DType::f32)
     adamw_fused(s.path, s.n, b.get<const float>("grad", a.grad_offset), s.scale, s.master, s.m, s.v,
                 b.get<float>("param", a.param_offset), a.hyper);
@@ -93,6 +108,10 @@ void adamw_cpu_func(const TaskBuffers& b, const AdamArgs& a) {
 
 void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
   const CpuAdamState s = cpu_adam_state(b);
+  if (skips_update(s.scale)) {
+    write_unchanged_params(s, b, "param_out", 0, a.dtype);
+    return;
+  }
   constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
   if (a.dtype == DType::f32)
     adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const float>("grad"), s.scale, s.master, s.m, s.v,
@@ -204,6 +223,8 @@ Codelet<CpuAdamArgs> adamw_offload_codelet({
 });
 
 }  // namespace
+
+bool skips_update(float scale) { return std::isnan(scale); }
 
 void submit_sum_of_squares(starpu_data_handle_t grad, Slice slice, DType dtype, starpu_data_handle_t sum_of_squares,
                            const std::string& name) {

@@ -25,9 +25,14 @@ void submit_sum_scalars(const std::vector<starpu_data_handle_t>& partial_sums, s
 // The gradients summed over `grad_divisor` ranks are divided by it (data-parallel average):
 // norm (fp32 [1]) = sqrt(Σ partial sums) / grad_divisor, the global norm of the average;
 // scale (fp32 [1]) = min(1, max_norm / norm) / grad_divisor, what AdamW multiplies the summed
-// gradient by. max_norm <= 0: no clipping (the norm is still computed).
+// gradient by. max_norm <= 0: no clipping (the norm is still computed). A non-finite norm (an
+// inf or NaN gradient anywhere) gives scale NaN, which makes every AdamW task skip the step:
+// master weights and moments stay as they were, and the parameter copy is written from them.
 void submit_clip_scale(const std::vector<starpu_data_handle_t>& partial_sums, float max_norm, float grad_divisor,
                        starpu_data_handle_t scale, starpu_data_handle_t norm, const std::string& name);
+// The scale that makes AdamW leave everything as it was.
+bool skips_update(float scale);
+
 // One AdamW step (see adamw.hpp) on master/m/v (n elements each), reading the gradient from
 // `grad` at grad_offset and writing the parameter copy into `param` at param_offset (a ZeRO
 // shard lives inside the full buffer); gradients multiplied by *scale.

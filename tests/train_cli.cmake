@@ -22,3 +22,6 @@ add_test(NAME kill_resume COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/kill-test.s
 set_tests_properties(kill_resume PROPERTIES TIMEOUT 300)
 add_test(NAME kill_resume_np2 COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/kill-test.sh $<TARGET_FILE:starzero> 2 2)
 set_tests_properties(kill_resume_np2 PROPERTIES TIMEOUT 400 LABELS mpi)
+# Non-finite gradient norms: the update skipped, warned, counted, never saved.
+add_test(NAME nonfinite_gradients COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nonfinite_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(nonfinite_gradients PROPERTIES TIMEOUT 300 LABELS mpi)

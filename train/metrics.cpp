@@ -83,6 +83,7 @@ void MetricsLog::step(const StepRecord& r, const PeakBytes& peaks) {
                   {"grad_norm", r.grad_norm},
                   {"step_seconds", r.seconds},
                   {"tokens_per_second", r.tokens_per_second},
+                  {"skipped", r.skipped},
                   {"peak_bytes", {{"device", peaks.device}, {"host", peaks.host}, {"disk", peaks.disk}, {"rss", peaks.rss}}}}
                  .dump());
 }

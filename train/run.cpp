@@ -75,6 +75,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.prefetch_depth = o.prefetch_depth;
   e.grad_window = o.grad_window;
   e.fp32_grad_accum = o.fp32_grad_accum;
+  e.nan_gradients = o.nan_gradients;
   e.offload_optimizer = o.offload_optimizer;
   e.offload_params = o.offload_params;
   e.delayed_update_warmup = o.delayed_update_warmup;

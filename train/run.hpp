@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "offload/placement.hpp"
 #include "runtime/dtype.hpp"
@@ -34,6 +36,7 @@ struct RunOptions {
   int prefetch_depth = 1;
   int grad_window = 2;
   bool fp32_grad_accum = false;
+  std::vector<std::pair<int, int>> nan_gradients;  // testing: EngineOptions::nan_gradients
   Collectives collectives = Collectives::automatic;
   // Offload.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;

@@ -33,8 +33,8 @@ CommStats difference(const CommStats& after, const CommStats& before) {
 
 Trainer::Trainer(Trainable& model, Engine& engine, const DataParallelRanks& ranks, TrainerOptions options)
     : model_(model), engine_(engine), ranks_(ranks), options_(std::move(options)), tty_(isatty(STDOUT_FILENO) != 0) {
-  if (options_.micro_batches < 1 || options_.steps < 1)
-    throw std::invalid_argument("the trainer needs at least one step and one micro-batch");
+  if (options_.micro_batches < 1 || options_.steps < 1 || options_.max_skipped_steps < 1)
+    throw std::invalid_argument("the trainer needs at least one step, one micro-batch and max_skipped_steps >= 1");
   if (options_.global_batch != model.micro_batch() * ranks.size() * options_.micro_batches)
     throw std::invalid_argument("global batch " + std::to_string(options_.global_batch) + " is not " +
                                 std::to_string(ranks.size()) + " ranks x " + std::to_string(options_.micro_batches) +
@@ -82,12 +82,13 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
     summary.last_loss = loss;
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
+    const bool skipped = !check_gradient_norm(step, norm);
     char line[256];
-    std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+    std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
                   (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
-                  tokens_per_step / seconds);
+                  tokens_per_step / seconds, skipped ? " | skipped" : "");
     report_step(step - first_step + 1, std::uint64_t(options_.steps), line);
-    if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds});
+    if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds, skipped});
     if (options_.val_every > 0 && (step % std::uint64_t(options_.val_every) == 0 || step == last_step)) {
       if (const auto validation = validate()) {
         summary.last_validation = validation->loss;
@@ -104,6 +105,38 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
   }
   engine_.flush();  // the last step's delayed update
   return summary;
+}
+
+// A finite norm: true. A non-finite one: the engine skipped the update (false), with a warning
+// that names the first layer whose gradient is not finite, until max_skipped_steps in a row
+// stop training; without clipping the update has happened, which stops training at once.
+bool Trainer::check_gradient_norm(std::uint64_t step, float norm) {
+  if (std::isfinite(norm)) {
+    skipped_in_a_row_ = 0;
+    return true;
+  }
+  // The first layer over all ranks: each rank knows its own part of the gradients.
+  const std::vector<std::int64_t> firsts = ranks_.gather_to_leader({engine_.first_nonfinite_gradient_layer()});
+  std::int64_t first = -1;
+  for (const std::int64_t l : firsts)
+    if (l >= 0 && (first < 0 || l < first)) first = l;
+  const std::string where =
+      "step " + std::to_string(step) + ": gradient norm " + std::to_string(norm) +
+      (first >= 0 ? " (first non-finite gradient: layer " + std::to_string(first) + ", " +
+                        model_.layer_name(int(first)) + ")"
+                  : "");
+  if (!engine_.skips_nonfinite_steps())
+    throw std::runtime_error(where + "; without clipping (--grad-clip 0) AdamW does not wait for the norm, so the "
+                                     "non-finite gradient has been applied: stopping");
+  if (++skipped_in_a_row_ >= options_.max_skipped_steps)
+    throw std::runtime_error(where + "; " + std::to_string(skipped_in_a_row_) +
+                             " steps in a row skipped (--max-skipped-steps): stopping");
+  if (ranks_.leader()) {
+    if (tty_ && !options_.quiet) std::printf("\r\033[K");
+    std::fprintf(stderr, "warning: %s: update skipped (%d in a row; training stops at %d)\n", where.c_str(),
+                 skipped_in_a_row_, options_.max_skipped_steps);
+  }
+  return false;
 }
 
 std::optional<Trainer::Validation> Trainer::validate() {

@@ -29,6 +29,9 @@ struct TrainerOptions {
   int sample_tokens = 64;
   std::string prompt;
   int save_every = 0;  // 0: only at the end (when on_save is set)
+  // Consecutive steps with a non-finite gradient norm (each skipped: no update) after which
+  // training stops with an error.
+  int max_skipped_steps = 5;
   bool quiet = false;  // print only what the caller prints
 };
 
@@ -49,6 +52,7 @@ struct StepRecord {
   float grad_norm = 0;  // global, before clipping
   double seconds = 0;   // wall time of the step, submission to the norm
   double tokens_per_second = 0;
+  bool skipped = false;  // non-finite gradient norm: the update was skipped
 };
 
 class Trainer {
@@ -82,12 +86,14 @@ class Trainer {
   double submit_step(std::uint64_t step, float lr);
   void report_step(std::uint64_t step, std::uint64_t last_step, const std::string& line) const;
   void print_line(const std::string& text) const;
+  bool check_gradient_norm(std::uint64_t step, float norm);
 
   Trainable& model_;
   Engine& engine_;
   const DataParallelRanks& ranks_;
   TrainerOptions options_;
   bool tty_ = false;
+  int skipped_in_a_row_ = 0;
 };
 
 }  // namespace starzero
