@@ -1,0 +1,303 @@
+// Writes the seed corpus of the fuzz harnesses (fuzz/README.md) with the real writers: small valid
+// files of each format and corner cases made from them (truncated, trailing bytes, header only,
+// wrong magic, version or shape). Usage: make_corpus OUT_DIR (then OUT_DIR/<harness>/<seed>).
+// scripts/fuzz.sh --make-corpus builds it and writes fuzz/corpus/.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "models/layer_checkpoint.hpp"
+#include "models/llmc_files.hpp"
+#include "train/sharded_state.hpp"
+#include "train/state_files.hpp"
+
+using namespace starzero;
+namespace fs = std::filesystem;
+using Bytes = std::vector<char>;
+
+namespace {
+
+fs::path out_root;
+
+Bytes read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void save(const std::string& harness, const std::string& name, const Bytes& bytes) {
+  const fs::path dir = out_root / harness;
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + (dir / name).string());
+}
+
+template <class T>
+Bytes patched(Bytes bytes, std::size_t offset, T value) {
+  std::memcpy(bytes.data() + offset, &value, sizeof value);
+  return bytes;
+}
+
+Bytes first(const Bytes& bytes, std::size_t n) { return Bytes(bytes.begin(), bytes.begin() + std::ptrdiff_t(n)); }
+Bytes plus(Bytes bytes, const std::string& more) {
+  bytes.insert(bytes.end(), more.begin(), more.end());
+  return bytes;
+}
+
+std::vector<float> values(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * float(int(i % 7) - 3) / 4.0f;
+  if (n > 2) v[1] = -0.0f;
+  return v;
+}
+
+GptShape shape(int maxT, int V, int Vp, int L, int NH, int C) {
+  GptShape s;
+  s.max_seq = maxT;
+  s.vocab = V;
+  s.padded_vocab = Vp;
+  s.layers = L;
+  s.heads = NH;
+  s.channels = C;
+  return s;
+}
+
+void llmc_checkpoints(const fs::path& tmp) {
+  const std::string h = "fuzz_llmc_checkpoint";
+  const GptShape tiny = shape(4, 5, 8, 1, 2, 4);  // fuzz_llmc_checkpoint.cpp's tiny_shape()
+  const GptShape other = shape(2, 3, 4, 2, 1, 2);
+  const fs::path file = tmp / "ckpt.bin";
+  write_llmc_checkpoint(file, tiny, values(tiny.param_count(), 1.0f), kLlmcCheckpointFp32);
+  const Bytes v3 = read_bytes(file);
+  write_llmc_checkpoint(file, tiny, values(tiny.param_count(), 2.0f), kLlmcCheckpointBf16);
+  const Bytes v5 = read_bytes(file);
+  write_llmc_checkpoint(file, other, values(other.param_count(), 0.5f), kLlmcCheckpointBf16);
+  const Bytes v5_other = read_bytes(file);
+  write_llmc_checkpoint(file, other, values(other.param_count(), 0.5f), kLlmcCheckpointFp32);
+  const Bytes v3_other = read_bytes(file);
+  save(h, "v3_tiny", v3);
+  save(h, "v5_tiny", v5);
+  save(h, "v3_other_shape", v3_other);
+  save(h, "v5_other_shape", v5_other);
+  save(h, "v3_truncated", first(v3, v3.size() - 6));
+  save(h, "v5_trailing", plus(v5, "xy"));
+  save(h, "header_only", first(v3, 1024));
+  save(h, "header_truncated", first(v3, 100));
+  save(h, "empty", {});
+  save(h, "wrong_magic_token_shard", patched(v3, 0, kLlmcTokenMagic));
+  save(h, "version_4", patched(v3, 4, std::int32_t(4)));
+  save(h, "v3_as_v5", patched(v3, 4, kLlmcCheckpointBf16));
+  save(h, "heads_not_dividing", patched(first(v3, 1024), 20, std::int32_t(3)));
+  save(h, "negative_layers", patched(first(v3, 1024), 16, std::int32_t(-1)));
+  save(h, "vp_below_v", patched(first(v3, 1024), 28, std::int32_t(2)));
+  Bytes big = first(v3, 1024);  // gpt2-124M's header without its 500 MB of values
+  const StateShapeFields fields = gpt_shape_fields(GptShape::gpt2_124m());
+  std::memcpy(big.data() + 8, fields.data(), sizeof fields);
+  save(h, "gpt2_124m_header_only", big);
+  Bytes huge = first(v3, 1024);  // the largest int32 dimensions
+  for (int i = 2; i < 8; ++i) huge = patched(huge, std::size_t(4 * i), std::int32_t(0x7fffffff));
+  save(h, "int32_max_shape", huge);
+}
+
+void token_shards(const fs::path& tmp) {
+  const std::string h = "fuzz_token_shard";
+  const fs::path file = tmp / "shard.bin";
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(std::uint16_t((i * 1237) % 50257));
+  write_token_shard(file, tokens);
+  const Bytes valid = read_bytes(file);
+  write_token_shard(file, {});
+  const Bytes empty = read_bytes(file);
+  write_token_shard(file, std::vector<std::uint16_t>{50256, 50257, 65535});
+  const Bytes out_of_vocab = read_bytes(file);
+  write_token_shard(file, std::vector<std::uint16_t>{7});
+  const Bytes one = read_bytes(file);
+  save(h, "valid_40", valid);
+  save(h, "valid_1", one);
+  save(h, "empty_shard", empty);
+  save(h, "out_of_vocab", out_of_vocab);
+  save(h, "truncated", first(valid, valid.size() - 1));
+  save(h, "trailing", plus(valid, "z"));
+  save(h, "header_truncated", first(valid, 64));
+  save(h, "count_too_large", patched(first(valid, 1024), 8, std::int32_t(1000000)));
+  save(h, "negative_count", patched(valid, 8, std::int32_t(-40)));
+  save(h, "version_2", patched(valid, 4, std::int32_t(2)));
+  save(h, "checkpoint_magic", patched(valid, 0, kLlmcCheckpointMagic));
+}
+
+StateLayout small_layout() {  // fuzz_state_file.cpp's and fuzz_sharded_state.cpp's
+  StateLayout layout;
+  layout.shape_fields = {8, 10, 2, 2, 4, 16};
+  layout.layer_params = {5, 7, 4};
+  return layout;
+}
+
+TrainingState state_of(std::size_t n, std::uint64_t step) {
+  TrainingState state;
+  state.step = step;
+  state.data_position = step * 3;
+  state.rng.seed(step + 11);
+  state.rng.discard(5);
+  state.master = values(n, 1.0f);
+  state.m = values(n, 0.25f);
+  state.v = values(n, 0.125f);
+  return state;
+}
+
+Bytes state_bytes(const fs::path& tmp, const StateLayout& layout, const TrainingState& state) {
+  const fs::path file = tmp / "x.state";
+  write_training_state(file, layout, state);
+  return read_bytes(file);
+}
+
+void state_files(const fs::path& tmp) {
+  const std::string h = "fuzz_state_file";
+  const StateLayout small = small_layout();
+  const Bytes full = state_bytes(tmp, small, state_of(16, 5));
+  const Bytes shard = state_bytes(tmp, small, state_of(6, 5));  // a 1/3 shard: 2 + 3 + 2
+  const Bytes empty = state_bytes(tmp, small, state_of(0, 0));
+  // A GPT shape small enough to be read against its own layout (fuzz_state_file's second reader).
+  const GptShape gpt = shape(2, 3, 4, 1, 1, 2);
+  const Bytes gpt_full = state_bytes(tmp, gpt_state_layout(gpt), state_of(gpt.param_count(), 9));
+  save(h, "full", full);
+  save(h, "shard", shard);
+  save(h, "no_elements", empty);
+  save(h, "gpt_shape_full", gpt_full);
+  save(h, "truncated", first(full, full.size() - 3));
+  save(h, "trailing", plus(full, "!"));
+  save(h, "header_only", first(full, 64));
+  save(h, "header_truncated", first(full, 40));
+  save(h, "wrong_magic", patched(full, 0, std::uint32_t(0x4b435a53)));  // "SZCK"
+  save(h, "version_2", patched(full, 4, std::uint32_t(2)));
+  save(h, "other_shape", patched(full, 24, std::int32_t(8)));
+  save(h, "too_many_elements", patched(full, 48, std::uint64_t(17)));
+  save(h, "rng_text_huge", patched(full, 56, std::uint64_t(1) << 40));
+  Bytes bad_rng = full;  // a letter inside the RNG text
+  bad_rng[64 + 3] = 'x';
+  save(h, "rng_text_corrupt", bad_rng);
+  save(h, "rng_text_short", patched(full, 56, std::uint64_t(10)));
+}
+
+void sharded_states(const fs::path& tmp) {
+  const std::string h = "fuzz_sharded_state";
+  const std::string sep = "|SZ|";
+  const StateLayout small = small_layout();
+  const auto set = [&](const std::string& names, const std::vector<Bytes>& files) {
+    Bytes out(names.begin(), names.end());
+    for (const Bytes& file : files) {
+      out.insert(out.end(), sep.begin(), sep.end());
+      out.insert(out.end(), file.begin(), file.end());
+    }
+    return out;
+  };
+  const Bytes full = state_bytes(tmp, small, state_of(16, 4));
+  // 2 ranks: shards of ceil(5/2) + ceil(7/2) + ceil(4/2) = 3 + 4 + 2 = 9; 3 ranks: 2 + 3 + 2 = 7.
+  std::vector<Bytes> two, three, three_full;
+  for (int r = 0; r < 2; ++r) two.push_back(state_bytes(tmp, small, state_of(9, 4)));
+  for (int r = 0; r < 3; ++r) three.push_back(state_bytes(tmp, small, state_of(7, 4)));
+  for (int r = 0; r < 3; ++r) three_full.push_back(full);
+  save(h, "one_rank", set("", {full}));
+  save(h, "two_ranks_sharded", set("", two));
+  save(h, "three_ranks_sharded", set("", three));
+  save(h, "three_ranks_unsharded", set("", three_full));
+  save(h, "steps_differ", set("", {two[0], state_bytes(tmp, small, state_of(9, 5))}));
+  save(h, "missing_rank", set("3", two));
+  save(h, "rank_count_0", set("0", {full}));
+  save(h, "rank_count_leading_zero", set("02", two));
+  save(h, "rank_count_huge", set("99999999999", {full}));
+  save(h, "shard_truncated", set("", {two[0], first(two[1], two[1].size() - 4)}));
+  save(h, "rng_offset_wraps", set("", {patched(full, 56, ~std::uint64_t(0) - 63)}));
+  const GptShape gpt = shape(2, 3, 4, 1, 1, 2);
+  save(h, "gpt_shape", set("", {state_bytes(tmp, gpt_state_layout(gpt), state_of(gpt.param_count(), 2))}));
+  save(h, "no_files", set("", {}));
+}
+
+void layer_checkpoints(const fs::path& tmp) {
+  const std::string h = "fuzz_layer_checkpoint";
+  StateLayout layout;  // fuzz_layer_checkpoint.cpp's mlp_layout()
+  layout.shape_fields = {4, 2, 1, 0, 0, 0};
+  layout.layer_params = {10, 6, 12};
+  const LayerCheckpointFormat format("mlp", layout);
+  const fs::path file = tmp / "mlp.ckpt";
+  const auto source = [](int layer, std::size_t begin, std::span<float> out) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(layer) + float(begin + i) / 8.0f;
+  };
+  format.write(file, source, DType::f32);
+  const Bytes fp32 = read_bytes(file);
+  format.write(file, source, DType::bf16);
+  const Bytes bf16 = read_bytes(file);
+  save(h, "fp32", fp32);
+  save(h, "bf16", bf16);
+  save(h, "truncated", first(fp32, fp32.size() - 2));
+  save(h, "trailing", plus(bf16, "??"));
+  save(h, "header_only", first(fp32, 56));
+  save(h, "counts_only", first(fp32, 56 + 24));
+  save(h, "storage_2", patched(fp32, 48, std::uint32_t(2)));
+  save(h, "bf16_as_fp32", patched(bf16, 48, std::uint32_t(0)));
+  save(h, "layers_4", patched(fp32, 52, std::uint32_t(4)));
+  save(h, "layers_huge", patched(fp32, 52, std::uint32_t(0xffffffff)));
+  save(h, "count_changed", patched(fp32, 56, std::uint64_t(11)));
+  save(h, "family_gpt", patched(fp32, 8, std::array<char, 4>{'g', 'p', 't', '\0'}));
+  save(h, "family_unterminated", patched(fp32, 8, std::array<char, 16>{'m', 'l', 'p', 'x', 'x', 'x', 'x', 'x', 'x',
+                                                                     'x', 'x', 'x', 'x', 'x', 'x', 'x'}));
+  save(h, "version_0", patched(fp32, 4, std::uint32_t(0)));
+  save(h, "llmc_magic", patched(fp32, 0, kLlmcCheckpointMagic));
+}
+
+void command_lines() {
+  const std::string h = "fuzz_cli";
+  const auto line = [&](const std::string& name, const std::vector<std::string>& args) {
+    Bytes out;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (i > 0) out.push_back('\0');
+      out.insert(out.end(), args[i].begin(), args[i].end());
+    }
+    save(h, name, out);
+  };
+  line("train_like", {"--steps", "100", "--lr=3e-4", "--batch", "4", "--precision=bf16", "--verbose"});
+  line("plan_like", {"--params=1.5B", "--memory", "80GiB", "--ranks=1,8,64"});
+  line("session", {"--sched=dmda", "--sched-alpha=0.5", "--sched-beta", "2e0", "--sched-gamma=1K",
+                   "--priorities=critical-path", "--cpu-workers", "4", "--cuda-workers=0"});
+  line("accumulate_auto", {"--accumulate=auto", "--resume=false", "--trace", "/tmp/t"});
+  line("accumulate_count", {"--accumulate", "16", "--resume=yes"});
+  line("byte_units", {"--memory=1.5TB", "--memory=512MiB", "--memory=4096", "--memory=24gib"});
+  line("count_units", {"--params=7e9", "--params=125M", "--params=2T", "--steps=4K"});
+  line("bad_boolean", {"--verbose=maybe"});
+  line("missing_value", {"--steps"});
+  line("value_is_flag", {"--steps", "--verbose"});
+  line("unknown_flag", {"--nope=1"});
+  line("positional", {"word"});
+  line("dash_dash", {"--"});
+  line("fraction_count", {"--steps=1.5"});
+  line("negative", {"--lr=-1"});
+  line("exponent", {"--params=1e-3K", "--memory=1E+3kb"});
+  line("list_gaps", {"--ranks=1,,2"});
+  line("empty_value", {"--steps="});
+  line("real_past_float", {"--lr=1e39"});  // was read as an infinite learning rate
+  line("empty", {});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_corpus OUT_DIR\n");
+    return 2;
+  }
+  out_root = argv[1];
+  const fs::path tmp = out_root / ".tmp";
+  fs::create_directories(tmp);
+  llmc_checkpoints(tmp);
+  token_shards(tmp);
+  state_files(tmp);
+  sharded_states(tmp);
+  layer_checkpoints(tmp);
+  command_lines();
+  fs::remove_all(tmp);
+  return 0;
+}
