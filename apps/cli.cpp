@@ -277,6 +277,12 @@ void ArgParser::parse(int argc, char** argv) {
   }
 }
 
+void ArgParser::set(std::string_view name, std::string value) {
+  const Spec* spec = find(name);
+  if (!spec) throw std::logic_error("ArgParser::set: unregistered flag --" + std::string(name));
+  values_[spec->name] = std::move(value);
+}
+
 bool ArgParser::given(std::string_view name) const {
   const auto it = values_.find(name);
   if (it == values_.end()) return false;

@@ -61,6 +61,9 @@ class ArgParser {
   // Parses argv[1..argc-1] (argv[0] is the sub-command name). Throws UsageError.
   void parse(int argc, char** argv);
 
+  // Sets a registered option's value as if it had been given (a config file's flags).
+  void set(std::string_view name, std::string value);
+
   bool given(std::string_view name) const;     // option given, or boolean flag given as true
   bool flag_set(std::string_view name) const;  // same as given(), for boolean flags
   std::optional<std::string> value(std::string_view name) const;

@@ -5,8 +5,10 @@
 
 #include "apps/cli.hpp"
 #include "apps/command.hpp"
+#include "apps/deepspeed_config.hpp"
 #include "apps/commands.hpp"
 #include "models/registry.hpp"
+#include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/evaluate.hpp"
@@ -40,7 +42,19 @@ cli::ArgParser make_train_parser() {
       .option("steps", "N", "optimizer steps (default 300)")
       .option("lr", "LR", "peak learning rate (default 1e-3)")
       .option("warmup", "N", "linear warm-up steps (default 20)")
-      .option("lr-final", "F", "cosine decay ends at lr*F (default 0.1)")
+      .option("lr-final", "F", "cosine decay ends at lr*F (default 0.1; ds-warmup-cosine: cos_min_ratio)")
+      .option("lr-schedule", "KIND",
+              "cosine (default: linear warm-up, cosine decay) or DeepSpeed's ds-warmup, ds-warmup-decay, "
+              "ds-warmup-cosine (formulas: optimizers/lr_schedule.hpp)")
+      .option("warmup-type", "T", "DeepSpeed schedules: log (default) or linear warm-up")
+      .option("warmup-min", "X", "DeepSpeed schedules: warm-up start (warmup_min_lr; ds-warmup-cosine: the ratio)")
+      .option("lr-total", "N", "the step where the decay ends (default: the run's last step)")
+      .option("adam-beta1", "B1", "AdamW beta1 (default 0.9)")
+      .option("adam-beta2", "B2", "AdamW beta2 (default 0.999)")
+      .option("adam-eps", "EPS", "AdamW epsilon (default 1e-8)")
+      .option("deepspeed-config", "FILE",
+              "take batch, precision, ZeRO stage, offload, AdamW and schedule from a DeepSpeed ds_config.json "
+              "(docs/deepspeed-config.md; a flag that contradicts it is an error)")
       .option("weight-decay", "WD", "AdamW decoupled weight decay (default 0)")
       .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
       .option("seed", "S", "initialisation and batch order (default 1337)")
@@ -124,9 +138,21 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
   t.global_batch = int_option(p, "batch", 8, 1);
   t.micro_batches = int_option(p, "grad-accum", 1, 1);
   t.steps = int_option(p, "steps", 300, 1);
-  t.lr = real_option(p, "lr", 1e-3);
-  t.warmup = int_option(p, "warmup", 20, 0);
-  t.lr_final = real_option(p, "lr-final", 0.1);
+  optim::LrSchedule& schedule = t.schedule;
+  const std::string kind = p.value("lr-schedule").value_or("cosine");
+  if (!optim::lr_schedule_from_name(kind, schedule.kind))
+    throw UsageError("--lr-schedule: '" + cli::printable(kind) +
+                     "' is not cosine, ds-warmup, ds-warmup-decay or ds-warmup-cosine");
+  const bool deepspeed = schedule.kind != optim::LrScheduleKind::cosine;
+  for (const char* flag : {"warmup-type", "warmup-min"})
+    if (p.given(flag) && !deepspeed) throw UsageError(std::string("--") + flag + " is for the ds-* --lr-schedule kinds");
+  schedule.lr = real_option(p, "lr", 1e-3);
+  schedule.warmup = int_option(p, "warmup", 20, 0);
+  schedule.final = real_option(p, "lr-final", 0.1);
+  schedule.warmup_min = real_option(p, "warmup-min", 0.0);
+  schedule.log_warmup =
+      cli::parse_choice("--warmup-type", p.value("warmup-type").value_or("log"), {"log", "linear"}) == "log";
+  schedule.total = p.given("lr-total") ? int_option(p, "lr-total", 0, 1) : 0;
   t.seed = seed;
   t.val_every = int_option(p, "val-every", 50, 0);
   t.val_batches = int_option(p, "val-batches", 4, 1);
@@ -166,6 +192,10 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.trainer = trainer_options(p, request.seed);
   o.grad_clip = real_option(p, "grad-clip", 1.0);
   o.weight_decay = real_option(p, "weight-decay", 0.0);
+  o.adam_beta1 = real_option(p, "adam-beta1", 0.9);
+  o.adam_beta2 = real_option(p, "adam-beta2", 0.999);
+  o.adam_eps = real_option(p, "adam-eps", 1e-8);
+  if (o.adam_beta1 >= 1 || o.adam_beta2 >= 1) throw UsageError("--adam-beta1 and --adam-beta2 must be below 1");
   o.stage = int_option(p, "stage", 0, 0, 3);
   o.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
   o.grad_window = int_option(p, "grad-window", 2, 1);
@@ -190,7 +220,43 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   return o;
 }
 
-int run_train(const cli::ArgParser& p) {
+// Two spellings of one value: equal as numbers when both are numbers, else as text.
+bool same_value(const std::string& a, const std::string& b) {
+  try {
+    return cli::parse_number("", a) == cli::parse_number("", b);
+  } catch (const UsageError&) {
+    return a == b;
+  }
+}
+
+// --deepspeed-config FILE: its flags join the command line's (apps/deepspeed_config.hpp).
+void apply_deepspeed_config(cli::ArgParser& p) {
+  const auto file = p.value("deepspeed-config");
+  if (!file) return;
+  const DeepSpeedFlags config = read_deepspeed_config(*file, DataParallelRanks::world_size());
+  std::string applied;
+  for (const ConfigFlag& f : config.flags) {
+    if (p.given(f.flag)) {
+      if (!f.implied && !same_value(*p.value(f.flag), f.value))
+        throw UsageError("--" + f.flag + " " + cli::printable(*p.value(f.flag)) + " contradicts " + *file + ": " +
+                         f.key + " gives " + f.value);
+      continue;
+    }
+    p.set(f.flag, f.value);
+    applied += " --" + f.flag + " " + f.value;
+  }
+  if (DataParallelRanks::world_rank() != 0) return;
+  std::printf("deepspeed config %s:%s\n", file->c_str(), applied.empty() ? " (nothing beyond the flags)" : applied.c_str());
+  if (!config.ignored.empty()) {
+    std::string keys;
+    for (const std::string& key : config.ignored) keys += (keys.empty() ? "" : ", ") + key;
+    std::fprintf(stderr, "warning: %s: ignored, no equivalent here: %s\n", file->c_str(), keys.c_str());
+  }
+}
+
+int run_train(const cli::ArgParser& given) {
+  cli::ArgParser p = given;
+  apply_deepspeed_config(p);
   const ModelRequest request = model_request(p);
   const std::unique_ptr<ModelSpec> spec = prepare_model(request);
   return run_training(*spec, run_options(p, *spec, request));

@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
     TrainerOptions trainer_options;
     trainer_options.global_batch = 4;
     trainer_options.steps = argc == 3 ? std::atoi(argv[2]) : 40;
-    trainer_options.lr = 3e-3f;
-    trainer_options.warmup = 5;
+    trainer_options.schedule.lr = 3e-3f;
+    trainer_options.schedule.warmup = 5;
     trainer_options.val_every = 10;
     trainer_options.sample_tokens = 48;
     Trainer trainer(*model, engine, ranks, trainer_options);

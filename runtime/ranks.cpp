@@ -14,6 +14,12 @@ int DataParallelRanks::world_size() {
   return 1;
 }
 
+int DataParallelRanks::world_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char* v = std::getenv(name)) return std::max(0, std::atoi(v));
+  return 0;
+}
+
 DataParallelRanks::DataParallelRanks() {
   if (world_size() <= 1) return;
   engine_ = std::make_unique<MpiComm>();

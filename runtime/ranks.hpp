@@ -16,6 +16,8 @@ class DataParallelRanks {
  public:
   // Ranks under mpirun (from its environment), else 1; MPI starts only with several.
   static int world_size();
+  // This process's rank under mpirun (from its environment, before MPI starts), else 0.
+  static int world_rank();
   DataParallelRanks();
 
   int rank() const { return rank_; }

@@ -61,9 +61,9 @@ TrainingSummary train_mlp(Trainable& model, Engine& engine, int steps, std::uint
   TrainerOptions options;
   options.global_batch = model.micro_batch();
   options.steps = steps;
-  options.lr = 1e-2f;
-  options.warmup = 0;
-  options.lr_final = 1.0f;
+  options.schedule.lr = 1e-2f;
+  options.schedule.warmup = 0;
+  options.schedule.final = 1.0f;
   options.val_every = 0;
   options.quiet = true;
   Trainer trainer(model, engine, ranks, options);

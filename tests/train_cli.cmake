@@ -25,3 +25,6 @@ set_tests_properties(kill_resume_np2 PROPERTIES TIMEOUT 400 LABELS mpi)
 # Non-finite gradient norms: the update skipped, warned, counted, never saved.
 add_test(NAME nonfinite_gradients COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/nonfinite_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(nonfinite_gradients PROPERTIES TIMEOUT 300 LABELS mpi)
+# --deepspeed-config: a DeepSpeed config equals its flags; DeepSpeed's own sample; errors.
+add_test(NAME deepspeed_config COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deepspeed_config_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(deepspeed_config PROPERTIES TIMEOUT 300 LABELS mpi)

@@ -71,6 +71,9 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.seed = o.trainer.seed;
   e.grad_clip = o.grad_clip;
   e.adam.weight_decay = o.weight_decay;
+  e.adam.beta1 = o.adam_beta1;
+  e.adam.beta2 = o.adam_beta2;
+  e.adam.eps = o.adam_eps;
   e.stage = o.stage;
   e.prefetch_depth = o.prefetch_depth;
   e.grad_window = o.grad_window;

@@ -32,6 +32,7 @@ struct RunOptions {
   // The engine.
   float grad_clip = 1.0f;  // <= 0: no clipping
   float weight_decay = 0.0f;
+  float adam_beta1 = 0.9f, adam_beta2 = 0.999f, adam_eps = 1e-8f;
   int stage = 0;
   int prefetch_depth = 1;
   int grad_window = 2;

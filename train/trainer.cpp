@@ -68,7 +68,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
   Communicator* comm = ranks_.engine_comm();
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
     const Clock::time_point start = Clock::now();
-    const float lr = optim::learning_rate(int(step), options_.lr, options_.warmup, int(last_step), options_.lr_final);
+    const float lr = optim::learning_rate(options_.schedule, int(step), int(last_step));
     const CommStats before = comm ? comm->stats() : CommStats{};
     const double loss = submit_step(step, lr);
     const float norm = engine_.last_grad_norm();  // waits for the whole backward

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "offload/engine.hpp"
+#include "optimizers/lr_schedule.hpp"
 #include "runtime/comm.hpp"
 #include "runtime/ranks.hpp"
 #include "train/trainable.hpp"
@@ -19,9 +20,7 @@ struct TrainerOptions {
   int global_batch = 8;   // rows per optimizer step, over all ranks and micro-batches
   int micro_batches = 1;  // K: gradient accumulation
   int steps = 300;
-  float lr = 1e-3f;       // peak
-  int warmup = 20;        // linear warm-up steps
-  float lr_final = 0.1f;  // cosine decay ends at lr · lr_final
+  optim::LrSchedule schedule;  // default: linear warm-up over 20 steps to 1e-3, cosine to 1e-4
   std::uint64_t seed = 1337;
   int val_every = 50;  // 0: never; also after the last step
   int val_batches = 4;
