@@ -95,6 +95,10 @@ cli::ArgParser make_train_parser() {
       .option("checkpoint-precision", "P", "fp32 (llm.c version 3, default) or bf16 (version 5)")
       .option("max-skipped-steps", "K",
               "stop after K steps in a row whose gradient norm is not finite (each skips its update; default 5)")
+      .option("watchdog", "SECONDS",
+              "when nothing (a step, a validation, a save) finishes for this long, every rank prints what its "
+              "threads wait on and the job ends with exit code 3; 0: off (default 600)")
+      .option("debug-hang", "STEP[:RANK]", "testing: at STEP a task on RANK (default 0) never ends")
       .option("debug-nan-gradient", "STEP:LAYER,...",
               "testing: make LAYER's gradient NaN at STEP (fp32), to see non-finite steps handled")
       .option("val-every", "N", "validation loss every N steps, 0: never (default 50)")
@@ -200,6 +204,14 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
   o.grad_window = int_option(p, "grad-window", 2, 1);
   o.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  o.watchdog_seconds = int_option(p, "watchdog", 600, 0);
+  if (const auto hang = p.value("debug-hang")) {
+    const std::string text = hang->find(':') == std::string::npos ? *hang + ":0" : *hang;
+    const auto pairs = cli::parse_pair_list("--debug-hang", text);
+    if (pairs.size() != 1 || pairs[0].first < 1) throw UsageError("--debug-hang: expected STEP[:RANK], STEP >= 1");
+    o.hang_at_step = pairs[0].first;
+    o.hang_rank = pairs[0].second;
+  }
   if (const auto pairs = p.value("debug-nan-gradient")) o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});

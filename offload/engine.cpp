@@ -19,6 +19,7 @@
 #include "runtime/session.hpp"
 #include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
+#include "tasks/faults.hpp"
 #include "tasks/marks.hpp"
 
 namespace starzero {
@@ -423,6 +424,8 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   }
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
+  if (options_.hang_at_step == step)
+    tasks::submit_hang(layers_.front().tensor(layers_.front().plan.update().grad.buffer).handle(), "debug_hang");
   for (const auto& [nan_step, l] : options_.nan_gradients)
     if (nan_step == step) {
       Layer& layer = layers_.at(std::size_t(l));

@@ -112,6 +112,8 @@ struct EngineOptions {
   // Testing the handling of non-finite gradients: (step, layer) pairs whose gradient is made NaN
   // after the backward (fp32 models only).
   std::vector<std::pair<int, int>> nan_gradients;
+  // Testing a stuck run: at this step a task on layer 0's gradient never ends (0: never).
+  int hang_at_step = 0;
 };
 
 // Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.

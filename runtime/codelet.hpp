@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/activity.hpp"
 #include "runtime/priorities.hpp"
 #include "runtime/task_name.hpp"
 
@@ -201,7 +202,9 @@ class Codelet {
     Args args{};
     starpu_codelet_unpack_args(cl_arg, &self, &args);
     const Declaration& d = self->declaration_;
-    const std::size_t count = d.repeated ? STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) : d.buffers.size();
+    starpu_task* task = starpu_task_get_current();
+    const std::size_t count = d.repeated ? STARPU_TASK_GET_NBUFFERS(task) : d.buffers.size();
+    const activity::Scope running(std::string("task ") + (task->name ? task->name : d.name));
     (on_cuda ? d.cuda : d.cpu)(TaskBuffers(buffers, count, d.buffers, d.name), args);
   }
   static void run_on_cpu(void* buffers[], void* cl_arg) { run(buffers, cl_arg, false); }

@@ -28,3 +28,6 @@ set_tests_properties(nonfinite_gradients PROPERTIES TIMEOUT 300 LABELS mpi)
 # --deepspeed-config: a DeepSpeed config equals its flags; DeepSpeed's own sample; errors.
 add_test(NAME deepspeed_config COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deepspeed_config_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(deepspeed_config PROPERTIES TIMEOUT 300 LABELS mpi)
+# --watchdog: a hung task, a stopped rank (SIGSTOP under mpirun): reports and a non-zero exit.
+add_test(NAME watchdog COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(watchdog PROPERTIES TIMEOUT 300 LABELS mpi)

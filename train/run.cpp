@@ -5,16 +5,19 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "offload/engine.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/planner.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/disk.hpp"
+#include "runtime/activity.hpp"
 #include "runtime/files.hpp"
 #include "runtime/ranks.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/watchdog.hpp"
 #include "train/checkpoint.hpp"
 #include "train/metrics.hpp"
 #include "train/reports.hpp"
@@ -189,6 +192,7 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   engine_options.host_numa_node = host.numa_node;
   engine_options.nvme = run.nvme ? &*run.nvme : nullptr;
   engine_options.initialise_params = !resume;  // the checkpoint's values replace them
+  if (ranks.rank() == o.hang_rank) engine_options.hang_at_step = o.hang_at_step;
   Engine& engine = run.engine.emplace(*run.model, engine_options);
   if (ranks.leader()) print_banner(spec, o, run, ranks, host);
   std::uint64_t first_step = 1;
@@ -215,6 +219,23 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
         std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
   }
   Trainer trainer(*run.model, engine, ranks, o.trainer);
+  std::optional<Watchdog> watchdog;
+  if (o.watchdog_seconds > 0)
+    watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last, const std::string& threads) {
+      std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
+                   o.program.c_str(), ranks.rank(), ranks.size(), o.watchdog_seconds, last.c_str(), threads.c_str());
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::seconds(2));  // the other ranks' reports come out too
+      ranks.abort(kWatchdogExitCode);
+      std::_Exit(kWatchdogExitCode);
+    });
+  const auto progress = [&](const std::string& what) {
+    if (watchdog) watchdog->progress(what);
+  };
+  trainer.on_step = [&](const StepRecord& record) { progress("step " + std::to_string(record.step)); };
+  trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation&) {
+    progress("the validation after step " + std::to_string(step));
+  };
   std::optional<MetricsLog> metrics;
   if (o.metrics) {
     if (ranks.leader()) {
@@ -224,16 +245,20 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
                                     o.stage, first_step});
     }
     trainer.on_step = [&](const StepRecord& record) {
+      progress("step " + std::to_string(record.step));
       const PeakBytes peaks = largest_over_ranks(peak_bytes_of(engine), ranks);  // collective
       if (metrics) metrics->step(record, peaks);
     };
     trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation& v) {
+      progress("the validation after step " + std::to_string(step));
       if (metrics) metrics->validation(step, v);
     };
   }
   const auto save = [&](std::uint64_t step) {
+    const activity::Scope saving("saving step " + std::to_string(step));
     if (sets) save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step, o.checkpoint_precision);
     if (o.checkpoint_out) save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
+    progress("the save of step " + std::to_string(step));
   };
   if (sets || o.checkpoint_out) trainer.on_save = save;
   const TrainingSummary summary = trainer.run(first_step);

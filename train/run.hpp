@@ -38,6 +38,10 @@ struct RunOptions {
   int grad_window = 2;
   bool fp32_grad_accum = false;
   std::vector<std::pair<int, int>> nan_gradients;  // testing: EngineOptions::nan_gradients
+  int hang_at_step = 0, hang_rank = 0;              // testing: EngineOptions::hang_at_step, on this rank
+  // A rank on which nothing finishes (a step, a validation, a save) for this long reports what
+  // each of its threads waits on and ends the job with exit code 3 (runtime/watchdog.hpp); 0: off.
+  int watchdog_seconds = 600;
   Collectives collectives = Collectives::automatic;
   // Offload.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
@@ -67,6 +71,9 @@ struct RunOptions {
 // The tile count `--tiles auto` picks on a running session: one tile when there is a CUDA
 // worker (one kernel per op is best on a GPU), else one per CPU worker, at most one per row.
 int auto_tiles(const Session& session, int micro_batch);
+
+// The exit code of a job the watchdog ends.
+inline constexpr int kWatchdogExitCode = 3;
 
 // Trains `spec` as `options` say; returns once every rank is done (0). Throws as above.
 int run_training(const ModelSpec& spec, const RunOptions& options);

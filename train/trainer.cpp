@@ -10,6 +10,7 @@
 #include <starpu.h>
 
 #include "optimizers/adamw.hpp"
+#include "runtime/activity.hpp"
 #include "runtime/session.hpp"
 
 namespace starzero {
@@ -70,11 +71,17 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
     const Clock::time_point start = Clock::now();
     const float lr = optim::learning_rate(options_.schedule, int(step), int(last_step));
     const CommStats before = comm ? comm->stats() : CommStats{};
-    const double loss = submit_step(step, lr);
-    const float norm = engine_.last_grad_norm();  // waits for the whole backward
-    if (comm) {
-      starpu_task_wait_for_all();  // this step's collectives, for the byte count
-      summary.last_step_traffic = difference(comm->stats(), before);
+    double loss = 0;
+    float norm = 0;
+    {
+      const activity::Scope waiting("step " + std::to_string(step) +
+                                    ": submitting its tasks, waiting for its loss and gradient norm");
+      loss = submit_step(step, lr);
+      norm = engine_.last_grad_norm();  // waits for the whole backward
+      if (comm) {
+        starpu_task_wait_for_all();  // this step's collectives, for the byte count
+        summary.last_step_traffic = difference(comm->stats(), before);
+      }
     }
     const double seconds = seconds_since(start);
     summary.train_seconds += seconds;
@@ -140,6 +147,7 @@ bool Trainer::check_gradient_norm(std::uint64_t step, float norm) {
 }
 
 std::optional<Trainer::Validation> Trainer::validate() {
+  const activity::Scope validating("validation");
   const int global = model_.micro_batch() * ranks_.size();
   const std::size_t n = std::min<std::size_t>(std::size_t(options_.val_batches), model_.validation_batches(global));
   if (n == 0) return std::nullopt;
