@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <cstring>
 #include <streambuf>
 #include <string_view>
@@ -202,6 +206,49 @@ bool process_running(long pid) {
   return pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
 }
 
+namespace {
+
+// When process `pid` started, as seconds since the epoch; nullopt when /proc cannot tell.
+std::optional<double> process_start_seconds(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  const std::size_t close = line.rfind(')');  // the command name may hold spaces and ')'
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22 && fields >> field; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  if (!(fields >> start_ticks)) return std::nullopt;
+  std::ifstream proc_stat("/proc/stat");
+  std::string key;
+  long long boot = -1;
+  while (proc_stat >> key) {
+    if (key == "btime") {
+      proc_stat >> boot;
+      break;
+    }
+    std::getline(proc_stat, line);
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (boot < 0 || ticks <= 0) return std::nullopt;
+  return double(boot) + double(start_ticks) / double(ticks);
+}
+
+}  // namespace
+
+bool process_may_own(long pid, const std::filesystem::path& file) {
+  if (!process_running(pid)) return false;
+  std::error_code error;
+  const auto modified = std::filesystem::last_write_time(file, error);
+  const std::optional<double> started = process_start_seconds(pid);
+  if (error || !started) return true;  // cannot tell: keep the file
+  const double modified_seconds =
+      std::chrono::duration<double>(std::chrono::file_clock::to_sys(modified).time_since_epoch()).count();
+  return *started <= modified_seconds + 1.0;  // btime has 1 s resolution
+}
+
 void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& out) { out << text; });
 }
@@ -219,7 +266,7 @@ std::vector<std::filesystem::path> remove_stale_temporaries(const std::filesyste
     if (!file.starts_with(name) || at == std::string::npos || at < name.size()) continue;
     const std::string digits = file.substr(at + marker.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (process_running(std::stol(digits))) continue;
+    if (process_may_own(std::stol(digits), entry.path())) continue;
     std::error_code remove_error;
     if (entry.is_regular_file(remove_error) && fs::remove(entry.path(), remove_error)) removed.push_back(entry.path());
   }

@@ -91,6 +91,10 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
 
 // Whether process `pid` still runs (this process counts; another user's too).
 bool process_running(long pid);
+// Whether `file`, named after process `pid` (a temporary file, a partial folder), may still be
+// that process's: it runs, and it started before the file was last modified (a pid reused by
+// a process started later does not own the file). Linux: the start time from /proc.
+bool process_may_own(long pid, const std::filesystem::path& file);
 
 // Writes `text` to `path` atomically, as write_file_atomically does.
 void write_text_atomically(const std::filesystem::path& path, const std::string& text);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/bootstrap.sh), then configures and builds starzero.
 # Usage: scripts/build.sh [build-dir]   (default: build/ in the checkout)
-# Environment: STARZERO_CUDA=auto|on|off (default auto), CMAKE_BUILD_TYPE (default RelWithDebInfo)
+# Environment: STARZERO_CUDA=auto|on|off (default auto), CMAKE_BUILD_TYPE (default RelWithDebInfo),
+#   STARZERO_SANITIZE=on (ASan + UBSan; scripts/sanitize.sh)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -9,7 +10,9 @@ prefix=$("$root/scripts/bootstrap.sh" | tail -n1)
 cuda=${STARZERO_CUDA:-auto}
 case $cuda in auto) cmake_cuda=AUTO ;; on) cmake_cuda=ON ;; off) cmake_cuda=OFF ;;
   *) echo "build: STARZERO_CUDA must be auto, on or off" >&2; exit 2 ;; esac
-cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$prefix" -DSTARZERO_CUDA="$cmake_cuda" \
+sanitize=OFF
+[ "${STARZERO_SANITIZE:-off}" = on ] && sanitize=ON
+cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$prefix" -DSTARZERO_CUDA="$cmake_cuda" -DSTARZERO_SANITIZE="$sanitize" \
       -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" > "$build.configure.log" 2>&1 \
   || { cat "$build.configure.log" >&2; echo "build: cmake configure failed" >&2; exit 1; }
 cmake --build "$build" -j"$(nproc)"

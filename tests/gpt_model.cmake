@@ -5,4 +5,4 @@
 add_executable(test_gpt_model test_gpt_model.cpp)
 target_link_libraries(test_gpt_model PRIVATE starzero_catch_main starzero_models)
 # The prefix keeps every test case selectable with `ctest -R gpt/`.
-catch_discover_tests(test_gpt_model TEST_PREFIX "gpt/" PROPERTIES TIMEOUT 300)
+catch_discover_tests(test_gpt_model TEST_PREFIX "gpt/" PROPERTIES LABELS unit TIMEOUT 300)

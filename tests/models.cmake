@@ -2,4 +2,4 @@
 # batches, the GPT layout. Host-side only: no StarPU session is started.
 add_executable(test_models test_llmc_files.cpp test_data.cpp test_gpt_layout.cpp)
 target_link_libraries(test_models PRIVATE starzero_catch_main starzero_models)
-catch_discover_tests(test_models TEST_PREFIX "models/")
+catch_discover_tests(test_models TEST_PREFIX "models/" PROPERTIES LABELS unit)

@@ -6,7 +6,7 @@ add_executable(test_planner test_planner.cpp ${PROJECT_SOURCE_DIR}/apps/cli.cpp)
 target_include_directories(test_planner PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(test_planner PRIVATE starzero_catch_main starzero_models starzero_offload)
 # The prefix keeps every test case selectable with `ctest -R plan`.
-catch_discover_tests(test_planner TEST_PREFIX "planner/")
+catch_discover_tests(test_planner TEST_PREFIX "planner/" PROPERTIES LABELS unit)
 
 # The built `starzero plan` end to end: the seeds' 7B table, one-line errors with exit code 2,
 # valid JSON, the 70B on 4 x 80 GB verdict.

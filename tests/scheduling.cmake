@@ -4,7 +4,7 @@
 add_executable(test_priorities test_priorities.cpp)
 target_link_libraries(test_priorities PRIVATE starzero_catch_main starzero_models starzero_train)
 target_compile_definitions(test_priorities PRIVATE STARZERO_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-catch_discover_tests(test_priorities PROPERTIES TIMEOUT 120)
+catch_discover_tests(test_priorities PROPERTIES LABELS unit TIMEOUT 120)
 
 add_test(NAME scheduling/cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/scheduling_test.sh $<TARGET_FILE:starzero>

@@ -3,4 +3,4 @@
 # malformed files. Host-side only, with a StateLayout made by the test: no model, no StarPU session.
 add_executable(test_state_files test_state_files.cpp)
 target_link_libraries(test_state_files PRIVATE starzero_catch_main starzero_train)
-catch_discover_tests(test_state_files TEST_PREFIX "state_files/")
+catch_discover_tests(test_state_files TEST_PREFIX "state_files/" PROPERTIES LABELS unit)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -411,6 +412,14 @@ TEST_CASE("stale temporaries of killed saves are removed, nothing else", "[llmc]
   CHECK(dir.entries() == left);
   // A directory that does not exist: nothing to do.
   CHECK(remove_stale_temporaries(dir / "missing" / "ck.bin").empty());
+  // A pid that runs again, reused by a process started after the file was last written (here:
+  // the parent, started after a file dated 2001), does not own the file: it goes.
+  write_raw(dir / ("ck.bin.tmp." + alive), {'x'});
+  fs::last_write_time(dir / ("ck.bin.tmp." + alive), fs::file_time_type::clock::now() - std::chrono::hours(24 * 365 * 25));
+  CHECK_FALSE(process_may_own(::getppid(), dir / ("ck.bin.tmp." + alive)));
+  CHECK(process_may_own(::getpid(), dir / ("ck.bin.state.tmp." + self)));  // written after this process started
+  REQUIRE(remove_stale_temporaries(dir / "ck.bin").size() == 1);
+  CHECK_FALSE(fs::exists(dir / ("ck.bin.tmp." + alive)));
 }
 
 TEST_CASE("atomic writes: a failed write leaves the old target byte-identical and no temp file", "[llmc]") {

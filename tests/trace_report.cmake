@@ -7,7 +7,7 @@
 #   trace_report_ranks - the same run on 2 MPI ranks: {"ranks": [...]} and rank sections
 add_executable(test_trace_report test_trace_report.cpp)
 target_link_libraries(test_trace_report PRIVATE starzero_catch_main starzero_profile starzero_runtime)
-catch_discover_tests(test_trace_report TEST_PREFIX "trace_report/" PROPERTIES TIMEOUT 120)
+catch_discover_tests(test_trace_report TEST_PREFIX "trace_report/" PROPERTIES LABELS unit TIMEOUT 120)
 add_test(NAME trace_report_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_report_test.sh $<TARGET_FILE:starzero> single)
 set_tests_properties(trace_report_cli PROPERTIES TIMEOUT 300)
 add_test(NAME trace_report_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_report_test.sh $<TARGET_FILE:starzero> ranks)

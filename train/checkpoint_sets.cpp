@@ -89,7 +89,7 @@ std::vector<fs::path> CheckpointSets::remove_stale() const {
     const std::size_t dot = name.rfind('.');
     long pid = 0;
     const auto [ptr, parse_error] = std::from_chars(name.data() + dot + 1, name.data() + name.size(), pid);
-    if (parse_error != std::errc() || ptr != name.data() + name.size() || process_running(pid)) continue;
+    if (parse_error != std::errc() || ptr != name.data() + name.size() || process_may_own(pid, entry.path())) continue;
     std::error_code remove_error;
     fs::remove_all(entry.path(), remove_error);
     if (!remove_error) removed.push_back(entry.path());
