@@ -201,22 +201,28 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   if (const int err = dir_fd.close_checked(); err != 0) throw_io(err, dir, "close failed");
 }
 
-bool process_running(long pid) {
-  // Signal 0 only asks whether the process exists: EPERM means it does (another user's).
-  return pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
-}
 
 namespace {
 
-// When process `pid` started, as seconds since the epoch; nullopt when /proc cannot tell.
-std::optional<double> process_start_seconds(long pid) {
+// /proc/<pid>/stat from its third field on (the state); empty when /proc cannot tell.
+std::string proc_stat_fields(long pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(stat, line)) return std::nullopt;
+  if (!std::getline(stat, line)) return {};
   const std::size_t close = line.rfind(')');  // the command name may hold spaces and ')'
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(line.substr(close + 2));
-  std::string field;
+  return close == std::string::npos || close + 2 >= line.size() ? std::string() : line.substr(close + 2);
+}
+
+std::optional<char> process_state(long pid) {
+  const std::string fields = proc_stat_fields(pid);
+  if (fields.empty()) return std::nullopt;
+  return fields.front();
+}
+
+// When process `pid` started, as seconds since the epoch; nullopt when /proc cannot tell.
+std::optional<double> process_start_seconds(long pid) {
+  std::istringstream fields(proc_stat_fields(pid));
+  std::string field, line;
   for (int i = 3; i < 22 && fields >> field; ++i) {
   }
   unsigned long long start_ticks = 0;
@@ -237,6 +243,16 @@ std::optional<double> process_start_seconds(long pid) {
 }
 
 }  // namespace
+
+bool process_running(long pid) {
+  if (pid == long(::getpid())) return true;
+  // Signal 0 only asks whether the process exists: EPERM means it does (another user's).
+  if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) return false;
+  // A zombie (killed, its parent gone and nobody reaping it, as in a container without an init)
+  // still answers signal 0, but runs no more.
+  const std::optional<char> state = process_state(pid);
+  return !state || (*state != 'Z' && *state != 'X');
+}
 
 bool process_may_own(long pid, const std::filesystem::path& file) {
   if (!process_running(pid)) return false;

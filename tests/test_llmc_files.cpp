@@ -420,6 +420,13 @@ TEST_CASE("stale temporaries of killed saves are removed, nothing else", "[llmc]
   CHECK(process_may_own(::getpid(), dir / ("ck.bin.state.tmp." + self)));  // written after this process started
   REQUIRE(remove_stale_temporaries(dir / "ck.bin").size() == 1);
   CHECK_FALSE(fs::exists(dir / ("ck.bin.tmp." + alive)));
+  // A zombie (exited, not reaped yet) answers signal 0 but runs no more.
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  REQUIRE(zombie > 0);
+  for (int i = 0; i < 200 && process_running(zombie); ++i) ::usleep(10000);
+  CHECK_FALSE(process_running(zombie));
+  REQUIRE(::waitpid(zombie, &status, 0) == zombie);
 }
 
 TEST_CASE("atomic writes: a failed write leaves the old target byte-identical and no temp file", "[llmc]") {
