@@ -1,6 +1,6 @@
 // libFuzzer harness: the command-line flag parser of the `starzero` sub-commands (apps/cli.hpp):
 // cli::ArgParser::parse and the typed accessors, and the number parsers parse_number,
-// parse_count, parse_bytes and parse_count_list.
+// parse_count, parse_bytes, parse_count_list and parse_pair_list.
 //
 // The input is split on NUL bytes into argv[1..] (argv[0] is the sub-command). The parser knows a
 // few options and flags like a sub-command's, StarPU's session options included; after a
@@ -59,6 +59,12 @@ void parse_numbers(std::string_view text) {
     const std::vector<std::int64_t> list = cli::parse_count_list("--x", text);
     FUZZ_CHECK(list.size() == std::size_t(std::count(text.begin(), text.end(), ',')) + 1);
     for (std::int64_t v : list) FUZZ_CHECK(v >= 0);
+  } catch (const UsageError&) {
+  }
+  try {
+    const std::vector<std::pair<int, int>> pairs = cli::parse_pair_list("--x", text);
+    FUZZ_CHECK(pairs.size() == std::size_t(std::count(text.begin(), text.end(), ',')) + 1);
+    for (const auto& [a, b] : pairs) FUZZ_CHECK(a >= 0 && b >= 0);
   } catch (const UsageError&) {
   }
   try {

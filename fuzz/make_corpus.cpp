@@ -282,6 +282,35 @@ void command_lines() {
   line("empty", {});
 }
 
+void deepspeed_configs() {
+  const std::string h = "fuzz_deepspeed_config";
+  const auto text = [&](const std::string& name, const std::string& json) { save(h, name, Bytes(json.begin(), json.end())); };
+  // DeepSpeed's Getting Started sample (docs/_tutorials/getting-started.md), as it is (fp16: refused).
+  text("getting_started", R"({"train_batch_size": 8, "gradient_accumulation_steps": 1,
+    "optimizer": {"type": "Adam", "params": {"lr": 0.00015}}, "fp16": {"enabled": true}, "zero_optimization": true})");
+  text("offload_cosine", R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+    "gradient_clipping": 0.5, "bf16": {"enabled": true},
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.85, 0.95], "eps": 1e-7, "weight_decay": 0.1}},
+    "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_min_ratio": 0.1, "warmup_num_steps": 3,
+      "total_num_steps": 8, "cos_min_ratio": 0.05, "warmup_type": "linear"}},
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme", "pin_memory": false},
+      "offload_param": {"device": "cpu"}, "overlap_comm": false, "contiguous_gradients": true}})");
+  text("hf_auto", R"({"fp16": {"enabled": "auto", "loss_scale": 0}, "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+      "warmup_num_steps": "auto", "total_num_steps": "auto"}},
+    "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9}, "train_batch_size": "auto"})");
+  text("warmup_lr", R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.001, "warmup_num_steps": 1000}},
+    "activation_checkpointing": {"partition_activations": true}, "steps_per_print": 10})");
+  text("truncated", R"({"train_batch_size": 8, "optimizer": {"type": "Ada)");
+  text("wrong_types", R"({"train_batch_size": "eight", "zero_optimization": {"stage": 2.5}, "gradient_clipping": null})");
+  text("huge_numbers", R"({"train_batch_size": 1e300, "gradient_accumulation_steps": 9223372036854775807,
+    "optimizer": {"params": {"lr": 1e39, "betas": [1, -0.1]}}})");
+  text("not_an_object", "[1, 2, 3]");
+  text("empty_object", "{}");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,6 +327,7 @@ int main(int argc, char** argv) {
   sharded_states(tmp);
   layer_checkpoints(tmp);
   command_lines();
+  deepspeed_configs();
   fs::remove_all(tmp);
   return 0;
 }

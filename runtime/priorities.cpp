@@ -6,22 +6,6 @@
 
 namespace starzero {
 
-const char* priority_scheme_name(PriorityScheme scheme) {
-  switch (scheme) {
-    case PriorityScheme::none: return "none";
-    case PriorityScheme::critical_path: return "critical-path";
-  }
-  return "?";
-}
-
-std::optional<PriorityScheme> parse_priority_scheme(std::string_view text) {
-  for (PriorityScheme s : {PriorityScheme::none, PriorityScheme::critical_path})
-    if (text == priority_scheme_name(s)) return s;
-  return std::nullopt;
-}
-
-std::string priority_scheme_names() { return "none, critical-path"; }
-
 // ---- StepGraph ------------------------------------------------------------------------------
 
 void StepGraph::conflicts(const Accesses& a, bool writes, std::vector<std::size_t>& into) const {

@@ -29,7 +29,7 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 # ---- Debian packages -------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev libtbbbind-2-5 catch2
           libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb
-          nlohmann-json3-dev gnuplot-nox)
+          nlohmann-json3-dev gnuplot-nox clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
