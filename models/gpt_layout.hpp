@@ -36,7 +36,8 @@ struct GptShape {
   // The sum of the layout table: Vp·C + maxT·C + L·(12C² + 13C) + 2C (std::invalid_argument
   // when it overflows 64 bits; validate() first for a shape read from a file).
   std::size_t param_count() const;
-  // All positive, C % NH == 0, Vp >= V, parameter bytes fit in 63 bits; std::invalid_argument.
+  // All positive, C % NH == 0, Vp >= V, L <= 65536 (a layout is built per layer before any file
+  // size is checked), parameter bytes fit in 63 bits; std::invalid_argument.
   void validate() const;
   // "maxT=1024 V=50257 Vp=50304 L=12 NH=12 C=768".
   std::string to_string() const;

@@ -84,7 +84,11 @@ std::unique_ptr<ModelSpec> prepare_mlp(const ModelRequest& request) {
 // The MLP's state files record {V, C, K, 0, 0, 0} (GPT's six fields are all positive).
 std::unique_ptr<CheckpointFormat> mlp_format_of_state(const StateShapeFields& fields) {
   const MlpShape shape{fields[0], fields[1], fields[2]};
-  if (fields[3] != 0 || fields[4] != 0 || fields[5] != 0 || shape.classes < 2 || shape.hidden < 1 || shape.blocks < 0)
+  // A layout is built from these fields before the files' sizes are checked: absurd counts
+  // (a corrupt header) must not allocate gigabytes first.
+  constexpr int kMaxBlocks = 1 << 16;
+  if (fields[3] != 0 || fields[4] != 0 || fields[5] != 0 || shape.classes < 2 || shape.hidden < 1 || shape.blocks < 0 ||
+      shape.blocks > kMaxBlocks)
     return nullptr;
   return std::make_unique<LayerCheckpointFormat>("mlp", shape.state_layout());
 }
