@@ -66,6 +66,10 @@ cli::ArgParser make_train_parser() {
       .option("tiles", "N",
               "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
               "else one per CPU worker) or 1..micro-batch")
+      .option("recompute", "MODE",
+              "none (default), selective (layernorms, attention, GELU run again before each block's backward) or "
+              "full (a block keeps only its output; its forward runs again): docs/activation-memory.md")
+      .option("recompute-window", "W", "blocks recomputed ahead of the backward, W + 1 alive at once (default 1)")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
       .flag("fp32-grad-accum",
@@ -220,6 +224,14 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
                                          : Collectives::nccl;
   offload_options(p, o);
   o.tiles = cli::auto_or_int_option(p, "tiles", 1);
+  const std::string recompute =
+      cli::parse_choice("--recompute", p.value("recompute").value_or("none"), {"none", "selective", "full"});
+  o.activations.recompute = recompute == "none" ? Recompute::none
+                            : recompute == "selective" ? Recompute::selective
+                                                       : Recompute::full;
+  o.activations.window = int_option(p, "recompute-window", 1, 0);
+  if (p.given("recompute-window") && o.activations.recompute == Recompute::none)
+    throw UsageError("--recompute-window is for --recompute selective|full");
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   o.checkpoint_in = request.checkpoint;

@@ -104,86 +104,147 @@ int piece_first_row(int rows, int n, int k) { return int(std::int64_t(rows) * k 
 
 }  // namespace
 
-// Activations of one transformer block and their gradients (llm.c's names).
+// Activations of one transformer block and their gradients (llm.c's names), as references into
+// the buffers that hold them (Buffers): the block's own tensors, or one of the shared slots.
 struct GptModel::BlockActivations {
-  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, preatt, att, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
-      fcproj, residual3;
-  Tensor dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu, dfcproj, dresidual3;
+  Tensor &ln1, &ln1_mean, &ln1_rstd, &qkv, &atty, &preatt, &att, &attproj, &residual2, &ln2, &ln2_mean, &ln2_rstd, &fch,
+      &fch_gelu, &fcproj, &residual3;
+  Tensor &dln1, &dqkv, &datty, &dattproj, &dresidual2, &dln2, &dfch, &dfch_gelu, &dfcproj, &dresidual3;
 
-  BlockActivations(const tasks::Dims& d, const Tiles& t, int block)
-      : ln1(act(d, t, d.C, "ln1", block)),
-        ln1_mean(stat(d, t, "ln1_mean", block)),
-        ln1_rstd(stat(d, t, "ln1_rstd", block)),
-        qkv(act(d, t, 3 * d.C, "qkv", block)),
-        atty(act(d, t, d.C, "atty", block)),
-        preatt(t.make(DType::f32, attention_size(d), at("preatt", block))),
-        att(t.make(DType::f32, attention_size(d), at("att", block))),
-        attproj(act(d, t, d.C, "attproj", block)),
-        residual2(act(d, t, d.C, "residual2", block)),
-        ln2(act(d, t, d.C, "ln2", block)),
-        ln2_mean(stat(d, t, "ln2_mean", block)),
-        ln2_rstd(stat(d, t, "ln2_rstd", block)),
-        fch(act(d, t, 4 * d.C, "fch", block)),
-        fch_gelu(act(d, t, 4 * d.C, "fch_gelu", block)),
-        fcproj(act(d, t, d.C, "fcproj", block)),
-        residual3(act(d, t, d.C, "residual3", block)),
-        dln1(act(d, t, d.C, "dln1", block)),
-        dqkv(act(d, t, 3 * d.C, "dqkv", block)),
-        datty(act(d, t, d.C, "datty", block)),
-        dattproj(act(d, t, d.C, "dattproj", block)),
-        dresidual2(act(d, t, d.C, "dresidual2", block)),
-        dln2(act(d, t, d.C, "dln2", block)),
-        dfch(act(d, t, 4 * d.C, "dfch", block)),
-        dfch_gelu(act(d, t, 4 * d.C, "dfch_gelu", block)),
-        dfcproj(act(d, t, d.C, "dfcproj", block)),
-        dresidual3(act(d, t, d.C, "dresidual3", block)) {}
-
-  // Per sequence: the attention matrices [NH, T, T], activations [T, width], statistics [T].
-  static std::size_t attention_size(const tasks::Dims& d) {
-    return std::size_t(d.NH) * std::size_t(d.T) * std::size_t(d.T);
-  }
-  static Tensor act(const tasks::Dims& d, const Tiles& t, int width, const char* name, int block) {
-    return t.make(d.dtype, std::size_t(d.T) * std::size_t(width), at(name, block));
-  }
-  static Tensor stat(const tasks::Dims& d, const Tiles& t, const char* name, int block) {
-    return t.make(DType::f32, std::size_t(d.T), at(name, block));
-  }
-  // The gradients a block's backward accumulates into (zeroed every step).
-  std::vector<const Tensor*> gradients() const {
-    return {&dln1, &dqkv, &datty, &dattproj, &dresidual2, &dln2, &dfch, &dfch_gelu, &dfcproj, &dresidual3};
+  // The gradients a block's backward accumulates into, but dresidual3 (the block above writes it):
+  // zeroed at the start of the block's backward.
+  std::vector<const Tensor*> own_gradients() const {
+    return {&dln1, &dqkv, &datty, &dattproj, &dresidual2, &dln2, &dfch, &dfch_gelu, &dfcproj};
   }
 };
+
+namespace {
+
+// Per sequence: the attention matrices [NH, T, T].
+std::size_t attention_size(const tasks::Dims& d) { return std::size_t(d.NH) * std::size_t(d.T) * std::size_t(d.T); }
+
+// A block's forward tensors: name, elements per sequence, and whether each policy keeps it per
+// block (else it lives in a slot). attproj and fcproj are read by no backward task (only by the
+// residuals in the forward), preatt neither: selective keeps none of them.
+struct ActivationKind {
+  const char* name;
+  bool stat;  // fp32 [T] (layernorm mean and rstd)
+  bool attention;  // fp32 [NH, T, T]
+  int width;  // in C (activations [T, width·C])
+  bool selective_keeps;
+};
+constexpr ActivationKind kBlockActivations[] = {
+    {"ln1", false, false, 1, false},      {"ln1_mean", true, false, 0, false},  {"ln1_rstd", true, false, 0, false},
+    {"qkv", false, false, 3, true},       {"atty", false, false, 1, false},     {"preatt", false, true, 0, false},
+    {"att", false, true, 0, false},       {"attproj", false, false, 1, false},  {"residual2", false, false, 1, true},
+    {"ln2", false, false, 1, false},      {"ln2_mean", true, false, 0, false},  {"ln2_rstd", true, false, 0, false},
+    {"fch", false, false, 4, true},       {"fch_gelu", false, false, 4, false}, {"fcproj", false, false, 1, false},
+    {"residual3", false, false, 1, true},
+};
+constexpr std::pair<const char*, int> kBlockGradients[] = {
+    {"dln1", 1}, {"dqkv", 3}, {"datty", 1}, {"dattproj", 1}, {"dresidual2", 1},
+    {"dln2", 1}, {"dfch", 4}, {"dfch_gelu", 4}, {"dfcproj", 1}, {"dresidual3", 1},
+};
+// Gradient slots: block b's backward writes slot b % 2 and the dresidual3 of slot (b − 1) % 2.
+constexpr int kGradientSlots = 2;
+
+bool kept_per_block(const ActivationKind& kind, Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return true;
+    case Recompute::selective: return kind.selective_keeps;
+    case Recompute::full: return std::string_view(kind.name) == "residual3";
+  }
+  return true;
+}
+
+}  // namespace
 
 struct GptModel::Buffers {
-  Tensor tokens, targets;
-  Tensor encoded, dencoded;
+  std::deque<Tensor> storage;  // every activation tensor below (a deque: references stay valid)
+  Tensor &tokens, &targets;
+  Tensor &encoded, &dencoded;
   std::vector<BlockActivations> blocks;
-  Tensor lnf, lnf_mean, lnf_rstd, logits, probs, losses, dlnf, dlogits;
+  Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
   std::deque<ScratchHandle> dpreatt, datt;  // per tile
+  std::size_t scratch_bytes = 0;            // dpreatt and datt
 
-  Buffers(const tasks::Dims& d, const Tiles& t, int L)
-      : tokens(t.make(DType::i32, std::size_t(d.T), "tokens")),
-        targets(t.make(DType::i32, std::size_t(d.T), "targets")),
-        encoded(BlockActivations::act(d, t, d.C, "encoded", 0)),
-        dencoded(BlockActivations::act(d, t, d.C, "dencoded", 0)),
-        lnf(BlockActivations::act(d, t, d.C, "lnf", 0)),
-        lnf_mean(BlockActivations::stat(d, t, "lnf_mean", 0)),
-        lnf_rstd(BlockActivations::stat(d, t, "lnf_rstd", 0)),
-        logits(BlockActivations::act(d, t, d.Vp, "logits", 0)),
-        probs(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs")),
-        losses(t.host(DType::f32, std::size_t(d.T), "losses")),  // read on the host every step
-        dlnf(BlockActivations::act(d, t, d.C, "dlnf", 0)),
-        dlogits(BlockActivations::act(d, t, d.Vp, "dlogits", 0)) {
+  Buffers(const tasks::Dims& d, const Tiles& t, int L, const ActivationPolicy& policy)
+      : tokens(keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
+        targets(keep(t.make(DType::i32, std::size_t(d.T), "targets"))),
+        encoded(keep(act(d, t, d.C, at("encoded", 0)))),
+        dencoded(keep(act(d, t, d.C, at("dencoded", 0)))),
+        lnf(keep(act(d, t, d.C, at("lnf", 0)))),
+        lnf_mean(keep(stat(d, t, at("lnf_mean", 0)))),
+        lnf_rstd(keep(stat(d, t, at("lnf_rstd", 0)))),
+        logits(keep(act(d, t, d.Vp, at("logits", 0)))),
+        probs(keep(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs"))),
+        losses(keep(t.host(DType::f32, std::size_t(d.T), "losses"))),  // read on the host every step
+        dlnf(keep(act(d, t, d.C, at("dlnf", 0)))),
+        dlogits(keep(act(d, t, d.Vp, at("dlogits", 0)))) {
+    const int slots = policy.recompute == Recompute::none ? 0 : policy.window + 1;
+    // Forward tensors: a block's own, or slot b % slots's (made when first needed).
+    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots), std::vector<Tensor*>(std::size(kBlockActivations)));
+    std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
     blocks.reserve(std::size_t(L));
-    for (int b = 0; b < L; ++b) blocks.emplace_back(d, t, b);
-    for (int n : t.sequences) {
-      dpreatt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
-      datt.emplace_back(std::size_t(n) * BlockActivations::attention_size(d), sizeof(float));
+    for (int b = 0; b < L; ++b) {
+      std::vector<Tensor*> f;
+      for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
+        const ActivationKind& kind = kBlockActivations[i];
+        if (kept_per_block(kind, policy.recompute)) {
+          f.push_back(&keep(forward_tensor(d, t, kind, at(kind.name, b))));
+          continue;
+        }
+        Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
+        if (!shared) shared = &keep(forward_tensor(d, t, kind, at((std::string(kind.name) + "_slot").c_str(), b % slots)));
+        f.push_back(shared);
+      }
+      std::vector<Tensor*> g;
+      for (std::size_t i = 0; i < std::size(kBlockGradients); ++i) {
+        const auto& [name, width] = kBlockGradients[i];
+        Tensor*& shared = gradient_slots[std::size_t(b % kGradientSlots)][i];
+        if (!shared) shared = &keep(act(d, t, width * d.C, at(name, b % kGradientSlots)));
+        g.push_back(shared);
+      }
+      blocks.push_back(BlockActivations{*f[0], *f[1], *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7],
+                                        *f[8], *f[9], *f[10], *f[11], *f[12], *f[13], *f[14], *f[15],
+                                        *g[0], *g[1], *g[2],  *g[3],  *g[4],  *g[5],  *g[6],  *g[7],
+                                        *g[8], *g[9]});
     }
+    for (int n : t.sequences) {
+      dpreatt.emplace_back(std::size_t(n) * attention_size(d), sizeof(float));
+      datt.emplace_back(std::size_t(n) * attention_size(d), sizeof(float));
+      scratch_bytes += 2 * std::size_t(n) * attention_size(d) * sizeof(float);
+    }
+  }
+
+  // Bytes of every activation buffer: what a micro-batch's activations take (StarPU allocates a
+  // transient tensor where it is first written and keeps it for the run).
+  std::size_t bytes() const {
+    std::size_t total = scratch_bytes;
+    for (const Tensor& tensor : storage) total += tensor.bytes();
+    return total;
+  }
+
+ private:
+  Tensor& keep(Tensor tensor) {
+    storage.push_back(std::move(tensor));
+    return storage.back();
+  }
+  static Tensor act(const tasks::Dims& d, const Tiles& t, int width, const std::string& name) {
+    return t.make(d.dtype, std::size_t(d.T) * std::size_t(width), name);
+  }
+  static Tensor stat(const tasks::Dims& d, const Tiles& t, const std::string& name) {
+    return t.make(DType::f32, std::size_t(d.T), name);
+  }
+  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const ActivationKind& kind, const std::string& name) {
+    if (kind.stat) return stat(d, t, name);
+    if (kind.attention) return t.make(DType::f32, attention_size(d), name);
+    return act(d, t, kind.width * d.C, name);
   }
 };
 
-GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles) : shape_(shape), layout_(shape) {
+GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations)
+    : shape_(shape), layout_(shape), activations_(activations) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("GPT model dtype must be fp32 or bf16");
   if (B <= 0 || T <= 0 || T > shape.max_seq)
     throw std::invalid_argument("batch " + std::to_string(B) + " x seq " + std::to_string(T) +
@@ -197,7 +258,10 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles) 
     tile_dims_.push_back(dims_);
     tile_dims_.back().B = n;
   }
-  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers);
+  if (activations.window < 0 || (activations.recompute != Recompute::none && activations.window + 1 > shape.layers))
+    throw std::invalid_argument("recompute window " + std::to_string(activations.window) + ": 0 <= W < L = " +
+                                std::to_string(shape.layers) + " (W + 1 blocks' activations alive)");
+  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers, activations);
   if (tiles == 1) return;
   for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {
     std::vector<const GptTensor*> in_kind;
@@ -231,6 +295,8 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles) 
 }
 
 int GptModel::tiles() const { return tiles_->count(); }
+
+std::size_t GptModel::activation_bytes() const { return buffers_->bytes(); }
 
 std::string GptModel::tile_name(const std::string& name, int tile) const {
   return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
@@ -330,7 +396,6 @@ void GptModel::submit_forward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
   const GptTensor &wte = layout_[GptParam::wte], &lnfw = layout_[GptParam::lnfw], &lnfb = layout_[GptParam::lnfb];
   if (layer == 0) {
-    tasks::submit_zero(buf.dencoded.handle(), "zero_dencoded");
     for (int k = 0; k < tiles(); ++k)
       tasks::submit_encoder_forward(tile_dims_[k], buf.encoded.piece(k), buf.tokens.piece(k), groups.param(0),
                                     wte.layer_offset, layout_[GptParam::wpe].layer_offset, tile_name("encoder_fwd", k));
@@ -370,6 +435,7 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
                                         tile_name("crossentropy_bwd", k), dims_.N());
   submit_linear_backward("classifier", -1, groups, 0, GptParam::wte, std::nullopt, buf.dlnf, buf.dlogits, buf.lnf);
+  tasks::submit_zero(top.dresidual3.handle(), "zero_" + top.dresidual3.name());
   submit_layernorm_backward("lnf", -1, groups, head, GptParam::lnfw, GptParam::lnfb, top.dresidual3, buf.dlnf,
                             top.residual3, buf.lnf_mean, buf.lnf_rstd);
 }
@@ -434,6 +500,13 @@ void GptModel::submit_layernorm_backward(const std::string& op, int block, const
 }
 
 void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
+  submit_block_pass(block, groups, Pass::forward);
+}
+
+// The block's forward tasks; a recompute pass runs again, before the backward, those whose
+// outputs the policy does not keep (tasks named "<op>_recompute[b]"): the same kernels on the
+// same inputs, so the same bits.
+void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pass) {
   using enum GptParam;
   Buffers& buf = *buffers_;
   BlockActivations& a = buf.blocks[std::size_t(block)];
@@ -444,30 +517,36 @@ void GptModel::submit_block_forward(int block, const GroupHandles& groups) {
   };
   auto in = [&](GptParam w) { return in_features(layout_[w]); };
   auto out = [&](GptParam w) { return out_features(layout_[w]); };
-  auto name = [&](const char* op, int k) { return tile_name(at(op, block), k); };
+  const bool forward = pass == Pass::forward, full = activations_.recompute == Recompute::full;
+  auto name = [&](const char* op, int k) {
+    return tile_name(at((std::string(op) + (forward ? "_fwd" : "_recompute")).c_str(), block), k);
+  };
 
-  for (const Tensor* gradient : a.gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
   for (int k = 0; k < tiles(); ++k) {
     const tasks::Dims& d = tile_dims_[k];
     tasks::submit_layernorm_forward(d, a.ln1.piece(k), a.ln1_mean.piece(k), a.ln1_rstd.piece(k), input.piece(k),
-                                    weight(ln1w, ln1b), name("ln1_fwd", k));
-    tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), weight(qkvw, qkvb), in(qkvw), out(qkvw),
-                                 name("qkv_fwd", k));
+                                    weight(ln1w, ln1b), name("ln1", k));
+    if (forward || full)
+      tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), weight(qkvw, qkvb), in(qkvw), out(qkvw),
+                                   name("qkv", k));
     tasks::submit_attention_forward(d, a.atty.piece(k), a.preatt.piece(k), a.att.piece(k), a.qkv.piece(k),
-                                    name("attention_fwd", k));
-    tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), weight(attprojw, attprojb), in(attprojw),
-                                 out(attprojw), name("attproj_fwd", k));
-    tasks::submit_residual_forward(d, a.residual2.piece(k), input.piece(k), a.attproj.piece(k),
-                                   name("residual2_fwd", k));
+                                    name("attention", k));
+    if (forward || full) {
+      tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), weight(attprojw, attprojb), in(attprojw),
+                                   out(attprojw), name("attproj", k));
+      tasks::submit_residual_forward(d, a.residual2.piece(k), input.piece(k), a.attproj.piece(k), name("residual2", k));
+    }
     tasks::submit_layernorm_forward(d, a.ln2.piece(k), a.ln2_mean.piece(k), a.ln2_rstd.piece(k), a.residual2.piece(k),
-                                    weight(ln2w, ln2b), name("ln2_fwd", k));
-    tasks::submit_matmul_forward(d, a.fch.piece(k), a.ln2.piece(k), weight(fcw, fcb), in(fcw), out(fcw),
-                                 name("fc_fwd", k));
-    tasks::submit_gelu_forward(d, a.fch_gelu.piece(k), a.fch.piece(k), name("gelu_fwd", k));
+                                    weight(ln2w, ln2b), name("ln2", k));
+    if (forward || full)
+      tasks::submit_matmul_forward(d, a.fch.piece(k), a.ln2.piece(k), weight(fcw, fcb), in(fcw), out(fcw),
+                                   name("fc", k));
+    tasks::submit_gelu_forward(d, a.fch_gelu.piece(k), a.fch.piece(k), name("gelu", k));
+    if (!forward) continue;  // the backward reads neither fcproj nor the block's output's recomputation
     tasks::submit_matmul_forward(d, a.fcproj.piece(k), a.fch_gelu.piece(k), weight(fcprojw, fcprojb), in(fcprojw),
-                                 out(fcprojw), name("fcproj_fwd", k));
+                                 out(fcprojw), name("fcproj", k));
     tasks::submit_residual_forward(d, a.residual3.piece(k), a.residual2.piece(k), a.fcproj.piece(k),
-                                   name("residual3_fwd", k));
+                                   name("residual3", k));
   }
 }
 
@@ -485,6 +564,12 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
                        const Tensor& inp, const Tensor& mean, const Tensor& rstd) {
     submit_layernorm_backward(op, block, groups, block + 1, w, b, dinp, dout, inp, mean, rstd);
   };
+
+  if (activations_.recompute != Recompute::none) submit_block_pass(block, groups, Pass::recompute);
+  // The gradients accumulate: this block's (its slot's, shared with other blocks), and the block
+  // below's dresidual3 (or dencoded), which this backward is the first to write.
+  for (const Tensor* gradient : a.own_gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
+  tasks::submit_zero(dinput.handle(), "zero_" + dinput.name());
 
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_residual_backward(tile_dims_[k], a.dresidual2.piece(k), a.dfcproj.piece(k), a.dresidual3.piece(k),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/gpt_layout.hpp"
+#include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
 #include "tasks/nn.hpp"
@@ -28,7 +29,9 @@ class GptModel final : public Model {
   // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups
   // of whole sequences (1 <= tiles <= B): every row-wise op is then one task per tile, so that
   // several workers can share one op. Results do not depend on the tile count.
-  GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles = 1);
+  // `activations`: what the blocks keep for the backward and what they recompute
+  // (offload/footprint.hpp, docs/activation-memory.md); the results do not depend on it.
+  GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles = 1, const ActivationPolicy& activations = {});
   ~GptModel() override;
 
   int layers() const override { return shape_.layers + 2; }
@@ -50,6 +53,10 @@ class GptModel final : public Model {
   int batch() const { return dims_.B; }
   int seq() const { return dims_.T; }
   int tiles() const;
+  const ActivationPolicy& activation_policy() const { return activations_; }
+  // Bytes of one micro-batch's activation buffers, their gradients and scratch, as allocated
+  // (docs/activation-memory.md has the formula; gpt_activation_bytes computes it independently).
+  std::size_t activation_bytes() const;
 
   // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
   void set_batch(std::span<const int> inputs, std::span<const int> targets);
@@ -85,10 +92,13 @@ class GptModel final : public Model {
                                  GptParam weight, GptParam bias, const Tensor& dinp, const Tensor& dout,
                                  const Tensor& inp, const Tensor& mean, const Tensor& rstd);
   void submit_block_forward(int block, const GroupHandles& groups);
+  enum class Pass { forward, recompute };
+  void submit_block_pass(int block, const GroupHandles& groups, Pass pass);
   void submit_block_backward(int block, const GroupHandles& groups);
 
   GptShape shape_;
   GptLayout layout_;
+  ActivationPolicy activations_;
   tasks::Dims dims_;
   std::unique_ptr<Tiles> tiles_;
   std::vector<tasks::Dims> tile_dims_;  // dims_ with the tile's sequences as B

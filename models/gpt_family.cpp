@@ -97,9 +97,9 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
 
 class GptTrainable final : public Trainable {
  public:
-  GptTrainable(const GptShape& shape, DType dtype, int B, int T, int tiles, const TokenDataset& data,
-               std::uint64_t seed, Split evaluation_split)
-      : model_(shape, dtype, B, T, tiles), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
+  GptTrainable(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
+               const TokenDataset& data, std::uint64_t seed, Split evaluation_split)
+      : model_(shape, dtype, B, T, tiles, activations), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
 
   int layers() const override { return model_.layers(); }
   std::size_t layer_params(int layer) const override { return model_.layer_params(layer); }
@@ -125,6 +125,7 @@ class GptTrainable final : public Trainable {
     load(data_.sequential_batch(rows.global, model_.seq(), batch, evaluation_split_), rows);
   }
   double mean_loss() const override { return model_.mean_loss(); }
+  std::optional<std::size_t> activation_bytes() const override { return model_.activation_bytes(); }
   std::optional<std::string> sample(const std::function<void()>& forward, const std::string& prompt, int tokens,
                                     std::uint64_t seed) override;
 
@@ -191,8 +192,11 @@ class GptSpec final : public ModelSpec {
   std::size_t parameter_count() const override { return shape_.param_count(); }
   ModelFootprint footprint(int batch) const override { return gpt_footprint(shape_, batch); }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles) const override {
-    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, data_, seed_, evaluation_split_);
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles, const ActivationPolicy& activations) const override {
+    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_, evaluation_split_);
+  }
+  std::optional<std::size_t> activation_bytes(DType dtype, int batch, const ActivationPolicy& activations) const override {
+    return gpt_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
   }
 
  private:

@@ -325,4 +325,23 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch) {
   return footprint;
 }
 
+std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t e, int B, int T, const ActivationPolicy& policy) {
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers), Vp = std::size_t(shape.padded_vocab);
+  const std::size_t attention = 2 * std::size_t(shape.heads) * std::size_t(T) * 4;  // preatt + att, fp32, per token
+  const std::size_t stats = 4 * 4;                                                  // ln1/ln2 mean and rstd, fp32
+  // Per token of one block: everything its forward writes, and what each policy keeps of it.
+  const std::size_t block_all = 18 * C * e + stats + attention;
+  std::size_t kept = block_all;
+  if (policy.recompute == Recompute::selective) kept = (3 + 1 + 4 + 1) * C * e;  // qkv, residual2, fch, residual3
+  if (policy.recompute == Recompute::full) kept = C * e;                       // residual3
+  const std::size_t slots = policy.recompute == Recompute::none ? 0 : std::min(L, std::size_t(policy.window) + 1);
+  const std::size_t gradient_slots = std::min<std::size_t>(L, 2);
+  const std::size_t per_token = L * kept + slots * (block_all - kept) + gradient_slots * 18 * C * e +
+                                2 * 4 +                    // tokens, targets (int32)
+                                4 * C * e + 2 * 4 +        // encoded, dencoded, lnf, dlnf; lnf mean and rstd
+                                2 * Vp * e + Vp * 4 + 4 +  // logits, dlogits; probs, losses (fp32)
+                                attention;                 // dpreatt, datt scratch of the backward
+  return std::size_t(B) * std::size_t(T) * per_token;
+}
+
 }  // namespace starzero

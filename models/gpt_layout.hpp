@@ -22,7 +22,8 @@
 
 namespace starzero {
 
-struct ModelFootprint;  // offload/footprint.hpp
+struct ModelFootprint;     // offload/footprint.hpp
+struct ActivationPolicy;  // offload/footprint.hpp
 
 // GPT-2 hyperparameters as llm.c's checkpoint header stores them.
 struct GptShape {
@@ -143,5 +144,13 @@ StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields);
 // "embedding", "block" (one of the L), "final layernorm", and llm.c's activation tensors.
 // Overflow-checked; std::invalid_argument (one line) for an invalid shape or batch <= 0.
 ModelFootprint gpt_footprint(const GptShape& shape, int batch);
+
+// Bytes of GptModel's activation buffers for micro-batches of B sequences of T tokens, by the
+// formula of docs/activation-memory.md (written here apart from the buffers it describes; a test
+// holds the two equal): the blocks' kept activations, the shared slots of recomputed ones, the
+// two slots of activation gradients, the embedding's and the head's tensors, attention scratch.
+// `activation_bytes` is the element size of the activations (4 fp32, 2 bf16).
+std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t activation_bytes, int B, int T,
+                                 const ActivationPolicy& policy);
 
 }  // namespace starzero

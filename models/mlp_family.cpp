@@ -37,7 +37,9 @@ class MlpSpec final : public ModelSpec {
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   // The MLP runs every op as one task: tiles are not used.
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/) const override {
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/, const ActivationPolicy& activations) const override {
+    if (activations.recompute != Recompute::none)
+      throw std::invalid_argument("--recompute: the mlp model keeps its activations (recomputation is GPT's)");
     if (dtype != DType::f32) throw std::invalid_argument("the MLP trains in fp32 only (--precision fp32)");
     return std::make_unique<TokenClassifier>(shape_, batch, seed_);
   }

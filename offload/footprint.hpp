@@ -10,6 +10,27 @@
 
 namespace starzero {
 
+// What a model keeps of a micro-batch's activations for the backward (docs/activation-memory.md):
+//   none       every block's activations, from its forward to its backward;
+//   selective  a block's matmul outputs and its output; the cheap ops (layernorms, attention,
+//              GELU) run again right before the block's backward;
+//   full       a block's output only; the whole block's forward runs again before its backward.
+// The recomputed activations live in `window` + 1 shared slots: the recomputation of block l−1
+// may run beside the backward of block l, with at most window + 1 blocks' activations alive.
+enum class Recompute { none, selective, full };
+struct ActivationPolicy {
+  Recompute recompute = Recompute::none;
+  int window = 1;
+};
+inline const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
 struct NamedCount {
   std::string name;
   std::int64_t count = 0;  // elements

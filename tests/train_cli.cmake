@@ -31,3 +31,6 @@ set_tests_properties(deepspeed_config PROPERTIES TIMEOUT 300 LABELS mpi)
 # --watchdog: a hung task, a stopped rank (SIGSTOP under mpirun): reports and a non-zero exit.
 add_test(NAME watchdog COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(watchdog PROPERTIES TIMEOUT 300 LABELS mpi)
+# --recompute none|selective|full: bitwise identical training, activation bytes = the formula.
+add_test(NAME recompute COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/recompute_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(recompute PROPERTIES TIMEOUT 600 LABELS mpi)

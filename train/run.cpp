@@ -281,6 +281,14 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
     print_placement_report(engine, ranks);
   if (metrics) metrics->end(summary.steps, summary.train_seconds);
   if (!ranks.leader()) return;
+  if (const auto held = run.model->activation_bytes()) {
+    const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), o.activations);
+    std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s), plan %s\n", double(*held) / 1e6,
+                recompute_name(o.activations.recompute),
+                o.activations.recompute == Recompute::none ? ""
+                                                           : (", window " + std::to_string(o.activations.window)).c_str(),
+                plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
+  }
   print_summary(o, summary, run.model->row_tokens(), start);
   if (metrics)
     std::printf("metrics: %s (%zu lines; draw them with `starzero plot %s --out loss.svg`)\n", metrics->path().c_str(),
@@ -322,7 +330,8 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
       run.model =
-          spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)));
+          spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)),
+                     options.activations);
       train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete

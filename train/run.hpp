@@ -52,6 +52,8 @@ struct RunOptions {
   int delayed_update_warmup = -1;         // < 0: no delayed update
   // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
   std::optional<int> tiles;
+  // What the model keeps of the activations for the backward, what it recomputes.
+  ActivationPolicy activations;
   // StarPU: policy, workers, memory limits, trace folder.
   SessionOptions session;
   // Files.

@@ -52,6 +52,8 @@ class Trainable : public Model {
   // Fraction of this rank's rows whose most probable class is the target, in the last forward
   // pass (waits for it); nullopt: the model does not report it.
   virtual std::optional<double> accuracy() const { return std::nullopt; }
+  // Bytes of one micro-batch's activation buffers as allocated (nullopt: not counted).
+  virtual std::optional<std::size_t> activation_bytes() const { return std::nullopt; }
   // Text generated from `prompt`, `tokens` tokens long, printable on one line: the model loads
   // its context and calls `forward` (one forward pass of the engine) per token. nullopt: this
   // model makes no text.
@@ -112,8 +114,16 @@ class ModelSpec {
   virtual const CheckpointFormat& checkpoint_format() const = 0;
   // Builds the model for micro-batches of `micro_batch` rows, each row-wise op split into
   // `tiles` tasks over groups of rows (1 <= tiles <= micro_batch; a model may run every op as
-  // one task and ignore it); StarPU must be running.
-  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch, int tiles) const = 0;
+  // one task and ignore it), keeping activations as `activations` says (std::invalid_argument
+  // when the model cannot recompute); StarPU must be running.
+  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch, int tiles,
+                                           const ActivationPolicy& activations) const = 0;
+  // Bytes of one micro-batch's activation buffers of the model build() makes, by the model's
+  // formula (docs/activation-memory.md); nullopt: the model has none.
+  virtual std::optional<std::size_t> activation_bytes(DType /*dtype*/, int /*micro_batch*/,
+                                                      const ActivationPolicy& /*activations*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace starzero
