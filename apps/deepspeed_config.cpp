@@ -29,7 +29,11 @@ class Section {
   Section(const Section&) = delete;
   Section& operator=(const Section&) = delete;
 
-  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // The dotted path of `key`, printable on one line (an empty key shows as "").
+  std::string name(const std::string& key) const {
+    const std::string shown = key.empty() ? std::string("\"\"") : cli::printable(key, 60);
+    return path_.empty() ? shown : path_ + "." + shown;
+  }
   [[noreturn]] void bad(const std::string& key, const std::string& what) const {
     throw UsageError(file_.string() + ": " + name(key) + ": " + what);
   }
