@@ -32,6 +32,8 @@ cli::ArgParser make_parser() {
       .option("vocab", "V", "  vocabulary (padded to a multiple of 128, like llm.c)")
       .option("seq", "T", "  sequence length (= maxT, sizes the position embedding)")
       .option("batch", "B", "  micro-batch size (activations are per micro-batch)")
+      .option("recompute", "MODE", "  none (default), selective or full: what the blocks recompute (as starzero train)")
+      .option("recompute-window", "W", "  blocks recomputed ahead, W + 1 alive (default 1)")
       .option("dp", "LIST", "data-parallel degrees N, e.g. 8 or 1,8,64 (default 1)")
       .option("stage", "S", "ZeRO stage 0..3, or all (default all)")
       .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
@@ -92,7 +94,7 @@ ModelFootprint gpt_model_footprint(const GptArgs& g) {
   shape.heads = int(g.heads);
   shape.channels = int(g.hidden);
   try {
-    return gpt_footprint(shape, int(g.batch));
+    return gpt_footprint(shape, int(g.batch), g.activations);
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());
   }
@@ -130,9 +132,17 @@ PlanRequest read_args(const cli::ArgParser& p) {
     g.vocab = count_flag(p, "vocab");
     g.seq = count_flag(p, "seq");
     g.batch = count_flag(p, "batch");
+    const std::string recompute =
+        cli::parse_choice("recompute", p.value("recompute").value_or("none"), {"none", "selective", "full"});
+    g.activations.recompute = recompute == "none"        ? Recompute::none
+                              : recompute == "selective" ? Recompute::selective
+                                                         : Recompute::full;
+    if (p.given("recompute-window")) g.activations.window = int(cli::int_option(p, "recompute-window", 1, 0));
     a.gpt = g;
   } else {
     in.params = count_flag(p, "params");
+    if (p.given("recompute") || p.given("recompute-window"))
+      throw UsageError("--recompute needs a GPT config (--layers --hidden --heads --vocab --seq --batch)");
   }
 
   a.dps = p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};

@@ -141,7 +141,6 @@ struct Results {
   std::int64_t params = 0;
   std::vector<Row> rows;                            // dp-major, then stage
   std::vector<FitReport> fits;                      // one per dp, when limits are given
-  std::optional<double> act_attention, act_logits;  // parts of the activations (GPT)
 };
 
 Results compute(const PlanRequest& a) {
@@ -164,16 +163,6 @@ Results compute(const PlanRequest& a) {
       in.offload_params = ParamOffload::none;
       r.fits.push_back(check_fit(in, a.limits));
     }
-  }
-  if (a.base.model) {
-    double attention = 0, logits = 0;
-    for (const auto& t : a.base.model->activation_tensors) {
-      if (t.name == "preatt" || t.name == "att") attention += double(t.count);
-      if (t.name == "logits" || t.name == "probs") logits += double(t.count);
-    }
-    const int prec = precision_bytes(a.base.precision);
-    r.act_attention = attention * prec;
-    r.act_logits = logits * prec;
   }
   return r;
 }
@@ -285,7 +274,12 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.gpu.optimizer); });
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
     if (a.gpt) {
-      line(strf("      activations (B=%lld, T=%lld)", (long long)a.gpt->batch, (long long)a.gpt->seq),
+      line(strf("      activations (B=%lld, T=%lld%s)", (long long)a.gpt->batch, (long long)a.gpt->seq,
+                a.gpt->activations.recompute == Recompute::none
+                    ? ""
+                    : strf(", recompute %s, window %d", recompute_name(a.gpt->activations.recompute),
+                           a.gpt->activations.window)
+                          .c_str()),
            [](const MemoryPlan& m) { return gb_exact(*m.activations); });
       line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
@@ -311,9 +305,11 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
   const int prec = precision_bytes(in.precision);
   if (a.gpt) {
     const double act = *r.rows.front().mem.activations;
-    out += "Activations: " + gb_exact(act) + " GB per micro-batch (llm.c layout), of which attention scores\n" +
-           "(preatt, att) " + gb_exact(*r.act_attention) + " GB and logits/probs " + gb_exact(*r.act_logits) +
-           " GB. ZeRO does not shard activations:\nevery rank holds its own micro-batch's, at every stage and dp.\n";
+    out += "Activations: " + gb_exact(act) + " GB per micro-batch: what starzero's GPT allocates with --recompute " +
+           recompute_name(a.gpt->activations.recompute) +
+           " (the blocks' kept activations,\nrecomputation slots, two slots of activation gradients, logits/probs, "
+           "attention scratch;\ndocs/activation-memory.md). ZeRO does not shard activations: every rank holds its "
+           "own\nmicro-batch's, at every stage and dp.\n";
     const NamedCount largest = in.model->largest_layer();
     out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
            " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
@@ -339,7 +335,7 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
   }
   out +=
       "Never counted, and left however large dp gets: the full gradient of the layer being\n"
-      "reduce-scattered (ZeRO-2/3), communication buckets, activation gradients and workspaces,\n"
+      "reduce-scattered (ZeRO-2/3), communication buckets, kernel workspaces,\n"
       "the CUDA context and allocator fragmentation.\n\n";
 }
 

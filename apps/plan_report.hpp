@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 
 namespace starzero {
 
 struct GptArgs {
   std::int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, seq = 0, batch = 0;
+  ActivationPolicy activations;  // --recompute, --recompute-window
   // Vp: vocab padded to a multiple of 128, like llm.c (50257 -> 50304); too large ones stay.
   std::int64_t padded_vocab() const {
     return vocab > std::numeric_limits<std::int64_t>::max() - 127 ? vocab : (vocab + 127) / 128 * 128;

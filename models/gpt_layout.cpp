@@ -306,7 +306,7 @@ StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields) {
   return gpt_state_layout(gpt_shape_from_fields(fields));
 }
 
-ModelFootprint gpt_footprint(const GptShape& shape, int batch) {
+ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationPolicy& activations) {
   validate_dimensions(shape);
   if (batch <= 0) throw std::invalid_argument("GPT batch must be > 0, got " + std::to_string(batch));
   const Sizes sizes(shape, batch, shape.max_seq);
@@ -322,6 +322,13 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch) {
     activation_total = checked_add(activation_total, count);
     footprint.activation_tensors.push_back({std::string(def.name), count});
   }
+  // The buffers' bytes, in double first: a shape that passed the checks above may still not fit 63 bits.
+  const double per_element_4 = double(gpt_activation_bytes(shape, 4, 1, 1, activations));
+  if (per_element_4 * double(batch) * double(shape.max_seq) * double(shape.max_seq) > 9e18)
+    throw std::invalid_argument("GPT activations too large: bytes overflow 63 bits");
+  footprint.activation_bytes_2 = std::int64_t(gpt_activation_bytes(shape, 2, batch, shape.max_seq, activations));
+  footprint.activation_bytes_4 = std::int64_t(gpt_activation_bytes(shape, 4, batch, shape.max_seq, activations));
+  footprint.activations = activations;
   return footprint;
 }
 

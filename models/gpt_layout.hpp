@@ -18,12 +18,11 @@
 #include <string_view>
 #include <vector>
 
+#include "offload/footprint.hpp"
 #include "train/state_layout.hpp"
 
 namespace starzero {
 
-struct ModelFootprint;     // offload/footprint.hpp
-struct ActivationPolicy;  // offload/footprint.hpp
 
 // GPT-2 hyperparameters as llm.c's checkpoint header stores them.
 struct GptShape {
@@ -141,9 +140,10 @@ StateLayout gpt_state_layout(const GptShape& shape);
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields);
 
 // The planner's view of a micro-batch of `batch` sequences of max_seq tokens: Ψ, the layer kinds
-// "embedding", "block" (one of the L), "final layernorm", and llm.c's activation tensors.
+// "embedding", "block" (one of the L), "final layernorm", llm.c's activation tensors, and the
+// bytes GptModel's activation buffers take under `activations` (gpt_activation_bytes).
 // Overflow-checked; std::invalid_argument (one line) for an invalid shape or batch <= 0.
-ModelFootprint gpt_footprint(const GptShape& shape, int batch);
+ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationPolicy& activations = {});
 
 // Bytes of GptModel's activation buffers for micro-batches of B sequences of T tokens, by the
 // formula of docs/activation-memory.md (written here apart from the buffers it describes; a test

@@ -42,6 +42,11 @@ struct ModelFootprint {
   std::vector<NamedCount> layer_kinds;
   // One micro-batch's activation tensors, in elements (all layers together).
   std::vector<NamedCount> activation_tensors;
+  // What the model's buffers for one micro-batch take, in bytes, when it knows (0: unknown; the
+  // planner then counts activation_tensors at the precision's bytes): with 2-byte (bf16/fp16) and
+  // 4-byte (fp32) activations, under `activations` (what the model keeps and recomputes).
+  std::int64_t activation_bytes_2 = 0, activation_bytes_4 = 0;
+  ActivationPolicy activations;
 
   NamedCount largest_layer() const {
     if (layer_kinds.empty()) return {};

@@ -149,7 +149,10 @@ MemoryPlan plan_memory(const PlanInput& in) {
     // Each layer's shard goes up for the forward and again for the backward all-gather.
     p.offload_transfer_bytes += 2 * p.seeds.params;
   }
-  if (in.model) p.activations = double(in.model->activation_elements()) * prec;
+  if (in.model) {
+    const std::int64_t buffers = prec == 4 ? in.model->activation_bytes_4 : in.model->activation_bytes_2;
+    p.activations = buffers > 0 ? double(buffers) : double(in.model->activation_elements()) * prec;
+  }
   p.temporaries = zero3_temporaries(in, prec);
   return p;
 }

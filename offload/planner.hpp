@@ -21,14 +21,16 @@
 //   gradient and parameter copies, so the GPU figure is the seeds' figure minus the optimizer
 //   state. Offloading parameters (ZeRO-3 only) moves the parameter shard precision·Ψ/N to host
 //   memory; with optimizer offload too, that shard and the staging copy are the same buffer.
-// - activations (model footprint only): one micro-batch's activation tensors, at the precision's
-//   bytes per element. ZeRO does not shard activations: every rank holds its own.
+// - activations (model footprint only): one micro-batch's activation buffers as the model
+//   allocates them (ModelFootprint::activation_bytes_2/4, under its recomputation policy), or,
+//   when the model does not give them, its activation tensors at the precision's bytes per
+//   element. ZeRO does not shard activations: every rank holds its own.
 // - ZeRO-3 temporaries (model footprint only): the full parameters of the layers being computed
 //   and prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
 //   without parameter offload the shard is the whole model, nothing is gathered: 0.
 // Not counted anywhere (they remain however large dp is): the transient full gradient of the
-// layer being reduce-scattered (stages 2-3), communication buckets, activation gradients and
-// workspaces, CUDA context and allocator fragmentation.
+// layer being reduce-scattered (stages 2-3), communication buckets, kernel workspaces, CUDA
+// context and allocator fragmentation.
 #include <array>
 #include <cstdint>
 #include <optional>

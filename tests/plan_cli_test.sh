@@ -54,6 +54,15 @@ if [ "$RC" -eq 0 ]; then pass "GPT config exits 0"; else fail "GPT config exit c
 expect_text '124,475,904 parameters' "GPT-2 124M parameter count"
 expect_text 'activations (B=4, T=1024)' "activations row"
 expect_text 'ZeRO-3 full layers (W+1=2)' "ZeRO-3 temporaries row"
+# --recompute: GptModel's buffers per mode (docs/activation-memory.md); fp32, B=4, T=1024.
+run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32
+expect_line ' *activations \(B=4, T=1024\) +10\.929127424' "activations, none: 10.929127424 GB"
+run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute full
+expect_line ' *activations \(B=4, T=1024, recompute full, window 1\) +4\.762845184' "activations, full: 4.762845184 GB"
+run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute selective --recompute-window 0
+expect_line ' *activations \(B=4, T=1024, recompute selective, window 0\) +5\.253513216' "activations, selective window 0: 5.253513216 GB"
+run --params 1B --recompute full
+if [ "$RC" -eq 2 ]; then pass "--recompute without a GPT config: exit 2"; else fail "--recompute without a GPT config: exit $RC"; fi
 
 # --help: usage on stdout, exit 0.
 run --help

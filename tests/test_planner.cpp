@@ -219,6 +219,16 @@ TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
   CHECK(gpt2_124m().activation_elements() == expected);
   CHECK(gpt2_124m().activation_tensors.size() == 23);
 
+  // What GptModel allocates for them (docs/activation-memory.md), per token, with e-byte
+  // activations: every block's forward tensors (preatt, att and the layernorm statistics in
+  // fp32), two slots of activation gradients (18C each), the embedding's and the head's
+  // tensors, the tokens, and the attention scratch of the backward.
+  const auto buffers = [&](std::int64_t e, std::int64_t kept_per_block, std::int64_t slots) {
+    const std::int64_t block = 18 * C * e + 16 + 2 * NH * T * 4;
+    return double(B * T * (L * kept_per_block + slots * (block - kept_per_block) + 2 * 18 * C * e + 8 + 4 * C * e +
+                           8 + 2 * Vp * e + Vp * 4 + 4 + 2 * NH * T * 4));
+  };
+  const double none_bf16 = buffers(2, 18 * C * 2 + 16 + 2 * NH * T * 4, 0);
   PlanInput in;
   in.model = gpt2_124m();
   in.dp = 8;
@@ -226,13 +236,26 @@ TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
     in.stage = stage;
     const MemoryPlan p = plan_memory(in);
     REQUIRE(p.activations.has_value());
-    // bf16: 2 bytes per element, the same at every stage (ZeRO does not shard activations).
-    CHECK(*p.activations == 2.0 * double(expected));
+    // The same at every stage (ZeRO does not shard activations).
+    CHECK(*p.activations == none_bf16);
   }
   in.precision = Precision::fp32;
-  CHECK(*plan_memory(in).activations == 4.0 * double(expected));
+  CHECK(*plan_memory(in).activations == buffers(4, 18 * C * 4 + 16 + 2 * NH * T * 4, 0));
   in.dp = 64;
-  CHECK(*plan_memory(in).activations == 4.0 * double(expected));
+  CHECK(*plan_memory(in).activations == buffers(4, 18 * C * 4 + 16 + 2 * NH * T * 4, 0));
+  // Recomputation: selective keeps qkv, residual2, fch and the output (9C), full the output
+  // (C); the rest lives in W + 1 slots.
+  in.precision = Precision::bf16;
+  in.model = gpt_footprint(gpt2_124m_shape(), int(B), {Recompute::selective, 1});
+  CHECK(*plan_memory(in).activations == buffers(2, 9 * C * 2, 2));
+  in.model = gpt_footprint(gpt2_124m_shape(), int(B), {Recompute::full, 0});
+  CHECK(*plan_memory(in).activations == buffers(2, C * 2, 1));
+  CHECK(*plan_memory(in).activations < none_bf16 / 2);
+  // Without the buffers' bytes (another model), llm.c's elements at the precision's size.
+  ModelFootprint elements_only = gpt2_124m();
+  elements_only.activation_bytes_2 = elements_only.activation_bytes_4 = 0;
+  in.model = elements_only;
+  CHECK(*plan_memory(in).activations == 2.0 * double(expected));
 }
 
 TEST_CASE("ZeRO-3 temporary full layers: (W+1) x largest layer x precision", "[planner][gpt]") {
@@ -341,7 +364,7 @@ TEST_CASE("memory floor as dp grows", "[planner][seeds]") {
   PlanInput gpt;
   gpt.model = gpt2_124m();
   gpt.stage = 3;
-  const double act = 2.0 * double(gpt2_124m().activation_elements());
+  const double act = double(gpt2_124m().activation_bytes_2);  // GptModel's buffers, bf16
   CHECK(gpu_floor_bytes(gpt) == act + 2 * (50304.0 * 768 + 1024.0 * 768) * 2);
 }
 
@@ -410,7 +433,7 @@ TEST_CASE("fit check with a GPT config counts activations and temporaries", "[pl
   in.model = gpt2_124m();
   in.dp = 8;
   const double psi = 124'475'904.0;
-  const double act = 2.0 * double(gpt2_124m().activation_elements());
+  const double act = double(gpt2_124m().activation_bytes_2);  // GptModel's buffers, bf16
   const double temps = 2 * (50304.0 * 768 + 1024.0 * 768) * 2;
   MemoryLimits limits;
   limits.gpu_bytes = 16 * psi / 8 + act + temps;  // exactly plain ZeRO-3 at dp 8
