@@ -13,7 +13,12 @@ STARZERO_SANITIZE=on "$root/scripts/build.sh" "$build"
 # halt_on_error: the first report ends the test with a failure; StarPU's own threads are not
 # instrumented, so ASan sees their memory only through malloc (no false positives from them).
 # protect_shadow_gap=0: the CUDA runtime maps memory where ASan's shadow gap would be.
-export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:protect_shadow_gap=0
+# allocator_may_return_null=1: an impossible allocation returns null as it does without ASan
+# (tests check that the code turns it into an error), instead of ASan stopping the program.
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:protect_shadow_gap=0:allocator_may_return_null=1
+# hwloc's PCI plugin (libpciaccess) leaks, and hwloc unloads the plugin before exit, so LSan
+# cannot name its module in a suppression: keep it from loading (no PCI devices in topologies).
+export HWLOC_PLUGINS_BLACKLIST=hwloc_pci
 export LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd "$build"

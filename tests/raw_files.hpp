@@ -51,7 +51,8 @@ inline void write_patched(const std::filesystem::path& path, std::vector<char> b
 
 // The same floats bit for bit (NaN payloads and signed zeros included).
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see the null data() of an empty vector, even for 0 bytes.
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Runs `fn`, requires a FileFormatError whose message names the file and contains `what`.
