@@ -295,8 +295,17 @@ DeepSpeedFlags deepspeed_flags(std::string_view text, const std::filesystem::pat
     zero(top, b, b.out.ignored, file);
     optimizer(top, b, b.out.ignored, file);
     scheduler(top, b, b.out.ignored, file);
-    if (top.find("activation_checkpointing"))
-      b.out.ignored.push_back("activation_checkpointing (no recomputation yet: activations are kept)");
+    // DeepSpeed's activation checkpointing recomputes whole blocks: --recompute full.
+    if (const json* a = top.object("activation_checkpointing")) {
+      Section ac(*a, "activation_checkpointing", file, b.out.ignored);
+      b.set("recompute", "full", "activation_checkpointing");
+      if (ac.boolean("cpu_checkpointing").value_or(false))
+        b.out.ignored.push_back("activation_checkpointing.cpu_checkpointing (kept blocks stay on the device: no activation offload yet)");
+      for (const char* key : {"partition_activations", "contiguous_memory_optimization", "number_checkpoints",
+                              "synchronize_checkpoint_boundary", "profile"})
+        if (ac.find(key)) b.out.ignored.push_back("activation_checkpointing." + std::string(key) +
+                                                  " (model parallelism and memory layout: nothing to do here)");
+    }
   }  // the top section lists its unused keys here
   std::sort(b.out.ignored.begin(), b.out.ignored.end());
   return b.out;

@@ -181,7 +181,7 @@ struct GptModel::Buffers {
         losses(keep(t.host(DType::f32, std::size_t(d.T), "losses"))),  // read on the host every step
         dlnf(keep(act(d, t, d.C, at("dlnf", 0)))),
         dlogits(keep(act(d, t, d.Vp, at("dlogits", 0)))) {
-    const int slots = policy.recompute == Recompute::none ? 0 : policy.window + 1;
+    const int slots = policy.recompute == Recompute::none ? 0 : std::min(L, policy.window + 1);  // W + 1 <= L
     // Forward tensors: a block's own, or slot b % slots's (made when first needed).
     std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots), std::vector<Tensor*>(std::size(kBlockActivations)));
     std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
@@ -258,9 +258,8 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, 
     tile_dims_.push_back(dims_);
     tile_dims_.back().B = n;
   }
-  if (activations.window < 0 || (activations.recompute != Recompute::none && activations.window + 1 > shape.layers))
-    throw std::invalid_argument("recompute window " + std::to_string(activations.window) + ": 0 <= W < L = " +
-                                std::to_string(shape.layers) + " (W + 1 blocks' activations alive)");
+  if (activations.window < 0)
+    throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
   buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers, activations);
   if (tiles == 1) return;
   for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {

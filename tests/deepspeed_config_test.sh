@@ -95,6 +95,13 @@ expect_error() {  # WHAT JSON [FLAGS...]
   "$starzero" train "${tiny[@]}" --steps 1 --deepspeed-config "$work/bad.json" "$@" > /dev/null 2> "$work/err" || rc=$?
   [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: exit code $rc"; }
 }
+# activation_checkpointing: --recompute full.
+printf '{"activation_checkpointing": {"partition_activations": true, "cpu_checkpointing": false}}' > "$work/ac.json"
+"$starzero" train "${tiny[@]}" --steps 1 --deepspeed-config "$work/ac.json" > "$work/ac.log" 2> "$work/ac.err" \
+  || { cat "$work/ac.log" "$work/ac.err"; fail "activation_checkpointing"; }
+grep -q -- "--recompute full" "$work/ac.log" && grep -q "activations: .*(--recompute full, window 1)" "$work/ac.log" \
+  || { cat "$work/ac.log"; fail "activation_checkpointing is not --recompute full"; }
+grep -q "activation_checkpointing.partition_activations" "$work/ac.err" || { cat "$work/ac.err"; fail "partition_activations not listed"; }
 expect_error "a flag that contradicts the file" '{"optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}' --lr 0.002
 expect_error "malformed JSON" '{"train_batch_size": 8,'
 expect_error "not an object" '[1, 2]'
