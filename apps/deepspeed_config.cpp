@@ -48,7 +48,8 @@ class Section {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number()) bad(key, "expected a number, got " + cli::printable(v->dump()));
-    const double x = v->get<double>();
+    double x = v->get<double>();
+    if (x == 0) x = 0;  // -0 would print as "-0", which the flag parser refuses (found by fuzz_deepspeed_config)
     if (!(x >= min_value && x <= max_value))
       bad(key, cli::printable(v->dump()) + " is out of range [" + format(min_value) + ", " + format(max_value) + "]");
     return x;
@@ -220,7 +221,7 @@ void optimizer(Section& top, Builder& b, std::vector<std::string>& ignored, cons
     if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() || !(*betas)[1].is_number())
       p.bad("betas", "expected [beta1, beta2], got " + cli::printable(betas->dump()));
     for (int i = 0; i < 2; ++i) {
-      const double beta = (*betas)[std::size_t(i)].get<double>();
+      const double beta = (*betas)[std::size_t(i)].get<double>() + 0.0;  // + 0.0: -0 becomes 0
       if (!(beta >= 0 && beta < 1)) p.bad("betas", cli::printable(betas->dump()) + ": each must be in [0, 1)");
       b.set(i == 0 ? "adam-beta1" : "adam-beta2", Section::format(beta), "optimizer.params.betas");
     }

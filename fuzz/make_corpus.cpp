@@ -309,6 +309,7 @@ void deepspeed_configs() {
     "optimizer": {"params": {"lr": 1e39, "betas": [1, -0.1]}}})");
   text("not_an_object", "[1, 2, 3]");
   text("empty_object", "{}");
+  text("negative_zero", R"({"optimizer": {"params": {"lr": -0e3, "betas": [-0.0, 0.9]}}, "gradient_clipping": -0.0})");
   text("empty_keys", R"({"": {"device": "nvme"}, "zero_optimization": {"": 1, "stage": 1}})");  // once an empty name
 }
 
