@@ -264,7 +264,13 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body,
     for (std::size_t c = 0; c < chunks; ++c) run(c);
     return;
   }
+#ifdef STARZERO_SANITIZE
+  // tbb::info::numa_nodes loads oneTBB's tbbbind with RTLD_DEEPBIND, which the sanitizer runtime
+  // refuses: sanitized builds (scripts/sanitize.sh) run the threads unbound.
+  const std::vector<tbb::numa_node_id> nodes;
+#else
   const std::vector<tbb::numa_node_id> nodes = tbb::info::numa_nodes();
+#endif
   const bool known = numa_node >= 0 && std::find(nodes.begin(), nodes.end(), numa_node) != nodes.end();
   tbb::task_arena arena(known ? tbb::task_arena(tbb::task_arena::constraints(numa_node, t)) : tbb::task_arena(t));
   arena.execute([&] {

@@ -22,4 +22,6 @@ export HWLOC_PLUGINS_BLACKLIST=hwloc_pci
 export LSAN_OPTIONS=suppressions=$root/scripts/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd "$build"
-ctest -L unit --output-on-failure --timeout 900 -j"$(nproc)" "$@"
+# One test cannot run here: ASan's mlock interceptor does nothing and reports success, so the
+# fallback to pageable memory under RLIMIT_MEMLOCK never happens (the normal suite runs it).
+ctest -L unit -E 'RLIMIT_MEMLOCK' --output-on-failure --timeout 900 -j"$(nproc)" "$@"
