@@ -66,12 +66,7 @@ grep -q "starzero train: failed: .*File too large" "$work/full.log" || { cat "$w
 "${resume[@]}" --steps 12 > /dev/null 2>&1 && [ "$(cat "$work/r/latest")" = step_12 ] || fail "resume after a full disk"
 
 # Bad input: exit code 2, one line.
-expect_usage_error() {  # WHAT ARGS...
-  local what=$1 rc=0
-  shift
-  "$starzero" train "${tiny[@]}" --steps 1 "$@" > "$work/err" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: exit code $rc"; }
-}
+expect_usage_error() { local what=$1; shift; expect_bad_input "$what" "$starzero" train "${tiny[@]}" --steps 1 "$@"; }
 expect_usage_error "--resume without --checkpoint-dir" --resume
 expect_usage_error "--resume with --checkpoint-in" --resume --checkpoint-dir "$work/r" --checkpoint-in "$work/r"
 expect_usage_error "--keep-checkpoints without --checkpoint-dir" --keep-checkpoints 2

@@ -2,7 +2,8 @@
 # Gives: mpirun (array: as root, more ranks than cores), work (a temporary folder removed on
 # exit), fail MESSAGE (counts failures), write_words FILE SEED COUNT (a fixed training text: the
 # checkout's own files change as people edit), losses LOG (the step losses a run printed; under
-# mpirun stdout is a terminal, so they may come as a \r-separated progress bar) and
+# mpirun stdout is a terminal, so they may come as a \r-separated progress bar),
+# expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr) and
 # finish MESSAGE (exit 1 if anything failed, else print MESSAGE).
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 work=$(mktemp -d)
@@ -21,6 +22,13 @@ PY
 }
 
 losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
+
+expect_bad_input() {
+  local what=$1 rc=0
+  shift
+  "$@" > /dev/null 2> "$work/err" || rc=$?
+  [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: exit code $rc"; }
+}
 
 finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi

@@ -60,13 +60,7 @@ grep -q "<svg" "$work/loss.svg" && grep -q "training loss" "$work/loss.svg" && g
   || fail "the SVG has no chart"
 
 # Bad input: exit code 2 and one line.
-expect_usage_error() {  # WHAT ARGS...
-  local what=$1
-  shift
-  local rc=0
-  "$starzero" "$@" > "$work/err" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: exit code $rc"; }
-}
+expect_usage_error() { local what=$1; shift; expect_bad_input "$what" "$starzero" "$@"; }  # WHAT ARGS...
 printf '{"event":"step","step":1,"loss":2.0,"tokens_per_second":3}\n{"event":"step","step' > "$work/cut.jsonl"
 expect_usage_error "truncated metrics file" plot "$work/cut.jsonl" --out "$work/x.svg"
 printf '{"event":"start"}\n' > "$work/nosteps.jsonl"

@@ -49,12 +49,7 @@ for stage in 0 1 2 3; do
   done
 done
 
-expect_error() {  # WHAT ARGS...
-  local what=$1 rc=0
-  shift
-  "$starzero" train "${tiny[@]}" "$@" > /dev/null 2> "$work/err" || rc=$?
-  [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: exit code $rc"; }
-}
+expect_error() { local what=$1; shift; expect_bad_input "$what" "$starzero" train "${tiny[@]}" "$@"; }
 expect_error "an unknown mode" --recompute some
 expect_error "a window without recomputation" --recompute-window 1
 # A window beyond the model: every block has its own slot, which is what none keeps.
