@@ -45,6 +45,8 @@ cli::ArgParser make_parser() {
       .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
       .option("host-mem", "SIZE", "host memory per rank for the fit check")
       .flag("json", "print machine-readable JSON on stdout instead of tables")
+      .flag("max-model", "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
+                         "--gpu-mem/--host-mem per stage, offload and --recompute mode")
       .flag("help", "show this help");
   return p;
 }
@@ -182,7 +184,80 @@ PlanRequest read_args(const cli::ArgParser& p) {
   return a;
 }
 
+// Whole from 100 up, else three significant digits: "1500", "141", "1.5", "0.124".
+std::string short_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, x >= 100 ? "%.0f" : "%.3g", x);
+  return text;
+}
+
+// GPT shape of size L in the --max-model family: L layers, hidden 64·L, heads of 64 (L of them),
+// the given vocabulary and sequence length (GPT-2 124M is L = 12).
+GptShape max_model_shape(int L, std::int64_t vocab, std::int64_t seq) {
+  GptShape shape;
+  shape.layers = L;
+  shape.channels = 64 * L;
+  shape.heads = L;
+  shape.vocab = int(vocab);
+  shape.padded_vocab = int((vocab + 127) / 128 * 128);
+  shape.max_seq = int(seq);
+  return shape;
+}
+
+// `starzero plan --max-model`: for each --recompute mode, the largest L per stage and offload.
+int run_max_model(const cli::ArgParser& p) {
+  for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer", "offload-params",
+                           "json", "recompute", "recompute-window"})
+    if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
+  if (!p.given("gpu-mem") && !p.given("host-mem")) throw UsageError("--max-model needs --gpu-mem and/or --host-mem");
+  PlanInput base;
+  MemoryLimits limits;
+  if (auto v = p.value("gpu-mem")) limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
+  if (auto v = p.value("host-mem")) limits.host_bytes = cli::parse_bytes("host-mem", *v);
+  if (auto v = p.value("precision"))
+    base.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
+  if (auto v = p.value("k")) base.k = cli::parse_number("k", *v);
+  if (auto v = p.value("prefetch-depth")) base.prefetch_depth = cli::parse_count("prefetch-depth", *v);
+  const std::vector<std::int64_t> dps = p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
+  if (dps.size() != 1 || dps[0] < 1) throw UsageError("--max-model takes one --dp N");
+  base.dp = dps[0];
+  const std::int64_t vocab = p.given("vocab") ? count_flag(p, "vocab") : 50257;
+  const std::int64_t seq = p.given("seq") ? count_flag(p, "seq") : 1024;
+  const int batch = p.given("batch") ? int(cli::int_option(p, "batch", 1, 1)) : 1;
+  if (vocab < 1 || vocab > (1 << 24) || seq < 1 || seq > (1 << 20))
+    throw UsageError("--max-model: --vocab in 1..16777216 and --seq in 1..1048576");
+  constexpr int kMaxLayers = 1024;
+  const ActivationPolicy policies[] = {{Recompute::none, 1}, {Recompute::selective, 1}, {Recompute::full, 1}};
+  std::vector<std::vector<LargestFit>> results;
+  for (const ActivationPolicy& policy : policies)
+    results.push_back(largest_fitting(
+        base, limits, [&](int L) { return gpt_footprint(max_model_shape(L, vocab, seq), batch, policy); }, kMaxLayers));
+  std::printf("largest GPT that fits (L layers, hidden 64·L, L heads, vocab %lld, T=%lld, B=%d, %s, dp %lld)%s%s\n",
+              (long long)vocab, (long long)seq, batch, std::string(precision_name(base.precision)).c_str(),
+              (long long)base.dp, limits.gpu_bytes ? (", GPU " + short_number(*limits.gpu_bytes / 1e9) + " GB").c_str() : "",
+              limits.host_bytes ? (", host " + short_number(*limits.host_bytes / 1e9) + " GB").c_str() : "");
+  std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
+  for (const ActivationPolicy& policy : policies) std::printf(" | %-24s", (std::string("recompute ") + recompute_name(policy.recompute)).c_str());
+  std::printf("\n");
+  for (std::size_t i = 0; i < results[0].size(); ++i) {
+    const FitOption& o = results[0][i].option;
+    std::printf("ZeRO-%-1d %-9s %-9s", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
+                std::string(offload_name(o.offload_params)).c_str());
+    for (const auto& per_policy : results) {
+      const LargestFit& fit = per_policy[i];
+      const std::string cell = fit.size == 0 ? "none fits"
+                                             : "L=" + std::to_string(fit.size) + " C=" + std::to_string(64 * fit.size) +
+                                                   " " + short_number(double(gpt_footprint(max_model_shape(fit.size, vocab, seq), batch).params) / 1e9) + "B";
+      std::printf(" | %-24s", cell.c_str());
+    }
+    std::printf("\n");
+  }
+  std::printf("(at most L = %d searched; parameters in billions; the fit check is `starzero plan`'s)\n", kMaxLayers);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 int run_plan(const cli::ArgParser& parser) {
+  if (parser.flag_set("max-model")) return run_max_model(parser);
   const PlanRequest request = read_args(parser);
   const std::string report = request.json ? plan_report_json(request) : plan_report_text(request);
   std::fputs(report.c_str(), stdout);

@@ -257,6 +257,37 @@ std::optional<std::int64_t> min_dp_to_fit(const PlanInput& input, const MemoryLi
   return hi;
 }
 
+std::vector<LargestFit> largest_fitting(const PlanInput& base, const MemoryLimits& limits,
+                                        const std::function<ModelFootprint(int size)>& model_of_size, int max_size) {
+  const auto option_at = [&](int size, std::size_t i) {
+    PlanInput in = base;
+    in.model = model_of_size(size);
+    return check_fit(in, limits).options.at(i);
+  };
+  std::vector<LargestFit> out;
+  const std::size_t options = check_fit([&] {
+    PlanInput in = base;
+    in.model = model_of_size(1);
+    return in;
+  }(), limits).options.size();
+  for (std::size_t i = 0; i < options; ++i) {
+    LargestFit best{option_at(1, i), 0};
+    int lo = 0, hi = max_size;  // size lo fits (0: trivially), hi + 1 does not
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      const FitOption o = option_at(mid, i);
+      if (o.fits()) {
+        lo = mid;
+        best = {o, mid};
+      } else {
+        hi = mid - 1;
+      }
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
 FitReport check_fit(const PlanInput& base, const MemoryLimits& limits) {
   check_limits(limits);
   FitReport report;

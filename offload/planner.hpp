@@ -32,6 +32,7 @@
 // layer being reduce-scattered (stages 2-3), communication buckets, kernel workspaces, CUDA
 // context and allocator fragmentation.
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -167,6 +168,16 @@ int offload_rank(OptimizerOffload optimizer, ParamOffload params);
 // Evaluates every combination at base.dp; base's stage and offload fields are ignored.
 // Limits must be positive when given (PlanError otherwise).
 FitReport check_fit(const PlanInput& base, const MemoryLimits& limits);
+
+// The largest member of a family of models that fits, for each option of check_fit (in its
+// order): the models are model_of_size(1..max_size), their memory growing with the size; size 0
+// where not even the first fits. For `starzero plan --max-model`.
+struct LargestFit {
+  FitOption option;   // stage, offloads, and the plan of the largest that fits
+  int size = 0;
+};
+std::vector<LargestFit> largest_fitting(const PlanInput& base, const MemoryLimits& limits,
+                                        const std::function<ModelFootprint(int size)>& model_of_size, int max_size);
 
 // Smallest dp in [1, max_dp] at which `input` (its stage and offloads; dp ignored) fits;
 // nullopt if none. Memory per rank never grows with dp (from dp = 2 on): a bisection.

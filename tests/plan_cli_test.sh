@@ -61,6 +61,22 @@ run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --sta
 expect_line ' *activations \(B=4, T=1024, recompute full, window 1\) +4\.762845184' "activations, full: 4.762845184 GB"
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute selective --recompute-window 0
 expect_line ' *activations \(B=4, T=1024, recompute selective, window 0\) +5\.253513216' "activations, selective window 0: 5.253513216 GB"
+# --max-model: the largest GPT per stage, offload and recompute mode; recomputation never fits less.
+run --max-model --gpu-mem 141GB --host-mem 1.5TB
+expect_text 'largest GPT that fits (L layers, hidden 64·L, L heads, vocab 50257, T=1024, B=1, bf16, dp 1), GPU 141 GB, host 1500 GB' "--max-model header"
+expect_line 'ZeRO-0 none +none +\| L=51 C=3264 6\.69B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
+python3 - "$WORK/out" <<'PY' && pass "--max-model: selective >= none, full >= selective on every row" || fail "--max-model rows not monotone"
+import re, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("ZeRO-")]
+assert len(rows) == 15, len(rows)
+for r in rows:
+    sizes = [int(x) for x in re.findall(r"L=(\d+)", r)]
+    assert len(sizes) == 3 and sizes[0] <= sizes[1] <= sizes[2], r
+PY
+run --max-model --params 1B --gpu-mem 80GB
+if [ "$RC" -eq 2 ]; then pass "--max-model with --params: exit 2"; else fail "--max-model with --params: exit $RC"; fi
+run --max-model
+if [ "$RC" -eq 2 ]; then pass "--max-model without memory: exit 2"; else fail "--max-model without memory: exit $RC"; fi
 run --params 1B --recompute full
 if [ "$RC" -eq 2 ]; then pass "--recompute without a GPT config: exit 2"; else fail "--recompute without a GPT config: exit $RC"; fi
 

@@ -997,3 +997,36 @@ TEST_CASE("cli: ArgParser forms", "[planner][cli]") {
   CHECK(help.find("--params N") != std::string::npos);
   CHECK(help.find("--json") != std::string::npos);
 }
+
+TEST_CASE("largest_fitting: per option, the size that fits with the next one not fitting", "[planner][fit]") {
+  const auto model_of_size = [](int L) {
+    GptShape shape = gpt2_124m_shape();
+    shape.layers = L;
+    return gpt_footprint(shape, 1);
+  };
+  PlanInput base;
+  MemoryLimits limits;
+  limits.gpu_bytes = 8e9;
+  limits.host_bytes = 64e9;
+  const std::vector<LargestFit> fits = largest_fitting(base, limits, model_of_size, 256);
+  REQUIRE(fits.size() == check_fit([&] {
+                            PlanInput in = base;
+                            in.model = model_of_size(1);
+                            return in;
+                          }(), limits).options.size());
+  for (std::size_t i = 0; i < fits.size(); ++i) {
+    const LargestFit& f = fits[i];
+    PlanInput in = base;
+    if (f.size > 0) {
+      in.model = model_of_size(f.size);
+      CHECK(check_fit(in, limits).options[i].fits());
+    }
+    if (f.size < 256) {
+      in.model = model_of_size(f.size + 1);
+      CHECK_FALSE(check_fit(in, limits).options[i].fits());
+    }
+  }
+  // Optimizer offload fits more layers than none at ZeRO-0 (option 0: none, option 1: cpu).
+  CHECK(fits[1].size > fits[0].size);
+  CHECK(fits[0].size > 0);
+}
