@@ -191,7 +191,8 @@ std::vector<std::pair<int, int>> parse_pair_list(std::string_view flag, std::str
     const std::size_t comma = text.find(',', start);
     const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     const std::size_t colon = item.find(':');
-    if (item.empty() || colon == std::string_view::npos) bad_value(flag, text, "is not a list of A:B pairs (e.g. 3:0,7:1)");
+    if (item.empty() || colon == std::string_view::npos)
+      bad_value(flag, text, "is not a list of A:B pairs (e.g. 3:0,7:1)");
     const std::int64_t a = parse_count(flag, item.substr(0, colon)), b = parse_count(flag, item.substr(colon + 1));
     if (a > (1 << 30) || b > (1 << 30)) bad_value(flag, text, "is out of range");
     out.emplace_back(int(a), int(b));
@@ -334,6 +335,15 @@ float real_option(const ArgParser& p, std::string_view name, double fallback) {
   // Past float's range the value would become infinity.
   if (v && value > std::numeric_limits<float>::max()) bad_value(name, *v, "is out of range");
   return float(value);
+}
+
+ActivationPolicy activation_policy_option(const ArgParser& p) {
+  const std::string mode =
+      parse_choice("--recompute", p.value("recompute").value_or("none"), {"none", "selective", "full"});
+  ActivationPolicy policy;
+  policy.recompute = mode == "none" ? Recompute::none : mode == "selective" ? Recompute::selective : Recompute::full;
+  policy.window = int_option(p, "recompute-window", 1, 0);
+  return policy;
 }
 
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback) {

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "offload/footprint.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/session.hpp"
 
@@ -95,6 +96,8 @@ std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name,
 float real_option(const ArgParser& p, std::string_view name, double fallback);
 // fp32 or bf16.
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback);
+// --recompute none|selective|full and --recompute-window W (default: none, window 1).
+ActivationPolicy activation_policy_option(const ArgParser& p);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers.
 ArgParser& add_session_options(ArgParser& p);

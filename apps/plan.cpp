@@ -45,8 +45,9 @@ cli::ArgParser make_parser() {
       .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
       .option("host-mem", "SIZE", "host memory per rank for the fit check")
       .flag("json", "print machine-readable JSON on stdout instead of tables")
-      .flag("max-model", "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
-                         "--gpu-mem/--host-mem per stage, offload and --recompute mode")
+      .flag("max-model",
+            "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
+            "--gpu-mem/--host-mem per stage, offload and --recompute mode")
       .flag("help", "show this help");
   return p;
 }
@@ -134,12 +135,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
     g.vocab = count_flag(p, "vocab");
     g.seq = count_flag(p, "seq");
     g.batch = count_flag(p, "batch");
-    const std::string recompute =
-        cli::parse_choice("recompute", p.value("recompute").value_or("none"), {"none", "selective", "full"});
-    g.activations.recompute = recompute == "none"        ? Recompute::none
-                              : recompute == "selective" ? Recompute::selective
-                                                         : Recompute::full;
-    if (p.given("recompute-window")) g.activations.window = int(cli::int_option(p, "recompute-window", 1, 0));
+    g.activations = cli::activation_policy_option(p);
     a.gpt = g;
   } else {
     in.params = count_flag(p, "params");
@@ -218,7 +214,8 @@ int run_max_model(const cli::ArgParser& p) {
     base.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
   if (auto v = p.value("k")) base.k = cli::parse_number("k", *v);
   if (auto v = p.value("prefetch-depth")) base.prefetch_depth = cli::parse_count("prefetch-depth", *v);
-  const std::vector<std::int64_t> dps = p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
+  const std::vector<std::int64_t> dps =
+      p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
   if (dps.size() != 1 || dps[0] < 1) throw UsageError("--max-model takes one --dp N");
   base.dp = dps[0];
   const std::int64_t vocab = p.given("vocab") ? count_flag(p, "vocab") : 50257;
@@ -234,10 +231,12 @@ int run_max_model(const cli::ArgParser& p) {
         base, limits, [&](int L) { return gpt_footprint(max_model_shape(L, vocab, seq), batch, policy); }, kMaxLayers));
   std::printf("largest GPT that fits (L layers, hidden 64·L, L heads, vocab %lld, T=%lld, B=%d, %s, dp %lld)%s%s\n",
               (long long)vocab, (long long)seq, batch, std::string(precision_name(base.precision)).c_str(),
-              (long long)base.dp, limits.gpu_bytes ? (", GPU " + short_number(*limits.gpu_bytes / 1e9) + " GB").c_str() : "",
+              (long long)base.dp,
+              limits.gpu_bytes ? (", GPU " + short_number(*limits.gpu_bytes / 1e9) + " GB").c_str() : "",
               limits.host_bytes ? (", host " + short_number(*limits.host_bytes / 1e9) + " GB").c_str() : "");
   std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
-  for (const ActivationPolicy& policy : policies) std::printf(" | %-24s", (std::string("recompute ") + recompute_name(policy.recompute)).c_str());
+  for (const ActivationPolicy& policy : policies)
+    std::printf(" | %-24s", (std::string("recompute ") + recompute_name(policy.recompute)).c_str());
   std::printf("\n");
   for (std::size_t i = 0; i < results[0].size(); ++i) {
     const FitOption& o = results[0][i].option;
@@ -245,9 +244,12 @@ int run_max_model(const cli::ArgParser& p) {
                 std::string(offload_name(o.offload_params)).c_str());
     for (const auto& per_policy : results) {
       const LargestFit& fit = per_policy[i];
-      const std::string cell = fit.size == 0 ? "none fits"
-                                             : "L=" + std::to_string(fit.size) + " C=" + std::to_string(64 * fit.size) +
-                                                   " " + short_number(double(gpt_footprint(max_model_shape(fit.size, vocab, seq), batch).params) / 1e9) + "B";
+      const std::string cell =
+          fit.size == 0
+              ? "none fits"
+              : "L=" + std::to_string(fit.size) + " C=" + std::to_string(64 * fit.size) + " " +
+                    short_number(double(gpt_footprint(max_model_shape(fit.size, vocab, seq), batch).params) / 1e9) +
+                    "B";
       std::printf(" | %-24s", cell.c_str());
     }
     std::printf("\n");

@@ -5,8 +5,8 @@
 
 #include "apps/cli.hpp"
 #include "apps/command.hpp"
-#include "apps/deepspeed_config.hpp"
 #include "apps/commands.hpp"
+#include "apps/deepspeed_config.hpp"
 #include "models/registry.hpp"
 #include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
@@ -128,7 +128,8 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
   if (const auto data = p.value("data")) r.data = *data;
   if (const auto checkpoint = p.value("checkpoint-in")) {
-    if (p.flag_set("resume")) throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");
+    if (p.flag_set("resume"))
+      throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");
     if (!std::filesystem::exists(*checkpoint))
       throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint) + "'");
     r.checkpoint = resolve_checkpoint_in(*checkpoint);
@@ -153,7 +154,8 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
                      "' is not cosine, ds-warmup, ds-warmup-decay or ds-warmup-cosine");
   const bool deepspeed = schedule.kind != optim::LrScheduleKind::cosine;
   for (const char* flag : {"warmup-type", "warmup-min"})
-    if (p.given(flag) && !deepspeed) throw UsageError(std::string("--") + flag + " is for the ds-* --lr-schedule kinds");
+    if (p.given(flag) && !deepspeed)
+      throw UsageError(std::string("--") + flag + " is for the ds-* --lr-schedule kinds");
   schedule.lr = real_option(p, "lr", 1e-3);
   schedule.warmup = int_option(p, "warmup", 20, 0);
   schedule.final = real_option(p, "lr-final", 0.1);
@@ -216,7 +218,8 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
     o.hang_at_step = pairs[0].first;
     o.hang_rank = pairs[0].second;
   }
-  if (const auto pairs = p.value("debug-nan-gradient")) o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
+  if (const auto pairs = p.value("debug-nan-gradient"))
+    o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
   o.collectives = collectives == "auto"  ? Collectives::automatic
@@ -224,12 +227,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
                                          : Collectives::nccl;
   offload_options(p, o);
   o.tiles = cli::auto_or_int_option(p, "tiles", 1);
-  const std::string recompute =
-      cli::parse_choice("--recompute", p.value("recompute").value_or("none"), {"none", "selective", "full"});
-  o.activations.recompute = recompute == "none" ? Recompute::none
-                            : recompute == "selective" ? Recompute::selective
-                                                       : Recompute::full;
-  o.activations.window = int_option(p, "recompute-window", 1, 0);
+  o.activations = cli::activation_policy_option(p);
   if (p.given("recompute-window") && o.activations.recompute == Recompute::none)
     throw UsageError("--recompute-window is for --recompute selective|full");
   o.session = cli::session_options(p);
@@ -270,7 +268,8 @@ void apply_deepspeed_config(cli::ArgParser& p) {
     applied += " --" + f.flag + " " + f.value;
   }
   if (DataParallelRanks::world_rank() != 0) return;
-  std::printf("deepspeed config %s:%s\n", file->c_str(), applied.empty() ? " (nothing beyond the flags)" : applied.c_str());
+  std::printf("deepspeed config %s:%s\n", file->c_str(),
+              applied.empty() ? " (nothing beyond the flags)" : applied.c_str());
   if (!config.ignored.empty()) {
     std::string keys;
     for (const std::string& key : config.ignored) keys += (keys.empty() ? "" : ", ") + key;

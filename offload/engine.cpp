@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <stdexcept>

@@ -75,7 +75,7 @@ void install_svg(const std::filesystem::path& produced, const std::filesystem::p
   std::ostringstream svg;
   svg << in.rdbuf();
   if (!in || svg.str().empty()) throw std::runtime_error("gnuplot wrote no SVG");
-  write_file_atomically(svg_path, [&](std::ostream& out) { out << svg.str(); });
+  write_text_atomically(svg_path, svg.str());
 }
 
 }  // namespace starzero::profile

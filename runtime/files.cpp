@@ -7,10 +7,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <cstring>
 #include <streambuf>
 #include <string_view>
 #include <system_error>

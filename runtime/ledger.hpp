@@ -31,9 +31,8 @@ class MemoryLedger {
   void add_item(MemoryCategory c) { bump(slots_[index(c)].items, slots_[index(c)].peak_items, 1); }
   void remove_item(MemoryCategory c) { slots_[index(c)].items.fetch_sub(1); }
   std::int64_t peak_items(MemoryCategory c) const { return slots_[index(c)].peak_items.load(); }
-  // All categories together in one place: live now, and the peak of that sum (not the sum of
-  // the per-category peaks, which need not coincide).
-  std::int64_t live_total(Place p) const { return totals_[std::size_t(p)].live.load(); }
+  // All categories together in one place: the peak of their sum (not the sum of the
+  // per-category peaks, which need not coincide).
   std::int64_t peak_total(Place p) const { return totals_[std::size_t(p)].peak.load(); }
 
  private:

@@ -6,8 +6,25 @@
 
 namespace starzero {
 
+namespace {
+
+// "  main: step 4: ... (12.3 s)\n  CPU 0: task all_reduce_grad_sumsq (12.2 s)\n  CPU 1: idle\n"
+std::string threads_report() {
+  std::string text;
+  for (const activity::Entry& e : activity::snapshot()) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, " (%.1f s)", e.seconds);
+    text += "  " + e.thread + ": " + (e.what.empty() ? std::string("idle") : e.what + seconds) + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
 Watchdog::Watchdog(std::chrono::milliseconds timeout, Report on_timeout)
-    : timeout_(timeout), on_timeout_(std::move(on_timeout)), last_(std::chrono::steady_clock::now()),
+    : timeout_(timeout),
+      on_timeout_(std::move(on_timeout)),
+      last_(std::chrono::steady_clock::now()),
       thread_([this] { watch(); }) {}
 
 Watchdog::~Watchdog() {
@@ -23,16 +40,6 @@ void Watchdog::progress(std::string what) {
   const std::lock_guard lock(mutex_);
   last_ = std::chrono::steady_clock::now();
   last_what_ = std::move(what);
-}
-
-std::string Watchdog::threads_report() {
-  std::string text;
-  for (const activity::Entry& e : activity::snapshot()) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, " (%.1f s)", e.seconds);
-    text += "  " + e.thread + ": " + (e.what.empty() ? std::string("idle") : e.what + seconds) + "\n";
-  }
-  return text;
 }
 
 void Watchdog::watch() {

@@ -23,9 +23,6 @@ class Watchdog {
   // Something finished (`what`: "step 12"); the timeout starts again.
   void progress(std::string what);
 
-  // "  main: step 4: ... (12.3 s)\n  CPU 0: task all_reduce_grad_sumsq (12.2 s)\n  CPU 1: idle\n"
-  static std::string threads_report();
-
  private:
   void watch();
 

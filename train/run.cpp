@@ -11,8 +11,8 @@
 #include "offload/host_plan.hpp"
 #include "offload/planner.hpp"
 #include "optimizers/adamw_simd.hpp"
-#include "runtime/disk.hpp"
 #include "runtime/activity.hpp"
+#include "runtime/disk.hpp"
 #include "runtime/files.hpp"
 #include "runtime/ranks.hpp"
 #include "runtime/topology.hpp"
@@ -55,13 +55,15 @@ void check_options(const RunOptions& o, int world) {
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
     throw std::invalid_argument("--save-every needs --checkpoint-out or --checkpoint-dir");
-  if (o.keep_checkpoints != 0 && !o.checkpoint_dir) throw std::invalid_argument("--keep-checkpoints needs --checkpoint-dir");
+  if (o.keep_checkpoints != 0 && !o.checkpoint_dir)
+    throw std::invalid_argument("--keep-checkpoints needs --checkpoint-dir");
   if (o.checkpoint_dir && fs::exists(*o.checkpoint_dir) && !fs::is_directory(*o.checkpoint_dir))
     throw std::invalid_argument("--checkpoint-dir: '" + o.checkpoint_dir->string() + "' is not a folder");
   if (o.metrics) {
     const fs::path dir = o.metrics->has_parent_path() ? o.metrics->parent_path() : fs::path(".");
     if (!fs::is_directory(dir)) throw std::invalid_argument("--metrics: no folder '" + dir.string() + "'");
-    if (fs::is_directory(*o.metrics)) throw std::invalid_argument("--metrics: '" + o.metrics->string() + "' is a folder");
+    if (fs::is_directory(*o.metrics))
+      throw std::invalid_argument("--metrics: '" + o.metrics->string() + "' is a folder");
   }
   const int micro_batch = t.global_batch / (world * t.micro_batches);
   if (o.tiles && (*o.tiles < 1 || *o.tiles > micro_batch))
@@ -221,7 +223,8 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   std::optional<Watchdog> watchdog;
   if (o.watchdog_seconds > 0)
-    watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last, const std::string& threads) {
+    watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last,
+                                                                   const std::string& threads) {
       std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
                    o.program.c_str(), ranks.rank(), ranks.size(), o.watchdog_seconds, last.c_str(), threads.c_str());
       std::fflush(stderr);
@@ -232,28 +235,22 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   const auto progress = [&](const std::string& what) {
     if (watchdog) watchdog->progress(what);
   };
-  trainer.on_step = [&](const StepRecord& record) { progress("step " + std::to_string(record.step)); };
-  trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation&) {
-    progress("the validation after step " + std::to_string(step));
-  };
-  std::optional<MetricsLog> metrics;
-  if (o.metrics) {
-    if (ranks.leader()) {
-      metrics.emplace(*o.metrics);
-      metrics->start(RunDescription{spec.describe(), o.precision == DType::f32 ? "fp32" : "bf16",
-                                    o.trainer.global_batch, run.model->row_tokens(), o.trainer.steps, ranks.size(),
-                                    o.stage, first_step});
-    }
-    trainer.on_step = [&](const StepRecord& record) {
-      progress("step " + std::to_string(record.step));
-      const PeakBytes peaks = largest_over_ranks(peak_bytes_of(engine), ranks);  // collective
-      if (metrics) metrics->step(record, peaks);
-    };
-    trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation& v) {
-      progress("the validation after step " + std::to_string(step));
-      if (metrics) metrics->validation(step, v);
-    };
+  std::optional<MetricsLog> metrics;  // the leader's
+  if (o.metrics && ranks.leader()) {
+    metrics.emplace(*o.metrics);
+    metrics->start(RunDescription{spec.describe(), o.precision == DType::f32 ? "fp32" : "bf16", o.trainer.global_batch,
+                                  run.model->row_tokens(), o.trainer.steps, ranks.size(), o.stage, first_step});
   }
+  trainer.on_step = [&](const StepRecord& record) {
+    progress("step " + std::to_string(record.step));
+    if (!o.metrics) return;
+    const PeakBytes peaks = largest_over_ranks(peak_bytes_of(engine), ranks);  // collective: every rank
+    if (metrics) metrics->step(record, peaks);
+  };
+  trainer.on_validation = [&](std::uint64_t step, const Trainer::Validation& v) {
+    progress("the validation after step " + std::to_string(step));
+    if (metrics) metrics->validation(step, v);
+  };
   const auto save = [&](std::uint64_t step) {
     const activity::Scope saving("saving step " + std::to_string(step));
     if (sets) save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step, o.checkpoint_precision);
@@ -283,11 +280,11 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (!ranks.leader()) return;
   if (const auto held = run.model->activation_bytes()) {
     const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), o.activations);
-    std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s), plan %s\n", double(*held) / 1e6,
-                recompute_name(o.activations.recompute),
-                o.activations.recompute == Recompute::none ? ""
-                                                           : (", window " + std::to_string(o.activations.window)).c_str(),
-                plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
+    std::printf(
+        "activations: %.1f MB per micro-batch held (--recompute %s%s), plan %s\n", double(*held) / 1e6,
+        recompute_name(o.activations.recompute),
+        o.activations.recompute == Recompute::none ? "" : (", window " + std::to_string(o.activations.window)).c_str(),
+        plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
   }
   print_summary(o, summary, run.model->row_tokens(), start);
   if (metrics)
@@ -329,9 +326,8 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
       RunState run;
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
-      run.model =
-          spec.build(options.precision, micro_batch, options.tiles.value_or(auto_tiles(*run.session, micro_batch)),
-                     options.activations);
+      run.model = spec.build(options.precision, micro_batch,
+                             options.tiles.value_or(auto_tiles(*run.session, micro_batch)), options.activations);
       train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete
