@@ -343,6 +343,12 @@ ActivationPolicy activation_policy_option(const ArgParser& p) {
   ActivationPolicy policy;
   policy.recompute = mode == "none" ? Recompute::none : mode == "selective" ? Recompute::selective : Recompute::full;
   policy.window = int_option(p, "recompute-window", 1, 0);
+  policy.offload =
+      parse_choice("--offload-activations", p.value("offload-activations").value_or("none"), {"none", "cpu"}) == "cpu"
+          ? ActivationOffload::cpu
+          : ActivationOffload::none;
+  if (p.given("recompute-window") && policy.recompute == Recompute::none && policy.offload == ActivationOffload::none)
+    throw UsageError("--recompute-window is for --recompute selective|full or --offload-activations cpu");
   return policy;
 }
 

@@ -96,7 +96,8 @@ std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name,
 float real_option(const ArgParser& p, std::string_view name, double fallback);
 // fp32 or bf16.
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback);
-// --recompute none|selective|full and --recompute-window W (default: none, window 1).
+// --recompute none|selective|full, --recompute-window W (default: none, window 1) and
+// --offload-activations none|cpu; a window needs recomputation or offload (UsageError).
 ActivationPolicy activation_policy_option(const ArgParser& p);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers.

@@ -301,7 +301,7 @@ DeepSpeedFlags deepspeed_flags(std::string_view text, const std::filesystem::pat
       Section ac(*a, "activation_checkpointing", file, b.out.ignored);
       b.set("recompute", "full", "activation_checkpointing");
       if (ac.boolean("cpu_checkpointing").value_or(false))
-        b.out.ignored.push_back("activation_checkpointing.cpu_checkpointing (kept blocks stay on the device: no activation offload yet)");
+        b.set("offload-activations", "cpu", "activation_checkpointing.cpu_checkpointing");
       for (const char* key : {"partition_activations", "contiguous_memory_optimization", "number_checkpoints",
                               "synchronize_checkpoint_boundary", "profile"})
         if (ac.find(key)) b.out.ignored.push_back("activation_checkpointing." + std::string(key) +

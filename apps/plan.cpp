@@ -33,7 +33,8 @@ cli::ArgParser make_parser() {
       .option("seq", "T", "  sequence length (= maxT, sizes the position embedding)")
       .option("batch", "B", "  micro-batch size (activations are per micro-batch)")
       .option("recompute", "MODE", "  none (default), selective or full: what the blocks recompute (as starzero train)")
-      .option("recompute-window", "W", "  blocks recomputed ahead, W + 1 alive (default 1)")
+      .option("recompute-window", "W", "  blocks recomputed or fetched ahead, W + 1 alive (default 1)")
+      .option("offload-activations", "WHERE", "  none (default) or cpu: the blocks' kept activations in host memory")
       .option("dp", "LIST", "data-parallel degrees N, e.g. 8 or 1,8,64 (default 1)")
       .option("stage", "S", "ZeRO stage 0..3, or all (default all)")
       .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
@@ -139,7 +140,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
     a.gpt = g;
   } else {
     in.params = count_flag(p, "params");
-    if (p.given("recompute") || p.given("recompute-window"))
+    if (p.given("recompute") || p.given("recompute-window") || p.given("offload-activations"))
       throw UsageError("--recompute needs a GPT config (--layers --hidden --heads --vocab --seq --batch)");
   }
 
@@ -200,10 +201,11 @@ GptShape max_model_shape(int L, std::int64_t vocab, std::int64_t seq) {
   return shape;
 }
 
-// `starzero plan --max-model`: for each --recompute mode, the largest L per stage and offload.
+// `starzero plan --max-model`: for each --recompute mode (and full with activation offload), the
+// largest L per stage and offload.
 int run_max_model(const cli::ArgParser& p) {
   for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer", "offload-params",
-                           "json", "recompute", "recompute-window"})
+                           "json", "recompute", "recompute-window", "offload-activations"})
     if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
   if (!p.given("gpu-mem") && !p.given("host-mem")) throw UsageError("--max-model needs --gpu-mem and/or --host-mem");
   PlanInput base;
@@ -224,7 +226,12 @@ int run_max_model(const cli::ArgParser& p) {
   if (vocab < 1 || vocab > (1 << 24) || seq < 1 || seq > (1 << 20))
     throw UsageError("--max-model: --vocab in 1..16777216 and --seq in 1..1048576");
   constexpr int kMaxLayers = 1024;
-  const ActivationPolicy policies[] = {{Recompute::none, 1}, {Recompute::selective, 1}, {Recompute::full, 1}};
+  const ActivationPolicy policies[] = {{Recompute::none, 1},
+                                       {Recompute::selective, 1},
+                                       {Recompute::full, 1},
+                                       {Recompute::none, 1, ActivationOffload::cpu},
+                                       {Recompute::selective, 1, ActivationOffload::cpu},
+                                       {Recompute::full, 1, ActivationOffload::cpu}};
   std::vector<std::vector<LargestFit>> results;
   for (const ActivationPolicy& policy : policies)
     results.push_back(largest_fitting(
@@ -236,7 +243,9 @@ int run_max_model(const cli::ArgParser& p) {
               limits.host_bytes ? (", host " + short_number(*limits.host_bytes / 1e9) + " GB").c_str() : "");
   std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
   for (const ActivationPolicy& policy : policies)
-    std::printf(" | %-24s", (std::string("recompute ") + recompute_name(policy.recompute)).c_str());
+    std::printf(" | %-18s", (std::string(recompute_name(policy.recompute)) +
+                             (policy.offload == ActivationOffload::cpu ? " + offload" : ""))
+                                .c_str());
   std::printf("\n");
   for (std::size_t i = 0; i < results[0].size(); ++i) {
     const FitOption& o = results[0][i].option;
@@ -250,11 +259,14 @@ int run_max_model(const cli::ArgParser& p) {
               : "L=" + std::to_string(fit.size) + " C=" + std::to_string(64 * fit.size) + " " +
                     short_number(double(gpt_footprint(max_model_shape(fit.size, vocab, seq), batch).params) / 1e9) +
                     "B";
-      std::printf(" | %-24s", cell.c_str());
+      std::printf(" | %-18s", cell.c_str());
     }
     std::printf("\n");
   }
-  std::printf("(at most L = %d searched; parameters in billions; the fit check is `starzero plan`'s)\n", kMaxLayers);
+  std::printf(
+      "(columns: --recompute mode, + --offload-activations cpu; window 1; at most L = %d searched;\n"
+      " parameters in billions; the fit check is `starzero plan`'s)\n",
+      kMaxLayers);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

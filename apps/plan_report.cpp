@@ -258,7 +258,18 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
   const bool any_nvme = in.offload_optimizer == OptimizerOffload::nvme;
-  const std::size_t label_w = 34, col_w = 14;
+  std::string activations_label;
+  if (a.gpt) {
+    const ActivationPolicy& policy = a.gpt->activations;
+    activations_label = strf(
+        "      activations (B=%lld, T=%lld%s%s)", (long long)a.gpt->batch, (long long)a.gpt->seq,
+        policy.recompute == Recompute::none ? "" : strf(", recompute %s", recompute_name(policy.recompute)).c_str(),
+        policy.recompute == Recompute::none && policy.offload == ActivationOffload::none
+            ? ""
+            : strf(", window %d", policy.window).c_str());
+  }
+  const bool activations_offloaded = a.gpt && a.gpt->activations.offload == ActivationOffload::cpu;
+  const std::size_t label_w = std::max<std::size_t>(34, activations_label.size() + 2), col_w = 14;
   for (std::int64_t dp : a.dps) {
     out += "Breakdown at dp " + std::to_string(dp) + ", GB (exact):\n";
     out += "  " + pad("", label_w);
@@ -274,17 +285,13 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.gpu.optimizer); });
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
     if (a.gpt) {
-      line(strf("      activations (B=%lld, T=%lld%s)", (long long)a.gpt->batch, (long long)a.gpt->seq,
-                a.gpt->activations.recompute == Recompute::none
-                    ? ""
-                    : strf(", recompute %s, window %d", recompute_name(a.gpt->activations.recompute),
-                           a.gpt->activations.window)
-                          .c_str()),
-           [](const MemoryPlan& m) { return gb_exact(*m.activations); });
+      line(activations_label, [](const MemoryPlan& m) { return gb_exact(*m.activations); });
       line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
       line("      total", [](const MemoryPlan& m) { return gb_exact(m.gpu_total()); });
     }
+    if (activations_offloaded)
+      line("host  activations (offloaded)", [](const MemoryPlan& m) { return gb_exact(m.host_activations); });
     if (offload) {
       line("host  parameters", [](const MemoryPlan& m) { return gb_exact(m.host.params); });
       line("      gradients (staging)", [](const MemoryPlan& m) { return gb_exact(m.host.grads); });
@@ -293,7 +300,10 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
       if (any_nvme) line("NVMe  optimizer state", [](const MemoryPlan& m) { return gb_exact(m.nvme_total()); });
       line("host<->GPU traffic per step", [](const MemoryPlan& m) { return gb_exact(m.offload_transfer_bytes); });
     } else {
-      line("host  total (no offload)", [](const MemoryPlan& m) { return gb_exact(m.host_total()); });
+      line(activations_offloaded ? "      total" : "host  total (no offload)",
+           [](const MemoryPlan& m) { return gb_exact(m.host_total()); });
+      if (activations_offloaded)
+        line("host<->GPU traffic per step", [](const MemoryPlan& m) { return gb_exact(m.offload_transfer_bytes); });
     }
     out += "\n";
   }
@@ -310,6 +320,11 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            " (the blocks' kept activations,\nrecomputation slots, two slots of activation gradients, logits/probs, "
            "attention scratch;\ndocs/activation-memory.md). ZeRO does not shard activations: every rank holds its "
            "own\nmicro-batch's, at every stage and dp.\n";
+    if (a.gpt->activations.offload == ActivationOffload::cpu)
+      out += "Activation offload: the kept activations of all blocks but the last W+1 (" +
+             gb_exact(r.rows.front().mem.host_activations) +
+             " GB) live in pinned host memory\nand cross the bus twice per micro-batch; W+1 blocks of them "
+             "stay on the GPU.\n";
     const NamedCount largest = in.model->largest_layer();
     out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
            " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
@@ -459,7 +474,7 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
            ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
            ", \"temporaries\": " + json_number(m.temporaries) + ", \"total\": " + json_number(m.gpu_total()) +
-           "},\n     \"host\": " + json_split(m.host) + ", \"nvme\": " + json_split(m.nvme) +
+           "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) + ", \"nvme\": " + json_split(m.nvme) +
            ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
            ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
            ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +

@@ -69,7 +69,11 @@ cli::ArgParser make_train_parser() {
       .option("recompute", "MODE",
               "none (default), selective (layernorms, attention, GELU run again before each block's backward) or "
               "full (a block keeps only its output; its forward runs again): docs/activation-memory.md")
-      .option("recompute-window", "W", "blocks recomputed ahead of the backward, W + 1 alive at once (default 1)")
+      .option("recompute-window", "W",
+              "blocks recomputed or fetched ahead of the backward, W + 1 alive at once (default 1)")
+      .option("offload-activations", "WHERE",
+              "none (default) or cpu: what the blocks keep lives in pinned host memory between forward and "
+              "backward, W + 1 blocks on the device")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
       .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
       .flag("fp32-grad-accum",
@@ -228,8 +232,6 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   offload_options(p, o);
   o.tiles = cli::auto_or_int_option(p, "tiles", 1);
   o.activations = cli::activation_policy_option(p);
-  if (p.given("recompute-window") && o.activations.recompute == Recompute::none)
-    throw UsageError("--recompute-window is for --recompute selective|full");
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   o.checkpoint_in = request.checkpoint;

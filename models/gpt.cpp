@@ -6,6 +6,8 @@
 #include <deque>
 #include <stdexcept>
 
+#include "tasks/prefetch.hpp"
+
 namespace starzero {
 
 namespace {
@@ -22,6 +24,14 @@ struct ScratchHandle {
 };
 
 std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
+
+// Every piece of each tensor (the whole one when it is not split).
+std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& tensors) {
+  std::vector<starpu_data_handle_t> handles;
+  for (const Tensor* tensor : tensors)
+    for (std::size_t k = 0; k < tensor->pieces(); ++k) handles.push_back(tensor->piece(k));
+  return handles;
+}
 
 // A linear layer's weight is [(L,) OC, C] in llm.c: its input and output widths.
 int in_features(const GptTensor& weight) { return int(weight.dims.back()); }
@@ -167,6 +177,10 @@ struct GptModel::Buffers {
   Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
   std::deque<ScratchHandle> dpreatt, datt;  // per tile
   std::size_t scratch_bytes = 0;            // dpreatt and datt
+  // Per block: what it keeps for the backward; offloaded (--offload-activations cpu) for the
+  // first `offloaded` blocks, whose kept tensors have a pinned host home.
+  std::vector<std::vector<const Tensor*>> kept;
+  int offloaded = 0;
 
   Buffers(const tasks::Dims& d, const Tiles& t, int L, const ActivationPolicy& policy)
       : tokens(keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
@@ -182,6 +196,8 @@ struct GptModel::Buffers {
         dlnf(keep(act(d, t, d.C, at("dlnf", 0)))),
         dlogits(keep(act(d, t, d.Vp, at("dlogits", 0)))) {
     const int slots = policy.recompute == Recompute::none ? 0 : std::min(L, policy.window + 1);  // W + 1 <= L
+    offloaded = offloaded_blocks(policy, L);
+    kept.resize(std::size_t(L));
     // Forward tensors: a block's own, or slot b % slots's (made when first needed).
     std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots), std::vector<Tensor*>(std::size(kBlockActivations)));
     std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
@@ -191,7 +207,8 @@ struct GptModel::Buffers {
       for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
         const ActivationKind& kind = kBlockActivations[i];
         if (kept_per_block(kind, policy.recompute)) {
-          f.push_back(&keep(forward_tensor(d, t, kind, at(kind.name, b))));
+          f.push_back(&keep(forward_tensor(d, t, kind, at(kind.name, b), b < offloaded)));
+          kept[std::size_t(b)].push_back(f.back());
           continue;
         }
         Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
@@ -217,11 +234,19 @@ struct GptModel::Buffers {
     }
   }
 
-  // Bytes of every activation buffer: what a micro-batch's activations take (StarPU allocates a
-  // transient tensor where it is first written and keeps it for the run).
+  // Bytes of every activation buffer but the offloaded ones: what a micro-batch's activations
+  // take on the device (StarPU allocates a transient tensor where it is first written and keeps it
+  // for the run).
   std::size_t bytes() const {
     std::size_t total = scratch_bytes;
     for (const Tensor& tensor : storage) total += tensor.bytes();
+    return total - offloaded_bytes();
+  }
+  // The offloaded blocks' kept tensors, whose home is pinned host memory.
+  std::size_t offloaded_bytes() const {
+    std::size_t total = 0;
+    for (int b = 0; b < offloaded; ++b)
+      for (const Tensor* tensor : kept[std::size_t(b)]) total += tensor->bytes();
     return total;
   }
 
@@ -236,10 +261,14 @@ struct GptModel::Buffers {
   static Tensor stat(const tasks::Dims& d, const Tiles& t, const std::string& name) {
     return t.make(DType::f32, std::size_t(d.T), name);
   }
-  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const ActivationKind& kind, const std::string& name) {
-    if (kind.stat) return stat(d, t, name);
-    if (kind.attention) return t.make(DType::f32, attention_size(d), name);
-    return act(d, t, kind.width * d.C, name);
+  // `host`: with a home in main memory (pinned when there are CUDA workers), even with one tile.
+  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const ActivationKind& kind, const std::string& name,
+                               bool host = false) {
+    const DType dtype = kind.stat || kind.attention ? DType::f32 : d.dtype;
+    const std::size_t per_sequence = kind.stat        ? std::size_t(d.T)
+                                     : kind.attention ? attention_size(d)
+                                                      : std::size_t(d.T) * std::size_t(kind.width * d.C);
+    return host ? t.host(dtype, per_sequence, name) : t.make(dtype, per_sequence, name);
   }
 };
 
@@ -296,6 +325,8 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, 
 int GptModel::tiles() const { return tiles_->count(); }
 
 std::size_t GptModel::activation_bytes() const { return buffers_->bytes(); }
+
+std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->offloaded_bytes(); }
 
 std::string GptModel::tile_name(const std::string& name, int tile) const {
   return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
@@ -547,6 +578,15 @@ void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pas
     tasks::submit_residual_forward(d, a.residual3.piece(k), a.residual2.piece(k), a.fcproj.piece(k),
                                    name("residual3", k));
   }
+  // Offload: once written, what the block keeps goes back to its pinned host home and its device
+  // copy may be evicted (the block's output once the next block has read it).
+  if (forward && block < buf.offloaded) {
+    std::vector<const Tensor*> kept;
+    for (const Tensor* tensor : buf.kept[std::size_t(block)])
+      if (tensor != &a.residual3) kept.push_back(tensor);
+    tasks::submit_write_back(pieces_of(kept));
+  }
+  if (forward && block >= 1 && block - 1 < buf.offloaded) tasks::submit_write_back(pieces_of({&input}));
 }
 
 void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
@@ -589,6 +629,17 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
                                      name("attention_bwd", k));
   linear("qkv", qkvw, qkvb, a.dln1, a.dqkv, a.ln1);
   layernorm("ln1", ln1w, ln1b, dinput, a.dln1, input, a.ln1_mean, a.ln1_rstd);
+
+  // Offload: once this backward is done, block − W − 1's kept activations (and its input, block
+  // − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
+  const int ahead = block - activations_.window - 1;
+  if (ahead >= 0 && ahead < buf.offloaded) {
+    std::vector<const Tensor*> fetched = buf.kept[std::size_t(ahead)];
+    if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].residual3);
+    std::vector<starpu_data_handle_t> handles = pieces_of(fetched);
+    const std::vector<starpu_data_handle_t> gates = pieces_of({&dinput});
+    tasks::submit_fetch(handles, gates, at("activation_fetch", ahead));
+  }
 }
 
 namespace {

@@ -54,9 +54,13 @@ class GptModel final : public Model {
   int seq() const { return dims_.T; }
   int tiles() const;
   const ActivationPolicy& activation_policy() const { return activations_; }
-  // Bytes of one micro-batch's activation buffers, their gradients and scratch, as allocated
-  // (docs/activation-memory.md has the formula; gpt_activation_bytes computes it independently).
+  // Bytes of one micro-batch's activation buffers, their gradients and scratch, as allocated, that
+  // stay on the device (docs/activation-memory.md has the formula; gpt_activation_bytes computes
+  // it independently).
   std::size_t activation_bytes() const;
+  // Of them, what --offload-activations cpu keeps in pinned host memory instead: not counted in
+  // activation_bytes() (gpt_offloaded_activation_bytes is its formula).
+  std::size_t offloaded_activation_bytes() const;
 
   // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
   void set_batch(std::span<const int> inputs, std::span<const int> targets);

@@ -126,6 +126,7 @@ class GptTrainable final : public Trainable {
   }
   double mean_loss() const override { return model_.mean_loss(); }
   std::optional<std::size_t> activation_bytes() const override { return model_.activation_bytes(); }
+  std::optional<std::size_t> offloaded_activation_bytes() const override { return model_.offloaded_activation_bytes(); }
   std::optional<std::string> sample(const std::function<void()>& forward, const std::string& prompt, int tokens,
                                     std::uint64_t seed) override;
 
@@ -190,13 +191,19 @@ class GptSpec final : public ModelSpec {
            std::to_string(data_.vocab()) + ")";
   }
   std::size_t parameter_count() const override { return shape_.param_count(); }
-  ModelFootprint footprint(int batch) const override { return gpt_footprint(shape_, batch); }
+  ModelFootprint footprint(int batch, const ActivationPolicy& activations) const override {
+    return gpt_footprint(shape_, batch, activations);
+  }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles, const ActivationPolicy& activations) const override {
     return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_, evaluation_split_);
   }
   std::optional<std::size_t> activation_bytes(DType dtype, int batch, const ActivationPolicy& activations) const override {
     return gpt_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
+  }
+  std::optional<std::size_t> offloaded_activation_bytes(DType dtype, int batch,
+                                                        const ActivationPolicy& activations) const override {
+    return gpt_offloaded_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
   }
 
  private:

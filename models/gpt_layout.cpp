@@ -328,27 +328,53 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
     throw std::invalid_argument("GPT activations too large: bytes overflow 63 bits");
   footprint.activation_bytes_2 = std::int64_t(gpt_activation_bytes(shape, 2, batch, shape.max_seq, activations));
   footprint.activation_bytes_4 = std::int64_t(gpt_activation_bytes(shape, 4, batch, shape.max_seq, activations));
+  footprint.offloaded_activation_bytes_2 =
+      std::int64_t(gpt_offloaded_activation_bytes(shape, 2, batch, shape.max_seq, activations));
+  footprint.offloaded_activation_bytes_4 =
+      std::int64_t(gpt_offloaded_activation_bytes(shape, 4, batch, shape.max_seq, activations));
   footprint.activations = activations;
   return footprint;
 }
 
-std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t e, int B, int T, const ActivationPolicy& policy) {
-  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers), Vp = std::size_t(shape.padded_vocab);
+namespace {
+
+// Per token of one block: everything its forward writes, and what `policy` keeps of it.
+struct BlockBytes {
+  std::size_t all, kept;
+};
+BlockBytes block_bytes(const GptShape& shape, std::size_t e, int T, const ActivationPolicy& policy) {
+  const std::size_t C = std::size_t(shape.channels);
   const std::size_t attention = 2 * std::size_t(shape.heads) * std::size_t(T) * 4;  // preatt + att, fp32, per token
   const std::size_t stats = 4 * 4;                                                  // ln1/ln2 mean and rstd, fp32
-  // Per token of one block: everything its forward writes, and what each policy keeps of it.
-  const std::size_t block_all = 18 * C * e + stats + attention;
-  std::size_t kept = block_all;
-  if (policy.recompute == Recompute::selective) kept = (3 + 1 + 4 + 1) * C * e;  // qkv, residual2, fch, residual3
-  if (policy.recompute == Recompute::full) kept = C * e;                       // residual3
+  BlockBytes b{18 * C * e + stats + attention, 0};
+  b.kept = b.all;
+  if (policy.recompute == Recompute::selective) b.kept = (3 + 1 + 4 + 1) * C * e;  // qkv, residual2, fch, residual3
+  if (policy.recompute == Recompute::full) b.kept = C * e;                       // residual3
+  return b;
+}
+
+}  // namespace
+
+std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t e, int B, int T, const ActivationPolicy& policy) {
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers), Vp = std::size_t(shape.padded_vocab);
+  const std::size_t attention = 2 * std::size_t(shape.heads) * std::size_t(T) * 4;  // dpreatt + datt, fp32, per token
+  const BlockBytes block = block_bytes(shape, e, T, policy);
+  const std::size_t on_device = L - std::size_t(offloaded_blocks(policy, shape.layers));  // blocks keeping theirs here
   const std::size_t slots = policy.recompute == Recompute::none ? 0 : std::min(L, std::size_t(policy.window) + 1);
   const std::size_t gradient_slots = std::min<std::size_t>(L, 2);
-  const std::size_t per_token = L * kept + slots * (block_all - kept) + gradient_slots * 18 * C * e +
+  const std::size_t per_token = on_device * block.kept + slots * (block.all - block.kept) +
+                                gradient_slots * 18 * C * e +
                                 2 * 4 +                    // tokens, targets (int32)
                                 4 * C * e + 2 * 4 +        // encoded, dencoded, lnf, dlnf; lnf mean and rstd
                                 2 * Vp * e + Vp * 4 + 4 +  // logits, dlogits; probs, losses (fp32)
                                 attention;                 // dpreatt, datt scratch of the backward
   return std::size_t(B) * std::size_t(T) * per_token;
+}
+
+std::size_t gpt_offloaded_activation_bytes(const GptShape& shape, std::size_t e, int B, int T,
+                                           const ActivationPolicy& policy) {
+  return std::size_t(B) * std::size_t(T) * std::size_t(offloaded_blocks(policy, shape.layers)) *
+         block_bytes(shape, e, T, policy).kept;
 }
 
 }  // namespace starzero

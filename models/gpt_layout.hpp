@@ -152,5 +152,10 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
 // `activation_bytes` is the element size of the activations (4 fp32, 2 bf16).
 std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t activation_bytes, int B, int T,
                                  const ActivationPolicy& policy);
+// Of the blocks' kept activations, the bytes --offload-activations cpu moves to pinned host
+// memory (0 without offload): those of the first L − (window + 1) blocks. gpt_activation_bytes
+// counts the rest, which stay on the device.
+std::size_t gpt_offloaded_activation_bytes(const GptShape& shape, std::size_t activation_bytes, int B, int T,
+                                           const ActivationPolicy& policy = {});
 
 }  // namespace starzero

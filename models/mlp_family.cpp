@@ -24,7 +24,7 @@ class MlpSpec final : public ModelSpec {
   }
   std::size_t parameter_count() const override { return shape_.state_layout().param_count(); }
   DType default_precision() const override { return DType::f32; }
-  ModelFootprint footprint(int batch) const override {
+  ModelFootprint footprint(int batch, const ActivationPolicy& /*activations: the MLP keeps all*/) const override {
     const std::int64_t B = batch, C = shape_.hidden, V = shape_.classes, K = shape_.blocks;
     ModelFootprint f;
     f.params = std::int64_t(parameter_count());
@@ -40,6 +40,8 @@ class MlpSpec final : public ModelSpec {
   std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/, const ActivationPolicy& activations) const override {
     if (activations.recompute != Recompute::none)
       throw std::invalid_argument("--recompute: the mlp model keeps its activations (recomputation is GPT's)");
+    if (activations.offload != ActivationOffload::none)
+      throw std::invalid_argument("--offload-activations: the mlp model keeps its activations on the device (GPT's)");
     if (dtype != DType::f32) throw std::invalid_argument("the MLP trains in fp32 only (--precision fp32)");
     return std::make_unique<TokenClassifier>(shape_, batch, seed_);
   }

@@ -17,11 +17,22 @@ namespace starzero {
 //   full       a block's output only; the whole block's forward runs again before its backward.
 // The recomputed activations live in `window` + 1 shared slots: the recomputation of block l−1
 // may run beside the backward of block l, with at most window + 1 blocks' activations alive.
+// Offload (cpu): what the blocks keep lives in pinned host memory; after a block's forward StarPU
+// writes it back there and may evict the device copy, and it comes back `window` blocks ahead
+// of the backward. The last window + 1 blocks, needed first, are not offloaded.
 enum class Recompute { none, selective, full };
+enum class ActivationOffload { none, cpu };
 struct ActivationPolicy {
   Recompute recompute = Recompute::none;
   int window = 1;
+  ActivationOffload offload = ActivationOffload::none;
 };
+inline const char* offload_name(ActivationOffload o) { return o == ActivationOffload::cpu ? "cpu" : "none"; }
+// Blocks (of `layers`) whose kept activations are offloaded: the first layers − (window + 1).
+inline int offloaded_blocks(const ActivationPolicy& policy, int layers) {
+  if (policy.offload == ActivationOffload::none) return 0;
+  return std::max(0, layers - (policy.window + 1));
+}
 inline const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";
@@ -46,6 +57,9 @@ struct ModelFootprint {
   // planner then counts activation_tensors at the precision's bytes): with 2-byte (bf16/fp16) and
   // 4-byte (fp32) activations, under `activations` (what the model keeps and recomputes).
   std::int64_t activation_bytes_2 = 0, activation_bytes_4 = 0;
+  // Of what the blocks keep, the bytes offloaded to pinned host memory (--offload-activations
+  // cpu; not counted in activation_bytes_2/4, which stay on the device).
+  std::int64_t offloaded_activation_bytes_2 = 0, offloaded_activation_bytes_4 = 0;
   ActivationPolicy activations;
 
   NamedCount largest_layer() const {

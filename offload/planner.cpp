@@ -152,6 +152,9 @@ MemoryPlan plan_memory(const PlanInput& in) {
   if (in.model) {
     const std::int64_t buffers = prec == 4 ? in.model->activation_bytes_4 : in.model->activation_bytes_2;
     p.activations = buffers > 0 ? double(buffers) : double(in.model->activation_elements()) * prec;
+    p.host_activations =
+        double(prec == 4 ? in.model->offloaded_activation_bytes_4 : in.model->offloaded_activation_bytes_2);
+    p.offload_transfer_bytes += 2 * p.host_activations;  // down after the forward, up before the backward
   }
   p.temporaries = zero3_temporaries(in, prec);
   return p;

@@ -24,7 +24,9 @@
 // - activations (model footprint only): one micro-batch's activation buffers as the model
 //   allocates them (ModelFootprint::activation_bytes_2/4, under its recomputation policy), or,
 //   when the model does not give them, its activation tensors at the precision's bytes per
-//   element. ZeRO does not shard activations: every rank holds its own.
+//   element. ZeRO does not shard activations: every rank holds its own. With activation offload
+//   the blocks' kept activations beyond the window are host bytes instead (host_activations), and
+//   cross the bus twice per micro-batch (offload_transfer_bytes).
 // - ZeRO-3 temporaries (model footprint only): the full parameters of the layers being computed
 //   and prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
 //   without parameter offload the shard is the whole model, nothing is gathered: 0.
@@ -91,12 +93,13 @@ struct MemoryPlan {
   ByteSplit host;                     // placed: host memory (includes the offload staging copies)
   ByteSplit nvme;                     // placed: NVMe
   std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without a footprint
+  double host_activations = 0;        // of them, the blocks' kept ones offloaded to host memory instead
   std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
                                       // unknown for ZeRO-3 without a footprint
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
   double gpu_static() const { return gpu.total(); }
   double gpu_total() const;  // static + activations + temporaries (the known ones)
-  double host_total() const { return host.total(); }
+  double host_total() const { return host.total() + host_activations; }
   double nvme_total() const { return nvme.total(); }
 };
 

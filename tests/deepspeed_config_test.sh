@@ -101,6 +101,12 @@ printf '{"activation_checkpointing": {"partition_activations": true, "cpu_checkp
 grep -q -- "--recompute full" "$work/ac.log" && grep -q "activations: .*(--recompute full, window 1)" "$work/ac.log" \
   || { cat "$work/ac.log"; fail "activation_checkpointing is not --recompute full"; }
 grep -q "activation_checkpointing.partition_activations" "$work/ac.err" || { cat "$work/ac.err"; fail "partition_activations not listed"; }
+# cpu_checkpointing: --offload-activations cpu.
+printf '{"activation_checkpointing": {"cpu_checkpointing": true}}' > "$work/acc.json"
+"$starzero" train "${tiny[@]}" --steps 1 --deepspeed-config "$work/acc.json" > "$work/acc.log" 2> "$work/acc.err" \
+  || { cat "$work/acc.log" "$work/acc.err"; fail "cpu_checkpointing"; }
+grep -q "activations: .*(--recompute full, window 1, --offload-activations cpu)" "$work/acc.log" \
+  || { cat "$work/acc.log"; fail "cpu_checkpointing is not --offload-activations cpu"; }
 expect_error "a flag that contradicts the file" '{"optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}' --lr 0.002
 expect_error "malformed JSON" '{"train_batch_size": 8,'
 expect_error "not an object" '[1, 2]'

@@ -61,22 +61,31 @@ run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --sta
 expect_line ' *activations \(B=4, T=1024, recompute full, window 1\) +4\.762845184' "activations, full: 4.762845184 GB"
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute selective --recompute-window 0
 expect_line ' *activations \(B=4, T=1024, recompute selective, window 0\) +5\.253513216' "activations, selective window 0: 5.253513216 GB"
-# --max-model: the largest GPT per stage, offload and recompute mode; recomputation never fits less.
+# --max-model: the largest GPT per stage, offload and recompute mode; recomputation never fits
+# less, nor does activation offload.
 run --max-model --gpu-mem 141GB --host-mem 1.5TB
 expect_text 'largest GPT that fits (L layers, hidden 64·L, L heads, vocab 50257, T=1024, B=1, bf16, dp 1), GPU 141 GB, host 1500 GB' "--max-model header"
-expect_line 'ZeRO-0 none +none +\| L=51 C=3264 6\.69B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
-python3 - "$WORK/out" <<'PY' && pass "--max-model: selective >= none, full >= selective on every row" || fail "--max-model rows not monotone"
+expect_line 'stage +optimizer params +\| none +\| selective +\| full +\| none \+ offload +\| selective \+ offload +\| full \+ offload *' "--max-model columns"
+expect_line 'ZeRO-0 none +none +\| L=51 C=3264 6\.69B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
+python3 - "$WORK/out" <<'PY' && pass "--max-model: selective >= none, full >= selective, offload >= without, on every row" || fail "--max-model rows not monotone"
 import re, sys
 rows = [l for l in open(sys.argv[1]) if l.startswith("ZeRO-")]
 assert len(rows) == 15, len(rows)
 for r in rows:
     sizes = [int(x) for x in re.findall(r"L=(\d+)", r)]
-    assert len(sizes) == 3 and sizes[0] <= sizes[1] <= sizes[2], r
+    assert len(sizes) == 6 and sizes[0] <= sizes[1] <= sizes[2], r
+    assert sizes[3] <= sizes[4] <= sizes[5] and all(sizes[i] <= sizes[i + 3] for i in range(3)), r
 PY
 run --max-model --params 1B --gpu-mem 80GB
 if [ "$RC" -eq 2 ]; then pass "--max-model with --params: exit 2"; else fail "--max-model with --params: exit $RC"; fi
 run --max-model
 if [ "$RC" -eq 2 ]; then pass "--max-model without memory: exit 2"; else fail "--max-model without memory: exit $RC"; fi
+# --offload-activations: the kept activations of L − (W + 1) blocks move to the host total.
+run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --offload-activations cpu
+expect_line ' *activations \(B=4, T=1024, window 1\) +4\.637016064' "activations, none + offload: 4.637016064 GB on the GPU (12·F·B·T less 10 blocks)"
+expect_line ' *host  activations \(offloaded\) +6\.29211136' "offloaded activations: 10 blocks × F × B·T = 6.29211136 GB"
+run --params 1B --offload-activations cpu
+if [ "$RC" -eq 2 ]; then pass "--offload-activations without a GPT config: exit 2"; else fail "--offload-activations without a GPT config: exit $RC"; fi
 run --params 1B --recompute full
 if [ "$RC" -eq 2 ]; then pass "--recompute without a GPT config: exit 2"; else fail "--recompute without a GPT config: exit $RC"; fi
 

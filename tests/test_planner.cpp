@@ -251,6 +251,29 @@ TEST_CASE("GPT activations: llm.c train_gpt2.c layout", "[planner][gpt]") {
   in.model = gpt_footprint(gpt2_124m_shape(), int(B), {Recompute::full, 0});
   CHECK(*plan_memory(in).activations == buffers(2, C * 2, 1));
   CHECK(*plan_memory(in).activations < none_bf16 / 2);
+  // Offload: the kept tensors of the first L − (W + 1) blocks go to host memory and cross the bus
+  // twice; the device keeps W + 1 blocks' worth.
+  for (const Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
+    for (const int window : {0, 1, 3, 11, 20}) {
+      const std::int64_t kept = mode == Recompute::none        ? 18 * C * 2 + 16 + 2 * NH * T * 4
+                                : mode == Recompute::selective ? 9 * C * 2
+                                                               : C * 2;
+      const std::int64_t slots = mode == Recompute::none ? 0 : std::min<std::int64_t>(L, window + 1);
+      const std::int64_t offloaded = std::max<std::int64_t>(0, L - (window + 1));
+      in.model = gpt_footprint(gpt2_124m_shape(), int(B), {mode, window});
+      const MemoryPlan kept_here = plan_memory(in);
+      in.model = gpt_footprint(gpt2_124m_shape(), int(B), {mode, window, ActivationOffload::cpu});
+      const MemoryPlan p = plan_memory(in);
+      CAPTURE(recompute_name(mode), window);
+      CHECK(*kept_here.activations == buffers(2, kept, slots));
+      CHECK(kept_here.host_activations == 0);
+      CHECK(p.host_activations == double(B * T * offloaded * kept));
+      CHECK(*p.activations == *kept_here.activations - p.host_activations);
+      CHECK(p.host_total() == kept_here.host_total() + p.host_activations);
+      CHECK(p.offload_transfer_bytes == kept_here.offload_transfer_bytes + 2 * p.host_activations);
+      CHECK(p.gpu_total() == kept_here.gpu_total() - p.host_activations);
+    }
+  }
   // Without the buffers' bytes (another model), llm.c's elements at the precision's size.
   ModelFootprint elements_only = gpt2_124m();
   elements_only.activation_bytes_2 = elements_only.activation_bytes_4 = 0;

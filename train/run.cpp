@@ -92,7 +92,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
 
 PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, int micro_batch) {
   PlanInput input;
-  input.model = spec.footprint(micro_batch);
+  input.model = spec.footprint(micro_batch, o.activations);
   input.dp = world;
   input.stage = o.stage;
   input.precision = o.precision == DType::f32 ? Precision::fp32 : Precision::bf16;
@@ -279,12 +279,23 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (metrics) metrics->end(summary.steps, summary.train_seconds);
   if (!ranks.leader()) return;
   if (const auto held = run.model->activation_bytes()) {
-    const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), o.activations);
-    std::printf(
-        "activations: %.1f MB per micro-batch held (--recompute %s%s), plan %s\n", double(*held) / 1e6,
-        recompute_name(o.activations.recompute),
-        o.activations.recompute == Recompute::none ? "" : (", window " + std::to_string(o.activations.window)).c_str(),
-        plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
+    const ActivationPolicy& a = o.activations;
+    const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), a);
+    const bool windowed = a.recompute != Recompute::none || a.offload != ActivationOffload::none;
+    std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s%s), plan %s\n", double(*held) / 1e6,
+                recompute_name(a.recompute), windowed ? (", window " + std::to_string(a.window)).c_str() : "",
+                a.offload == ActivationOffload::none ? "" : ", --offload-activations cpu",
+                plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
+    if (a.offload != ActivationOffload::none) {
+      const auto offloaded = run.model->offloaded_activation_bytes();
+      const auto offloaded_plan = spec.offloaded_activation_bytes(o.precision, run.model->micro_batch(), a);
+      std::printf("activations offloaded: %.1f MB per micro-batch in pinned host memory, plan %s\n",
+                  double(offloaded.value_or(0)) / 1e6,
+                  offloaded_plan ? (fixed(double(*offloaded_plan) / 1e6, 1) + " MB" +
+                                    (offloaded_plan == offloaded ? "" : " (differs)"))
+                                       .c_str()
+                                 : "none");
+    }
   }
   print_summary(o, summary, run.model->row_tokens(), start);
   if (metrics)

@@ -54,6 +54,8 @@ class Trainable : public Model {
   virtual std::optional<double> accuracy() const { return std::nullopt; }
   // Bytes of one micro-batch's activation buffers as allocated (nullopt: not counted).
   virtual std::optional<std::size_t> activation_bytes() const { return std::nullopt; }
+  // Of one micro-batch's activations, the bytes kept in pinned host memory instead (offload).
+  virtual std::optional<std::size_t> offloaded_activation_bytes() const { return std::nullopt; }
   // Text generated from `prompt`, `tokens` tokens long, printable on one line: the model loads
   // its context and calls `forward` (one forward pass of the engine) per token. nullopt: this
   // model makes no text.
@@ -109,8 +111,9 @@ class ModelSpec {
   virtual std::size_t parameter_count() const = 0;
   // Precision when the user names none (a model may support only fp32).
   virtual DType default_precision() const { return DType::bf16; }
-  // Sizes for the planner (host memory checks before StarPU starts).
-  virtual ModelFootprint footprint(int micro_batch) const = 0;
+  // Sizes for the planner (host memory checks before StarPU starts), with activations kept as
+  // `activations` says.
+  virtual ModelFootprint footprint(int micro_batch, const ActivationPolicy& activations) const = 0;
   virtual const CheckpointFormat& checkpoint_format() const = 0;
   // Builds the model for micro-batches of `micro_batch` rows, each row-wise op split into
   // `tiles` tasks over groups of rows (1 <= tiles <= micro_batch; a model may run every op as
@@ -122,6 +125,11 @@ class ModelSpec {
   // formula (docs/activation-memory.md); nullopt: the model has none.
   virtual std::optional<std::size_t> activation_bytes(DType /*dtype*/, int /*micro_batch*/,
                                                       const ActivationPolicy& /*activations*/) const {
+    return std::nullopt;
+  }
+  // Of them, the bytes offloaded to pinned host memory, by the same formula.
+  virtual std::optional<std::size_t> offloaded_activation_bytes(DType /*dtype*/, int /*micro_batch*/,
+                                                                const ActivationPolicy& /*activations*/) const {
     return std::nullopt;
   }
 };

@@ -1,0 +1,48 @@
+#include "tasks/prefetch.hpp"
+
+#include "runtime/codelet.hpp"
+
+namespace starzero::tasks {
+
+namespace {
+
+void fetched(const TaskBuffers&, const NoArgs&) {}
+
+double no_flops(const NoArgs&, Handles) { return 0.0; }
+double fetched_bytes(const NoArgs&, Handles handles) {
+  double bytes = 0;
+  for (starpu_data_handle_t h : handles) bytes += double(starpu_data_get_size(h));
+  return bytes;
+}
+
+// One codelet per kind of worker, so that the scheduler cannot pick the CPU for a fetch meant for
+// the GPU (the transfer makes the CPU look cheaper to dmda). Both do nothing once the data is there.
+Codelet<NoArgs> fetch_on_cuda({
+    .name = "activation_fetch_cuda",
+    .repeated = Buffer{STARPU_R, "fetched"},
+    .cuda = STARZERO_CUDA_FUNC(fetched),
+    .flops = no_flops,
+    .bytes = fetched_bytes,
+});
+Codelet<NoArgs> fetch_on_cpu({
+    .name = "activation_fetch",
+    .repeated = Buffer{STARPU_R, "fetched"},
+    .cpu = fetched,
+    .flops = no_flops,
+    .bytes = fetched_bytes,
+});
+
+}  // namespace
+
+void submit_write_back(const std::vector<starpu_data_handle_t>& handles) {
+  for (starpu_data_handle_t h : handles) starpu_data_wont_use(h);
+}
+
+void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::vector<starpu_data_handle_t>& gates,
+                  const std::string& name) {
+  std::vector<starpu_data_handle_t> all = handles;
+  all.insert(all.end(), gates.begin(), gates.end());
+  submit(starpu_cuda_worker_get_count() > 0 ? fetch_on_cuda : fetch_on_cpu, all, NoArgs{}, name);
+}
+
+}  // namespace starzero::tasks

@@ -1,0 +1,24 @@
+#pragma once
+// Moving data ahead of the tasks that need it, inside the task graph: activation offload
+// (models/gpt.cpp, --offload-activations cpu) writes a block's kept activations back to their
+// pinned host home after its forward and brings them back before its backward.
+#include <starpu.h>
+
+#include <string>
+#include <vector>
+
+namespace starzero::tasks {
+
+// After every task submitted so far that writes them: StarPU writes the handles back to their
+// home (main memory) when the bus is idle and evicts their device copies first when it needs room
+// (starpu_data_wont_use). Nothing happens to data that only lives in main memory.
+void submit_write_back(const std::vector<starpu_data_handle_t>& handles);
+
+// A task that reads `handles` and computes nothing, on a CUDA worker when there is one (else on
+// a CPU worker): StarPU brings the handles to that device before it runs, so the tasks after it
+// find them there. Its place in the graph is its dependencies: it runs after the writers of every
+// handle, `gates` included (handles it reads only to wait for their writers).
+void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::vector<starpu_data_handle_t>& gates,
+                  const std::string& name);
+
+}  // namespace starzero::tasks
