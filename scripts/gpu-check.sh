@@ -242,7 +242,7 @@ fi
 [ -n "${CUDA_ARCHS:-}" ] && cmake_args+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS")
 
 # 2. configure and build. Targets the checks need; a later step appends its own here.
-build_targets=(test_gpt_kernels_cuda test_host_memory test_comm_mpi starzero)
+build_targets=(test_gpt_kernels_cuda test_llama_kernels_cuda test_host_memory test_comm_mpi starzero)
 
 built=0
 rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
@@ -263,8 +263,11 @@ if [ $built = 1 ]; then
   fi
   step "kernels_cuda (CUDA vs CPU kernels)" "$logs/kernels_cuda.log" \
     ctest --test-dir "$build" -R '^kernels_cuda$' --no-tests=error --output-on-failure -V --timeout 600 || true
+  step "kernels_llama_cuda (Llama 3 CUDA vs CPU kernels)" "$logs/kernels_llama_cuda.log" \
+    ctest --test-dir "$build" -R '^kernels_llama_cuda$' --no-tests=error --output-on-failure -V --timeout 600 || true
 else
   skip "kernels_cuda (CUDA vs CPU kernels)" "not built"
+  skip "kernels_llama_cuda (Llama 3 CUDA vs CPU kernels)" "not built"
 fi
 
 # 4. Training: a few steps of the tiny model on the GPU (loss must fall), then the gpt2-124M

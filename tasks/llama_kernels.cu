@@ -1,0 +1,593 @@
+// CUDA implementations of tasks/llama_kernels.hpp (namespace starzero::kernels::cuda): the Llama 3
+// forward and backward kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention), same math and
+// conventions as the CPU kernels. Storage T is float or bf16 (device type __nv_bfloat16,
+// layout-compatible with starzero::bf16); everything is computed in float and rounded once on
+// store. Simple kernels: one thread per element (pair) or one warp per row.
+//
+// - Every function only enqueues work on the given stream (asynchronous); errors in a call or a
+//   launch throw std::runtime_error naming the call and CUDA's error string.
+// - Backward kernels accumulate (+=). Each gradient element is read, incremented by the float sum
+//   of all its contributions and written exactly once (one rounding for bf16), with a fixed
+//   summation order: the results are deterministic (no atomics anywhere).
+// - Scratch: the RMSNorm weight gradient uses a small float buffer of per-chunk partial column sums
+//   (cudaMallocAsync / cudaFreeAsync on the stream).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "tasks/llama_kernels.hpp"
+
+namespace starzero::kernels::cuda {
+
+namespace {
+
+using std::size_t;
+
+static_assert(sizeof(__nv_bfloat16) == sizeof(bf16) && alignof(__nv_bfloat16) == alignof(bf16),
+              "starzero::bf16 must be layout-compatible with __nv_bfloat16");
+
+// ---- errors ------------------------------------------------------------------------------------
+void check_cuda(cudaError_t e, const char* call) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("starzero CUDA Llama kernels: ") + call + " failed: " + cudaGetErrorName(e) +
+                             " (" + cudaGetErrorString(e) + ")");
+}
+#define SZ_CUDA(call) check_cuda((call), #call)
+// After a <<<...>>> launch: launch-configuration errors (and any earlier sticky error).
+#define SZ_LAUNCHED(kernel) check_cuda(cudaGetLastError(), "launch of " #kernel)
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string("starzero CUDA Llama kernels: ") + what);
+}
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// ---- storage types -----------------------------------------------------------------------------
+template <class T>
+struct Storage;
+template <>
+struct Storage<float> {
+  using device = float;
+};
+template <>
+struct Storage<bf16> {
+  using device = __nv_bfloat16;
+};
+template <class T>
+using dev_t = typename Storage<T>::device;
+
+template <class T>
+dev_t<T>* dev(T* p) {
+  return reinterpret_cast<dev_t<T>*>(p);
+}
+template <class T>
+const dev_t<T>* dev(const T* p) {
+  return reinterpret_cast<const dev_t<T>*>(p);
+}
+
+__device__ __forceinline__ float load_f(float x) { return x; }
+__device__ __forceinline__ float load_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class D>
+__device__ __forceinline__ D store_f(float x);
+template <>
+__device__ __forceinline__ float store_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 store_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);  // round to nearest even, NaN stays NaN: as float_to_bf16
+}
+// *p += v, rounded once.
+template <class D>
+__device__ __forceinline__ void add_to(D* p, float v) {
+  *p = store_f<D>(load_f(*p) + v);
+}
+
+// ---- launch shapes and reductions --------------------------------------------------------------
+constexpr int kBlock = 256;                  // threads per block of the 1-D kernels
+constexpr int kWarpsPerBlock = kBlock / 32;  // rows per block of the warp-per-row kernels
+constexpr unsigned kMaxGridStrideBlocks = 65536;
+
+// Blocks for a grid-stride loop over n elements.
+unsigned blocks_for(size_t n) {
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  return unsigned(blocks < kMaxGridStrideBlocks ? blocks : kMaxGridStrideBlocks);
+}
+// Blocks for one warp per row.
+unsigned blocks_for_rows(size_t rows) {
+  const size_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  require(blocks <= 0x7fffffffu, "too many rows for one launch");
+  return unsigned(blocks);
+}
+
+__device__ __forceinline__ size_t global_index() { return blockIdx.x * size_t(blockDim.x) + threadIdx.x; }
+__device__ __forceinline__ size_t global_stride() { return size_t(gridDim.x) * blockDim.x; }
+// The row of the calling thread's warp, and its lane.
+__device__ __forceinline__ size_t warp_row() { return size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; }
+__device__ __forceinline__ int warp_lane() { return int(threadIdx.x % 32); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// A float buffer on the stream's memory pool, released (stream-ordered) when it goes out of scope.
+class Scratch {
+ public:
+  Scratch(size_t count, cudaStream_t stream) : stream_(stream) {
+    SZ_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(float), stream));
+  }
+  ~Scratch() { (void)cudaFreeAsync(ptr_, stream_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  float* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// ---- RMSNorm -----------------------------------------------------------------------------------
+// One warp per row.
+template <class D>
+__global__ void rmsnorm_forward_kernel(D* out, float* rstd, const D* inp, const D* weight, int N, int C, float eps) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(N)) return;
+  const D* x = inp + row * C;
+  float sumsq = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float v = load_f(x[c]);
+    sumsq += v * v;
+  }
+  const float s = 1.0f / sqrtf(warp_sum(sumsq) / C + eps);
+  D* o = out + row * C;
+  for (int c = lane; c < C; c += 32) o[c] = store_f<D>(load_f(x[c]) * s * load_f(weight[c]));
+  if (lane == 0 && rstd != nullptr) rstd[row] = s;
+}
+
+// dinp[r, :] += rstd · (g - norm · mean(g · norm)), g = weight · dout, norm = inp · rstd; one warp per row.
+template <class D>
+__global__ void rmsnorm_backward_dinp_kernel(D* dinp, const D* dout, const D* inp, const D* weight, const float* rstd,
+                                             int N, int C) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(N)) return;
+  const size_t base = row * C;
+  const float s = rstd[row];
+  float dot = 0.0f;
+  for (int c = lane; c < C; c += 32) dot += load_f(weight[c]) * load_f(dout[base + c]) * (load_f(inp[base + c]) * s);
+  const float mean_dot = warp_sum(dot) / C;
+  for (int c = lane; c < C; c += 32) {
+    const float norm = load_f(inp[base + c]) * s;
+    const float g = load_f(weight[c]) * load_f(dout[base + c]);
+    add_to(&dinp[base + c], s * (g - norm * mean_dot));
+  }
+}
+
+// dweight[c] += Σ_r dout[r, c] · inp[r, c] · rstd[r]: rows cut into chunks of kChunkRows; a
+// (32 x 8) block sums 32 columns over one chunk into float partials, then one thread per column
+// adds the chunk partials in order to the gradient.
+constexpr int kChunkRows = 64;
+constexpr int kColTile = 32;
+constexpr int kRowLanes = 8;
+
+template <class D>
+__global__ void rmsnorm_dweight_partials_kernel(float* partial, const D* dout, const D* inp, const float* rstd, int N,
+                                                int C) {
+  __shared__ float acc[kRowLanes][kColTile + 1];
+  const int c = blockIdx.x * kColTile + threadIdx.x;
+  const int chunk = blockIdx.y;
+  const int row_end = min(N, (chunk + 1) * kChunkRows);
+  float sum = 0.0f;
+  if (c < C) {
+    for (int r = chunk * kChunkRows + threadIdx.y; r < row_end; r += kRowLanes) {
+      const size_t i = size_t(r) * C + c;
+      sum += load_f(dout[i]) * (load_f(inp[i]) * rstd[r]);
+    }
+  }
+  acc[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float s = 0.0f;
+    for (int k = 0; k < kRowLanes; ++k) s += acc[k][threadIdx.x];
+    partial[size_t(chunk) * C + c] = s;
+  }
+}
+
+// grad[c] += Σ_chunks partial[chunk, c]
+template <class D>
+__global__ void column_finish_kernel(D* grad, const float* partial, int chunks, int C) {
+  for (size_t c = global_index(); c < size_t(C); c += global_stride()) {
+    float acc = 0.0f;
+    for (int k = 0; k < chunks; ++k) acc += partial[size_t(k) * C + c];
+    add_to(&grad[c], acc);
+  }
+}
+
+// ---- RoPE --------------------------------------------------------------------------------------
+// Work units of a row of C channels: the n_head·hs/2 rotated pairs, then (when `rest`) the
+// C - n_head·hs channels that pass through. One thread per unit (grid-stride).
+struct RopeShape {
+  int Tn, n_head, hs, C;
+  int pairs;  // rotated pairs per row: n_head·hs/2
+  int units;  // work units per row
+};
+
+template <class D>
+__global__ void rope_forward_kernel(D* out, const D* inp, const float* freqs_cis, RopeShape s, size_t n) {
+  const int half = s.hs / 2;
+  for (size_t u = global_index(); u < n; u += global_stride()) {
+    const size_t row = u / s.units;
+    const int k = int(u % s.units);
+    const int t = int(row % s.Tn);
+    const size_t base = row * s.C;
+    if (k < s.pairs) {
+      const int h = k / half, i = k % half;
+      const size_t at = base + size_t(h) * s.hs + 2 * i;
+      const float cos_t = freqs_cis[size_t(t) * s.hs + 2 * i], sin_t = freqs_cis[size_t(t) * s.hs + 2 * i + 1];
+      const float x0 = load_f(inp[at]), x1 = load_f(inp[at + 1]);
+      out[at] = store_f<D>(x0 * cos_t - x1 * sin_t);
+      out[at + 1] = store_f<D>(x0 * sin_t + x1 * cos_t);
+    } else {
+      const size_t at = base + 2 * size_t(s.pairs) + (k - s.pairs);
+      out[at] = inp[at];
+    }
+  }
+}
+
+template <class D>
+__global__ void rope_backward_kernel(D* dinp, const D* dout, const float* freqs_cis, RopeShape s, size_t n) {
+  const int half = s.hs / 2;
+  for (size_t u = global_index(); u < n; u += global_stride()) {
+    const size_t row = u / s.units;
+    const int k = int(u % s.units);
+    const int t = int(row % s.Tn);
+    const size_t base = row * s.C;
+    if (k < s.pairs) {
+      const int h = k / half, i = k % half;
+      const size_t at = base + size_t(h) * s.hs + 2 * i;
+      const float cos_t = freqs_cis[size_t(t) * s.hs + 2 * i], sin_t = freqs_cis[size_t(t) * s.hs + 2 * i + 1];
+      const float d0 = load_f(dout[at]), d1 = load_f(dout[at + 1]);
+      add_to(&dinp[at], d0 * cos_t + d1 * sin_t);
+      add_to(&dinp[at + 1], d1 * cos_t - d0 * sin_t);
+    } else {
+      const size_t at = base + 2 * size_t(s.pairs) + (k - s.pairs);
+      add_to(&dinp[at], load_f(dout[at]));
+    }
+  }
+}
+
+// ---- SwiGLU ------------------------------------------------------------------------------------
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+template <class D>
+__global__ void swiglu_forward_kernel(D* out, const D* gate, const D* up, size_t n) {
+  for (size_t i = global_index(); i < n; i += global_stride()) {
+    const float g = load_f(gate[i]);
+    out[i] = store_f<D>(g * sigmoid(g) * load_f(up[i]));
+  }
+}
+
+template <class D>
+__global__ void swiglu_backward_kernel(D* dgate, D* dup, const D* dout, const D* gate, const D* up, size_t n) {
+  for (size_t i = global_index(); i < n; i += global_stride()) {
+    const float g = load_f(gate[i]), d = load_f(dout[i]);
+    const float sig = sigmoid(g);
+    if (dgate != nullptr) add_to(&dgate[i], d * load_f(up[i]) * (sig * (1.0f + g * (1.0f - sig))));
+    if (dup != nullptr) add_to(&dup[i], d * (g * sig));
+  }
+}
+
+// ---- grouped-query attention -------------------------------------------------------------------
+// qkv [B, T, (NH + 2·NKV)·hs] = per position NH query heads, NKV key heads, NKV value heads; query
+// head h reads key/value head h / (NH / NKV); out/dout [B, T, NH·hs]; scores [B, NH, T, T].
+struct Gqa {
+  int B, Tn, NH, NKV, hs;
+  __host__ __device__ int group() const { return NH / NKV; }
+  __host__ __device__ size_t C3() const { return size_t(NH + 2 * NKV) * hs; }
+  __host__ __device__ size_t Cout() const { return size_t(NH) * hs; }
+  // Offsets in qkv / dqkv, out / dout.
+  __device__ size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3() + size_t(h) * hs; }
+  __device__ size_t key(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3() + size_t(NH + g) * hs; }
+  __device__ size_t value(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3() + size_t(NH + NKV + g) * hs; }
+  __device__ size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * Cout() + size_t(h) * hs; }
+  // The [T, T] block of (b, h) in the scores.
+  __device__ size_t scores(int b, int h) const { return (size_t(b) * NH + h) * Tn * Tn; }
+};
+
+// The warp's hs floats of the block's dynamic shared memory (attention_shared_bytes).
+__device__ __forceinline__ float* warp_shared_vector(int hs) {
+  extern __shared__ float shared_vec[];
+  return shared_vec + (threadIdx.x / 32) * hs;
+}
+
+// One warp per score row (b, h, t): preatt[t2] = q_t · k_t2 · scale and att = causal softmax (both
+// 0 for t2 > t); out[b, t, h] = Σ_t2 att[t2] · v_t2.
+template <class D>
+__global__ void attention_gqa_forward_kernel(D* out, float* preatt, float* att, const D* qkv, Gqa a) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(a.B) * a.NH * a.Tn) return;
+  const int t = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
+  const int g = h / a.group();
+  const int hs = a.hs;
+  const float scale = 1.0f / sqrtf(float(hs));
+  float* q = warp_shared_vector(hs);
+  for (int d = lane; d < hs; d += 32) q[d] = load_f(qkv[a.query(b, t, h) + d]);
+  __syncwarp();
+
+  float* pre = preatt + row * a.Tn;
+  float* p = att + row * a.Tn;
+  float maxval = -INFINITY;
+  for (int t2 = lane; t2 <= t; t2 += 32) {
+    const D* k = qkv + a.key(b, t2, g);
+    float dot = 0.0f;
+    for (int d = 0; d < hs; ++d) dot += q[d] * load_f(k[d]);
+    dot *= scale;
+    pre[t2] = dot;
+    maxval = fmaxf(maxval, dot);
+  }
+  maxval = warp_max(maxval);
+  float sum = 0.0f;
+  for (int t2 = lane; t2 <= t; t2 += 32) {
+    const float e = expf(pre[t2] - maxval);
+    p[t2] = e;
+    sum += e;
+  }
+  sum = warp_sum(sum);
+  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int t2 = lane; t2 < a.Tn; t2 += 32) {
+    if (t2 <= t) {
+      p[t2] *= inv;
+    } else {
+      pre[t2] = 0.0f;
+      p[t2] = 0.0f;
+    }
+  }
+  __syncwarp();  // the whole att row is visible to every lane
+
+  D* o = out + a.head(b, t, h);
+  const D* v0 = qkv + a.value(b, 0, g);
+  for (int d = lane; d < hs; d += 32) {
+    float acc = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) acc += p[t2] * load_f(v0[size_t(t2) * a.C3() + d]);
+    o[d] = store_f<D>(acc);
+  }
+}
+
+// One warp per score row (b, h, t): datt[t2] = v_t2 · dout_t; dpreatt[t2] = att[t2] · (datt[t2] -
+// Σ_t3 att[t3] datt[t3]) for t2 <= t; both 0 for t2 > t.
+template <class D>
+__global__ void attention_gqa_backward_scores_kernel(float* dpreatt, float* datt, const D* dout, const D* qkv,
+                                                     const float* att, Gqa a) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(a.B) * a.NH * a.Tn) return;
+  const int t = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
+  const int g = h / a.group();
+  const int hs = a.hs;
+  float* gv = warp_shared_vector(hs);
+  for (int d = lane; d < hs; d += 32) gv[d] = load_f(dout[a.head(b, t, h) + d]);
+  __syncwarp();
+
+  const float* p = att + row * a.Tn;
+  float* da = datt + row * a.Tn;
+  float* dpre = dpreatt + row * a.Tn;
+  float dot_sum = 0.0f;
+  for (int t2 = lane; t2 <= t; t2 += 32) {
+    const D* v = qkv + a.value(b, t2, g);
+    float dot = 0.0f;
+    for (int d = 0; d < hs; ++d) dot += load_f(v[d]) * gv[d];
+    da[t2] = dot;
+    dot_sum += p[t2] * dot;
+  }
+  dot_sum = warp_sum(dot_sum);
+  for (int t2 = lane; t2 < a.Tn; t2 += 32) {
+    if (t2 <= t) {
+      dpre[t2] = p[t2] * (da[t2] - dot_sum);
+    } else {
+      dpre[t2] = 0.0f;
+      da[t2] = 0.0f;
+    }
+  }
+}
+
+// One warp per query row (b, h, i): dq_i += scale Σ_{j<=i} dpreatt[i, j] k_j.
+template <class D>
+__global__ void attention_gqa_backward_dq_kernel(D* dqkv, const float* dpreatt, const D* qkv, Gqa a) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(a.B) * a.NH * a.Tn) return;
+  const int i = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
+  const int g = h / a.group();
+  const float scale = 1.0f / sqrtf(float(a.hs));
+  const float* dpre = dpreatt + row * a.Tn;
+  const D* k0 = qkv + a.key(b, 0, g);
+  for (int d = lane; d < a.hs; d += 32) {
+    float acc = 0.0f;
+    for (int j = 0; j <= i; ++j) acc += dpre[j] * load_f(k0[size_t(j) * a.C3() + d]);
+    add_to(&dqkv[a.query(b, i, h) + d], acc * scale);
+  }
+}
+
+// One warp per key/value row (b, g, i), over the query heads h of group g in increasing order:
+// dk_i += scale Σ_h Σ_{j>=i} dpreatt_h[j, i] q_h,j; dv_i += Σ_h Σ_{j>=i} att_h[j, i] dout_h,j.
+template <class D>
+__global__ void attention_gqa_backward_dkv_kernel(D* dqkv, const float* dpreatt, const float* att, const D* dout,
+                                                  const D* qkv, Gqa a) {
+  const size_t row = warp_row();
+  const int lane = warp_lane();
+  if (row >= size_t(a.B) * a.NKV * a.Tn) return;
+  const int i = int(row % a.Tn), g = int(row / a.Tn % a.NKV), b = int(row / a.Tn / a.NKV);
+  const float scale = 1.0f / sqrtf(float(a.hs));
+  const size_t Tn = size_t(a.Tn);
+  for (int d = lane; d < a.hs; d += 32) {
+    float dk = 0.0f, dv = 0.0f;
+    for (int h = g * a.group(); h < (g + 1) * a.group(); ++h) {
+      const float* dpre_bh = dpreatt + a.scores(b, h);
+      const float* att_bh = att + a.scores(b, h);
+      const D* q0 = qkv + a.query(b, 0, h);
+      const D* dout0 = dout + a.head(b, 0, h);
+      for (int j = i; j < a.Tn; ++j) {
+        dk += dpre_bh[size_t(j) * Tn + i] * load_f(q0[size_t(j) * a.C3() + d]);
+        dv += att_bh[size_t(j) * Tn + i] * load_f(dout0[size_t(j) * a.Cout() + d]);
+      }
+    }
+    add_to(&dqkv[a.key(b, i, g) + d], dk * scale);
+    add_to(&dqkv[a.value(b, i, g) + d], dv);
+  }
+}
+
+size_t attention_shared_bytes(int hs) {
+  const size_t bytes = size_t(kWarpsPerBlock) * size_t(hs) * sizeof(float);
+  require(bytes <= 48 * 1024, "attention_gqa: head size too large for the shared-memory layout");
+  return bytes;
+}
+void check_attention_shape(int B, int Tn, int NH, int NKV, int hs) {
+  require(B >= 0 && Tn >= 0 && hs > 0 && NH > 0 && NKV > 0, "attention_gqa: negative size, or NH, NKV or hs <= 0");
+  require(NH % NKV == 0, "attention_gqa: NH must be a multiple of NKV");
+}
+
+RopeShape rope_shape(int B, int Tn, int n_head, int hs, int C, bool rest, const char* what) {
+  require(B >= 0 && Tn >= 0 && n_head >= 0 && hs > 0 && hs % 2 == 0 && C >= n_head * hs, what);
+  const int pairs = n_head * hs / 2;
+  return {Tn, n_head, hs, C, pairs, pairs + (rest ? C - n_head * hs : 0)};
+}
+
+}  // namespace
+
+// ================================================================================================
+// Public entry points
+// ================================================================================================
+
+template <class T>
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, void* stream) {
+  require(N >= 0 && C > 0, "rmsnorm_forward: N < 0 or C <= 0");
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<blocks_for_rows(N), kBlock, 0, as_stream(stream)>>>(dev(out), rstd, dev(inp), dev(weight), N,
+                                                                               C, eps);
+  SZ_LAUNCHED(rmsnorm_forward_kernel);
+}
+
+template <class T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
+                      int C, void* stream) {
+  require(N >= 0 && C > 0, "rmsnorm_backward: N < 0 or C <= 0");
+  if (N == 0) return;
+  const cudaStream_t s = as_stream(stream);
+  if (dinp != nullptr) {
+    rmsnorm_backward_dinp_kernel<<<blocks_for_rows(N), kBlock, 0, s>>>(dev(dinp), dev(dout), dev(inp), dev(weight),
+                                                                       rstd, N, C);
+    SZ_LAUNCHED(rmsnorm_backward_dinp_kernel);
+  }
+  if (dweight != nullptr) {
+    const int chunks = (N + kChunkRows - 1) / kChunkRows;
+    require(chunks <= 65535, "rmsnorm_backward: too many rows for the weight gradient");
+    Scratch partial(size_t(chunks) * C, s);
+    const dim3 grid((C + kColTile - 1) / kColTile, chunks);
+    rmsnorm_dweight_partials_kernel<<<grid, dim3(kColTile, kRowLanes), 0, s>>>(partial.get(), dev(dout), dev(inp), rstd,
+                                                                               N, C);
+    SZ_LAUNCHED(rmsnorm_dweight_partials_kernel);
+    column_finish_kernel<<<blocks_for(C), kBlock, 0, s>>>(dev(dweight), partial.get(), chunks, C);
+    SZ_LAUNCHED(column_finish_kernel);
+  }
+}
+
+template <class T>
+void rope_forward(T* out, const T* inp, const float* freqs_cis, int B, int Tn, int n_head, int hs, int C,
+                  void* stream) {
+  // In place, the channels that pass through need no copy.
+  const RopeShape shape = rope_shape(B, Tn, n_head, hs, C, out != inp, "rope_forward: bad shape");
+  const size_t n = size_t(B) * Tn * shape.units;
+  if (n == 0) return;
+  rope_forward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(out), dev(inp), freqs_cis, shape, n);
+  SZ_LAUNCHED(rope_forward_kernel);
+}
+
+template <class T>
+void rope_backward(T* dinp, const T* dout, const float* freqs_cis, int B, int Tn, int n_head, int hs, int C,
+                   void* stream) {
+  const RopeShape shape = rope_shape(B, Tn, n_head, hs, C, true, "rope_backward: bad shape");
+  require(static_cast<const void*>(dinp) != static_cast<const void*>(dout), "rope_backward: dinp aliases dout");
+  const size_t n = size_t(B) * Tn * shape.units;
+  if (n == 0) return;
+  rope_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dinp), dev(dout), freqs_cis, shape, n);
+  SZ_LAUNCHED(rope_backward_kernel);
+}
+
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int N, int H, void* stream) {
+  require(N >= 0 && H >= 0, "swiglu_forward: negative size");
+  const size_t n = size_t(N) * H;
+  if (n == 0) return;
+  swiglu_forward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(out), dev(gate), dev(up), n);
+  SZ_LAUNCHED(swiglu_forward_kernel);
+}
+
+template <class T>
+void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int N, int H, void* stream) {
+  require(N >= 0 && H >= 0, "swiglu_backward: negative size");
+  const size_t n = size_t(N) * H;
+  if (n == 0 || (dgate == nullptr && dup == nullptr)) return;
+  swiglu_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dgate), dev(dup), dev(dout), dev(gate),
+                                                                          dev(up), n);
+  SZ_LAUNCHED(swiglu_backward_kernel);
+}
+
+template <class T>
+void attention_gqa_forward(T* out, float* preatt, float* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs,
+                           void* stream) {
+  check_attention_shape(B, Tn, NH, NKV, hs);
+  const size_t rows = size_t(B) * NH * Tn;
+  if (rows == 0) return;
+  const Gqa a{B, Tn, NH, NKV, hs};
+  attention_gqa_forward_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), as_stream(stream)>>>(
+      dev(out), preatt, att, dev(qkv), a);
+  SZ_LAUNCHED(attention_gqa_forward_kernel);
+}
+
+template <class T>
+void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout, const T* qkv, const float* att, int B,
+                            int Tn, int NH, int NKV, int hs, void* stream) {
+  check_attention_shape(B, Tn, NH, NKV, hs);
+  const size_t rows = size_t(B) * NH * Tn;
+  if (rows == 0) return;
+  const Gqa a{B, Tn, NH, NKV, hs};
+  const cudaStream_t s = as_stream(stream);
+  attention_gqa_backward_scores_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), s>>>(
+      dpreatt, datt, dev(dout), dev(qkv), att, a);
+  SZ_LAUNCHED(attention_gqa_backward_scores_kernel);
+  attention_gqa_backward_dq_kernel<<<blocks_for_rows(rows), kBlock, 0, s>>>(dev(dqkv), dpreatt, dev(qkv), a);
+  SZ_LAUNCHED(attention_gqa_backward_dq_kernel);
+  const size_t kv_rows = size_t(B) * NKV * Tn;
+  attention_gqa_backward_dkv_kernel<<<blocks_for_rows(kv_rows), kBlock, 0, s>>>(dev(dqkv), dpreatt, att, dev(dout),
+                                                                                dev(qkv), a);
+  SZ_LAUNCHED(attention_gqa_backward_dkv_kernel);
+}
+
+// ---- explicit instantiations for float and bf16 ------------------------------------------------
+#define STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(T)                                                                  \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float, void*);                         \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const float*, int, int, void*);           \
+  template void rope_forward<T>(T*, const T*, const float*, int, int, int, int, int, void*);                        \
+  template void rope_backward<T>(T*, const T*, const float*, int, int, int, int, int, void*);                       \
+  template void swiglu_forward<T>(T*, const T*, const T*, int, int, void*);                                         \
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int, int, void*);                          \
+  template void attention_gqa_forward<T>(T*, float*, float*, const T*, int, int, int, int, int, void*);             \
+  template void attention_gqa_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int, \
+                                          int, void*);
+
+STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(float)
+STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(bf16)
+#undef STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS
+
+}  // namespace starzero::kernels::cuda

@@ -1,0 +1,357 @@
+// CUDA-vs-CPU tests of the Llama 3 kernels (tasks/llama_kernels.hpp): every CUDA kernel, forward
+// and backward, float and bf16 storage, on seeded random inputs with shapes that are not multiples
+// of 8, compared with the CPU kernel on the same inputs.
+//
+// Tolerance: |cuda - cpu| <= tol · (|cpu| + mean |cpu|) per element, tol = 1e-4 for float
+// results (fp32 storage, and the float outputs of the bf16 kernels: rstd, preatt/att), 2e-2 for
+// bf16 results. Backward kernels start from the same random non-zero gradients on both sides, which
+// checks that they accumulate.
+//
+// Needs an NVIDIA GPU: without a usable one every test FAILS with the reason (the CTest entry only
+// exists with -DSTARZERO_GPU_TESTS=ON).
+#include <cuda_runtime.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tasks/llama_kernels.hpp"
+
+namespace {
+
+namespace cpu = starzero::kernels;
+namespace gpu = starzero::kernels::cuda;
+using starzero::bf16;
+using starzero::from_float;
+using starzero::to_float;
+using std::size_t;
+
+constexpr double kTolF32 = 1e-4;
+constexpr double kTolBf16 = 2e-2;
+template <class T>
+constexpr double kTol = std::is_same_v<T, float> ? kTolF32 : kTolBf16;
+template <class T>
+const char* type_name() {
+  return std::is_same_v<T, float> ? "fp32" : "bf16";
+}
+
+// ---- the GPU, or the reason there is none ---------------------------------------------------------
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  std::string error;  // non-empty: no usable GPU, and why
+};
+
+Gpu& gpu_state() {
+  static Gpu g = [] {
+    Gpu s;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      s.error = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+      return s;
+    }
+    if (count == 0) {
+      s.error = "cudaGetDeviceCount found no CUDA device";
+      return s;
+    }
+    cudaDeviceProp prop{};
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+        (e = cudaStreamCreate(&s.stream)) != cudaSuccess) {
+      s.error = std::string("CUDA device 0 unusable: ") + cudaGetErrorString(e);
+      return s;
+    }
+    std::printf("test_llama_kernels_cuda: device 0 of %d: %s (sm_%d%d, %.1f GiB)\n", count, prop.name, prop.major,
+                prop.minor, double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    return s;
+  }();
+  return g;
+}
+
+// Every test needs a GPU: without one it fails, saying why (never a silent pass).
+Gpu& require_gpu() {
+  Gpu& g = gpu_state();
+  if (!g.error.empty())
+    FAIL("no usable CUDA GPU (" << g.error
+                                << "): test_llama_kernels_cuda compares the CUDA kernels with the CPU ones and "
+                                   "must run on a machine with an NVIDIA GPU and driver");
+  return g;
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) FAIL(what << " failed: " << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")");
+}
+
+// Waits for the stream and reports any asynchronous error.
+void sync(const Gpu& g) {
+  cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize");
+  cuda_ok(cudaGetLastError(), "a kernel on the test stream");
+}
+
+// ---- device arrays ------------------------------------------------------------------------------
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes() ? bytes() : 1), "cudaMalloc");
+    cuda_ok(cudaMemset(ptr_, 0, bytes()), "cudaMemset");
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    cuda_ok(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+  }
+  ~DeviceArray() { (void)cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() { return ptr_; }
+  std::vector<T> download(const Gpu& g) const {
+    sync(g);
+    std::vector<T> host(n_);
+    cuda_ok(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    return host;
+  }
+
+ private:
+  size_t bytes() const { return n_ * sizeof(T); }
+  T* ptr_ = nullptr;
+  size_t n_;
+};
+
+// ---- data and comparison ------------------------------------------------------------------------
+template <class T>
+std::vector<T> random_array(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    float f = dist(rng);
+    if (f == 0.0f) f = 0.5f * hi;  // non-zero
+    x = from_float<T>(f);
+  }
+  return v;
+}
+
+// Checks got ≈ want element-wise (see the tolerance at the top); reports the worst element.
+template <class T>
+void check_close(const std::string& what, const std::vector<T>& got, const std::vector<T>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double mean_abs = 0.0;
+  for (const T& w : want) mean_abs += std::fabs(double(to_float(w)));
+  mean_abs /= want.empty() ? 1.0 : double(want.size());
+  double worst = 0.0;
+  size_t worst_at = 0, bad = 0, non_finite = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = to_float(got[i]), w = to_float(want[i]);
+    if (!std::isfinite(g) || !std::isfinite(w)) {
+      ++non_finite;
+      continue;
+    }
+    const double err = std::fabs(g - w) / (std::fabs(w) + mean_abs + 1e-30);
+    if (err > tol) ++bad;
+    if (err > worst) {
+      worst = err;
+      worst_at = i;
+    }
+  }
+  std::ostringstream msg;
+  msg << what << ": " << got.size() << " elements, worst relative error " << worst << " at [" << worst_at << "] (cuda "
+      << (got.empty() ? 0.0f : to_float(got[worst_at])) << ", cpu " << (want.empty() ? 0.0f : to_float(want[worst_at]))
+      << "), " << bad << " over tolerance " << tol << ", " << non_finite << " non-finite";
+  INFO(msg.str());
+  CHECK(non_finite == 0);
+  CHECK(bad == 0);
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// The entries t2 <= t of [B, NH, T, T] score rows (the rest set to 0): what preatt must agree on.
+std::vector<float> causal_part(std::vector<float> v, int rows, int Tn) {
+  for (int r = 0; r < rows; ++r) {
+    const int t = r % Tn;
+    for (int t2 = t + 1; t2 < Tn; ++t2) v[size_t(r) * Tn + t2] = 0.0f;
+  }
+  return v;
+}
+
+// Shapes not multiples of 8; N > 64 rows so the weight gradient of RMSNorm spans several chunks.
+constexpr int kB = 2, kT = 37, kC = 48, kH = 100;
+constexpr int kN = kB * kT;
+
+}  // namespace
+
+TEST_CASE("a CUDA GPU is usable (Llama kernels)", "[cuda]") {
+  Gpu& g = require_gpu();
+  CHECK(g.stream != nullptr);
+}
+
+TEMPLATE_TEST_CASE("cuda rmsnorm_forward / rmsnorm_backward match the CPU", "[cuda][rmsnorm]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  for (const int C : {kC, 200}) {
+    INFO(type_name<T>() << " N=" << kN << " C=" << C);
+    std::mt19937 rng(1101);
+    const auto inp = random_array<T>(size_t(kN) * C, rng, -2.0f, 3.0f);
+    const auto weight = random_array<T>(C, rng, 0.5f, 1.5f);
+    DeviceArray<T> d_inp(inp), d_weight(weight);
+
+    std::vector<T> out(inp.size());
+    std::vector<float> rstd(kN);
+    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), kN, C, 1e-5f);
+    DeviceArray<T> d_out(out.size());
+    DeviceArray<float> d_rstd(kN);
+    gpu::rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), kN, C, 1e-5f, g.stream);
+    check_close("rmsnorm_forward out", d_out.download(g), out, kTol<T>);
+    check_close("rmsnorm_forward rstd", d_rstd.download(g), rstd, kTolF32);
+
+    // Backward from the CPU's rstd, into random non-zero gradients; then the split calls.
+    const auto dout = random_array<T>(inp.size(), rng);
+    const auto dinp0 = random_array<T>(inp.size(), rng);
+    const auto dweight0 = random_array<T>(C, rng);
+    auto dinp = dinp0, dweight = dweight0;
+    DeviceArray<T> d_dout(dout), d_dinp(dinp0), d_dweight(dweight0);
+    DeviceArray<float> d_rstd_cpu(rstd);
+    cpu::rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), kN, C);
+    gpu::rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), d_rstd_cpu.get(),
+                          kN, C, g.stream);
+    const auto both_dinp = d_dinp.download(g), both_dweight = d_dweight.download(g);
+    check_close("rmsnorm_backward dinp", both_dinp, dinp, kTol<T>);
+    check_close("rmsnorm_backward dweight", both_dweight, dweight, kTol<T>);
+
+    DeviceArray<T> s_dinp(dinp0), s_dweight(dweight0);
+    gpu::rmsnorm_backward(s_dinp.get(), static_cast<T*>(nullptr), d_dout.get(), d_inp.get(), d_weight.get(),
+                          d_rstd_cpu.get(), kN, C, g.stream);
+    gpu::rmsnorm_backward(static_cast<T*>(nullptr), s_dweight.get(), d_dout.get(), d_inp.get(),
+                          static_cast<const T*>(nullptr), d_rstd_cpu.get(), kN, C, g.stream);
+    CHECK(same_bits(s_dinp.download(g), both_dinp));
+    CHECK(same_bits(s_dweight.download(g), both_dweight));
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda rope_forward / rope_backward match the CPU", "[cuda][rope]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int NH, NKV, hs;
+  };
+  // q|k of a qkv buffer with v passing through; hs = 12 and hs = 80.
+  for (const Shape s : {Shape{6, 2, 12}, Shape{4, 1, 80}}) {
+    const int nh = s.NH + s.NKV, C = (s.NH + 2 * s.NKV) * s.hs;
+    INFO(type_name<T>() << " B=" << kB << " T=" << kT << " n_head=" << nh << " hs=" << s.hs << " C=" << C);
+    std::mt19937 rng(2202);
+    std::vector<float> freqs(size_t(kT) * s.hs);
+    cpu::rope_frequencies(freqs.data(), kT, s.hs, 500000.0f, true);
+    DeviceArray<float> d_freqs(freqs);
+    const auto inp = random_array<T>(size_t(kN) * C, rng);
+    DeviceArray<T> d_inp(inp);
+
+    std::vector<T> out(inp.size());
+    cpu::rope_forward(out.data(), inp.data(), freqs.data(), kB, kT, nh, s.hs, C);
+    DeviceArray<T> d_out(out.size());
+    gpu::rope_forward(d_out.get(), d_inp.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
+    check_close("rope_forward out", d_out.download(g), out, kTol<T>);
+    DeviceArray<T> d_inplace(inp);
+    gpu::rope_forward(d_inplace.get(), d_inplace.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
+    check_close("rope_forward in place", d_inplace.download(g), out, kTol<T>);
+
+    const auto dout = random_array<T>(inp.size(), rng);
+    auto dinp = random_array<T>(inp.size(), rng);
+    DeviceArray<T> d_dout(dout), d_dinp(dinp);
+    cpu::rope_backward(dinp.data(), dout.data(), freqs.data(), kB, kT, nh, s.hs, C);
+    gpu::rope_backward(d_dinp.get(), d_dout.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
+    check_close("rope_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda swiglu_forward / swiglu_backward match the CPU", "[cuda][swiglu]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  INFO(type_name<T>() << " N=" << kN << " H=" << kH);
+  std::mt19937 rng(3303);
+  const size_t n = size_t(kN) * kH;
+  const auto gate = random_array<T>(n, rng, -6.0f, 6.0f);
+  const auto up = random_array<T>(n, rng);
+  DeviceArray<T> d_gate(gate), d_up(up);
+
+  std::vector<T> out(n);
+  cpu::swiglu_forward(out.data(), gate.data(), up.data(), kN, kH);
+  DeviceArray<T> d_out(n);
+  gpu::swiglu_forward(d_out.get(), d_gate.get(), d_up.get(), kN, kH, g.stream);
+  check_close("swiglu_forward out", d_out.download(g), out, kTol<T>);
+
+  const auto dout = random_array<T>(n, rng);
+  const auto dgate0 = random_array<T>(n, rng), dup0 = random_array<T>(n, rng);
+  auto dgate = dgate0, dup = dup0;
+  DeviceArray<T> d_dout(dout), d_dgate(dgate0), d_dup(dup0);
+  cpu::swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), kN, kH);
+  gpu::swiglu_backward(d_dgate.get(), d_dup.get(), d_dout.get(), d_gate.get(), d_up.get(), kN, kH, g.stream);
+  const auto both_dgate = d_dgate.download(g), both_dup = d_dup.download(g);
+  check_close("swiglu_backward dgate", both_dgate, dgate, kTol<T>);
+  check_close("swiglu_backward dup", both_dup, dup, kTol<T>);
+
+  DeviceArray<T> s_dgate(dgate0), s_dup(dup0);
+  gpu::swiglu_backward(s_dgate.get(), static_cast<T*>(nullptr), d_dout.get(), d_gate.get(), d_up.get(), kN, kH,
+                       g.stream);
+  gpu::swiglu_backward(static_cast<T*>(nullptr), s_dup.get(), d_dout.get(), d_gate.get(),
+                       static_cast<const T*>(nullptr), kN, kH, g.stream);
+  CHECK(same_bits(s_dgate.download(g), both_dgate));
+  CHECK(same_bits(s_dup.download(g), both_dup));
+}
+
+TEMPLATE_TEST_CASE("cuda attention_gqa_forward / attention_gqa_backward match the CPU", "[cuda][attention]", float,
+                   bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int B, Tn, NH, NKV, hs;
+  };
+  // GQA with hs = 12 (under a warp), multi-query with hs = 80 (over two warps' worth of lanes), and
+  // multi-head.
+  for (const Shape s : {Shape{kB, kT, 6, 2, 12}, Shape{1, 45, 4, 1, 80}, Shape{2, 19, 3, 3, 16}}) {
+    INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " NH=" << s.NH << " NKV=" << s.NKV << " hs=" << s.hs);
+    std::mt19937 rng(4404);
+    const size_t N = size_t(s.B) * s.Tn;
+    const size_t C3 = size_t(s.NH + 2 * s.NKV) * s.hs, Cout = size_t(s.NH) * s.hs;
+    const int rows = s.B * s.NH * s.Tn;
+    const size_t scores = size_t(rows) * s.Tn;
+    const auto qkv = random_array<T>(N * C3, rng);
+    DeviceArray<T> d_qkv(qkv);
+
+    std::vector<T> out(N * Cout);
+    std::vector<float> preatt(scores), att(scores);
+    cpu::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
+    DeviceArray<T> d_out(out.size());
+    DeviceArray<float> d_preatt(scores), d_att(scores);
+    gpu::attention_gqa_forward(d_out.get(), d_preatt.get(), d_att.get(), d_qkv.get(), s.B, s.Tn, s.NH, s.NKV, s.hs,
+                               g.stream);
+    check_close("attention_gqa_forward out", d_out.download(g), out, kTol<T>);
+    check_close("attention_gqa_forward att", d_att.download(g), att, kTolF32);
+    check_close("attention_gqa_forward preatt (t2 <= t)", causal_part(d_preatt.download(g), rows, s.Tn),
+                causal_part(preatt, rows, s.Tn), kTolF32);
+
+    // Backward from the CPU's att; dpreatt/datt are scratch and not compared. Twice on the GPU:
+    // the same bits (deterministic).
+    const auto dout = random_array<T>(out.size(), rng);
+    const auto dqkv0 = random_array<T>(qkv.size(), rng);
+    auto dqkv = dqkv0;
+    std::vector<float> dpreatt(scores), datt(scores);
+    DeviceArray<T> d_dout(dout), d_dqkv(dqkv0), d_dqkv2(dqkv0);
+    DeviceArray<float> d_att_cpu(att), d_dpreatt(scores), d_datt(scores);
+    cpu::attention_gqa_backward(dqkv.data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), s.B,
+                                s.Tn, s.NH, s.NKV, s.hs);
+    gpu::attention_gqa_backward(d_dqkv.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att_cpu.get(),
+                                s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
+    const auto first = d_dqkv.download(g);
+    check_close("attention_gqa_backward dqkv", first, dqkv, kTol<T>);
+    gpu::attention_gqa_backward(d_dqkv2.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_qkv.get(),
+                                d_att_cpu.get(), s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
+    CHECK(same_bits(d_dqkv2.download(g), first));
+  }
+}
