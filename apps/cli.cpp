@@ -7,6 +7,8 @@
 #include <limits>
 #include <system_error>
 
+#include "runtime/simulation.hpp"
+
 namespace starzero::cli {
 namespace {
 
@@ -369,10 +371,17 @@ ArgParser& add_session_options(ArgParser& p) {
       .option("sched-beta", "X", "dmda family: weight of expected transfer time (STARPU_SCHED_BETA, default 1)")
       .option("sched-gamma", "X", "dmda family: weight of energy (STARPU_SCHED_GAMMA, default 1000)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
-      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)");
+      .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("platform", "NAME|DIR",
+              simulation::enabled
+                  ? "the simulated machine: h200x1 (default), h200x8, a100x1, or a `starzero platform --out` folder"
+                  : "starzero-sim only: the simulated machine (docs/simulation.md)");
 }
 
 SessionOptions session_options(const ArgParser& p) {
+  // starzero-sim reads --platform before StarPU starts (apps/sim_platform.cpp).
+  if (!simulation::enabled && p.given("platform"))
+    throw UsageError("--platform is starzero-sim's: this program runs on this machine (docs/simulation.md)");
   SessionOptions options;
   options.policy = p.value("sched").value_or("");
   options.policy_plugin = p.value("sched-plugin").value_or("");

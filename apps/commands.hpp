@@ -12,4 +12,5 @@ int consolidate_main(int argc, char** argv);
 int trace_main(int argc, char** argv);  // `starzero trace DIR`
 int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
 int plot_main(int argc, char** argv);   // `starzero plot FILE.jsonl --out FILE.svg`
+int platform_main(int argc, char** argv);  // `starzero platform NAME --out DIR`
 }  // namespace starzero

@@ -1,4 +1,8 @@
 // The `starzero` command line: dispatches to one sub-command per verb.
+// starpu.h: in simulation (starzero-sim) it renames main to starpu_main, which StarPU's own main
+// runs inside the simulated machine; main must then return explicitly.
+#include <starpu.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +27,7 @@ void print_usage(std::FILE* to) {
       "  trace   report of a `train --trace DIR` run: steps, critical paths, workers, transfers\n"
       "  sweep   the same training under each scheduling policy x priority scheme, compared\n"
       "  plot    loss, validation and throughput curves of a `train --metrics` file, as SVG\n"
+      "  platform  write a simulated machine's SimGrid platform files (for starzero-sim)\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -51,6 +56,7 @@ int main(int argc, char** argv) {
   if (command == "trace") return starzero::trace_main(argc - 1, argv + 1);
   if (command == "sweep") return starzero::sweep_main(argc - 1, argv + 1);
   if (command == "plot") return starzero::plot_main(argc - 1, argv + 1);
+  if (command == "platform") return starzero::platform_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

@@ -10,6 +10,7 @@
 #include "models/registry.hpp"
 #include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
+#include "runtime/simulation.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/evaluate.hpp"
 #include "train/run.hpp"
@@ -282,6 +283,14 @@ void apply_deepspeed_config(cli::ArgParser& p) {
 int run_train(const cli::ArgParser& given) {
   cli::ArgParser p = given;
   apply_deepspeed_config(p);
+  if constexpr (simulation::enabled) {
+    // No kernel runs on a simulated machine: there are no values to save, validate or sample.
+    for (const char* flag : {"checkpoint-out", "checkpoint-dir", "save-every", "resume", "sample-every"})
+      if (p.given(flag)) throw UsageError(std::string("--") + flag + ": a simulation computes no values (no saves, samples)");
+    if (p.given("val-every") && p.value("val-every") != "0")
+      throw UsageError("--val-every: a simulation computes no values (no validation)");
+    p.set("val-every", "0");
+  }
   const ModelRequest request = model_request(p);
   const std::unique_ptr<ModelSpec> spec = prepare_model(request);
   return run_training(*spec, run_options(p, *spec, request));

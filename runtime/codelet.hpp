@@ -42,6 +42,7 @@
 
 #include "runtime/activity.hpp"
 #include "runtime/priorities.hpp"
+#include "runtime/simulation.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero {
@@ -163,7 +164,9 @@ class Codelet {
 #endif
     if (!codelet_.cpu_funcs[0] && !codelet_.cuda_funcs[0]) codelet_.where = STARPU_NOWHERE;
     if (d.history_model) {
-      model_.type = STARPU_HISTORY_BASED;
+      // Simulation: the roofline of the task's FLOP and byte counts on the simulated machine.
+      model_.type = simulation::enabled ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
+      if constexpr (simulation::enabled) model_.arch_cost_function = simulated_us;
       model_.symbol = d.name;
       codelet_.model = &model_;
     }
@@ -208,6 +211,16 @@ class Codelet {
     (on_cuda ? d.cuda : d.cpu)(TaskBuffers(buffers, count, d.buffers, d.name), args);
   }
   static void run_on_cpu(void* buffers[], void* cl_arg) { run(buffers, cl_arg, false); }
+  // A task's duration in simulation (microseconds), from its own FLOP and byte counts.
+  static double simulated_us(starpu_task* task, starpu_perfmodel_arch* arch, unsigned /*nimpl*/) {
+    const Codelet* self = nullptr;
+    Args args{};
+    starpu_codelet_unpack_args(task->cl_arg, &self, &args);
+    std::vector<starpu_data_handle_t> handles(STARPU_TASK_GET_NBUFFERS(task));
+    for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
+    const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
+    return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size);
+  }
   [[maybe_unused]] static void run_on_cuda(void* buffers[], void* cl_arg) { run(buffers, cl_arg, true); }
 
   Declaration declaration_;

@@ -11,6 +11,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "runtime/simulation.hpp"
+
 namespace starzero {
 
 namespace {
@@ -205,14 +207,15 @@ Session::Session(const SessionOptions& options) {
   if (ret == -ENODEV) throw std::runtime_error("starpu_init: no worker available for this configuration");
   if (ret != 0) throw std::runtime_error("starpu_init failed with code " + std::to_string(ret));
   // One cuBLAS handle per CUDA worker, bound to its stream (starpu_cublas_get_local_handle).
-  if (starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
+  // Not in simulation: no kernel runs there, and cuBLAS would touch a GPU that is not there.
+  if (!simulation::enabled && starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
   TaskPriorities::instance().configure(options.priorities);
   session_alive = true;
 }
 
 Session::~Session() {
   starpu_task_wait_for_all();
-  if (starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
+  if (!simulation::enabled && starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
   starpu_shutdown();
   TaskPriorities::instance().configure(PriorityScheme::none);
   session_alive = false;

@@ -11,12 +11,16 @@
 #   STARZERO_CACHE   cache root for StarPU builds (default /var/cache/starzero)
 #   STARZERO_CUDA    auto (default: CUDA when nvcc is found), on, off
 #   CUDA_HOME        CUDA toolkit (default /usr/local/cuda)
+#   STARZERO_SIMGRID off (default) or on: build (and print) the second prefix instead, StarPU in
+#                    SimGrid mode for starzero-sim (docs/simulation.md): simulated CPUs and CUDA
+#                    devices (CUDA headers needed, no GPU), no hwloc, up to 64 CPUs and 8 GPUs
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${STARZERO_CACHE:-/var/cache/starzero}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 want_cuda=${STARZERO_CUDA:-auto}
+simgrid=${STARZERO_SIMGRID:-off}
 starpu_version=1.3.10
 patch_file=$here/patches/starpu-$starpu_version-cuda13.patch
 
@@ -30,6 +34,11 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev libtbbbind-2-5 catch2
           libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb
           nlohmann-json3-dev gnuplot-nox clang-14 libclang-rt-14-dev)
+case $simgrid in
+  on) packages+=(libsimgrid-dev) ;;
+  off) ;;
+  *) die "STARZERO_SIMGRID must be on or off (got '$simgrid')" ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -54,7 +63,13 @@ esac
 configure_flags=(--disable-static --disable-opencl --disable-build-doc --disable-build-examples
                  --disable-build-tests --disable-socl --disable-starpufft --disable-fortran
                  --disable-openmp --disable-mpi --with-fxt)
-if [ $cuda = on ]; then
+if [ $simgrid = on ]; then
+  # Simulated CUDA devices still need the CUDA headers; kernels never run.
+  [ -x "$cuda_home/bin/nvcc" ] || die "STARZERO_SIMGRID=on needs the CUDA toolkit in $cuda_home (headers only)"
+  cuda=sim
+  configure_flags+=(--enable-simgrid --enable-cuda "--with-cuda-dir=$cuda_home" --enable-maxcpus=64
+                    --enable-maxcudadev=8 --without-hwloc)
+elif [ $cuda = on ]; then
   configure_flags+=(--enable-cuda "--with-cuda-dir=$cuda_home")
 else
   configure_flags+=(--disable-cuda)
@@ -104,5 +119,5 @@ if [ ! -f "$prefix/.complete" ]; then
 fi
 
 # A fixed name for tools and humans: points at the build this checkout uses.
-ln -sfn "$prefix" "$cache/starpu-current"
+if [ $simgrid = on ]; then ln -sfn "$prefix" "$cache/starpu-sim-current"; else ln -sfn "$prefix" "$cache/starpu-current"; fi
 echo "$prefix"

@@ -15,6 +15,7 @@
 #include "runtime/disk.hpp"
 #include "runtime/files.hpp"
 #include "runtime/ranks.hpp"
+#include "runtime/simulation.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
@@ -29,7 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::string fixed(double value, int digits) {
   char text[64];
@@ -114,6 +114,7 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                   const HostPlan& host) {
   const Session& session = *run.session;
   const TrainerOptions& t = o.trainer;
+  if constexpr (simulation::enabled) std::printf("%s\n", simulation::machine_description().c_str());
   std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n", o.program.c_str(),
               spec.describe().c_str(), o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch,
               run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(),
@@ -177,16 +178,22 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   return host;
 }
 
-void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, Clock::time_point start) {
+void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, double start) {
   const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
+  if constexpr (simulation::enabled) {
+    std::printf("summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
+                "%.3f s total simulated\n",
+                s.steps, s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+    return;
+  }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               s.steps, s.first_loss, s.last_loss, s.last_validation ? fixed(*s.last_validation, 6).c_str() : "none",
-              s.train_seconds, tokens / s.train_seconds, std::chrono::duration<double>(Clock::now() - start).count());
+              s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
 }
 
 // The run on a started session; returns when every step, save and report is done.
 void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::optional<ResumeFiles>& resume,
-                      DataParallelRanks& ranks, RunState& run, const HostPlan& host, Clock::time_point start) {
+                      DataParallelRanks& ranks, RunState& run, const HostPlan& host, double start) {
   EngineOptions engine_options = engine_options_of(o);
   engine_options.comm = ranks.engine_comm();
   engine_options.host_comm = ranks.uses_nccl() ? ranks.host_comm() : nullptr;
@@ -222,7 +229,8 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   }
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   std::optional<Watchdog> watchdog;
-  if (o.watchdog_seconds > 0)
+  // Not in simulation: its thread would measure wall time against simulated progress.
+  if (o.watchdog_seconds > 0 && !simulation::enabled)
     watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last,
                                                                    const std::string& threads) {
       std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
@@ -270,7 +278,7 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
       std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), what.c_str(),
                   training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
   }
-  if (!o.trainer.quiet)
+  if (!o.trainer.quiet && !simulation::enabled)  // a simulation has no probabilities to sample from
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
       std::printf("sample: %s\n", text->c_str());
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
@@ -311,7 +319,7 @@ int auto_tiles(const Session& session, int micro_batch) {
 }
 
 int run_training(const ModelSpec& spec, const RunOptions& given) {
-  const Clock::time_point start = Clock::now();
+  const double start = simulation::now_seconds();
   const int world = DataParallelRanks::world_size();
   check_options(given, world);
   RunOptions options = given;

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -12,14 +11,14 @@
 #include "optimizers/adamw.hpp"
 #include "runtime/activity.hpp"
 #include "runtime/session.hpp"
+#include "runtime/simulation.hpp"
 
 namespace starzero {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+// Simulated time in starzero-sim.
+double seconds_since(double start) { return simulation::now_seconds() - start; }
 
 CommStats difference(const CommStats& after, const CommStats& before) {
   CommStats d;
@@ -68,7 +67,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
   const double tokens_per_step = double(options_.global_batch) * double(model_.row_tokens());
   Communicator* comm = ranks_.engine_comm();
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
-    const Clock::time_point start = Clock::now();
+    const double start = simulation::now_seconds();
     const float lr = optim::learning_rate(options_.schedule, int(step), int(last_step));
     const CommStats before = comm ? comm->stats() : CommStats{};
     double loss = 0;
@@ -84,6 +83,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       }
     }
     const double seconds = seconds_since(start);
+    if constexpr (simulation::enabled) loss = norm = 0;  // no kernel ran: the buffers hold no values
     summary.train_seconds += seconds;
     if (summary.steps++ == 0) summary.first_loss = loss;
     summary.last_loss = loss;
@@ -91,9 +91,14 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
     const bool skipped = !check_gradient_norm(step, norm);
     char line[256];
-    std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
-                  (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
-                  tokens_per_step / seconds, skipped ? " | skipped" : "");
+    if constexpr (simulation::enabled)
+      std::snprintf(line, sizeof line, "step %llu/%llu | lr %.2e | predicted %.1f ms | %.0f tok/s",
+                    (unsigned long long)step, (unsigned long long)last_step, lr, seconds * 1e3,
+                    tokens_per_step / seconds);
+    else
+      std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
+                    (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
+                    tokens_per_step / seconds, skipped ? " | skipped" : "");
     report_step(step - first_step + 1, std::uint64_t(options_.steps), line);
     if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds, skipped});
     if (options_.val_every > 0 && (step % std::uint64_t(options_.val_every) == 0 || step == last_step)) {

@@ -1,0 +1,127 @@
+// starzero-sim only: which machine StarPU simulates. In SimGrid mode StarPU's own main() loads
+// the platform ($STARPU_PERF_MODEL_DIR/bus/$STARPU_HOSTNAME.platform.v4.xml) before the
+// program's main runs, so --platform is read here, in a constructor that runs before any main:
+// it writes a named machine's files (sim/platform.hpp) into a cache folder, or takes a folder
+// `starzero platform --out DIR` wrote, points StarPU at them, and sets the roofline figures of
+// the tasks' durations (runtime/simulation.hpp). Without --platform: h200x1.
+#include <unistd.h>
+#include <xbt/log.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/simulation.hpp"
+#include "sim/platform.hpp"
+
+namespace starzero {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "starzero-sim: error: --platform: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
+// A folder with exactly one bus/NAME.machine.json: that machine, whose files are beside it.
+sim::MachineSpec machine_in(const fs::path& dir) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "bus", ec)) {
+    const std::string file = e.path().filename().string();
+    if (file.size() > 13 && file.ends_with(".machine.json")) found.push_back(e.path());
+  }
+  if (ec) fail("'" + dir.string() + "' has no bus/ folder (write one with `starzero platform NAME --out DIR`)");
+  if (found.size() != 1)
+    fail("'" + dir.string() + "/bus' holds " + std::to_string(found.size()) +
+         " machines (*.machine.json); give a folder with one");
+  std::ifstream in(found[0]);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    sim::MachineSpec m = sim::machine_from_json(text.str());
+    if (found[0].filename().string() != m.name + ".machine.json")
+      fail(found[0].string() + " names machine '" + m.name + "'");
+    if (!fs::exists(dir / "bus" / (m.name + ".platform.v4.xml")))
+      fail("no " + (dir / "bus" / (m.name + ".platform.v4.xml")).string());
+    return m;
+  } catch (const std::invalid_argument& e) {
+    fail(found[0].string() + ": " + e.what());
+  }
+}
+
+simulation::Roofline roofline_of(const sim::MachineSpec& m) {
+  simulation::Roofline r;
+  r.cpu_core_flops = m.cpu_core_flops;
+  r.cpu_core_memory_Bps = m.host_memory_Bps / double(m.cpus);  // the cores share the memory
+  r.gpu_bf16_flops = m.gpu_bf16_flops;
+  r.gpu_fp32_flops = m.gpu_fp32_flops;
+  r.gpu_memory_Bps = m.gpu_memory_Bps;
+  r.gemm_efficiency = m.gemm_efficiency;
+  r.elementwise_efficiency = m.elementwise_efficiency;
+  r.kernel_launch_s = m.kernel_launch_s;
+  return r;
+}
+
+std::string describe(const sim::MachineSpec& m);
+
+// glibc passes main's arguments to constructors.
+__attribute__((constructor)) void select_platform(int argc, char** argv, char** /*envp*/) {
+  std::string platform = "h200x1";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--platform") {
+      if (i + 1 >= argc) fail("needs a value: a machine name or a folder");
+      platform = argv[i + 1];
+    }
+  }
+  sim::MachineSpec machine;
+  fs::path dir;
+  if (const auto named = sim::named_machine(platform)) {
+    machine = *named;
+    // Written afresh at each start (atomically): the files follow this build's figures.
+    dir = fs::temp_directory_path() / ("starzero-sim-platforms-" + std::to_string(getuid()));
+    try {
+      sim::write_platform(machine, dir);
+    } catch (const std::exception& e) {
+      fail(std::string("writing ") + machine.name + "'s files into " + dir.string() + ": " + e.what());
+    }
+  } else if (fs::is_directory(platform)) {
+    dir = fs::absolute(platform);
+    machine = machine_in(dir);
+  } else {
+    std::string names;
+    for (const std::string& n : sim::named_machines()) names += (names.empty() ? "" : ", ") + n;
+    fail("'" + platform + "' is neither a machine (" + names + ") nor a folder");
+  }
+  setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
+  setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
+  simulation::set_roofline(roofline_of(machine));
+  simulation::set_machine_description(describe(machine));
+  // SimGrid reports each setting of the platform's config block: not news to the user.
+  xbt_log_control_set("xbt_cfg.thresh:warning");
+}
+
+std::string describe(const sim::MachineSpec& m) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "simulated machine %s: %d CPU cores, %d GPU(s) of %.0f GB, PCIe %.0f GB/s each way%s; "
+                "every time below is predicted (docs/simulation.md)",
+                m.name.c_str(), m.cpus, m.gpus, m.gpu_memory_bytes / 1e9, m.host_to_gpu_Bps / 1e9,
+                m.gpus > 1 && m.gpu_to_gpu_Bps > 0
+                    ? (", NVLink " + std::to_string(int(m.gpu_to_gpu_Bps / 1e9)) + " GB/s").c_str()
+                    : "");
+  return line;
+}
+
+}  // namespace
+
+}  // namespace starzero

@@ -1,0 +1,50 @@
+#pragma once
+// Simulation: `starzero-sim` is the same program built against StarPU in SimGrid mode
+// (STARZERO_SIMULATION; docs/simulation.md). StarPU's real scheduler and data manager then run on
+// a simulated machine: the kernels do not run, each task lasts what its performance model says,
+// and SimGrid times the transfers over the platform's links. This file holds what the rest of the
+// program needs to know of it: whether it is simulating, the simulated clock, and the roofline
+// figures that give a task its duration where no calibration exists.
+#include <starpu.h>
+
+#include <cstddef>
+#include <string>
+
+namespace starzero::simulation {
+
+#ifdef STARZERO_SIMULATION
+inline constexpr bool enabled = true;
+#else
+inline constexpr bool enabled = false;
+#endif
+
+// Peak figures of the simulated machine and how much of them kernels reach (sim/platform.hpp's
+// machines fill it in). Per CPU core for the CPU; per device for GPUs.
+struct Roofline {
+  double cpu_core_flops = 30e9;         // fp32 per core
+  double cpu_core_memory_Bps = 10e9;    // memory traffic one core's kernels sustain
+  double gpu_bf16_flops = 0;            // dense tensor-core peak (2-byte elements)
+  double gpu_fp32_flops = 0;            // 4-byte elements
+  double gpu_memory_Bps = 0;            // HBM
+  double gemm_efficiency = 0.75;        // fraction of the FLOP peak a large GEMM reaches
+  double elementwise_efficiency = 0.8;  // fraction of the memory bandwidth a streaming kernel reaches
+  double kernel_launch_s = 5e-6;        // added to every GPU task
+};
+
+void set_roofline(const Roofline& figures);
+const Roofline& roofline();
+
+// Microseconds a task of `flops` FLOPs moving `bytes` bytes of `element_size`-byte elements takes
+// on a worker of `arch`: max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)),
+// plus the launch latency on a GPU.
+double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size);
+
+// One line naming the simulated machine, for the programs' banners ("" outside simulation).
+void set_machine_description(std::string line);
+const std::string& machine_description();
+
+// Seconds on the clock the program runs on: simulated time in simulation (starpu_timing_now),
+// a monotonic wall clock otherwise.
+double now_seconds();
+
+}  // namespace starzero::simulation

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# starzero-sim (docs/simulation.md): the training task graph on simulated machines.
+# - The named machines give StarPU their workers: h200x1 one CUDA worker, h200x8 eight, a100x1 one;
+#   the banner names the machine and every time is labelled predicted.
+# - A folder written by `starzero-sim platform` (the same generator as `starzero platform`) is
+#   accepted, with its machine's figures.
+# - The prediction is deterministic: the same run twice gives the same step times.
+# - Durations follow the platform's roofline: an A100 step takes longer than an H200 step.
+# - Activation offload under a device memory limit (384 MiB: StarPU evicts) moves data both ways over PCIe, and the trace
+#   (simulated times) holds the activation_fetch tasks on the CUDA worker, each after its gate.
+# - What a simulation cannot do exits 2: saves, validation, an unknown machine.
+# Usage: simulation_test.sh STARZERO_SIM
+set -euo pipefail
+sim=$1
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+write_words "$work/text.txt" 13 20000
+tiny=(--preset tiny --layers 4 --channels 32 --heads 2 --max-seq 32 --seq 16 --batch 4 --data "$work/text.txt"
+  --steps 3 --sched dmda)
+steps() { grep -oE "^step [0-9]+/[0-9]+ \| lr [0-9.e+-]+ \| predicted [0-9.]+ ms" "$1"; }
+last_ms() { steps "$1" | tail -n1 | grep -oE "[0-9.]+ ms" | grep -oE "[0-9.]+"; }
+
+for machine in h200x1:1 h200x8:8 a100x1:1; do
+  name=${machine%%:*} gpus=${machine##*:}
+  "$sim" train "${tiny[@]}" --platform "$name" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name"; continue; }
+  grep -q "^simulated machine $name: .*every time below is predicted" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: banner"; }
+  grep -qE "[0-9]+ CPU \+ $gpus CUDA workers" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: not $gpus CUDA workers"; }
+  [ "$(steps "$work/$name.log" | wc -l)" -eq 3 ] || { cat "$work/$name.log"; fail "$name: three predicted steps"; }
+  grep -q "^summary (predicted on the simulated machine)" "$work/$name.log" || fail "$name: summary"
+  if grep -qE "loss [0-9]" "$work/$name.log"; then fail "$name: a loss printed from a simulation"; fi
+done
+
+# Deterministic: the same prediction twice.
+"$sim" train "${tiny[@]}" --platform h200x1 > "$work/again.log" 2>&1 || fail "h200x1 again"
+[ "$(steps "$work/h200x1.log")" = "$(steps "$work/again.log")" ] || fail "two runs predict different times"
+
+# A platform folder with its machine; a bigger model, where the GPUs' figures matter.
+"$sim" platform a100x1 --out "$work/platforms" > /dev/null || fail "starzero-sim platform"
+bigger=(--preset tiny --layers 4 --channels 512 --heads 8 --max-seq 256 --seq 256 --batch 8 --data "$work/text.txt"
+  --steps 3 --sched dmda)
+"$sim" train "${bigger[@]}" --platform "$work/platforms" > "$work/dir.log" 2>&1 || { cat "$work/dir.log"; fail "--platform DIR"; }
+grep -q "^simulated machine a100x1:" "$work/dir.log" || { cat "$work/dir.log"; fail "--platform DIR: not the a100x1 machine"; }
+"$sim" train "${bigger[@]}" --platform h200x1 > "$work/h200.log" 2>&1 || fail "bigger on h200x1"
+python3 - "$(last_ms "$work/dir.log")" "$(last_ms "$work/h200.log")" <<'PY' || fail "an A100 step is not slower than an H200 step: $(last_ms "$work/dir.log") vs $(last_ms "$work/h200.log") ms"
+import sys
+a100, h200 = map(float, sys.argv[1:])
+assert a100 > h200, (a100, h200)
+PY
+
+# Activation offload under a device limit: write-backs and fetches cross PCIe; the fetch tasks
+# run on the CUDA worker, after the gate block's backward.
+offload=(--preset tiny --layers 6 --channels 256 --heads 4 --max-seq 256 --seq 256 --batch 16 --data "$work/text.txt"
+  --steps 2 --sched dmda --precision fp32 --platform h200x1)
+"$sim" train "${offload[@]}" --trace "$work/plain" > "$work/plain.log" 2>&1 || { cat "$work/plain.log"; fail "plain"; }
+"$sim" train "${offload[@]}" --recompute full --recompute-window 0 --offload-activations cpu --cuda-mem-limit 384 \
+  --trace "$work/off" > "$work/off.log" 2>&1 || { cat "$work/off.log"; fail "offload under a limit"; }
+python3 - "$work/plain/tasks.rec" "$work/off/tasks.rec" <<'PY' || fail "activation offload: tasks or transfers not as expected"
+import collections, sys
+def tasks(path):
+    spans = collections.defaultdict(list)
+    for record in open(path).read().split("\n\n"):
+        f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
+        if "Name" in f and "StartTime" in f:
+            spans[f["Name"]].append((float(f["StartTime"]), float(f["EndTime"]), f.get("WorkerId")))
+    return spans
+plain, off = tasks(sys.argv[1]), tasks(sys.argv[2])
+assert not any(n.startswith("activation_fetch") for n in plain), "fetch tasks without offload"
+fetches = {n: s for n, s in off.items() if n.startswith("activation_fetch")}
+assert sorted(fetches) == ["activation_fetch[%d]" % b for b in range(5)], sorted(fetches)
+for block in range(5):
+    for (start, end, worker), gate, recompute in zip(sorted(fetches["activation_fetch[%d]" % block]),
+                                                     sorted(off["ln1_bwd_input[%d]" % (block + 1)]),
+                                                     sorted(off["ln1_recompute[%d]" % block])):
+        assert worker == "0", ("not on the CUDA worker", worker)
+        assert gate[1] <= start, (block, gate, start, end, recompute)
+PY
+for kind in plain off; do "$sim" trace "$work/$kind" > "$work/$kind.report" 2>&1 || fail "trace report of $kind"; done
+bytes() { grep -E "^\| $1 \|" "$2" | awk -F'|' '{print $3}' | tr -d ' '; }
+down_plain=$(bytes "GPU0 → RAM" "$work/plain.report") down_off=$(bytes "GPU0 → RAM" "$work/off.report")
+up_off=$(bytes "RAM → GPU0" "$work/off.report")
+[ -n "$down_off" ] && [ -n "$up_off" ] || { cat "$work/off.report"; fail "offload: no transfers in the report"; }
+echo "GPU0 → RAM: $down_plain without offload, $down_off with offload under 384 MiB; RAM → GPU0: $up_off"
+
+expect_bad_input "an unknown machine" "$sim" train "${tiny[@]}" --platform h900x3
+expect_bad_input "a folder without a machine" "$sim" train "${tiny[@]}" --platform "$work"
+expect_bad_input "a save" "$sim" train "${tiny[@]}" --checkpoint-out "$work/x.bin"
+expect_bad_input "validation" "$sim" train "${tiny[@]}" --val-every 2
+finish "simulation: passed"
