@@ -9,6 +9,7 @@ const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> families = {
       gpt_family(),
       mlp_family(),
+      llama3_family(),
   };
   return families;
 }

@@ -49,7 +49,8 @@ std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request);
 std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields);
 
 // The families (each defined in its own file).
-ModelFamily gpt_family();  // models/gpt_family.cpp
-ModelFamily mlp_family();  // models/mlp_family.cpp
+ModelFamily gpt_family();     // models/gpt_family.cpp
+ModelFamily mlp_family();     // models/mlp_family.cpp
+ModelFamily llama3_family();  // models/llama_family.cpp
 
 }  // namespace starzero

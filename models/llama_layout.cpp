@@ -1,0 +1,345 @@
+#include "models/llama_layout.hpp"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <stdexcept>
+
+#include "tasks/llama_kernels.hpp"
+
+namespace starzero {
+
+namespace {
+
+// ---- the table ----------------------------------------------------------------------------------
+
+// The sizes a dimension is one of.
+enum class Size { layers, vocab, channels, qkv, hidden };
+
+struct ParamDef {
+  LlamaParam id;
+  std::string_view name;
+  LlamaLayerKind layer_kind;
+  std::vector<Size> dims;  // block tensors lead with L
+};
+
+const std::vector<ParamDef>& param_table() {
+  using enum Size;
+  constexpr LlamaLayerKind kEmbedding = LlamaLayerKind::embedding, kBlock = LlamaLayerKind::block,
+                           kHead = LlamaLayerKind::head;
+  // llm.c's train_llama3.py write_tensors order.
+  static const std::vector<ParamDef> table = {
+      {LlamaParam::wte, "transformer.wte.weight", kEmbedding, {vocab, channels}},
+      {LlamaParam::ln1w, "ln_1.weight", kBlock, {layers, channels}},
+      {LlamaParam::qkvw, "attn.c_attn.weight", kBlock, {layers, qkv, channels}},
+      {LlamaParam::attprojw, "attn.c_proj.weight", kBlock, {layers, channels, channels}},
+      {LlamaParam::ln2w, "ln_2.weight", kBlock, {layers, channels}},
+      {LlamaParam::fcw, "mlp.c_fc.weight", kBlock, {layers, hidden, channels}},
+      {LlamaParam::fc2w, "mlp.c_fc2.weight", kBlock, {layers, hidden, channels}},
+      {LlamaParam::fcprojw, "mlp.c_proj.weight", kBlock, {layers, channels, hidden}},
+      {LlamaParam::lnfw, "transformer.ln_f.weight", kHead, {channels}},
+      {LlamaParam::lm_head, "lm_head.weight", kHead, {vocab, channels}},
+  };
+  return table;
+}
+
+std::int64_t size_of(const LlamaShape& s, Size size) {
+  switch (size) {
+    case Size::layers: return s.layers;
+    case Size::vocab: return s.vocab;
+    case Size::channels: return s.channels;
+    case Size::qkv: return std::int64_t(s.heads + 2 * s.kv_heads) * (s.heads > 0 ? s.channels / s.heads : 0);
+    case Size::hidden: return s.ffn_hidden;
+  }
+  return 0;
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
+  return product;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
+  return sum;
+}
+
+// Elements of dims[skip..].
+std::int64_t elements(const LlamaShape& s, const std::vector<Size>& dims, std::size_t skip = 0) {
+  std::int64_t count = 1;
+  for (std::size_t i = skip; i < dims.size(); ++i) count = checked_mul(count, size_of(s, dims[i]));
+  return count;
+}
+
+// Elements of one layer of each kind.
+std::array<std::int64_t, 3> kind_elements(const LlamaShape& s) {
+  std::array<std::int64_t, 3> per_kind{};
+  for (const ParamDef& def : param_table()) {
+    std::int64_t& total = per_kind[std::size_t(def.layer_kind)];
+    total = checked_add(total, elements(s, def.dims, def.layer_kind == LlamaLayerKind::block ? 1 : 0));
+  }
+  return per_kind;
+}
+
+std::int64_t total_params(const LlamaShape& s) {
+  const auto k = kind_elements(s);
+  return checked_add(checked_add(k[0], checked_mul(s.layers, k[1])), k[2]);
+}
+
+// ---- presets ----------------------------------------------------------------------------------
+
+LlamaShape make(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
+                int multiple_of, int major, int minor) {
+  LlamaShape s;
+  s.layers = L;
+  s.channels = C;
+  s.heads = NH;
+  s.kv_heads = NKV;
+  s.vocab = V;
+  s.max_seq = maxT;
+  s.norm_eps = 1e-5f;
+  s.rope_theta = theta;
+  s.use_scaled_rope = scaled;
+  s.ffn_dim_multiplier = multiplier;
+  s.multiple_of = multiple_of;
+  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
+  s.major_version = major;
+  s.minor_version = minor;
+  return s;
+}
+
+// Meta's published configurations (params.json) in llm.c's untied layout. The 1B is Llama 3.2
+// 1B's shape; Meta ties its embedding, llm.c's format keeps lm_head apart, and the kernels' RoPE
+// scaling is Llama 3.1's (factor 8; Meta's 3.2 uses 32): docs/llama.md.
+const std::vector<LlamaPreset>& presets() {
+  static const std::vector<LlamaPreset> list = {
+      // H = llama_ffn_hidden(64, none, 32) = 192; hs = 16.
+      {"llama3-tiny", make(4, 64, 4, 2, 256, 64, 10000.0f, false, 0.0f, 32, 3, 1)},
+      // H = 8192.
+      {"llama3-1B", make(16, 2048, 32, 8, 128256, 8192, 500000.0f, true, 1.5f, 256, 3, 2)},
+      // H = 14336.
+      {"llama3-8B", make(32, 4096, 32, 8, 128256, 8192, 500000.0f, true, 1.3f, 1024, 3, 1)},
+      // H = 28672.
+      {"llama3-70B", make(80, 8192, 64, 8, 128256, 8192, 500000.0f, true, 1.3f, 4096, 3, 1)},
+  };
+  return list;
+}
+
+}  // namespace
+
+// ---- LlamaShape ---------------------------------------------------------------------------------
+
+std::size_t LlamaShape::param_count() const { return std::size_t(total_params(*this)); }
+
+void LlamaShape::validate() const {
+  if (layers <= 0 || channels <= 0 || heads <= 0 || kv_heads <= 0 || ffn_hidden <= 0 || vocab <= 0 || max_seq <= 0)
+    throw std::invalid_argument("every dimension must be positive (" + to_string() + ")");
+  if (channels % heads != 0)
+    throw std::invalid_argument("channels C=" + std::to_string(channels) +
+                                " is not a multiple of heads NH=" + std::to_string(heads));
+  if ((channels / heads) % 2 != 0)
+    throw std::invalid_argument("head size C/NH=" + std::to_string(channels / heads) + " must be even (RoPE)");
+  if (heads % kv_heads != 0)
+    throw std::invalid_argument("heads NH=" + std::to_string(heads) +
+                                " is not a multiple of kv heads NKV=" + std::to_string(kv_heads));
+  if (!(norm_eps > 0) || !(rope_theta > 0))
+    throw std::invalid_argument("norm_eps and rope_theta must be positive (" + to_string() + ")");
+  constexpr int kMaxLayers = 1 << 16;
+  if (layers > kMaxLayers)
+    throw std::invalid_argument("L=" + std::to_string(layers) + " layers, more than " + std::to_string(kMaxLayers));
+  std::int64_t count = -1;
+  try {
+    count = total_params(*this);
+  } catch (const std::invalid_argument&) {
+  }
+  if (count < 0 || count > std::numeric_limits<std::int64_t>::max() / 4)
+    throw std::invalid_argument("parameter count too large (" + to_string() + ")");
+}
+
+std::string LlamaShape::to_string() const {
+  return "L=" + std::to_string(layers) + " C=" + std::to_string(channels) + " NH=" + std::to_string(heads) +
+         " NKV=" + std::to_string(kv_heads) + " H=" + std::to_string(ffn_hidden) + " V=" + std::to_string(vocab) +
+         " maxT=" + std::to_string(max_seq);
+}
+
+bool LlamaShape::same_model(const LlamaShape& o) const {
+  return layers == o.layers && channels == o.channels && heads == o.heads && kv_heads == o.kv_heads &&
+         ffn_hidden == o.ffn_hidden && vocab == o.vocab && max_seq == o.max_seq && norm_eps == o.norm_eps &&
+         rope_theta == o.rope_theta && use_scaled_rope == o.use_scaled_rope;
+}
+
+std::span<const LlamaPreset> llama_presets() { return presets(); }
+
+LlamaShape llama_preset(std::string_view name) {
+  for (const LlamaPreset& preset : presets())
+    if (preset.name == name) return preset.shape;
+  std::string names;
+  for (const auto& n : llama_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown Llama preset '" + std::string(name) + "'; valid: " + names);
+}
+
+std::vector<std::string> llama_preset_names() {
+  std::vector<std::string> names;
+  for (const LlamaPreset& preset : presets()) names.emplace_back(preset.name);
+  return names;
+}
+
+// ---- LlamaLayout --------------------------------------------------------------------------------
+
+LlamaLayout::LlamaLayout(const LlamaShape& shape) : shape_(shape) {
+  shape.validate();
+  std::size_t file_end = 0;
+  for (const ParamDef& def : param_table()) {
+    LlamaTensor tensor{def.id, def.name, def.layer_kind, {}};
+    for (Size size : def.dims) tensor.dims.push_back(std::size_t(size_of(shape, size)));
+    tensor.per_layer = def.layer_kind == LlamaLayerKind::block;
+    tensor.count = std::size_t(elements(shape, def.dims));
+    tensor.layer_count = std::size_t(elements(shape, def.dims, tensor.per_layer ? 1 : 0));
+    std::size_t& layer_end = kind_params_[std::size_t(def.layer_kind)];
+    tensor.layer_offset = layer_end;
+    layer_end += tensor.layer_count;
+    tensor.file_offset = file_end;
+    file_end += tensor.count;
+    tensors_.push_back(std::move(tensor));
+  }
+  param_count_ = file_end;
+}
+
+LlamaLayerKind LlamaLayout::layer_kind(int layer) const {
+  if (layer == 0) return LlamaLayerKind::embedding;
+  if (layer >= 1 && layer <= shape_.layers) return LlamaLayerKind::block;
+  if (layer == shape_.layers + 1) return LlamaLayerKind::head;
+  throw std::out_of_range("Llama layer " + std::to_string(layer) + " out of range 0.." +
+                          std::to_string(shape_.layers + 1));
+}
+
+std::size_t LlamaLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
+
+std::vector<LlmcRun> LlamaLayout::layer_runs(int layer) const {
+  const LlamaLayerKind kind = layer_kind(layer);
+  const std::size_t slice = kind == LlamaLayerKind::block ? std::size_t(layer - 1) : 0;
+  std::vector<LlmcRun> runs;
+  for (const LlamaTensor& tensor : tensors_)
+    if (tensor.layer_kind == kind)
+      runs.push_back({tensor.file_offset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
+  return runs;
+}
+
+// ---- derived views ------------------------------------------------------------------------------
+
+StateShapeFields llama_shape_fields(const LlamaShape& s) {
+  return {s.vocab, s.channels, s.layers, s.heads, s.kv_heads, -s.ffn_hidden};
+}
+
+LlamaShape llama_shape_from_fields(const StateShapeFields& f) {
+  if (f[5] >= 0 || f[5] == std::numeric_limits<std::int32_t>::min())
+    throw std::invalid_argument("not Llama shape fields (the last must be -H)");
+  LlamaShape shape;
+  bool found = false;
+  for (const LlamaPreset& preset : presets()) {
+    const LlamaShape& p = preset.shape;
+    if (p.channels == f[1] && p.heads == f[3] && p.kv_heads == f[4] && p.ffn_hidden == -f[5]) {
+      shape = p;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {  // llm.c's LlamaConfig defaults
+    shape.max_seq = 8192;
+    shape.norm_eps = 1e-5f;
+    shape.rope_theta = 500000.0f;
+    shape.use_scaled_rope = true;
+  }
+  shape.vocab = f[0];
+  shape.channels = f[1];
+  shape.layers = f[2];
+  shape.heads = f[3];
+  shape.kv_heads = f[4];
+  shape.ffn_hidden = -f[5];
+  if (!found ||
+      kernels::llama_ffn_hidden(shape.channels, shape.ffn_dim_multiplier, shape.multiple_of) != shape.ffn_hidden) {
+    // The header records no multiplier that gives H: H itself as the multiple.
+    shape.ffn_dim_multiplier = 0.0f;
+    shape.multiple_of = shape.ffn_hidden;
+  }
+  shape.validate();
+  return shape;
+}
+
+StateLayout llama_state_layout(const LlamaShape& shape) {
+  const LlamaLayout layout(shape);
+  StateLayout state;
+  state.shape_fields = llama_shape_fields(shape);
+  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
+  state.print_fields = [](const StateShapeFields& f) {
+    return "V=" + std::to_string(f[0]) + " C=" + std::to_string(f[1]) + " L=" + std::to_string(f[2]) +
+           " NH=" + std::to_string(f[3]) + " NKV=" + std::to_string(f[4]) + " H=" + std::to_string(-std::int64_t(f[5]));
+  };
+  return state;
+}
+
+namespace {
+
+// Per token, the bytes of LlamaModel's buffers (docs/llama.md), e bytes per stored element.
+struct TokenBytes {
+  double per_block, shared, embedding, head;
+};
+TokenBytes token_bytes(const LlamaShape& s, double e, int T) {
+  const double C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden, V = s.vocab,
+               attention = 4.0 * s.heads * double(T);  // one fp32 row of att per head
+  TokenBytes b{};
+  // ln1, qkv, atty, res2, ln2, out (C or Q each), fc, fc2, sw (H), dout (C); rstd1, rstd2; att.
+  b.per_block = (5 * C + Q + 3 * H + C) * e + 8 + attention;
+  // Forward temporaries attproj, mlpproj; the backward's gradients dres2, dln2, dfc, dfc2, dsw,
+  // dmlpproj, dattproj, datty, dqkv_rot, dqkv, dln1; preatt, dpreatt, datt scratch.
+  b.shared = 2 * C * e + (6 * C + 2 * Q + 3 * H) * e + 3 * attention;
+  // tokens, targets; embedded, dembedded.
+  b.embedding = 8 + 2 * C * e;
+  // lnf, dlnf, rstdf; logits, dlogits; probs and losses fp32.
+  b.head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4;
+  return b;
+}
+
+}  // namespace
+
+std::size_t llama_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T) {
+  const TokenBytes b = token_bytes(s, double(element), T);
+  const double tokens = double(B) * double(T);
+  // The embedding's two scratch buffers of T·C elements (position zeros, dropped gradient) and
+  // the fp32 RoPE table [T, hs/2, 2].
+  const double scratch = 2.0 * double(T) * s.channels * double(element) + 4.0 * double(T) * s.head_size();
+  const double total = tokens * (s.layers * b.per_block + b.shared + b.embedding + b.head) + scratch;
+  if (!(total < 9e18)) throw std::invalid_argument("Llama activations too large: bytes overflow 63 bits");
+  return std::size_t(total);
+}
+
+ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq) {
+  shape.validate();
+  const int T = seq > 0 ? seq : shape.max_seq;
+  if (batch <= 0) throw std::invalid_argument("Llama batch must be > 0, got " + std::to_string(batch));
+  const auto per_kind = kind_elements(shape);
+  ModelFootprint f;
+  f.params = total_params(shape);
+  f.layer_kinds = {{"embedding", per_kind[0]}, {"block", per_kind[1]}, {"head", per_kind[2]}};
+  const std::int64_t N = checked_mul(batch, T), L = shape.layers, C = shape.channels, Q = shape.qkv_channels(),
+                     H = shape.ffn_hidden, V = shape.vocab;
+  const std::int64_t att = checked_mul(checked_mul(N, shape.heads), T);
+  f.activation_tensors = {
+      {"embedded", N * C},      {"ln1", L * N * C}, {"ln1_rstd", L * N},      {"qkv", L * N * Q},
+      {"atty", L * N * C},      {"att", L * att},   {"residual2", L * N * C}, {"ln2", L * N * C},
+      {"ln2_rstd", L * N},      {"fc", L * N * H},  {"fc2", L * N * H},       {"swiglu", L * N * H},
+      {"residual3", L * N * C}, {"lnf", N * C},     {"lnf_rstd", N},          {"logits", N * V},
+      {"probs", N * V},         {"losses", N},
+  };
+  std::int64_t total = 0;
+  for (const NamedCount& t : f.activation_tensors) total = checked_add(total, t.count);
+  f.activation_bytes_2 = std::int64_t(llama_activation_bytes(shape, 2, batch, T));
+  f.activation_bytes_4 = std::int64_t(llama_activation_bytes(shape, 4, batch, T));
+  return f;
+}
+
+}  // namespace starzero

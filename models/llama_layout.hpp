@@ -1,0 +1,128 @@
+#pragma once
+// Llama 3's parameter layout, written once (llm.c's train_llama3.py tensors and file order).
+// Everything that needs the layout derives it from the table of named tensors in
+// llama_layout.cpp: LlamaModel's per-layer arrays and the offsets its tasks use, llm.c's file
+// order (models/llama_files.hpp), the .state files' layout and the planner's numbers.
+//
+// The engine sees Llama 3 as L + 2 layers, each one flat parameter array:
+//   layer 0        embedding   [wte V·C]
+//   layers 1..L    blocks      [ln1w C | qkvw Q·C | attprojw C·C | ln2w C | fcw H·C | fc2w H·C |
+//                               fcprojw C·H], block l-1's slice of each tensor (Q = (NH + 2·NKV)·hs)
+//   layer L+1      head        [lnfw C | lm_head V·C] (final RMSNorm, untied classifier, loss)
+// llm.c's file holds the 10 tensors whole, one after the other, per-layer ones layer-major:
+//   wte, ln_1, c_attn, c_proj, ln_2, c_fc, c_fc2, c_proj (mlp), ln_f, lm_head. No biases.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/gpt_layout.hpp"  // LlmcRun
+#include "offload/footprint.hpp"
+#include "train/state_layout.hpp"
+
+namespace starzero {
+
+// Llama 3 hyperparameters.
+struct LlamaShape {
+  int layers = 0;      // L (llm.c header[4] n_layer)
+  int channels = 0;    // C (header[7] n_embd)
+  int heads = 0;       // NH query heads (header[5] n_head)
+  int kv_heads = 0;    // NKV key/value heads (header[6] n_kv_head)
+  int ffn_hidden = 0;  // H, the SwiGLU hidden size (from ffn_dim_multiplier and multiple_of)
+  int vocab = 0;       // V (header[3]); wte and lm_head have V rows (no padding)
+  int max_seq = 0;     // header[2] block_size: the longest sequence (RoPE table rows)
+  float norm_eps = 1e-5f;
+  float rope_theta = 500000.0f;
+  bool use_scaled_rope = false;  // Llama 3.1's RoPE frequency scaling (tasks/llama_kernels.hpp)
+  // What llm.c's header records of H (header[8], header[9]) and the version (header[14], [15]):
+  // written to checkpoints; llama_ffn_hidden(C, ffn_dim_multiplier, multiple_of) must be H.
+  float ffn_dim_multiplier = 0.0f;  // 0: none
+  int multiple_of = 1;
+  int major_version = 3, minor_version = 1;
+
+  int head_size() const { return heads > 0 ? channels / heads : 0; }
+  int qkv_channels() const { return (heads + 2 * kv_heads) * head_size(); }
+  // The sum of the layout table: 2·V·C + C + L·(2C + Q·C + C² + 3·C·H).
+  std::size_t param_count() const;
+  // All sizes positive, C % NH == 0, hs even, NH % NKV == 0, norm_eps > 0, rope_theta > 0,
+  // L <= 65536, parameter bytes fit 63 bits; std::invalid_argument naming what is wrong.
+  void validate() const;
+  // "L=2 C=64 NH=4 NKV=2 H=192 V=256 maxT=64".
+  std::string to_string() const;
+  // The fields that decide the layout and the math (not the header's bookkeeping fields).
+  bool same_model(const LlamaShape& other) const;
+};
+
+// ---- presets ----------------------------------------------------------------------------------
+struct LlamaPreset {
+  std::string_view name;
+  LlamaShape shape;
+};
+// "llama3-tiny" (byte vocabulary, for tests and the demo), "llama3-1B" (Llama 3.2 1B's shape),
+// "llama3-8B" (Llama 3.1 8B), "llama3-70B" (Llama 3.1 70B); docs/llama.md.
+std::span<const LlamaPreset> llama_presets();
+// std::invalid_argument listing the names.
+LlamaShape llama_preset(std::string_view name);
+std::vector<std::string> llama_preset_names();
+
+// ---- the table of named tensors ---------------------------------------------------------------
+enum class LlamaParam { wte, ln1w, qkvw, attprojw, ln2w, fcw, fc2w, fcprojw, lnfw, lm_head };
+inline constexpr std::size_t kLlamaParamCount = 10;
+
+enum class LlamaLayerKind { embedding, block, head };
+
+struct LlamaTensor {
+  LlamaParam id;
+  std::string_view name;  // llm.c's (train_llama3.py) name
+  LlamaLayerKind layer_kind;
+  std::vector<std::size_t> dims;  // e.g. {V, C}, {L, Q, C}
+  bool per_layer = false;         // leading layer dimension
+  std::size_t count = 0;          // elements of the whole tensor (all layers)
+  std::size_t layer_count = 0;    // elements in one layer's array
+  std::size_t layer_offset = 0;   // first element inside its layer's flat array
+  std::size_t file_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
+};
+
+class LlamaLayout {
+ public:
+  explicit LlamaLayout(const LlamaShape& shape);  // validates the shape (std::invalid_argument)
+
+  const LlamaShape& shape() const { return shape_; }
+  const std::vector<LlamaTensor>& tensors() const { return tensors_; }  // llm.c's order
+  const LlamaTensor& operator[](LlamaParam param) const { return tensors_[std::size_t(param)]; }
+
+  int layers() const { return shape_.layers + 2; }
+  LlamaLayerKind layer_kind(int layer) const;  // std::out_of_range outside 0..L+1
+  std::size_t layer_params(int layer) const;
+  std::size_t param_count() const { return param_count_; }
+  // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset.
+  std::vector<LlmcRun> layer_runs(int layer) const;
+
+ private:
+  LlamaShape shape_;
+  std::vector<LlamaTensor> tensors_;
+  std::size_t kind_params_[3] = {};
+  std::size_t param_count_ = 0;
+};
+
+// ---- what other parts need, derived from the table ------------------------------------------
+// The .state files' six shape fields: {V, C, L, NH, NKV, -H}. The negative last field tells a
+// Llama run from GPT's (all positive) and the MLP's ({V, C, K, 0, 0, 0}).
+StateShapeFields llama_shape_fields(const LlamaShape& shape);
+// The shape those fields describe, with max_seq, norm_eps, RoPE and the header fields of the
+// preset of the same width (C, NH, NKV, H), else llm.c's defaults (maxT 8192, eps 1e-5, theta
+// 500000, scaled RoPE); std::invalid_argument when the fields are no Llama shape.
+LlamaShape llama_shape_from_fields(const StateShapeFields& fields);
+StateLayout llama_state_layout(const LlamaShape& shape);
+
+// The planner's view of a micro-batch of `batch` sequences of `seq` tokens (0: max_seq): Ψ, the
+// layer kinds "embedding", "block", "head", LlamaModel's activation tensors and their bytes
+// (llama_activation_bytes). Recompute none only (std::invalid_argument otherwise).
+ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0);
+// Bytes of LlamaModel's activation buffers for B sequences of T tokens at `element` bytes per
+// stored element (the formula of docs/llama.md).
+std::size_t llama_activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T);
+
+}  // namespace starzero
