@@ -1,8 +1,9 @@
 // `starzero plan`: the seeds' ZeRO memory and communication formulas per rank, for a parameter
-// count or a GPT config, per stage and data-parallel degree, with offload placements and a fit
-// check against given GPU/host memory. All numbers come from offload/planner.hpp (a GPT config
-// becomes a model footprint through models/gpt_layout.hpp); this file reads the flags and
-// apps/plan_report.cpp prints.
+// count, a GPT config or a preset (GPT, or Llama 3 with --model llama3), per stage and
+// data-parallel degree, with offload placements and a fit check against given GPU/host memory.
+// All numbers come from offload/planner.hpp (a GPT config becomes a model footprint through
+// models/gpt_layout.hpp, a Llama 3 preset through models/llama_layout.hpp); this file reads the
+// flags and apps/plan_report.cpp prints.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "apps/commands.hpp"
 #include "apps/plan_report.hpp"
 #include "models/gpt_layout.hpp"
+#include "models/llama_layout.hpp"
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 
@@ -26,11 +28,18 @@ namespace {
 cli::ArgParser make_parser() {
   cli::ArgParser p("starzero plan");
   p.option("params", "N", "parameter count Ψ: 7e9, 1.5B, 125M, 70B, 7000000000")
+      .option("model", "FAMILY", "gpt (default) or llama3: the family of --preset (llama3 needs one)")
+      .option("preset", "NAME",
+              "a shape instead of the shape flags: gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M, tiny (gpt), "
+              "llama3-tiny, llama3-1B, llama3-8B, llama3-70B (llama3); --seq (default: its maxT) and --batch "
+              "(default 1)")
       .option("layers", "L", "GPT config (all six together, instead of --params): layers")
       .option("hidden", "C", "  hidden size (channels)")
       .option("heads", "NH", "  attention heads (must divide C)")
       .option("vocab", "V", "  vocabulary (padded to a multiple of 128, like llm.c)")
-      .option("seq", "T", "  sequence length (= maxT, sizes the position embedding)")
+      .option("seq", "T",
+              "  sequence length (GPT: = maxT, sizes the position embedding; Llama: tokens per sequence, "
+              "<= maxT)")
       .option("batch", "B", "  micro-batch size (activations are per micro-batch)")
       .option("recompute", "MODE", "  none (default), selective or full: what the blocks recompute (as starzero train)")
       .option("recompute-window", "W", "  blocks recomputed or fetched ahead, W + 1 alive (default 1)")
@@ -48,26 +57,32 @@ cli::ArgParser make_parser() {
       .flag("json", "print machine-readable JSON on stdout instead of tables")
       .flag("max-model",
             "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
-            "--gpu-mem/--host-mem per stage, offload and --recompute mode")
+            "--gpu-mem/--host-mem per stage, offload and --recompute mode; with --model llama3, the "
+            "deepest Llama 3 of --preset's width (default llama3-8B)")
       .flag("help", "show this help");
   return p;
 }
 
 const CommandHelp kHelp = {
     "starzero plan",
-    "starzero plan (--params N | --layers L --hidden C --heads NH --vocab V --seq T --batch B)\n"
+    "starzero plan (--params N | --layers L --hidden C --heads NH --vocab V --seq T --batch B |\n"
+    "                     [--model gpt|llama3] --preset NAME [--seq T] [--batch B])\n"
     "                     [--dp LIST] [--stage S] [options]",
     "ZeRO memory and communication per rank (the seeds' formulas): static model states per\n"
     "stage (ZeRO-0 2Ψ+2Ψ+kΨ, ZeRO-1 2Ψ+2Ψ+kΨ/N, ZeRO-2 2Ψ+(2Ψ+kΨ)/N, ZeRO-3 (2Ψ+2Ψ+kΨ)/N),\n"
     "their placement on GPU, host and NVMe under offload, activations and ZeRO-3 temporary\n"
-    "layers for a GPT config, communication (2Ψ, or 3Ψ for ZeRO-3) and, given --gpu-mem and/or\n"
-    "--host-mem, which stage and offload combinations fit. GB = 1e9 bytes.\n"
+    "layers for a GPT config or a preset (GPT, or Llama 3 with --model llama3), communication\n"
+    "(2Ψ, or 3Ψ for ZeRO-3) and, given --gpu-mem and/or --host-mem, which stage and offload\n"
+    "combinations fit. GB = 1e9 bytes.\n"
     "\n"
     "Flags take `--name value` or `--name=value`. Counts accept K M B T suffixes (1.5B, 125M),\n"
     "sizes KB MB GB TB or KiB MiB GiB TiB (80GB, 24GiB). Bad input: one error line, exit code 2.\n",
     "  starzero plan --params 7e9 --dp 1,8,64\n"
     "  starzero plan --params 70e9 --dp 4 --gpu-mem 80GB\n"
-    "  starzero plan --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 8\n"};
+    "  starzero plan --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 8\n"
+    "  starzero plan --preset gpt2-124M --batch 4 --dp 8\n"
+    "  starzero plan --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 8 --gpu-mem 141GB --host-mem 1.5TB\n"
+    "  starzero plan --max-model --model llama3 --preset llama3-8B --seq 2048 --gpu-mem 141GB\n"};
 
 std::int64_t count_flag(const cli::ArgParser& p, const char* name) { return cli::parse_count(name, *p.value(name)); }
 
@@ -104,10 +119,106 @@ ModelFootprint gpt_model_footprint(const GptArgs& g) {
   }
 }
 
-PlanRequest read_args(const cli::ArgParser& p) {
-  PlanRequest a;
-  PlanInput& in = a.base;
+// The model family: --model gpt (default) or llama3.
+std::string model_family(const cli::ArgParser& p) {
+  return cli::parse_choice("model", p.value("model").value_or("gpt"), {"gpt", "llama3"});
+}
 
+// --seq (default `max_seq`) and --batch (default 1) of a preset, each 1..int max.
+std::pair<std::int64_t, std::int64_t> preset_seq_batch(const cli::ArgParser& p, std::int64_t max_seq) {
+  constexpr std::int64_t kMaxField = std::numeric_limits<int>::max();
+  const std::int64_t seq = p.given("seq") ? count_flag(p, "seq") : max_seq;
+  const std::int64_t batch = p.given("batch") ? count_flag(p, "batch") : 1;
+  if (seq < 1 || seq > kMaxField) throw UsageError("--seq must be in 1.." + std::to_string(kMaxField));
+  if (batch < 1 || batch > kMaxField) throw UsageError("--batch must be in 1.." + std::to_string(kMaxField));
+  return {seq, batch};
+}
+
+// A preset gives the whole shape: no --params and no shape flag beside it.
+void refuse_with_preset(const cli::ArgParser& p, const std::string& what) {
+  if (p.given("params")) throw UsageError("give either --params or " + what + ", not both");
+  for (const char* flag : {"layers", "hidden", "heads", "vocab"})
+    if (p.given(flag))
+      throw UsageError(std::string("--") + flag + ": " + what + " gives the shape; leave --" + flag + " out");
+}
+
+// --model llama3 --preset NAME: the preset's shape, --seq (<= its max_seq) and --batch. Llama 3
+// keeps all its activations, as `starzero train --model llama3` does: --recompute and
+// --offload-activations other than none are refused.
+LlamaArgs llama_args(const cli::ArgParser& p) {
+  refuse_with_preset(p, "--model llama3 --preset");
+  const ActivationPolicy policy = cli::activation_policy_option(p);
+  if (policy.recompute != Recompute::none)
+    throw UsageError("--recompute: the llama3 model keeps all its activations (recomputation is GPT's)");
+  if (policy.offload != ActivationOffload::none)
+    throw UsageError("--offload-activations: the llama3 model keeps all its activations on the device");
+  if (!p.given("preset")) {
+    std::string names;
+    for (const std::string& n : llama_preset_names()) names += (names.empty() ? "" : "|") + n;
+    throw UsageError("--model llama3 needs --preset " + names);
+  }
+  const std::string name = *p.value("preset");
+  LlamaShape shape;
+  try {
+    shape = llama_preset(name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--preset: ") + e.what());
+  }
+  const auto [seq, batch] = preset_seq_batch(p, shape.max_seq);
+  if (seq > shape.max_seq)
+    throw UsageError("--seq " + std::to_string(seq) + " exceeds " + name + "'s max_seq " +
+                     std::to_string(shape.max_seq));
+  LlamaArgs l;
+  l.preset = name;
+  l.layers = shape.layers;
+  l.channels = shape.channels;
+  l.heads = shape.heads;
+  l.kv_heads = shape.kv_heads;
+  l.ffn_hidden = shape.ffn_hidden;
+  l.vocab = shape.vocab;
+  l.max_seq = shape.max_seq;
+  l.seq = seq;
+  l.batch = batch;
+  return l;
+}
+
+// --preset NAME with --model gpt: GPT's layers, hidden, heads and vocab from the preset, --seq
+// (its maxT unless given: it sizes the position table) and --batch.
+GptArgs gpt_preset_args(const cli::ArgParser& p) {
+  refuse_with_preset(p, "--preset");
+  const std::string name = *p.value("preset");
+  GptShape shape;
+  try {
+    shape = gpt_preset(name);
+  } catch (const std::invalid_argument& e) {
+    for (const std::string& llama : llama_preset_names())
+      if (llama == name) throw UsageError("--preset " + name + " is a Llama 3 preset: add --model llama3");
+    throw UsageError(std::string("--preset: ") + e.what());
+  }
+  const auto [seq, batch] = preset_seq_batch(p, shape.max_seq);
+  GptArgs g;
+  g.preset = name;
+  g.layers = shape.layers;
+  g.hidden = shape.channels;
+  g.heads = shape.heads;
+  g.vocab = shape.vocab;
+  g.seq = seq;
+  g.batch = batch;
+  g.activations = cli::activation_policy_option(p);
+  return g;
+}
+
+// The Llama preset's footprint (models/llama_layout.hpp); failures are PlanErrors.
+ModelFootprint llama_model_footprint(const LlamaArgs& l) {
+  try {
+    return llama_footprint(llama_preset(l.preset), int(l.batch), int(l.seq));
+  } catch (const std::invalid_argument& e) {
+    throw PlanError(e.what());
+  }
+}
+
+// --params N, or the six flags of a GPT config.
+void read_gpt_config(const cli::ArgParser& p, PlanRequest& a) {
   static constexpr const char* kGptFlags[] = {"layers", "hidden", "heads", "vocab", "seq", "batch"};
   std::string missing;
   int gpt_given = 0;
@@ -126,7 +237,8 @@ PlanRequest read_args(const cli::ArgParser& p) {
     throw UsageError("give either --params or a GPT config, not both");
   }
   if (gpt_given == 0 && !p.given("params")) {
-    throw UsageError("give --params N or a GPT config (--layers --hidden --heads --vocab --seq --batch)");
+    throw UsageError(
+        "give --params N, a GPT config (--layers --hidden --heads --vocab --seq --batch) or --preset NAME");
   }
   if (gpt_given == 6) {
     GptArgs g;
@@ -139,9 +251,23 @@ PlanRequest read_args(const cli::ArgParser& p) {
     g.activations = cli::activation_policy_option(p);
     a.gpt = g;
   } else {
-    in.params = count_flag(p, "params");
+    a.base.params = count_flag(p, "params");
     if (p.given("recompute") || p.given("recompute-window") || p.given("offload-activations"))
       throw UsageError("--recompute needs a GPT config (--layers --hidden --heads --vocab --seq --batch)");
+  }
+}
+
+PlanRequest read_args(const cli::ArgParser& p) {
+  PlanRequest a;
+  PlanInput& in = a.base;
+
+  const std::string family = model_family(p);
+  if (family == "llama3") {
+    a.llama = llama_args(p);
+  } else if (p.given("preset")) {
+    a.gpt = gpt_preset_args(p);
+  } else {
+    read_gpt_config(p, a);
   }
 
   a.dps = p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
@@ -178,6 +304,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
   a.json = p.flag_set("json");
   // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
   if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
+  if (a.llama) in.model = llama_model_footprint(*a.llama);
   return a;
 }
 
@@ -203,13 +330,19 @@ GptShape max_model_shape(int L, std::int64_t vocab, std::int64_t seq) {
 
 // `starzero plan --max-model`: for each --recompute mode (and full with activation offload), the
 // largest L per stage and offload.
-int run_max_model(const cli::ArgParser& p) {
+// What both --max-model families read: the memory limits, precision, k, prefetch depth and one dp.
+struct MaxModelSettings {
+  PlanInput base;
+  MemoryLimits limits;
+};
+MaxModelSettings max_model_settings(const cli::ArgParser& p) {
   for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer", "offload-params",
                            "json", "recompute", "recompute-window", "offload-activations"})
     if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
   if (!p.given("gpu-mem") && !p.given("host-mem")) throw UsageError("--max-model needs --gpu-mem and/or --host-mem");
-  PlanInput base;
-  MemoryLimits limits;
+  MaxModelSettings m;
+  PlanInput& base = m.base;
+  MemoryLimits& limits = m.limits;
   if (auto v = p.value("gpu-mem")) limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
   if (auto v = p.value("host-mem")) limits.host_bytes = cli::parse_bytes("host-mem", *v);
   if (auto v = p.value("precision"))
@@ -220,12 +353,77 @@ int run_max_model(const cli::ArgParser& p) {
       p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
   if (dps.size() != 1 || dps[0] < 1) throw UsageError("--max-model takes one --dp N");
   base.dp = dps[0];
+  return m;
+}
+
+std::string limits_text(const MemoryLimits& limits) {
+  return (limits.gpu_bytes ? ", GPU " + short_number(*limits.gpu_bytes / 1e9) + " GB" : std::string()) +
+         (limits.host_bytes ? ", host " + short_number(*limits.host_bytes / 1e9) + " GB" : std::string());
+}
+
+constexpr int kMaxLayers = 1024;  // the deepest model --max-model tries
+
+// `starzero plan --max-model --model llama3`: the deepest Llama 3 of one preset's width (C, NH,
+// NKV, H, V; default llama3-8B), L = 1..1024 blocks, per stage and offload. Llama 3 keeps all
+// its activations, so there is one column (no recompute or activation offload modes).
+int run_max_model_llama(const cli::ArgParser& p) {
+  if (p.given("vocab")) throw UsageError("--vocab: --model llama3 takes V from --preset; leave --vocab out");
+  const MaxModelSettings settings = max_model_settings(p);
+  const PlanInput& base = settings.base;
+  const std::string name = p.value("preset").value_or("llama3-8B");
+  LlamaShape width;
+  try {
+    width = llama_preset(name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--preset: ") + e.what());
+  }
+  const auto [seq, batch] = preset_seq_batch(p, width.max_seq);
+  if (seq > width.max_seq)
+    throw UsageError("--seq " + std::to_string(seq) + " exceeds " + name + "'s max_seq " +
+                     std::to_string(width.max_seq));
+  auto shape_of = [&](int L) {
+    LlamaShape shape = width;
+    shape.layers = L;
+    return shape;
+  };
+  const std::vector<LargestFit> results = largest_fitting(
+      base, settings.limits, [&](int L) { return llama_footprint(shape_of(L), int(batch), int(seq)); }, kMaxLayers);
+  std::printf(
+      "deepest Llama 3 of %s's width that fits (L blocks of C=%d NH=%d NKV=%d H=%d, V=%d, T=%lld, B=%lld, %s, "
+      "dp %lld)%s\n",
+      name.c_str(), width.channels, width.heads, width.kv_heads, width.ffn_hidden, width.vocab, (long long)seq,
+      (long long)batch, std::string(precision_name(base.precision)).c_str(), (long long)base.dp,
+      limits_text(settings.limits).c_str());
+  std::printf("%-6s %-9s %-9s | %s\n", "stage", "optimizer", "params", "all activations kept");
+  for (const LargestFit& fit : results) {
+    const FitOption& o = fit.option;
+    const std::string cell = fit.size == 0 ? "none fits"
+                                           : "L=" + std::to_string(fit.size) + " " +
+                                                 short_number(double(shape_of(fit.size).param_count()) / 1e9) + "B";
+    std::printf("ZeRO-%-1d %-9s %-9s | %s\n", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
+                std::string(offload_name(o.offload_params)).c_str(), cell.c_str());
+  }
+  std::printf(
+      "(%s itself is L=%d, %sB parameters; Llama 3 keeps all its activations: no --recompute or\n"
+      " --offload-activations columns; at most L = %d searched; parameters in billions; the fit check is\n"
+      " `starzero plan`'s)\n",
+      name.c_str(), width.layers, short_number(double(width.param_count()) / 1e9).c_str(), kMaxLayers);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+int run_max_model(const cli::ArgParser& p) {
+  if (model_family(p) == "llama3") return run_max_model_llama(p);
+  if (p.given("preset"))
+    throw UsageError(
+        "--preset: --max-model searches GPT shapes of hidden 64·L itself (a --preset is for --model llama3)");
+  const MaxModelSettings settings = max_model_settings(p);
+  const PlanInput& base = settings.base;
+  const MemoryLimits& limits = settings.limits;
   const std::int64_t vocab = p.given("vocab") ? count_flag(p, "vocab") : 50257;
   const std::int64_t seq = p.given("seq") ? count_flag(p, "seq") : 1024;
   const int batch = p.given("batch") ? int(cli::int_option(p, "batch", 1, 1)) : 1;
   if (vocab < 1 || vocab > (1 << 24) || seq < 1 || seq > (1 << 20))
     throw UsageError("--max-model: --vocab in 1..16777216 and --seq in 1..1048576");
-  constexpr int kMaxLayers = 1024;
   const ActivationPolicy policies[] = {{Recompute::none, 1},
                                        {Recompute::selective, 1},
                                        {Recompute::full, 1},
@@ -236,11 +434,9 @@ int run_max_model(const cli::ArgParser& p) {
   for (const ActivationPolicy& policy : policies)
     results.push_back(largest_fitting(
         base, limits, [&](int L) { return gpt_footprint(max_model_shape(L, vocab, seq), batch, policy); }, kMaxLayers));
-  std::printf("largest GPT that fits (L layers, hidden 64·L, L heads, vocab %lld, T=%lld, B=%d, %s, dp %lld)%s%s\n",
+  std::printf("largest GPT that fits (L layers, hidden 64·L, L heads, vocab %lld, T=%lld, B=%d, %s, dp %lld)%s\n",
               (long long)vocab, (long long)seq, batch, std::string(precision_name(base.precision)).c_str(),
-              (long long)base.dp,
-              limits.gpu_bytes ? (", GPU " + short_number(*limits.gpu_bytes / 1e9) + " GB").c_str() : "",
-              limits.host_bytes ? (", host " + short_number(*limits.host_bytes / 1e9) + " GB").c_str() : "");
+              (long long)base.dp, limits_text(limits).c_str());
   std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
   for (const ActivationPolicy& policy : policies)
     std::printf(" | %-18s", (std::string(recompute_name(policy.recompute)) +

@@ -139,8 +139,8 @@ struct Row {
 
 struct Results {
   std::int64_t params = 0;
-  std::vector<Row> rows;                            // dp-major, then stage
-  std::vector<FitReport> fits;                      // one per dp, when limits are given
+  std::vector<Row> rows;        // dp-major, then stage
+  std::vector<FitReport> fits;  // one per dp, when limits are given
 };
 
 Results compute(const PlanRequest& a) {
@@ -216,11 +216,22 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
   if (a.gpt) {
     const GptArgs& g = *a.gpt;
     const NamedCount largest = in.model->largest_layer();
-    out += strf("model: GPT L=%lld C=%lld NH=%lld V=%lld (padded Vp=%lld) T=%lld B=%lld\n", (long long)g.layers,
-                (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
-                (long long)g.seq, (long long)g.batch);
+    out +=
+        strf("model: GPT%s L=%lld C=%lld NH=%lld V=%lld (padded Vp=%lld) T=%lld B=%lld\n",
+             g.preset.empty() ? "" : (" " + g.preset + ":").c_str(), (long long)g.layers, (long long)g.hidden,
+             (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(), (long long)g.seq, (long long)g.batch);
     out += "       Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C = " + with_commas(r.params) +
            " parameters; largest layer: " + largest.name + " (" + with_commas(largest.count) + ")\n";
+  } else if (a.llama) {
+    const LlamaArgs& l = *a.llama;
+    const NamedCount largest = in.model->largest_layer();
+    out +=
+        strf("model: Llama 3 %s: L=%lld C=%lld NH=%lld NKV=%lld H=%lld V=%lld maxT=%lld, T=%lld B=%lld\n",
+             l.preset.c_str(), (long long)l.layers, (long long)l.channels, (long long)l.heads, (long long)l.kv_heads,
+             (long long)l.ffn_hidden, (long long)l.vocab, (long long)l.max_seq, (long long)l.seq, (long long)l.batch);
+    out += "       Ψ = 2·V·C + C + L·(2C + Q·C + C² + 3·C·H), Q = (NH + 2·NKV)·C/NH = " +
+           std::to_string(l.qkv_channels()) + ": " + with_commas(r.params) +
+           " parameters;\n       largest layer: " + largest.name + " (" + with_commas(largest.count) + ")\n";
   } else {
     out += "model: Ψ = " + with_commas(r.params) + " parameters\n";
   }
@@ -268,6 +279,9 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
             ? ""
             : strf(", window %d", policy.window).c_str());
   }
+  if (a.llama)
+    activations_label =
+        strf("      activations (B=%lld, T=%lld, all kept)", (long long)a.llama->batch, (long long)a.llama->seq);
   const bool activations_offloaded = a.gpt && a.gpt->activations.offload == ActivationOffload::cpu;
   const std::size_t label_w = std::max<std::size_t>(34, activations_label.size() + 2), col_w = 14;
   for (std::int64_t dp : a.dps) {
@@ -284,7 +298,7 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     line("      gradients", [](const MemoryPlan& m) { return gb_exact(m.gpu.grads); });
     line("      optimizer state", [](const MemoryPlan& m) { return gb_exact(m.gpu.optimizer); });
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
-    if (a.gpt) {
+    if (in.model) {
       line(activations_label, [](const MemoryPlan& m) { return gb_exact(*m.activations); });
       line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
@@ -325,15 +339,28 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
              gb_exact(r.rows.front().mem.host_activations) +
              " GB) live in pinned host memory\nand cross the bus twice per micro-batch; W+1 blocks of them "
              "stay on the GPU.\n";
-    const NamedCount largest = in.model->largest_layer();
-    out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
-           " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
-           "without parameter offload (the shard is the whole model).\n";
+  } else if (a.llama) {
+    const LlamaArgs& l = *a.llama;
+    const double act = *r.rows.front().mem.activations;
+    // The blocks' fp32 attention rows, NH·T per token per block (docs/llama.md): T² grows them.
+    const double attention = 4.0 * double(l.layers) * double(l.heads) * double(l.batch) * double(l.seq) * double(l.seq);
+    out += "Activations: " + gb_exact(act) +
+           " GB per micro-batch: what starzero's Llama 3 allocates; it keeps all of them\n(no recomputation or "
+           "activation offload for Llama yet; docs/llama.md, \"Activation memory\"). Of them,\nthe blocks' fp32 "
+           "attention rows (4·L·NH·B·T² bytes) are " +
+           gb_exact(attention) +
+           " GB. ZeRO does not shard activations:\nevery rank holds its own micro-batch's, at every stage and dp.\n";
   } else {
     out +=
         "Not included: activations (ZeRO does not shard them; each rank holds its own micro-batch's) and\n"
         "ZeRO-3's temporary full layers; give a GPT config (--layers --hidden --heads --vocab --seq --batch)\n"
-        "to count them.\n";
+        "or a --preset to count them.\n";
+  }
+  if (in.model) {
+    const NamedCount largest = in.model->largest_layer();
+    out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +
+           " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
+           "without parameter offload (the shard is the whole model).\n";
   }
   if (in.offload_optimizer != OptimizerOffload::none) {
     out += std::string("Optimizer offload: the optimizer state lives in ") +
@@ -396,8 +423,9 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
          (a.limits.gpu_bytes ? gb_exact(*a.limits.gpu_bytes) + " GB" : std::string("not limited")) + ", host " +
          (a.limits.host_bytes ? gb_exact(*a.limits.host_bytes) + " GB" : std::string("not limited")) +
          ", NVMe not limited.\n";
-  out += a.gpt ? "  GPU figures include activations and ZeRO-3 full layers.\n"
-               : "  GPU figures are model states only (no GPT config: activations and ZeRO-3 full layers unknown).\n";
+  out += in.model ? "  GPU figures include activations and ZeRO-3 full layers.\n"
+                  : "  GPU figures are model states only (no model shape: activations and ZeRO-3 full layers "
+                    "unknown).\n";
   for (const FitReport& f : r.fits) {
     out += "  dp " + std::to_string(f.dp) + ":\n";
     out += "    " + pad("option", 52) + rpad("GPU GB", 14) + rpad("host GB", 14) + rpad("NVMe GB", 14) + "  fits\n";
@@ -452,7 +480,25 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
         "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
         (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
         (long long)g.seq, (long long)g.batch, (long long)in.model->activation_elements());
-    out += "\"largest_layer\": {\"name\": " + json_string(largest.name) +
+    out += "\"preset\": " + (g.preset.empty() ? std::string("null") : json_string(g.preset)) +
+           ", \"largest_layer\": {\"name\": " + json_string(largest.name) +
+           ", \"params\": " + std::to_string(largest.count) + "}}";
+  } else {
+    out += "null";
+  }
+  out += ", \"llama\": ";
+  if (a.llama) {
+    const LlamaArgs& l = *a.llama;
+    const NamedCount largest = in.model->largest_layer();
+    out += "{\"preset\": " + json_string(l.preset) +
+           strf(
+               ", \"layers\": %lld, \"channels\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
+               "\"ffn_hidden\": %lld, \"vocab\": %lld, \"max_seq\": %lld, \"seq\": %lld, \"batch\": %lld, "
+               "\"activation_elements\": %lld, ",
+               (long long)l.layers, (long long)l.channels, (long long)l.heads, (long long)l.kv_heads,
+               (long long)l.ffn_hidden, (long long)l.vocab, (long long)l.max_seq, (long long)l.seq, (long long)l.batch,
+               (long long)in.model->activation_elements()) +
+           "\"largest_layer\": {\"name\": " + json_string(largest.name) +
            ", \"params\": " + std::to_string(largest.count) + "}}";
   } else {
     out += "null";
@@ -474,7 +520,8 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
            ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
            ", \"temporaries\": " + json_number(m.temporaries) + ", \"total\": " + json_number(m.gpu_total()) +
-           "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) + ", \"nvme\": " + json_split(m.nvme) +
+           "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
+           ", \"nvme\": " + json_split(m.nvme) +
            ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
            ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
            ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +

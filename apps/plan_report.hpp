@@ -15,6 +15,7 @@
 namespace starzero {
 
 struct GptArgs {
+  std::string preset;  // the --preset that gave the shape; empty: the shape flags did
   std::int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, seq = 0, batch = 0;
   ActivationPolicy activations;  // --recompute, --recompute-window
   // Vp: vocab padded to a multiple of 128, like llm.c (50257 -> 50304); too large ones stay.
@@ -23,9 +24,19 @@ struct GptArgs {
   }
 };
 
+// A Llama 3 preset (models/llama_layout.hpp) and the micro-batch: B sequences of T <= max_seq
+// tokens. The model keeps all its activations (no recomputation, no activation offload).
+struct LlamaArgs {
+  std::string preset;
+  std::int64_t layers = 0, channels = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, vocab = 0, max_seq = 0;
+  std::int64_t seq = 0, batch = 0;
+  std::int64_t qkv_channels() const { return (heads + 2 * kv_heads) * (channels / heads); }
+};
+
 struct PlanRequest {
-  std::optional<GptArgs> gpt;  // its footprint is base.model
-  PlanInput base;              // dp and stage are set per row
+  std::optional<GptArgs> gpt;      // its footprint is base.model
+  std::optional<LlamaArgs> llama;  // its footprint is base.model (never together with gpt)
+  PlanInput base;                  // dp and stage are set per row
   std::vector<std::int64_t> dps;
   std::vector<int> stages;
   MemoryLimits limits;

@@ -135,6 +135,33 @@ bad_cases=(
   "--layers 12 --hidden 768 --heads 7 --vocab 50257 --seq 1024 --batch 4"
   "--layers 0 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4"
   "--params 7e9 --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4"
+  # Presets (section (e)): Llama 3 needs --model llama3 and a known preset, keeps all its
+  # activations, takes its whole shape from the preset and T <= its max_seq.
+  "--model llama3"
+  "--model llama4 --preset llama3-8B"
+  "--model llama3 --preset llama3-9B"
+  "--model llama3 --preset gpt2-124M"
+  "--preset llama3-8B"
+  "--model llama3 --preset llama3-8B --recompute full"
+  "--model llama3 --preset llama3-8B --recompute selective"
+  "--model llama3 --preset llama3-8B --offload-activations cpu"
+  "--model llama3 --preset llama3-8B --recompute-window 2"
+  "--model llama3 --preset llama3-8B --seq 8193"
+  "--model llama3 --preset llama3-8B --seq 0"
+  "--model llama3 --preset llama3-8B --batch 0"
+  "--model llama3 --preset llama3-8B --params 8B"
+  "--model llama3 --preset llama3-8B --layers 4"
+  "--model llama3 --preset llama3-8B --vocab 256"
+  "--model llama3 --preset llama3-70B --batch 2147483647"
+  "--preset gpt2-124M --hidden 512"
+  "--preset gpt2-124M --params 1B"
+  "--preset gpt2-9B"
+  "--max-model --model llama3 --gpu-mem 80GB --recompute full"
+  "--max-model --model llama3 --gpu-mem 80GB --vocab 256"
+  "--max-model --model llama3 --gpu-mem 80GB --seq 8193"
+  "--max-model --model llama3 --preset llama3-9B --gpu-mem 80GB"
+  "--max-model --model llama3"
+  "--max-model --preset gpt2-124M --gpu-mem 80GB"
 )
 for args in "${bad_cases[@]}"; do
   # shellcheck disable=SC2086  # word splitting of the case is intended
@@ -201,6 +228,121 @@ if [ "$RC" -eq 0 ]; then pass "70B fit exits 0"; else fail "70B fit exit code $R
 expect_text 'verdict: does not fit without offload at dp 4; use ZeRO-3 + offload optimizer cpu' "70B verdict: ZeRO-3 with offload"
 expect_text 'plain ZeRO-3 fits from dp 14' "70B verdict: more GPUs (dp 14)"
 expect_line ' *ZeRO-3 +dp 14' "minimum dp for plain ZeRO-3"
+
+# ---- (e) presets: Llama 3 (--model llama3) and GPT ----------------------------------------------
+# Every expected number below comes from the formulas here (docs/llama.md), not from the program.
+# docs/llama.md's formulas, for any number of blocks L (the other sizes are the 8B's unless given).
+cat >"$WORK/llama.py" <<'PY'
+import sys
+
+def shape(L=32, C=4096, NH=32, NKV=8, H=14336, V=128256):
+    return dict(L=L, C=C, NH=NH, NKV=NKV, H=H, V=V)
+
+def psi(s):  # 2·V·C + C + L·(2C + Q·C + C² + 3·C·H)
+    C, H, V = s["C"], s["H"], s["V"]
+    Q = (s["NH"] + 2 * s["NKV"]) * (C // s["NH"])
+    return 2 * V * C + C + s["L"] * (2 * C + Q * C + C * C + 3 * C * H)
+
+def act(s, T, B, e):  # LlamaModel's activation buffers, "Activation memory"
+    L, C, NH, H, V = s["L"], s["C"], s["NH"], s["H"], s["V"]
+    hs = C // NH
+    Q = (NH + 2 * s["NKV"]) * hs
+    block = (6 * C + Q + 3 * H) * e + 8 + 4 * NH * T
+    shared = (2 * C + 6 * C + 2 * Q + 3 * H) * e + 3 * 4 * NH * T
+    embedding = 8 + 2 * C * e
+    head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4
+    return B * T * (L * block + shared + embedding + head) + 2 * T * C * e + 4 * T * hs
+
+if __name__ == "__main__":
+    print(eval(sys.argv[1]))
+PY
+llama() { (cd "$WORK" && python3 llama.py "$1"); }
+commas() { python3 -c 'import sys; print(f"{int(sys.argv[1]):,}")' "$1"; }
+# Exact GB as the report prints it: bytes / 1e9, trailing zeros dropped, one decimal kept.
+gb() { python3 -c 'import sys; n = int(sys.argv[1]); s = f"{n // 10**9}.{n % 10**9:09d}".rstrip("0"); print(s + "0" if s.endswith(".") else s)' "$1"; }
+esc() { printf '%s' "$1" | sed 's/[.]/\\./g'; }
+# Llama 3 8B (Meta's params.json: dim 4096, 32 layers, 32 heads, 8 kv heads, ffn 14336, V 128256).
+V=128256 C=4096 L=32 NH=32 NKV=8 H=14336
+Q=$(((NH + 2 * NKV) * C / NH))
+PSI=$(llama 'psi(shape())')
+HEAD=$((C + V * C)) # final RMSNorm + lm_head: the largest layer (the embedding is V·C)
+[ "$PSI" -eq 8030261248 ] && pass "llama3-8B: Ψ from the formula is Meta's 8,030,261,248" ||
+  fail "llama3-8B: Ψ from the formula is $PSI"
+ACT8K=$(llama "act(shape(), 8192, 1, 2)")
+run --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 1,8
+if [ "$RC" -eq 0 ] && [ ! -s "$WORK/err" ]; then pass "llama3-8B exits 0"; else fail "llama3-8B: exit $RC: $(cat "$WORK/err")"; fi
+expect_line 'model: Llama 3 llama3-8B: L=32 C=4096 NH=32 NKV=8 H=14336 V=128256 maxT=8192, T=8192 B=1' "llama3-8B header names the preset and its shape"
+expect_text "Q = (NH + 2·NKV)·C/NH = $Q: $(commas "$PSI") parameters" "llama3-8B: Ψ = $(commas "$PSI")"
+expect_text "largest layer: head ($(commas "$HEAD"))" "llama3-8B: largest layer head = V·C + C = $(commas "$HEAD")"
+# Static: 16Ψ at every stage at dp 1 (k = 12); at dp 8: 16Ψ, 4Ψ + 12Ψ/8, 2Ψ + 14Ψ/8, 16Ψ/8.
+expect_line " *model states +$(esc "$(gb $((16 * PSI)))")( +$(esc "$(gb $((16 * PSI)))")){3}" "llama3-8B dp 1: 16Ψ = $(gb $((16 * PSI))) GB at every stage"
+expect_line " *model states +$(esc "$(gb $((16 * PSI)))") +$(esc "$(gb $((4 * PSI + 12 * PSI / 8)))") +$(esc "$(gb $((2 * PSI + 14 * PSI / 8)))") +$(esc "$(gb $((16 * PSI / 8)))")" "llama3-8B dp 8: 16Ψ, 5.5Ψ, 3.75Ψ, 2Ψ"
+expect_line " *activations \(B=1, T=8192, all kept\)( +$(esc "$(gb "$ACT8K")")){4}" "llama3-8B activations at T=8192: $(gb "$ACT8K") GB on every stage"
+expect_line " *ZeRO-3 full layers \(W\+1=2\) +0 +0 +0 +$(esc "$(gb $((2 * HEAD * 2)))")" "llama3-8B ZeRO-3 full layers at dp 8: 2 × head × 2 bytes"
+expect_text "attention rows (4·L·NH·B·T² bytes) are $(gb $((4 * L * NH * 8192 * 8192))) GB" "llama3-8B: the attention rows named"
+expect_text "3Ψ = $(commas $((3 * PSI))) elements" "llama3-8B: ZeRO-3 communication 3Ψ"
+# Fit check at T=2048 on 141 GB GPUs with 1.5 TB of host memory: plain ZeRO-0 needs
+# 16Ψ + activations; ZeRO-0 with the optimizer on the host keeps 4Ψ + activations on the GPU.
+ACT2K=$(llama "act(shape(), 2048, 1, 2)")
+run --model llama3 --preset llama3-8B --seq 2048 --batch 1 --dp 1 --gpu-mem 141GB --host-mem 1.5TB
+read -r VERDICT MINDP < <(python3 - "$PSI" "$ACT2K" "$HEAD" <<'PY'
+import sys
+psi, act, head = map(int, sys.argv[1:])
+gpu = 141e9
+plain0 = 16 * psi + act <= gpu
+offload0 = 4 * psi + act <= gpu and 16 * psi <= 1.5e12
+verdict = "fits" if plain0 else ("offload" if offload0 else "nothing")
+n = next(n for n in range(1, 1000) if 16 * psi / n + act + (2 * head * 2 if n > 1 else 0) <= gpu)
+print(verdict, n)
+PY
+)
+[ "$VERDICT" = offload ] && pass "llama3-8B T=2048: the formulas say offload at dp 1" || fail "llama3-8B T=2048: formula verdict $VERDICT"
+expect_text "verdict: does not fit without offload at dp 1; use ZeRO-0 + offload optimizer cpu (GPU $(gb $((4 * PSI + ACT2K)))" "llama3-8B T=2048 fit: ZeRO-0 + offload optimizer cpu"
+expect_text "plain ZeRO-3 fits from dp $MINDP." "llama3-8B T=2048: plain ZeRO-3 from dp $MINDP"
+check_json "llama3-8B json" "
+p = {(r['dp'], r['stage']): r for r in d['plans']}
+m = d['model']
+assert m['params'] == $PSI and m['gpt'] is None
+l = m['llama']
+assert l['preset'] == 'llama3-8B' and (l['layers'], l['channels'], l['heads'], l['kv_heads'], l['ffn_hidden'], l['vocab']) == ($L, $C, $NH, $NKV, $H, $V)
+assert l['largest_layer'] == {'name': 'head', 'params': $HEAD}
+assert p[(1, 0)]['gpu']['static'] == 16 * $PSI
+assert p[(8, 3)]['gpu']['static'] == 16 * $PSI / 8
+assert p[(8, 3)]['gpu']['temporaries'] == 2 * $HEAD * 2
+assert all(r['gpu']['activations'] == $ACT8K for r in d['plans'])
+assert p[(8, 0)]['communication']['elements'] == 2 * $PSI
+" --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 1,8
+# fp32 and B=2: 4-byte activations, 16Ψ static is 4Ψ + 4Ψ + 12Ψ = 20Ψ.
+run --model llama3 --preset llama3-8B --seq 1024 --batch 2 --precision fp32 --stage 0
+expect_line " *activations \(B=2, T=1024, all kept\) +$(esc "$(gb "$(llama "act(shape(), 1024, 2, 4)")")")" "llama3-8B fp32 B=2 T=1024 activations"
+expect_line " *model states +$(esc "$(gb $((20 * PSI)))")" "llama3-8B fp32: 20Ψ"
+# --recompute none and --offload-activations none are what Llama 3 does: accepted.
+run --model llama3 --preset llama3-8B --recompute none --offload-activations none --stage 0
+[ "$RC" -eq 0 ] && pass "llama3: --recompute none accepted" || fail "llama3: --recompute none: exit $RC: $(cat "$WORK/err")"
+expect_text "T=8192 B=1" "llama3: --seq defaults to max_seq, --batch to 1"
+# The tiny preset: Ψ from the same formula (docs/llama.md: 229,952).
+run --model llama3 --preset llama3-tiny
+expect_text "$(commas "$(llama 'psi(shape(L=4, C=64, NH=4, NKV=2, H=192, V=256))')") parameters" "llama3-tiny Ψ (229,952)"
+# --max-model --model llama3: the deepest Llama of the 8B's width. ZeRO-0 without offload fits
+# while 16Ψ(L) + activations(L) <= 141 GB; with the optimizer on the host, 4Ψ(L) + activations(L)
+# on the GPU and 16Ψ(L) <= 1.5 TB on the host.
+run --max-model --model llama3 --preset llama3-8B --seq 2048 --gpu-mem 141GB --host-mem 1.5TB
+expect_line "deepest Llama 3 of llama3-8B's width that fits \(L blocks of C=4096 NH=32 NKV=8 H=14336, V=128256, T=2048, B=1, bf16, dp 1\), GPU 141 GB, host 1500 GB" "llama --max-model header"
+read -r L0 L0CPU < <(llama '(lambda m: " ".join(str(max(l for l in range(1, 1025) if fits(l))) for fits in (
+    lambda l: 16 * psi(shape(L=l)) + act(shape(L=l), 2048, 1, 2) <= 141e9,
+    lambda l: 4 * psi(shape(L=l)) + act(shape(L=l), 2048, 1, 2) <= 141e9 and 16 * psi(shape(L=l)) <= 1.5e12)))(0)')
+expect_line "ZeRO-0 none +none +\| L=$L0 .*" "llama --max-model ZeRO-0: L=$L0"
+expect_line "ZeRO-0 cpu +none +\| L=$L0CPU .*" "llama --max-model ZeRO-0 + optimizer cpu: L=$L0CPU"
+[ "$(grep -c '^ZeRO-' "$WORK/out")" -eq 15 ] && pass "llama --max-model: 15 rows" || fail "llama --max-model: not 15 rows"
+# GPT presets: the same report as the six flags, with the preset named.
+run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 1,8
+sed 2d "$WORK/out" >"$WORK/flags"
+run --preset gpt2-124M --batch 4 --dp 1,8
+expect_line 'model: GPT gpt2-124M: L=12 C=768 NH=12 V=50257 \(padded Vp=50304\) T=1024 B=4' "GPT preset named in the header"
+if sed 2d "$WORK/out" | cmp -s - "$WORK/flags"; then pass "--preset gpt2-124M = the six flags"; else fail "--preset gpt2-124M differs from the six flags"; fi
+run --model gpt --preset tiny --batch 2 --recompute full --stage 0
+expect_line 'model: GPT tiny: L=4 C=128 NH=4 V=256 \(padded Vp=256\) T=64 B=2' "GPT tiny preset with --model gpt"
+expect_text 'recompute full' "GPT preset keeps --recompute"
 
 if [ "$FAILURES" -ne 0 ]; then
   echo "$FAILURES check(s) failed"
