@@ -17,6 +17,7 @@
 #include "runtime/disk.hpp"
 #include "runtime/host_memory.hpp"
 #include "runtime/session.hpp"
+#include "runtime/simulation.hpp"
 #include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
 #include "tasks/faults.hpp"
@@ -170,7 +171,9 @@ Engine::Engine(Model& model, const EngineOptions& options)
       last_toucher_.at(std::size_t(g)) = std::min(last_toucher_[std::size_t(g)], l);
     }
 
-  if (options.initialise_params) initialise_params();
+  // A simulation runs no kernel and reads no value: drawing an 8B model's parameters on the host
+  // would take minutes for nothing (the buffers are registered all the same).
+  if (options.initialise_params && !simulation::enabled) initialise_params();
   for (Layer& layer : layers_) {
     tasks::submit_zero(layer.m.handle(), "zero_adam_m");
     tasks::submit_zero(layer.v.handle(), "zero_adam_v");

@@ -1,6 +1,7 @@
 #include "runtime/host_memory.hpp"
 
 #include "runtime/hwloc_topology.hpp"
+#include "runtime/simulation.hpp"
 
 #include <hwloc.h>
 #include <starpu.h>
@@ -115,7 +116,35 @@ bool starpu_pinning_disabled() {
   return v && std::atoi(v) > 0;
 }
 
+// StarPU maps the fold once per STARPU_MALLOC_SIMULATION_FOLD MiB of a folded buffer, each a
+// mapping of its own: with its default of 1 MiB an 8B model's 128 GB of host state would need
+// 131072 mappings, over Linux's default vm.max_map_count (65530); 64 MiB needs 2048 (a 70B model
+// with CPU offload about 17000). starpu_init reads it, so it is set before main; the environment
+// may set another size.
+[[maybe_unused]] const bool fold_size_set = [] {
+  if constexpr (simulation::enabled) setenv("STARPU_MALLOC_SIMULATION_FOLD", "64", 0);
+  return true;
+}();
+
+int malloc_flags(std::size_t bytes, bool pinned) {
+  int flags = pinned ? STARPU_MALLOC_PINNED : 0;
+  if (folded_host_allocation(bytes)) flags |= STARPU_MALLOC_SIMULATION_FOLDED;
+  return flags;
+}
+
 }  // namespace
+
+bool folded_host_allocation(std::size_t bytes) { return simulation::enabled && bytes >= kFoldedHostBytes; }
+
+void* allocate_host(std::size_t bytes, bool pinned) {
+  void* data = nullptr;
+  if (starpu_malloc_flags(&data, bytes, malloc_flags(bytes, pinned)) != 0) return nullptr;
+  return data;
+}
+
+void free_host(void* data, std::size_t bytes, bool pinned) noexcept {
+  if (data) starpu_free_flags(data, bytes, malloc_flags(bytes, pinned));
+}
 
 PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::string& name)
     : bytes_(bytes), numa_node_(numa_node) {
@@ -128,8 +157,12 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
   mapped_bytes_ = (bytes + page - 1) / page * page;
 
   // 1. Allocation, bound to the NUMA node. Everything that can throw happens before or here; the
-  //    steps after it cannot fail (a refused lock is a fallback, not an error).
-  if (numa_node >= 0) {
+  //    steps after it cannot fail (a refused lock is a fallback, not an error). Folded in
+  //    simulation (allocate_host): the NUMA node is the simulated machine's, not this one's.
+  if (folded_host_allocation(mapped_bytes_)) {
+    data_ = allocate_host(mapped_bytes_, false);
+    source_ = Source::folded;
+  } else if (numa_node >= 0) {
     hwloc_topology_t topo = topology();
     if (!hwloc_get_numanode_obj_by_os_index(topo, unsigned(numa_node)))
       throw std::invalid_argument("host buffer " + name + ": NUMA node " + std::to_string(numa_node) +
@@ -152,13 +185,18 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
                              why + ")");
   }
 
-  // 2. Zero-fill: first touch under the binding policy places every page on the node.
-  std::memset(data_, 0, mapped_bytes_);
+  // 2. Zero-fill: first touch under the binding policy places every page on the node (a folded
+  //    buffer has no pages of its own to place).
+  if (source_ != Source::folded) std::memset(data_, 0, mapped_bytes_);
 
-  // 3. Page-lock.
+  // 3. Page-lock. In simulation the buffer is the simulated machine's and counts as pinned there:
+  //    this machine has no GPU to register it with (cudaHostRegister would fail) and a folded
+  //    buffer's pages are shared.
   const char* refused = nullptr;
   int err = 0;
-  if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0) {
+  if constexpr (simulation::enabled) {
+    lock_ = Lock::simulated;
+  } else if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0) {
     if (starpu_pinning_disabled())
       refused = "STARPU_DISABLE_PINNING is set";
     else if (starpu_memory_pin(data_, mapped_bytes_) == 0)
@@ -179,13 +217,15 @@ PinnedHostBuffer::~PinnedHostBuffer() {
   switch (lock_) {
     case Lock::mlock: munlock(data_, mapped_bytes_); break;
     case Lock::starpu: starpu_memory_unpin(data_, mapped_bytes_); break;
+    case Lock::simulated:
     case Lock::none: break;
   }
   (pinned() ? live_pinned_bytes : live_pageable_bytes).fetch_sub(bytes_, std::memory_order_relaxed);
-  if (source_ == Source::hwloc)
-    hwloc_free(topology(), data_, mapped_bytes_);
-  else
-    std::free(data_);
+  switch (source_) {
+    case Source::hwloc: hwloc_free(topology(), data_, mapped_bytes_); break;
+    case Source::aligned: std::free(data_); break;
+    case Source::folded: free_host(data_, mapped_bytes_, false); break;
+  }
 }
 
 unsigned PinnedHostBuffer::node() const { return STARPU_MAIN_RAM; }

@@ -4,7 +4,8 @@
 //
 // A PinnedHostBuffer is allocated on one NUMA node (hwloc memory binding; in practice the node
 // closest to the GPU, Topology::gpus[i].numa_node), zero-filled (which also places its pages)
-// and then page-locked:
+// and then page-locked (in simulation a large one is folded instead, see allocate_host, unbound
+// and not zero-filled):
 //  - when StarPU runs CUDA workers, with starpu_memory_pin (cudaHostRegister): host<->device
 //    copies of it are then DMA transfers that overlap with compute;
 //  - otherwise with mlock(2): its pages are never swapped out.
@@ -19,6 +20,21 @@
 #include "runtime/tensor.hpp"
 
 namespace starzero {
+
+// Main memory for the host buffer kinds (Tensor::host, PinnedHostBuffer) from StarPU:
+// starpu_malloc_flags with STARPU_MALLOC_PINNED when `pinned` (page-locked by StarPU when CUDA
+// workers exist). In a simulation build (simulation::enabled) a buffer of at least
+// kFoldedHostBytes is also STARPU_MALLOC_SIMULATION_FOLDED: StarPU reserves the address range and
+// maps one small shared file over it again and again (STARPU_MALLOC_SIMULATION_FOLD MiB per
+// mapping, 64 unless the environment says otherwise), so that a model whose host state exceeds
+// this machine's memory can be simulated; every page of such a buffer aliases the same bytes
+// (no kernel runs, nothing reads them). Returns nullptr when the memory cannot be had. Free with
+// free_host and the same `bytes` and `pinned`.
+inline constexpr std::size_t kFoldedHostBytes = std::size_t(1) << 20;
+void* allocate_host(std::size_t bytes, bool pinned);
+void free_host(void* data, std::size_t bytes, bool pinned) noexcept;
+// True when allocate_host folds a buffer of `bytes`: simulation builds, at least kFoldedHostBytes.
+bool folded_host_allocation(std::size_t bytes);
 
 class PinnedHostBuffer final : public HomeBuffer {
  public:
@@ -38,13 +54,13 @@ class PinnedHostBuffer final : public HomeBuffer {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   int numa_node() const { return numa_node_; }
-  // True when the buffer is page-locked (by starpu_memory_pin or mlock); false after a fallback
-  // to pageable memory.
+  // True when the buffer is page-locked (by starpu_memory_pin or mlock; in simulation, always);
+  // false after a fallback to pageable memory.
   bool pinned() const { return lock_ != Lock::none; }
 
  private:
-  enum class Lock : unsigned char { none, mlock, starpu };
-  enum class Source : unsigned char { hwloc, aligned };
+  enum class Lock : unsigned char { none, mlock, starpu, simulated };
+  enum class Source : unsigned char { hwloc, aligned, folded };
 
   void* data_ = nullptr;
   std::size_t bytes_ = 0;         // as requested

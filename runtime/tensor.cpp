@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/host_memory.hpp"
 #include "runtime/priorities.hpp"
 #include "runtime/task_name.hpp"
 
@@ -24,14 +25,14 @@ void check_count(std::size_t count, const std::string& name) {
   if (count > UINT32_MAX) throw std::invalid_argument("tensor " + name + ": more than 2^32-1 elements");
 }
 
-// starpu_malloc'd main memory (pinned by StarPU when CUDA workers exist).
+// starpu_malloc'd main memory (pinned by StarPU when CUDA workers exist; folded in simulation:
+// allocate_host).
 class StarpuMallocBuffer final : public HomeBuffer {
  public:
-  StarpuMallocBuffer(std::size_t bytes, const std::string& name) {
-    if (starpu_malloc(&data_, bytes) != 0 || !data_)
-      throw std::runtime_error("tensor " + name + ": cannot allocate " + std::to_string(bytes) + " bytes");
+  StarpuMallocBuffer(std::size_t bytes, const std::string& name) : data_(allocate_host(bytes, true)), bytes_(bytes) {
+    if (!data_) throw std::runtime_error("tensor " + name + ": cannot allocate " + std::to_string(bytes) + " bytes");
   }
-  ~StarpuMallocBuffer() override { starpu_free(data_); }
+  ~StarpuMallocBuffer() override { free_host(data_, bytes_, true); }
   StarpuMallocBuffer(const StarpuMallocBuffer&) = delete;
   StarpuMallocBuffer& operator=(const StarpuMallocBuffer&) = delete;
   unsigned node() const override { return STARPU_MAIN_RAM; }
@@ -39,6 +40,7 @@ class StarpuMallocBuffer final : public HomeBuffer {
 
  private:
   void* data_ = nullptr;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 # - Durations follow the platform's roofline: an A100 step takes longer than an H200 step.
 # - Activation offload under a device memory limit (384 MiB: StarPU evicts) moves data both ways over PCIe, and the trace
 #   (simulated times) holds the activation_fetch tasks on the CUDA worker, each after its gate.
+# - A model whose host state is far larger than this machine's memory (llama3-8B under CPU offload:
+#   128 GB) simulates: its host buffers are folded, so it takes address space, not memory.
 # - What a simulation cannot do exits 2: saves, validation, an unknown machine.
 # Usage: simulation_test.sh STARZERO_SIM
 set -euo pipefail
@@ -79,6 +81,36 @@ down_plain=$(bytes "GPU0 → RAM" "$work/plain.report") down_off=$(bytes "GPU0 �
 up_off=$(bytes "RAM → GPU0" "$work/off.report")
 [ -n "$down_off" ] && [ -n "$up_off" ] || { cat "$work/off.report"; fail "offload: no transfers in the report"; }
 echo "GPU0 → RAM: $down_plain without offload, $down_off with offload under 384 MiB; RAM → GPU0: $up_off"
+
+# Larger than this machine: llama3-8B with its optimizer on the host. /usr/bin/time's maximum RSS counts
+# every mapping of the fold (the whole 110 GB), so the memory the run takes is sampled from
+# /proc: anonymous pages and page tables.
+python3 - "$work/llama.bin" <<'PY'
+import struct, sys
+n = 4096
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240801, 7, n, *[0] * 253))
+    f.write(struct.pack("<%dI" % n, *[(i * 7919) % 128256 for i in range(n)]))
+PY
+"$sim" train --model llama3 --preset llama3-8B --batch 1 --seq 16 --data "$work/llama.bin" --steps 1 --sched dmda \
+  --platform h200x1 --offload-optimizer cpu > "$work/8b.log" 2>&1 &
+pid=$! start=$SECONDS peak_kb=0
+while kill -0 "$pid" 2> /dev/null; do
+  kb=$(awk '/^(RssAnon|RssShmem|VmPTE):/ {s += $2} END {print s + 0}' "/proc/$pid/status" 2> /dev/null || echo 0)
+  if [ "$kb" -gt "$peak_kb" ]; then peak_kb=$kb; fi
+  if [ $((SECONDS - start)) -gt 120 ]; then kill "$pid"; fi
+  sleep 0.2
+done
+if wait "$pid"; then
+  host=$(awk '$1 == "0" && $2 == "host" {print $NF}' "$work/8b.log")
+  [ "$(steps "$work/8b.log" | wc -l)" -eq 1 ] || { cat "$work/8b.log"; fail "llama3-8B: one predicted step"; }
+  [ "${host:-0}" -gt 100000000000 ] || { cat "$work/8b.log"; fail "llama3-8B: ${host:-no} host bytes, not 128 GB"; }
+  [ "$peak_kb" -lt 8000000 ] || fail "llama3-8B: $((peak_kb / 1024)) MiB of memory, folded buffers take none"
+  echo "llama3-8B: ${host} host bytes simulated in $((SECONDS - start)) s with at most $((peak_kb / 1024)) MiB"
+else
+  cat "$work/8b.log"
+  fail "llama3-8B larger than this machine (killed after 120 s?)"
+fi
 
 expect_bad_input "an unknown machine" "$sim" train "${tiny[@]}" --platform h900x3
 expect_bad_input "a folder without a machine" "$sim" train "${tiny[@]}" --platform "$work"
