@@ -13,4 +13,5 @@ int trace_main(int argc, char** argv);  // `starzero trace DIR`
 int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
 int plot_main(int argc, char** argv);   // `starzero plot FILE.jsonl --out FILE.svg`
 int platform_main(int argc, char** argv);  // `starzero platform NAME --out DIR`
+int calibrate_main(int argc, char** argv);  // `starzero calibrate --out DIR [train options]`
 }  // namespace starzero

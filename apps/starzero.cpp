@@ -28,6 +28,7 @@ void print_usage(std::FILE* to) {
       "  sweep   the same training under each scheduling policy x priority scheme, compared\n"
       "  plot    loss, validation and throughput curves of a `train --metrics` file, as SVG\n"
       "  platform  write a simulated machine's SimGrid platform files (for starzero-sim)\n"
+      "  calibrate  train while StarPU records every codelet's durations, for starzero-sim\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
   if (command == "sweep") return starzero::sweep_main(argc - 1, argv + 1);
   if (command == "plot") return starzero::plot_main(argc - 1, argv + 1);
   if (command == "platform") return starzero::platform_main(argc - 1, argv + 1);
+  if (command == "calibrate") return starzero::calibrate_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

@@ -166,7 +166,10 @@ class Codelet {
     if (d.history_model) {
       // Simulation: the roofline of the task's FLOP and byte counts on the simulated machine.
       model_.type = simulation::enabled ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
-      if constexpr (simulation::enabled) model_.arch_cost_function = simulated_us;
+      if constexpr (simulation::enabled) {
+        model_.arch_cost_function = simulated_us;
+        simulation::register_codelet(d.name);
+      }
       model_.symbol = d.name;
       codelet_.model = &model_;
     }
@@ -211,13 +214,17 @@ class Codelet {
     (on_cuda ? d.cuda : d.cpu)(TaskBuffers(buffers, count, d.buffers, d.name), args);
   }
   static void run_on_cpu(void* buffers[], void* cl_arg) { run(buffers, cl_arg, false); }
-  // A task's duration in simulation (microseconds), from its own FLOP and byte counts.
+  // A task's duration in simulation (microseconds): what a real run recorded (starzero calibrate),
+  // else its own FLOP and byte counts on the simulated machine's roofline.
   static double simulated_us(starpu_task* task, starpu_perfmodel_arch* arch, unsigned /*nimpl*/) {
     const Codelet* self = nullptr;
     Args args{};
     starpu_codelet_unpack_args(task->cl_arg, &self, &args);
     std::vector<starpu_data_handle_t> handles(STARPU_TASK_GET_NBUFFERS(task));
     for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
+    const double calibrated = simulation::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
+    simulation::count_duration_source(calibrated == calibrated);
+    if (calibrated == calibrated) return calibrated;  // not NaN: a real run recorded it
     const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
     return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size);
   }

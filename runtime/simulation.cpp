@@ -1,7 +1,15 @@
 #include "runtime/simulation.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string_view>
+#include <vector>
 
 namespace starzero::simulation {
 
@@ -36,6 +44,50 @@ double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes
   if (gpu) seconds += r.kernel_launch_s;
   return seconds * 1e6;
 }
+
+namespace {
+
+std::atomic<std::uint64_t> calibrated_count{0}, roofline_count{0};
+
+std::vector<std::string>& codelet_names() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+// Each codelet's recorded model (absent: no file for it). Written once by load_calibration.
+std::map<std::string, std::unique_ptr<starpu_perfmodel>, std::less<>>& recorded_models() {
+  static std::map<std::string, std::unique_ptr<starpu_perfmodel>, std::less<>> models;
+  return models;
+}
+
+}  // namespace
+
+void register_codelet(const char* symbol) { codelet_names().emplace_back(symbol); }
+
+void load_calibration() {
+  auto& models = recorded_models();
+  for (const std::string& symbol : codelet_names()) {
+    if (models.contains(symbol)) continue;
+    char path[1024];
+    starpu_perfmodel_get_model_path(symbol.c_str(), path, sizeof path);
+    if (access(path, R_OK) != 0) continue;
+    auto model = std::make_unique<starpu_perfmodel>();  // zeroed, as StarPU wants it
+    if (starpu_perfmodel_load_symbol(symbol.c_str(), model.get()) == 0) models.emplace(symbol, std::move(model));
+  }
+}
+
+double calibrated_us(const char* symbol, starpu_perfmodel_arch* arch, std::uint32_t footprint) {
+  const auto& models = recorded_models();
+  const auto it = models.find(std::string_view(symbol));
+  if (it == models.end()) return NAN;
+  starpu_perfmodel* model = it->second.get();
+  const double us = starpu_perfmodel_history_based_expected_perf(model, arch, footprint);
+  return std::isfinite(us) && us >= 0 ? us : NAN;
+}
+
+void count_duration_source(bool calibrated) { ++(calibrated ? calibrated_count : roofline_count); }
+
+DurationSources duration_sources() { return {calibrated_count.load(), roofline_count.load()}; }
 
 double now_seconds() {
   if constexpr (enabled) return starpu_timing_now() * 1e-6;

@@ -8,6 +8,7 @@
 #include <starpu.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace starzero::simulation {
@@ -38,6 +39,26 @@ const Roofline& roofline();
 // on a worker of `arch`: max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)),
 // plus the launch latency on a GPU.
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size);
+
+// Every codelet's name, as each declares itself (runtime/codelet.hpp; static construction).
+void register_codelet(const char* symbol);
+// Loads the history-based model a real run recorded for each registered codelet (`starzero
+// calibrate`: $STARPU_PERF_MODEL_DIR/codelets/45/<symbol>.<STARPU_HOSTNAME>) where there is one.
+// Once, from the session's thread after starpu_init and before any task: the simulated workers
+// then only read them (SimGrid runs its actors on one thread: no lock may block there).
+void load_calibration();
+// Calibrated duration (microseconds) of a task of codelet `symbol` with data footprint
+// `footprint` on a worker of `arch`: the mean the real run recorded, or NaN when it did not
+// record it.
+double calibrated_us(const char* symbol, starpu_perfmodel_arch* arch, std::uint32_t footprint);
+
+// How many duration estimates came from each source since the start (the schedulers ask several
+// times per task), for the run's report.
+struct DurationSources {
+  std::uint64_t calibrated = 0, roofline = 0;
+};
+void count_duration_source(bool calibrated);
+DurationSources duration_sources();
 
 // One line naming the simulated machine, for the programs' banners ("" outside simulation).
 void set_machine_description(std::string line);

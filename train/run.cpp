@@ -184,6 +184,11 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
     std::printf("summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
                 "%.3f s total simulated\n",
                 s.steps, s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+    const simulation::DurationSources sources = simulation::duration_sources();
+    const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
+    std::printf("task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline "
+                "(docs/simulation.md)\n",
+                100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates);
     return;
   }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",

@@ -1,0 +1,98 @@
+// `starzero calibrate --out DIR [--name H] [train options]`: a real training run that records
+// StarPU's history-based performance model of every codelet it runs (STARPU_CALIBRATE=1) into
+// DIR/codelets/45/<codelet>.<H>, then writes this machine's platform files into DIR/bus/ (its CPU
+// cores, no GPUs; sim/platform.hpp). `starzero-sim --platform DIR` then simulates this machine with
+// the measured durations (docs/simulation.md, "Task durations"). Several runs into one DIR add up:
+// StarPU keeps each data size's history apart, so calibrate every shape you will simulate.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/cli.hpp"
+#include "apps/commands.hpp"
+#include "runtime/simulation.hpp"
+#include "sim/platform.hpp"
+
+namespace starzero {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: starzero calibrate --out DIR [--name H] [train options]\n"
+    "\n"
+    "Trains as `starzero train [train options]` does (default: the tiny preset, 20 steps, no\n"
+    "validation) while StarPU records every codelet's duration per data size and worker kind into\n"
+    "DIR/codelets/45/<codelet>.<H>, then writes this machine's platform (its CPU cores, no GPUs)\n"
+    "into DIR/bus/<H>.*. Simulate it with `starzero-sim train [same options] --platform DIR`.\n"
+    "  --out DIR   where the calibration goes (created; runs into one DIR add up)\n"
+    "  --name H    the machine's name in the files (default this-machine)\n";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "starzero calibrate: error: %s\n", cli::printable(message).c_str());
+  return 2;
+}
+
+}  // namespace
+
+int calibrate_main(int argc, char** argv) {
+  std::string out, name = "this-machine";
+  std::vector<char*> train_args{argv[0]};
+  bool steps_given = false, val_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--out" || arg == "--name") {
+      if (i + 1 >= argc) return usage_error(std::string(arg) + " needs a value");
+      (arg == "--out" ? out : name) = argv[++i];
+      continue;
+    }
+    steps_given = steps_given || arg == "--steps";
+    val_given = val_given || arg == "--val-every";
+    train_args.push_back(argv[i]);
+  }
+  if constexpr (simulation::enabled) return usage_error("calibration measures real runs: use starzero, not starzero-sim");
+  if (out.empty()) return usage_error("--out DIR is required");
+  sim::MachineSpec machine;
+  try {
+    machine = sim::this_machine(name);
+    sim::validate(machine);
+  } catch (const std::invalid_argument& e) {
+    return usage_error(std::string("--name: ") + e.what());
+  }
+  std::error_code ec;
+  const fs::path dir = fs::absolute(out, ec);
+  if (ec || !(fs::create_directories(dir, ec), !ec)) return usage_error("--out: cannot create '" + out + "'");
+  // Enough samples per data size for StarPU to trust its mean (STARPU_CALIBRATE_MINIMUM, 10).
+  std::string steps = "--steps", twenty = "20", val = "--val-every", zero = "0";
+  if (!steps_given) train_args.insert(train_args.end(), {steps.data(), twenty.data()});
+  if (!val_given) train_args.insert(train_args.end(), {val.data(), zero.data()});
+  setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
+  setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
+  setenv("STARPU_CALIBRATE", "1", 1);
+  const int rc = train_main(int(train_args.size()), train_args.data());
+  if (rc != 0) return rc;
+  // After the run: StarPU wrote its own bus calibration for this name; the platform replaces it.
+  try {
+    sim::write_platform(machine, dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "starzero calibrate: failed: writing the platform into %s: %s\n", dir.c_str(), e.what());
+    return 1;
+  }
+  std::size_t models = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "codelets" / "45", ec))
+    if (e.path().extension() == "." + machine.name) ++models;
+  std::printf("calibrated: %zu codelet models in %s/codelets/45 (*.%s) and this machine's platform in %s/bus; "
+              "simulate with starzero-sim train ... --platform %s\n",
+              models, dir.c_str(), machine.name.c_str(), dir.c_str(), dir.c_str());
+  return 0;
+}
+
+}  // namespace starzero
