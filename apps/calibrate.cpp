@@ -58,7 +58,8 @@ int calibrate_main(int argc, char** argv) {
     val_given = val_given || arg == "--val-every";
     train_args.push_back(argv[i]);
   }
-  if constexpr (simulation::enabled) return usage_error("calibration measures real runs: use starzero, not starzero-sim");
+  if constexpr (simulation::enabled)
+    return usage_error("calibration measures real runs: use starzero, not starzero-sim");
   if (out.empty()) return usage_error("--out DIR is required");
   sim::MachineSpec machine;
   try {
@@ -89,9 +90,10 @@ int calibrate_main(int argc, char** argv) {
   std::size_t models = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(dir / "codelets" / "45", ec))
     if (e.path().extension() == "." + machine.name) ++models;
-  std::printf("calibrated: %zu codelet models in %s/codelets/45 (*.%s) and this machine's platform in %s/bus; "
-              "simulate with starzero-sim train ... --platform %s\n",
-              models, dir.c_str(), machine.name.c_str(), dir.c_str(), dir.c_str());
+  std::printf(
+      "calibrated: %zu codelet models in %s/codelets/45 (*.%s) and this machine's platform in %s/bus; "
+      "simulate with starzero-sim train ... --platform %s\n",
+      models, dir.c_str(), machine.name.c_str(), dir.c_str(), dir.c_str());
   return 0;
 }
 

@@ -106,6 +106,7 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
   simulation::set_roofline(roofline_of(machine));
   simulation::set_machine_description(describe(machine));
+  simulation::set_machine_size({machine.cpus, machine.gpus});
   // SimGrid reports each setting of the platform's config block: not news to the user.
   xbt_log_control_set("xbt_cfg.thresh:warning");
 }

@@ -11,6 +11,7 @@
 #include "apps/commands.hpp"
 #include "profile/sweep.hpp"
 #include "runtime/session.hpp"
+#include "runtime/simulation.hpp"
 
 namespace starzero {
 
@@ -32,14 +33,18 @@ std::vector<std::string> names_option(const cli::ArgParser& p, const char* name,
 }  // namespace
 
 int sweep_main(int argc, char** argv) {
-  // Everything after `--` is the training: `train` and its flags.
-  int split = argc;
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--") {
+  // Everything after `--` is the training: `train` and its flags. starzero-sim never sees the
+  // `--` (SimGrid takes it off the command line before main), so a bare `train` also starts it.
+  int split = argc, training_from = argc;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--" || (simulation::enabled && arg == "train")) {
       split = i;
+      training_from = arg == "--" ? i + 1 : i;
       break;
     }
-  std::vector<std::string> training(argv + std::min(split + 1, argc), argv + argc);
+  }
+  std::vector<std::string> training(argv + training_from, argv + argc);
 
   cli::ArgParser parser("starzero sweep");
   parser

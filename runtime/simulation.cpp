@@ -29,6 +29,16 @@ std::string& description() {
 }
 }  // namespace
 
+namespace {
+MachineSize& size_of_machine() {
+  static MachineSize size;
+  return size;
+}
+}  // namespace
+
+void set_machine_size(MachineSize size) { size_of_machine() = size; }
+MachineSize machine_size() { return size_of_machine(); }
+
 void set_machine_description(std::string line) { description() = std::move(line); }
 const std::string& machine_description() { return description(); }
 const Roofline& roofline() { return figures(); }

@@ -60,6 +60,14 @@ struct DurationSources {
 void count_duration_source(bool calibrated);
 DurationSources duration_sources();
 
+// The simulated machine's CPU cores and GPUs (set with its description), for what the program
+// plans from the machine it runs on: workers, CPU Adam threads.
+struct MachineSize {
+  int cpus = 0, gpus = 0;
+};
+void set_machine_size(MachineSize size);
+MachineSize machine_size();
+
 // One line naming the simulated machine, for the programs' banners ("" outside simulation).
 void set_machine_description(std::string line);
 const std::string& machine_description();

@@ -10,6 +10,7 @@
 #   (simulated times) holds the activation_fetch tasks on the CUDA worker, each after its gate.
 # - A model whose host state is far larger than this machine's memory (llama3-8B under CPU offload:
 #   128 GB) simulates: its host buffers are folded, so it takes address space, not memory.
+# - starzero-sim sweep compares policies on the simulated machine.
 # - What a simulation cannot do exits 2: saves, validation, an unknown machine.
 # Usage: simulation_test.sh STARZERO_SIM
 set -euo pipefail
@@ -111,6 +112,19 @@ else
   cat "$work/8b.log"
   fail "llama3-8B larger than this machine (killed after 120 s?)"
 fi
+
+# starzero-sim sweep: each policy's simulated training, compared (SimGrid takes the `--` off the
+# command line, so a bare `train` starts the training's flags too).
+"$sim" sweep --sched dmda,eager --priorities none --repeat 1 --out "$work/sweep" -- train --preset tiny --layers 2 \
+  --channels 32 --heads 2 --max-seq 32 --seq 16 --batch 4 --data "$work/text.txt" --steps 3 --platform h200x1 \
+  > "$work/sweep.log" 2>&1 || { cat "$work/sweep.log"; fail "starzero-sim sweep"; }
+python3 - "$work/sweep/sweep.json" <<'PY' || { cat "$work/sweep.log"; fail "sweep.json: not one row per policy"; }
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["combinations"] if isinstance(rows, dict) and "combinations" in rows else rows
+text = json.dumps(rows)
+assert "dmda" in text and "eager" in text, text[:400]
+PY
 
 expect_bad_input "an unknown machine" "$sim" train "${tiny[@]}" --platform h900x3
 expect_bad_input "a folder without a machine" "$sim" train "${tiny[@]}" --platform "$work"

@@ -145,7 +145,16 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   SessionOptions session = o.session;
   session.trace_rank = ranks.rank();
   // One GPU per rank: the rank's index among the ranks on this machine picks it.
-  const Topology topology = Topology::discover();
+  Topology topology = Topology::discover();
+  if constexpr (simulation::enabled) {
+    // The simulated machine's cores and GPUs decide workers and CPU Adam threads, not this host's.
+    const simulation::MachineSize simulated = simulation::machine_size();
+    topology.cores = topology.hardware_threads = simulated.cpus;
+    topology.numa_nodes = 1;
+    topology.cores_per_numa.assign(1, std::vector<int>(std::size_t(simulated.cpus), 0));
+    topology.gpus.assign(std::size_t(simulated.gpus), GpuLocality{});
+    for (int g = 0; g < simulated.gpus; ++g) topology.gpus[std::size_t(g)] = {g, "simulated", 0};
+  }
   const int gpus = session.cuda_workers == 0 ? 0 : int(topology.gpus.size());
   const int rank_gpu = gpus > 0 ? ranks.local_rank() % gpus : -1;
   if (ranks.size() > 1 && rank_gpu >= 0) session.cuda_device = rank_gpu;
