@@ -12,6 +12,7 @@
 #include "models/gpt_layout.hpp"
 #include "models/llmc_files.hpp"
 #include "models/registry.hpp"
+#include "models/token_rows.hpp"
 #include "offload/footprint.hpp"
 
 namespace starzero {
@@ -131,14 +132,7 @@ class GptTrainable final : public Trainable {
                                     std::uint64_t seed) override;
 
  private:
-  // Rows [first, first + count) of a global batch of T-token rows.
-  void load(const Batch& global, const BatchRows& rows) {
-    const std::size_t T = std::size_t(model_.seq());
-    const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T),
-               end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
-    model_.set_batch(std::span<const int>(global.inputs.data() + begin, global.inputs.data() + end),
-                     std::span<const int>(global.targets.data() + begin, global.targets.data() + end));
-  }
+  void load(const Batch& global, const BatchRows& rows) { set_batch_rows(model_, global, rows); }
 
   GptModel model_;
   const TokenDataset& data_;
@@ -146,30 +140,9 @@ class GptTrainable final : public Trainable {
   Split evaluation_split_;
 };
 
-// Multinomial sampling from the softmax, with the model's B x T activations (the prompt sits in
-// row 0; the rest of the batch is ignored). Byte vocabulary only; non-ASCII bytes and control
-// characters show as '?', so the sample prints on one line.
 std::optional<std::string> GptTrainable::sample(const std::function<void()>& forward, const std::string& prompt,
                                                 int tokens, std::uint64_t seed) {
-  if (data_.vocab() != kByteVocab) return std::nullopt;
-  std::vector<int> context = encode_bytes(prompt.empty() ? "\n" : prompt);
-  std::mt19937_64 rng(seed);
-  std::string out;
-  const std::size_t N = std::size_t(model_.batch()) * std::size_t(model_.seq());
-  for (int i = 0; i < tokens; ++i) {
-    const std::size_t window = std::min<std::size_t>(context.size(), std::size_t(model_.seq()));
-    std::vector<int> inputs(N, 0);
-    std::copy(context.end() - std::ptrdiff_t(window), context.end(), inputs.begin());
-    model_.set_batch(inputs, std::vector<int>(N, 0));
-    forward();
-    const std::vector<float> probs = model_.probabilities(0, int(window) - 1);
-    std::discrete_distribution<int> pick(probs.begin(), probs.end());
-    const int next = pick(rng);
-    context.push_back(next);
-    out.push_back(next < 128 && !std::iscntrl(next) ? char(next) : '?');
-  }
-  if (out.size() > 400) out = out.substr(0, 400) + "...";
-  return out;
+  return sample_bytes(model_, data_, forward, prompt, tokens, seed);
 }
 
 class GptSpec final : public ModelSpec {
@@ -195,10 +168,13 @@ class GptSpec final : public ModelSpec {
     return gpt_footprint(shape_, batch, activations);
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles, const ActivationPolicy& activations) const override {
-    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_, evaluation_split_);
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,
+                                   const ActivationPolicy& activations) const override {
+    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_,
+                                          evaluation_split_);
   }
-  std::optional<std::size_t> activation_bytes(DType dtype, int batch, const ActivationPolicy& activations) const override {
+  std::optional<std::size_t> activation_bytes(DType dtype, int batch,
+                                              const ActivationPolicy& activations) const override {
     return gpt_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
   }
   std::optional<std::size_t> offloaded_activation_bytes(DType dtype, int batch,

@@ -14,6 +14,7 @@
 #include "models/llama_layout.hpp"
 #include "models/llmc_files.hpp"
 #include "models/registry.hpp"
+#include "models/token_rows.hpp"
 #include "offload/footprint.hpp"
 #include "tasks/llama_kernels.hpp"
 
@@ -119,13 +120,7 @@ class LlamaTrainable final : public Trainable {
                                     std::uint64_t seed) override;
 
  private:
-  void load(const Batch& global, const BatchRows& rows) {
-    const std::size_t T = std::size_t(model_.seq());
-    const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T),
-               end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
-    model_.set_batch(std::span<const int>(global.inputs.data() + begin, global.inputs.data() + end),
-                     std::span<const int>(global.targets.data() + begin, global.targets.data() + end));
-  }
+  void load(const Batch& global, const BatchRows& rows) { set_batch_rows(model_, global, rows); }
 
   LlamaModel model_;
   const TokenDataset& data_;
@@ -133,28 +128,9 @@ class LlamaTrainable final : public Trainable {
   Split evaluation_split_;
 };
 
-// As GPT's: multinomial sampling, byte vocabulary only, the prompt in row 0.
 std::optional<std::string> LlamaTrainable::sample(const std::function<void()>& forward, const std::string& prompt,
                                                   int tokens, std::uint64_t seed) {
-  if (data_.vocab() != kByteVocab) return std::nullopt;
-  std::vector<int> context = encode_bytes(prompt.empty() ? "\n" : prompt);
-  std::mt19937_64 rng(seed);
-  std::string out;
-  const std::size_t N = std::size_t(model_.batch()) * std::size_t(model_.seq());
-  for (int i = 0; i < tokens; ++i) {
-    const std::size_t window = std::min<std::size_t>(context.size(), std::size_t(model_.seq()));
-    std::vector<int> inputs(N, 0);
-    std::copy(context.end() - std::ptrdiff_t(window), context.end(), inputs.begin());
-    model_.set_batch(inputs, std::vector<int>(N, 0));
-    forward();
-    const std::vector<float> probs = model_.probabilities(0, int(window) - 1);
-    std::discrete_distribution<int> pick(probs.begin(), probs.end());
-    const int next = pick(rng);
-    context.push_back(next);
-    out.push_back(next < 128 && !std::iscntrl(next) ? char(next) : '?');
-  }
-  if (out.size() > 400) out = out.substr(0, 400) + "...";
-  return out;
+  return sample_bytes(model_, data_, forward, prompt, tokens, seed);
 }
 
 class LlamaSpec final : public ModelSpec {
