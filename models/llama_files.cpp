@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "models/llmc_params.hpp"
 #include "runtime/dtype.hpp"
 #include "tasks/llama_kernels.hpp"
 
@@ -63,17 +64,6 @@ LlamaCheckpoint read_header(FileReader& in, const LlamaShape* expected) {
   if (in.size() != need)
     throw_format_error(path, describe_size_mismatch(in.size(), need, "shape " + ckpt.shape.to_string()));
   return ckpt;
-}
-
-void read_params(FileReader& in, int version, std::span<float> out, std::vector<bf16_bits>& chunk) {
-  if (version == kLlamaCheckpointFp32) return in.read_exact(out.data(), out.size() * sizeof(float));
-  chunk.resize(std::min<std::size_t>(std::max<std::size_t>(out.size(), 1), std::size_t(1) << 20));
-  for (std::size_t done = 0; done < out.size();) {
-    const std::size_t n = std::min(chunk.size(), out.size() - done);
-    in.read_exact(chunk.data(), n * sizeof(bf16_bits));
-    for (std::size_t i = 0; i < n; ++i) out[done + i] = bf16_to_float(chunk[i]);
-    done += n;
-  }
 }
 
 }  // namespace
@@ -161,8 +151,7 @@ LlamaCheckpoint read_llama_checkpoint(const std::filesystem::path& path) {
   FileReader in(path);
   LlamaCheckpoint ckpt = read_header(in, nullptr);
   ckpt.params.resize(ckpt.shape.param_count());
-  std::vector<bf16_bits> chunk;
-  read_params(in, ckpt.version, ckpt.params, chunk);
+  read_llmc_params(in, ckpt.version == kLlamaCheckpointBf16, ckpt.params);
   return ckpt;
 }
 
@@ -171,20 +160,8 @@ int read_llama_checkpoint_streamed(const std::filesystem::path& path, const Llam
                                    std::span<const std::size_t> pieces) {
   FileReader in(path);
   const LlamaCheckpoint header = read_header(in, &expected);
-  std::size_t total = 0;
-  for (std::size_t n : pieces) total += n;
-  if (total != header.shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
-                                " parameters, shape " + header.shape.to_string() + " has " +
-                                std::to_string(header.shape.param_count()));
-  std::vector<bf16_bits> chunk;
-  std::size_t offset = 0;
-  for (std::size_t n : pieces) {
-    const std::span<float> out = destination(offset, n);
-    if (out.size() != n) throw std::invalid_argument("read_llama_checkpoint_streamed: destination of the wrong size");
-    read_params(in, header.version, out, chunk);
-    offset += n;
-  }
+  read_llmc_param_pieces(in, header.version == kLlamaCheckpointBf16, header.shape.param_count(), path,
+                         header.shape.to_string(), destination, pieces);
   return header.version;
 }
 
@@ -194,9 +171,7 @@ void write_llama_checkpoint(const std::filesystem::path& path, const LlamaShape&
     throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
                                 " parameters given, shape " + shape.to_string() + " has " +
                                 std::to_string(shape.param_count()));
-  std::vector<std::size_t> pieces;
-  for (std::size_t done = 0; done < params.size(); done += pieces.back())
-    pieces.push_back(std::min<std::size_t>(params.size() - done, std::size_t(1) << 20));
+  const std::vector<std::size_t> pieces = llmc_param_pieces(params.size());
   write_llama_checkpoint_streamed(
       path, shape, version,
       [&](std::size_t offset, std::span<float> out) {
@@ -218,32 +193,8 @@ void write_llama_checkpoint_streamed(const std::filesystem::path& path, const Ll
     throw std::invalid_argument("checkpoint " + path.string() + ": llm.c's header cannot describe " +
                                 shape.to_string() + " (ffn_dim_multiplier " + std::to_string(shape.ffn_dim_multiplier) +
                                 ", multiple_of " + std::to_string(shape.multiple_of) + ")");
-  std::size_t total = 0, largest = 0;
-  for (std::size_t n : pieces) {
-    total += n;
-    largest = std::max(largest, n);
-  }
-  if (total != shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
-                                " parameters, shape " + shape.to_string() + " has " +
-                                std::to_string(shape.param_count()));
-  write_file_atomically(path, [&](std::ostream& os) {
-    write_bytes(os, header.data(), sizeof header);
-    std::vector<float> values(largest);
-    std::vector<bf16_bits> halves(version == kLlamaCheckpointBf16 ? largest : 0);
-    std::size_t offset = 0;
-    for (std::size_t n : pieces) {
-      const std::span<float> piece(values.data(), n);
-      fill(offset, piece);
-      if (version == kLlamaCheckpointFp32) {
-        write_bytes(os, piece.data(), piece.size_bytes());
-      } else {
-        std::transform(piece.begin(), piece.end(), halves.begin(), float_to_bf16);
-        write_bytes(os, halves.data(), n * sizeof(bf16_bits));
-      }
-      offset += n;
-    }
-  });
+  write_llmc_params_file(path, std::as_bytes(std::span(header)), version == kLlamaCheckpointBf16, shape.param_count(),
+                         shape.to_string(), fill, pieces);
 }
 
 // ---- token shards -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <bit>
 #include <string_view>
 
+#include "models/llmc_params.hpp"
 #include "runtime/dtype.hpp"
 
 namespace starzero {
@@ -94,24 +95,11 @@ LlmcCheckpoint read_checkpoint_header(FileReader& in, const std::filesystem::pat
   return ckpt;
 }
 
-// Reads `out.size()` parameters at the reader's position into `out`, widening bf16 exactly.
-void read_params(FileReader& in, int version, std::span<float> out, std::vector<bf16_bits>& chunk) {
-  if (version == kLlmcCheckpointFp32) return in.read_exact(out.data(), out.size() * sizeof(float));
-  chunk.resize(std::min<std::size_t>(std::max<std::size_t>(out.size(), 1), std::size_t(1) << 20));
-  for (std::size_t done = 0; done < out.size();) {
-    const std::size_t n = std::min(chunk.size(), out.size() - done);
-    in.read_exact(chunk.data(), n * sizeof(bf16_bits));
-    for (std::size_t i = 0; i < n; ++i) out[done + i] = bf16_to_float(chunk[i]);
-    done += n;
-  }
-}
-
 LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
   FileReader in(path);
   LlmcCheckpoint ckpt = read_checkpoint_header(in, path, expected);
   ckpt.params.resize(ckpt.shape.param_count());
-  std::vector<bf16_bits> chunk;
-  read_params(in, ckpt.version, ckpt.params, chunk);
+  read_llmc_params(in, ckpt.version == kLlmcCheckpointBf16, ckpt.params);
   return ckpt;
 }
 
@@ -138,20 +126,8 @@ int read_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptSh
                                   std::span<const std::size_t> pieces) {
   FileReader in(path);
   const LlmcCheckpoint header = read_checkpoint_header(in, path, &expected);
-  std::size_t total = 0;
-  for (std::size_t n : pieces) total += n;
-  if (total != header.shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
-                                " parameters, shape " + header.shape.to_string() + " has " +
-                                std::to_string(header.shape.param_count()));
-  std::vector<bf16_bits> chunk;
-  std::size_t offset = 0;
-  for (std::size_t n : pieces) {
-    const std::span<float> out = destination(offset, n);
-    if (out.size() != n) throw std::invalid_argument("read_llmc_checkpoint_streamed: destination of the wrong size");
-    read_params(in, header.version, out, chunk);
-    offset += n;
-  }
+  read_llmc_param_pieces(in, header.version == kLlmcCheckpointBf16, header.shape.param_count(), path,
+                         header.shape.to_string(), destination, pieces);
   return header.version;
 }
 
@@ -161,9 +137,7 @@ void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& sh
     throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
                                 " parameters given, shape " + shape.to_string() + " has " +
                                 std::to_string(shape.param_count()));
-  std::vector<std::size_t> pieces;
-  for (std::size_t done = 0; done < params.size(); done += pieces.back())
-    pieces.push_back(std::min<std::size_t>(params.size() - done, std::size_t(1) << 20));
+  const std::vector<std::size_t> pieces = llmc_param_pieces(params.size());
   write_llmc_checkpoint_streamed(
       path, shape, version,
       [&](std::size_t offset, std::span<float> out) {
@@ -179,37 +153,13 @@ void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const Gpt
   if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
     throw std::invalid_argument("llm.c checkpoint version must be 3 (fp32) or 5 (bf16), not " +
                                 std::to_string(version));
-  std::size_t total = 0, largest = 0;
-  for (std::size_t n : pieces) {
-    total += n;
-    largest = std::max(largest, n);
-  }
-  if (total != shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": pieces of " + std::to_string(total) +
-                                " parameters, shape " + shape.to_string() + " has " +
-                                std::to_string(shape.param_count()));
-  write_file_atomically(path, [&](std::ostream& os) {
-    std::array<std::int32_t, kLlmcHeaderInts> header{};
-    header[0] = kLlmcCheckpointMagic;
-    header[1] = version;
-    const StateShapeFields fields = gpt_shape_fields(shape);
-    std::copy(fields.begin(), fields.end(), header.begin() + 2);
-    write_bytes(os, header.data(), sizeof header);
-    std::vector<float> values(largest);
-    std::vector<bf16_bits> halves(version == kLlmcCheckpointBf16 ? largest : 0);
-    std::size_t offset = 0;
-    for (std::size_t n : pieces) {
-      const std::span<float> piece(values.data(), n);
-      fill(offset, piece);
-      if (version == kLlmcCheckpointFp32) {
-        write_bytes(os, piece.data(), piece.size_bytes());
-      } else {
-        std::transform(piece.begin(), piece.end(), halves.begin(), float_to_bf16);
-        write_bytes(os, halves.data(), n * sizeof(bf16_bits));
-      }
-      offset += n;
-    }
-  });
+  std::array<std::int32_t, kLlmcHeaderInts> header{};
+  header[0] = kLlmcCheckpointMagic;
+  header[1] = version;
+  const StateShapeFields fields = gpt_shape_fields(shape);
+  std::copy(fields.begin(), fields.end(), header.begin() + 2);
+  write_llmc_params_file(path, std::as_bytes(std::span(header)), version == kLlmcCheckpointBf16, shape.param_count(),
+                         shape.to_string(), fill, pieces);
 }
 
 // ---- llm.c token shard ------------------------------------------------------------------------

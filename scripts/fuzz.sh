@@ -69,14 +69,14 @@ flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 sources_of() {
   local common="runtime/files.cpp models/gpt_layout.cpp"
   case $1 in
-    fuzz_llmc_checkpoint) echo "$common models/llmc_files.cpp" ;;
-    fuzz_token_shard) echo "$common models/llmc_files.cpp models/data.cpp" ;;
+    fuzz_llmc_checkpoint) echo "$common models/llmc_files.cpp models/llmc_params.cpp" ;;
+    fuzz_token_shard) echo "$common models/llmc_files.cpp models/llmc_params.cpp models/data.cpp" ;;
     fuzz_state_file) echo "$common train/state_files.cpp" ;;
     fuzz_sharded_state) echo "$common train/state_files.cpp train/sharded_state.cpp" ;;
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;
     fuzz_cli) echo "apps/cli.cpp runtime/priority_names.cpp" ;;
     fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp" ;;
-    make_corpus) echo "$common models/llmc_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
+    make_corpus) echo "$common models/llmc_files.cpp models/llmc_params.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
   esac
 }
 
