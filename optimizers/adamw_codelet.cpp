@@ -220,6 +220,7 @@ Codelet<CpuAdamArgs> adamw_offload_codelet({
     .cpu = adamw_offload_cpu_func,
     .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
     .bytes = [](const CpuAdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
+    .cores = [](const CpuAdamArgs& a) { return a.threads; },
 });
 
 }  // namespace

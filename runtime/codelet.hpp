@@ -140,6 +140,8 @@ class Codelet {
     Cost bytes = nullptr;  // required
     // false: no performance model (marks never run; collectives wait on the other ranks)
     bool history_model = true;
+    // CPU cores one task keeps busy (null: one), for its roofline duration in simulation.
+    int (*cores)(const Args&) = nullptr;
   };
 
   explicit Codelet(Declaration declaration) : declaration_(std::move(declaration)) {
@@ -220,13 +222,15 @@ class Codelet {
     const Codelet* self = nullptr;
     Args args{};
     starpu_codelet_unpack_args(task->cl_arg, &self, &args);
+    const Declaration& d = self->declaration_;
     std::vector<starpu_data_handle_t> handles(STARPU_TASK_GET_NBUFFERS(task));
     for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
     const double calibrated = simulation::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
     simulation::count_duration_source(calibrated == calibrated);
     if (calibrated == calibrated) return calibrated;  // not NaN: a real run recorded it
     const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
-    return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size);
+    return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size,
+                                   d.cores ? d.cores(args) : 1);
   }
   [[maybe_unused]] static void run_on_cuda(void* buffers[], void* cl_arg) { run(buffers, cl_arg, true); }
 

@@ -37,8 +37,10 @@ const Roofline& roofline();
 
 // Microseconds a task of `flops` FLOPs moving `bytes` bytes of `element_size`-byte elements takes
 // on a worker of `arch`: max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)),
-// plus the launch latency on a GPU.
-double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size);
+// plus the launch latency on a GPU. A CPU task that runs on `cores` cores (its own threads: the
+// CPU AdamW) gets that many cores' peak and memory bandwidth.
+double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size,
+                   int cores = 1);
 
 // Every codelet's name, as each declares itself (runtime/codelet.hpp; static construction).
 void register_codelet(const char* symbol);
