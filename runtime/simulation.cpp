@@ -14,34 +14,32 @@
 namespace starzero::simulation {
 
 namespace {
+
 Roofline& figures() {
   static Roofline r;
   return r;
 }
-}  // namespace
 
-void set_roofline(const Roofline& r) { figures() = r; }
-
-namespace {
 std::string& description() {
   static std::string line;
   return line;
 }
-}  // namespace
 
-namespace {
 MachineSize& size_of_machine() {
   static MachineSize size;
   return size;
 }
+
 }  // namespace
+
+void set_roofline(const Roofline& r) { figures() = r; }
+const Roofline& roofline() { return figures(); }
 
 void set_machine_size(MachineSize size) { size_of_machine() = size; }
 MachineSize machine_size() { return size_of_machine(); }
 
 void set_machine_description(std::string line) { description() = std::move(line); }
 const std::string& machine_description() { return description(); }
-const Roofline& roofline() { return figures(); }
 
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size, int cores) {
   const Roofline& r = figures();
