@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "models/layer_checkpoint.hpp"
+#include "models/llama_files.hpp"
 #include "models/llmc_files.hpp"
+#include "tasks/llama_kernels.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"
 
@@ -128,6 +130,117 @@ void token_shards(const fs::path& tmp) {
   save(h, "negative_count", patched(valid, 8, std::int32_t(-40)));
   save(h, "version_2", patched(valid, 4, std::int32_t(2)));
   save(h, "checkpoint_magic", patched(valid, 0, kLlmcCheckpointMagic));
+}
+
+LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float multiplier, int multiple_of) {
+  LlamaShape s;
+  s.layers = L;
+  s.channels = C;
+  s.heads = NH;
+  s.kv_heads = NKV;
+  s.vocab = V;
+  s.max_seq = maxT;
+  s.rope_theta = 10000.0f;
+  s.use_scaled_rope = false;
+  s.ffn_dim_multiplier = multiplier;
+  s.multiple_of = multiple_of;
+  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
+  s.major_version = 3;
+  s.minor_version = 1;
+  return s;
+}
+
+// Header field i (int32) of an llm.c file.
+Bytes field(const Bytes& bytes, int i, std::int32_t value) { return patched(bytes, std::size_t(4 * i), value); }
+
+void llama_checkpoints(const fs::path& tmp) {
+  const std::string h = "fuzz_llama_checkpoint";
+  // fuzz_llama_checkpoint.cpp's tiny_shape(): H = 12, 244 parameters.
+  const LlamaShape tiny = llama_shape(1, 4, 2, 1, 5, 4, 0.0f, 4);
+  // H = int(2 · int(8·2/3)) = 10 rounded up to 12, Llama 3.1's scaled RoPE, 198 parameters.
+  LlamaShape other = llama_shape(2, 2, 1, 1, 3, 2, 2.0f, 3);
+  other.use_scaled_rope = true;
+  other.rope_theta = 500000.0f;
+  const fs::path file = tmp / "llama.bin";
+  write_llama_checkpoint(file, tiny, values(tiny.param_count(), 1.0f), kLlamaCheckpointFp32);
+  const Bytes v3 = read_bytes(file);
+  write_llama_checkpoint(file, tiny, values(tiny.param_count(), 2.0f), kLlamaCheckpointBf16);
+  const Bytes v5 = read_bytes(file);
+  write_llama_checkpoint(file, other, values(other.param_count(), 0.5f), kLlamaCheckpointFp32);
+  const Bytes v3_other = read_bytes(file);
+  write_llama_checkpoint(file, other, values(other.param_count(), 0.5f), kLlamaCheckpointBf16);
+  const Bytes v5_other = read_bytes(file);
+  save(h, "v3_tiny", v3);
+  save(h, "v5_tiny", v5);
+  save(h, "v3_other_shape", v3_other);
+  save(h, "v5_other_shape", v5_other);
+  save(h, "v3_truncated", first(v3, v3.size() - 6));
+  save(h, "v5_trailing", plus(v5, "xy"));
+  save(h, "header_only", first(v3, 1024));
+  save(h, "header_truncated", first(v3, 100));
+  save(h, "empty", {});
+  save(h, "gpt2_magic", field(v3, 0, kLlmcCheckpointMagic));
+  save(h, "token_shard_magic", field(v3, 0, kLlamaTokenMagic));
+  save(h, "version_4", field(v3, 1, 4));
+  save(h, "v3_as_v5", field(v3, 1, kLlamaCheckpointBf16));
+  save(h, "llama_2", field(v3, 14, 2));
+  save(h, "norm_eps_1", field(v3, 10, 1));
+  save(h, "rope_theta_0", field(v3, 11, 0));
+  save(h, "scaled_rope_2", field(v3, 12, 2));
+  save(h, "multiple_of_0", field(v3, 9, 0));
+  save(h, "multiplier_negative", field(v3, 8, -1));
+  save(h, "heads_not_dividing", field(v3, 5, 3));
+  save(h, "odd_head_size", field(field(v3, 5, 4), 6, 1));
+  save(h, "kv_heads_not_dividing", field(v3, 6, 3));
+  save(h, "ignored_fields_set", field(field(v3, 13, 77), 200, -5));  // max_gen_batch_size, padding
+  // The largest rope_theta and ffn_dim_multiplier the int32 header holds (floats round them up to
+  // 2^31). A valid file: writing it back converted 2^31 to int32 (undefined; now saturated).
+  save(h, "rope_theta_int32_max", field(v3, 11, 0x7fffffff));
+  save(h, "multiplier_int32_max", field(first(v3, 1024), 8, 0x7fffffff));
+  // A multiplier with int(multiplier · int(8C/3)) = 2^32 + 64 for C = 4: an int H wraps to 64; the
+  // file has the size of that H (868 parameters) and was accepted as H = 64 (now refused).
+  save(h, "ffn_hidden_wraps", field(plus(first(v3, 1024), std::string(868 * 4, '\0')), 8, 429496736));
+  // Meta's shapes, header only (their values are gigabytes), right and wrong ffn fields.
+  const LlamaShape b8 = llama_preset("llama3-8B");
+  const Bytes header_8b = first(v3, 1024);
+  Bytes meta = header_8b;
+  const LlamaHeader meta_header = llama_checkpoint_header(b8, kLlamaCheckpointBf16);
+  std::memcpy(meta.data(), meta_header.data(), sizeof meta_header);
+  save(h, "llama3_8b_header_only", meta);
+  save(h, "llama3_8b_wrong_multiple_of", field(meta, 9, 256));
+  save(h, "llama3_1b_wrong_multiplier", field(field(field(field(meta, 7, 2048), 15, 2), 8, 2), 9, 256));
+  Bytes huge = first(v3, 1024);  // the largest int32 dimensions
+  for (int i = 2; i < 8; ++i) huge = field(huge, i, 0x7fffffff);
+  save(h, "int32_max_shape", huge);
+}
+
+void llama_token_shards(const fs::path& tmp) {
+  const std::string h = "fuzz_llama_token_shard";
+  const fs::path file = tmp / "shard.bin";
+  std::vector<std::uint32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(std::uint32_t((i * 40009) % kLlama3Vocab));
+  write_llama_token_shard(file, tokens);
+  const Bytes valid = read_bytes(file);
+  write_llama_token_shard(file, {});
+  const Bytes empty = read_bytes(file);
+  write_llama_token_shard(file, std::vector<std::uint32_t>{128255, 128256, 0x7fffffff, 0x80000000, 0xffffffff});
+  const Bytes out_of_vocab = read_bytes(file);
+  write_llama_token_shard(file, std::vector<std::uint32_t>{7});
+  const Bytes one = read_bytes(file);
+  save(h, "valid_40", valid);
+  save(h, "valid_1", one);
+  save(h, "empty_shard", empty);
+  save(h, "out_of_vocab", out_of_vocab);
+  save(h, "truncated", first(valid, valid.size() - 1));
+  save(h, "trailing", plus(valid, "z"));
+  save(h, "header_truncated", first(valid, 64));
+  save(h, "count_too_large", field(first(valid, 1024), 2, 1000000));
+  save(h, "count_int32_max", field(first(valid, 1024), 2, 0x7fffffff));
+  save(h, "negative_count", field(valid, 2, -40));
+  save(h, "version_1", field(valid, 1, 1));
+  save(h, "gpt2_shard_magic", field(valid, 0, kLlmcTokenMagic));
+  save(h, "checkpoint_magic", field(valid, 0, kLlamaCheckpointMagic));
+  save(h, "ignored_fields_set", field(valid, 100, 12345));
 }
 
 StateLayout small_layout() {  // fuzz_state_file.cpp's and fuzz_sharded_state.cpp's
@@ -325,6 +438,8 @@ int main(int argc, char** argv) {
   fs::create_directories(tmp);
   llmc_checkpoints(tmp);
   token_shards(tmp);
+  llama_checkpoints(tmp);
+  llama_token_shards(tmp);
   state_files(tmp);
   sharded_states(tmp);
   layer_checkpoints(tmp);

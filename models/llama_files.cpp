@@ -35,6 +35,16 @@ constexpr KnownModel kKnownModels[] = {
     {3, 2, 3072, 24, 8, 1.0f, 256, "Llama 3.2 3B"},
 };
 
+// A float field as train_llama3.py stores it in the int32 header: truncated toward zero; saturated
+// at int32's range (a float cannot hold 2^31 - 1: a rope_theta read from a header of 2147483647 is
+// 2^31 and is written back as 2147483647), NaN as 0.
+std::int32_t header_int(float value) {
+  if (std::isnan(value)) return 0;
+  if (value >= 2147483648.0f) return INT32_MAX;
+  if (value <= -2147483648.0f) return INT32_MIN;
+  return std::int32_t(value);
+}
+
 std::string field(const char* name, std::int32_t value) { return std::string(name) + " " + std::to_string(value); }
 
 // Reads and checks the header and the file's size; `in` is left at the first parameter.
@@ -78,11 +88,11 @@ LlamaHeader llama_checkpoint_header(const LlamaShape& s, int version) {
   header[5] = s.heads;
   header[6] = s.kv_heads;
   header[7] = s.channels;
-  // As train_llama3.py: float fields assigned to int32 (truncated toward zero).
-  header[8] = std::int32_t(s.ffn_dim_multiplier);
+  // As train_llama3.py: float fields assigned to int32 (truncated toward zero, header_int).
+  header[8] = header_int(s.ffn_dim_multiplier);
   header[9] = s.multiple_of;
-  header[10] = std::int32_t(s.norm_eps);
-  header[11] = std::int32_t(s.rope_theta);
+  header[10] = header_int(s.norm_eps);
+  header[11] = header_int(s.rope_theta);
   header[12] = s.use_scaled_rope ? 1 : 0;
   header[13] = kMaxGenBatchSize;
   header[14] = s.major_version;
@@ -127,8 +137,15 @@ LlamaShape llama_shape_from_header(const LlamaHeader& h, const std::filesystem::
     s.ffn_dim_multiplier = m.ffn_dim_multiplier;
     break;
   }
-  if (s.channels > 0 && s.channels <= INT_MAX / 4)
+  if (s.channels > 0 && s.channels <= INT_MAX / 4) {
+    // llama_ffn_hidden returns its hidden size as an int without a check: refuse the fields for
+    // which it could pass INT_MAX (it is at most max(multiplier, 1) · 8C/3 + multiple_of).
+    if (double(std::max(s.ffn_dim_multiplier, 1.0f)) * (8.0 * s.channels / 3.0) + double(s.multiple_of) > INT_MAX)
+      throw_format_error(path, "inconsistent header: " + field("n_embd", s.channels) + ", " +
+                                   field("ffn_dim_multiplier", h[8]) + ", " + field("multiple_of", h[9]) +
+                                   ": the feed-forward hidden size overflows int");
     s.ffn_hidden = kernels::llama_ffn_hidden(s.channels, s.ffn_dim_multiplier, s.multiple_of);
+  }
   try {
     s.validate();
   } catch (const std::invalid_argument& e) {

@@ -11,10 +11,11 @@
 //   [11] rope_theta [12] use_scaled_rope [13] max_gen_batch_size [14] major [15] minor version
 // train_llama3.py assigns the float fields to the int32 header, so they arrive truncated
 // (ffn_dim_multiplier 1.3 -> 1, norm_eps 1e-5 -> 0, rope_theta 500000.0 -> 500000). The writer
-// stores them the same way; the reader takes the real multiplier of the models Meta published
-// (known by version and width, e.g. 3.1 with C=4096, NH=32, NKV=8: 1.3) and checks the header
-// against it, uses the header's fields as they are for any other shape (an integer multiplier,
-// or 0 for none), and norm_eps 1e-5 (llm.c's only value; the field must read 0).
+// stores them the same way (saturated at int32's range); the reader takes the real multiplier of
+// the models Meta published (known by version and width, e.g. 3.1 with C=4096, NH=32, NKV=8: 1.3)
+// and checks the header against it, uses the header's fields as they are for any other shape (an
+// integer multiplier, or 0 for none; refused when the hidden size they give overflows int), and
+// norm_eps 1e-5 (llm.c's only value; the field must read 0).
 //
 // Token shard: 256 int32 header [0] 20240801, [1] version 7, [2] number of tokens; then uint32
 // tokens (Llama 3's vocabulary of 128256).

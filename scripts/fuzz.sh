@@ -18,8 +18,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-fuzz
-harnesses=(fuzz_llmc_checkpoint fuzz_token_shard fuzz_state_file fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli
-  fuzz_deepspeed_config)
+harnesses=(fuzz_llmc_checkpoint fuzz_token_shard fuzz_llama_checkpoint fuzz_llama_token_shard fuzz_state_file
+  fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config)
 
 die() { echo "fuzz: $*" >&2; exit 2; }
 usage() { echo "usage: scripts/fuzz.sh SECONDS [HARNESS...] | --build | --make-corpus" >&2; exit 2; }
@@ -68,15 +68,25 @@ flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 # The library sources each harness needs, beside fuzz/<harness>.cpp.
 sources_of() {
   local common="runtime/files.cpp models/gpt_layout.cpp"
+  # Llama's files need its layout and llama_ffn_hidden (tasks/llama_kernels_cpu.cpp: OpenBLAS).
+  local llama="models/llama_files.cpp models/llama_layout.cpp models/llmc_params.cpp tasks/llama_kernels_cpu.cpp"
   case $1 in
     fuzz_llmc_checkpoint) echo "$common models/llmc_files.cpp models/llmc_params.cpp" ;;
     fuzz_token_shard) echo "$common models/llmc_files.cpp models/llmc_params.cpp models/data.cpp" ;;
+    fuzz_llama_checkpoint) echo "$common $llama" ;;
+    fuzz_llama_token_shard) echo "$common $llama models/llmc_files.cpp models/data.cpp" ;;
     fuzz_state_file) echo "$common train/state_files.cpp" ;;
     fuzz_sharded_state) echo "$common train/state_files.cpp train/sharded_state.cpp" ;;
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;
     fuzz_cli) echo "apps/cli.cpp runtime/priority_names.cpp" ;;
     fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp" ;;
-    make_corpus) echo "$common models/llmc_files.cpp models/llmc_params.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
+    make_corpus) echo "$common $llama models/llmc_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
+  esac
+}
+# Libraries beside the sources (the Llama kernels' file calls OpenBLAS).
+libs_of() {
+  case $1 in
+    fuzz_llama_checkpoint|fuzz_llama_token_shard|make_corpus) echo "-lopenblas" ;;
   esac
 }
 
@@ -118,14 +128,17 @@ for t in "${targets[@]}"; do
   for s in fuzz/$t.cpp $(sources_of "$t"); do obj=$build/obj/${s//\//_}; objs+=("${obj%.cpp}.o"); done
   link=(-fsanitize=fuzzer)
   [ "$t" = make_corpus ] && link=()
+  read -r -a libs <<< "$(libs_of "$t")"
   newest=0
   for o in "${objs[@]}"; do [ "$o" -nt "$build/$t" ] && newest=1; done
   if [ ! -x "$build/$t" ] || [ $newest = 1 ]; then
-    "$cxx" "${flags[@]}" "${link[@]}" "${objs[@]}" -o "$build/$t.tmp" && mv "$build/$t.tmp" "$build/$t" \
+    "$cxx" "${flags[@]}" "${link[@]}" "${objs[@]}" "${libs[@]}" -o "$build/$t.tmp" && mv "$build/$t.tmp" "$build/$t" \
       || { echo "fuzz: linking $t failed" >&2; exit 1; }
   fi
 done
 
+# The Llama harnesses link OpenBLAS (never called): no thread pool of its own.
+export OPENBLAS_NUM_THREADS=1
 case $mode in
   build) echo "fuzz: built ${targets[*]} in $build"; exit 0 ;;
   corpus)
