@@ -1,12 +1,15 @@
 // `starzero calibrate --out DIR [--name H] [train options]`: a real training run that records
 // StarPU's history-based performance model of every codelet it runs (STARPU_CALIBRATE=1) into
 // DIR/codelets/45/<codelet>.<H>, then writes this machine's platform files into DIR/bus/ (its CPU
-// cores, no GPUs; sim/platform.hpp). `starzero-sim --platform DIR` then simulates this machine with
-// the measured durations (docs/simulation.md, "Task durations"). Several runs into one DIR add up:
-// StarPU keeps each data size's history apart, so calibrate every shape you will simulate.
+// cores, no GPUs; with --like M, the named GPU machine M with this machine's cores: sim/platform.hpp). `starzero-sim
+// --platform DIR` then simulates this machine with the measured durations (docs/simulation.md, "Task durations").
+// Several runs into one DIR add up: StarPU keeps each data size's history apart, so calibrate every shape you will
+// simulate.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,14 +26,17 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: starzero calibrate --out DIR [--name H] [train options]\n"
+    "usage: starzero calibrate --out DIR [--name H] [--like MACHINE] [train options]\n"
     "\n"
     "Trains as `starzero train [train options]` does (default: the tiny preset, 20 steps, no\n"
     "validation) while StarPU records every codelet's duration per data size and worker kind into\n"
-    "DIR/codelets/45/<codelet>.<H>, then writes this machine's platform (its CPU cores, no GPUs)\n"
+    "DIR/codelets/45/<codelet>.<H>, then writes this machine's platform (its CPU cores; GPUs: --like)\n"
     "into DIR/bus/<H>.*. Simulate it with `starzero-sim train [same options] --platform DIR`.\n"
     "  --out DIR   where the calibration goes (created; runs into one DIR add up)\n"
-    "  --name H    the machine's name in the files (default this-machine)\n";
+    "  --name H    the machine's name in the files (default this-machine)\n"
+    "  --like M    a GPU machine: the platform is the named machine M's (h200x1, h200x8, a100x1: its\n"
+    "              GPUs, links and peaks) with this machine's CPU cores, so that the calibrated CUDA\n"
+    "              durations are used (default: this machine's CPU cores and no GPU)\n";
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "starzero calibrate: error: %s\n", cli::printable(message).c_str());
@@ -40,7 +46,7 @@ int usage_error(const std::string& message) {
 }  // namespace
 
 int calibrate_main(int argc, char** argv) {
-  std::string out, name = "this-machine";
+  std::string out, name = "this-machine", like;
   std::vector<char*> train_args{argv[0]};
   bool steps_given = false, val_given = false;
   for (int i = 1; i < argc; ++i) {
@@ -49,9 +55,9 @@ int calibrate_main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (arg == "--out" || arg == "--name") {
+    if (arg == "--out" || arg == "--name" || arg == "--like") {
       if (i + 1 >= argc) return usage_error(std::string(arg) + " needs a value");
-      (arg == "--out" ? out : name) = argv[++i];
+      (arg == "--out" ? out : arg == "--name" ? name : like) = argv[++i];
       continue;
     }
     steps_given = steps_given || arg == "--steps";
@@ -64,6 +70,14 @@ int calibrate_main(int argc, char** argv) {
   sim::MachineSpec machine;
   try {
     machine = sim::this_machine(name);
+    if (!like.empty()) {
+      const std::optional<sim::MachineSpec> named = sim::named_machine(like);
+      if (!named) return usage_error("--like: '" + like + "' is not a named machine (h200x1, h200x8, a100x1)");
+      const int cpus = machine.cpus;
+      machine = *named;
+      machine.name = name;
+      machine.cpus = std::max(cpus, machine.gpus + 1);  // one core drives each GPU
+    }
     sim::validate(machine);
   } catch (const std::invalid_argument& e) {
     return usage_error(std::string("--name: ") + e.what());

@@ -374,7 +374,8 @@ ArgParser& add_session_options(ArgParser& p) {
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
       .option("platform", "NAME|DIR",
               simulation::enabled
-                  ? "the simulated machine: h200x1 (default), h200x8, a100x1, or a `starzero platform --out` folder"
+                  ? "the simulated machine: h200x1 (default), h200x8, a100x1, this-machine (the committed "
+                    "calibration), or a `starzero platform --out` or `starzero calibrate --out` folder"
                   : "starzero-sim only: the simulated machine (docs/simulation.md)");
 }
 

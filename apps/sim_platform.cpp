@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -71,12 +72,24 @@ simulation::Roofline roofline_of(const sim::MachineSpec& m) {
   return r;
 }
 
+// What the collectives of --simulate-ranks cross (runtime/simulation.hpp): NVLink between the
+// GPUs of one machine; with one GPU, its PCIe figure stands for the link to the next machine
+// (about what one 400 Gb/s NIC per GPU gives, 50 GB/s); CPU ranks share host memory.
+simulation::CollectiveLink collective_link_of(const sim::MachineSpec& m) {
+  if (m.gpus > 1 && m.gpu_to_gpu_Bps > 0) return {m.gpu_to_gpu_Bps, m.gpu_to_gpu_latency_s, "NVLink"};
+  if (m.gpus > 0) return {std::min(m.host_to_gpu_Bps, m.gpu_to_host_Bps), m.pcie_latency_s, "PCIe"};
+  return {m.host_memory_Bps / 2, 1e-6, "host memory"};  // each byte read and written once
+}
+
 std::string describe(const sim::MachineSpec& m);
 
 // glibc passes main's arguments to constructors.
 __attribute__((constructor)) void select_platform(int argc, char** argv, char** /*envp*/) {
   std::string platform = "h200x1";
   for (int i = 1; i < argc; ++i) {
+    // SimGrid answers a bare --help itself (its own options) and exits, before our main runs: the
+    // same request in the spellings our parsers also take.
+    if (std::string_view(argv[i]) == "--help") argv[i] = const_cast<char*>(i == 1 ? "help" : "--help=true");
     const std::string_view arg = argv[i];
     if (arg == "--platform") {
       if (i + 1 >= argc) fail("needs a value: a machine name or a folder");
@@ -85,7 +98,15 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   }
   sim::MachineSpec machine;
   fs::path dir;
-  if (const auto named = sim::named_machine(platform)) {
+  if (platform == "this-machine") {
+    // The calibration recorded on the machine the project develops and tests on, committed with
+    // the sources (sim/calibrations/README.md says which and how to redo it).
+    dir = fs::path(STARZERO_CALIBRATIONS_DIR) / "this-machine";
+    if (!fs::is_directory(dir))
+      fail("this-machine: no calibration at " + dir.string() +
+           " (make one with `starzero calibrate --out DIR` and pass --platform DIR)");
+    machine = machine_in(dir);
+  } else if (const auto named = sim::named_machine(platform)) {
     machine = *named;
     // Written afresh at each start (atomically): the files follow this build's figures.
     dir = fs::temp_directory_path() / ("starzero-sim-platforms-" + std::to_string(getuid()));
@@ -100,13 +121,14 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   } else {
     std::string names;
     for (const std::string& n : sim::named_machines()) names += (names.empty() ? "" : ", ") + n;
-    fail("'" + platform + "' is neither a machine (" + names + ") nor a folder");
+    fail("'" + platform + "' is neither a machine (" + names + ", this-machine) nor a folder");
   }
   setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
   setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
   simulation::set_roofline(roofline_of(machine));
   simulation::set_machine_description(describe(machine));
   simulation::set_machine_size({machine.cpus, machine.gpus});
+  simulation::set_collective_link(collective_link_of(machine));
   // SimGrid reports each setting of the platform's config block: not news to the user.
   xbt_log_control_set("xbt_cfg.thresh:warning");
 }

@@ -64,6 +64,10 @@ cli::ArgParser make_train_parser() {
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
+      .option("simulate-ranks", "N",
+              simulation::enabled ? "simulate rank 0 of N data-parallel ranks, collectives costed as ring volume over "
+                                    "the platform's GPU link (default 1; docs/simulation.md)"
+                                  : "starzero-sim only: simulate rank 0 of N data-parallel ranks")
       .option("tiles", "N",
               "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
               "else one per CPU worker) or 1..micro-batch")
@@ -225,6 +229,11 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   }
   if (const auto pairs = p.value("debug-nan-gradient"))
     o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
+  if (p.given("simulate-ranks")) {
+    if (!simulation::enabled)
+      throw UsageError("--simulate-ranks is starzero-sim's: run ranks for real with mpirun (docs/simulation.md)");
+    o.simulate_ranks = cli::int_option(p, "simulate-ranks", 1, 1, 4096);
+  }
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
   o.collectives = collectives == "auto"  ? Collectives::automatic

@@ -97,6 +97,9 @@ Json rank_json(const RankReport& rank) {
                          {"time_s", t.time_s},
                          {"hidden_fraction", optional_number(t.hidden_fraction)}});
   out["transfers"] = std::move(transfers);
+  Json memory = Json::array();
+  for (const MemoryUseReport& m : r.memory) memory.push_back({{"node", m.node}, {"peak_bytes", m.peak_bytes}});
+  out["memory"] = std::move(memory);
   const OverlapReport& o = r.overlap;
   out["overlap"] = {{"adam_tasks", o.adam_tasks},
                     {"adam_s", o.adam_s},
@@ -172,6 +175,14 @@ void append_rank_markdown(const RankReport& rank, const std::string& heading, st
     for (const TransferReport& t : r.transfers)
       md += "| " + t.src + " → " + t.dst + " | " + bytes_text(t.bytes) + printf_string(" | %zu | ", t.count) +
             seconds(t.time_s) + " | " + percent_or_dash(t.hidden_fraction) + " |\n";
+    md += "\n";
+  }
+
+  if (!r.memory.empty()) {
+    md += heading + " Memory\n\nThe most StarPU had allocated on each memory node at once.\n\n";
+    md += "| node | peak allocated |\n|---|---:|\n";
+    for (const MemoryUseReport& m : r.memory)
+      md += "| " + m.node + " | " + bytes_text(std::uint64_t(m.peak_bytes)) + " |\n";
     md += "\n";
   }
 

@@ -316,6 +316,15 @@ PajeTrace read_paje_trace(const std::filesystem::path& path) {
     if (def.event == "PajeCreateContainer") {
       containers[std::string(field("Alias"))] = {std::string(field("Type")), std::string(field("Container")),
                                                  std::string(field("Name"))};
+    } else if (def.event == "PajeSetVariable") {
+      if (field("Type") != "use") continue;
+      const auto container = containers.find(std::string(field("Container")));
+      if (container == containers.end() || container->second.type != "Mm") continue;
+      const std::optional<int> node = trailing_number(container->first);
+      if (!node) continue;
+      const double bytes = number_field<double>(lines, "Value", field("Value")) * double(1 << 20);
+      double& peak = trace.peak_used_bytes[*node];
+      peak = std::max(peak, bytes);
     } else if (def.event == "PajeDefineLinkType") {
       if (field("StartContainerType") == "Mm" && field("EndContainerType") == "Mm")
         transfer_link_types.emplace(field("Alias"));

@@ -74,6 +74,9 @@ struct PajeTrace {
   std::vector<PajeWorker> workers;  // by id
   std::vector<int> memory_nodes;    // ids, ascending
   std::vector<Transfer> transfers;  // in end order
+  // Per memory node id: the most bytes StarPU had allocated there at once (the largest value of
+  // its memory manager's "use" variable, which StarPU records in MiB); nodes without one absent.
+  std::map<int, double> peak_used_bytes;
 };
 
 // The workers, memory nodes and completed transfers of paje.trace. Every event line is checked

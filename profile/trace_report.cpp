@@ -312,6 +312,7 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
     link.time_s *= kSecondsPerMs;
     report.transfers.push_back(link);
   }
+  for (const auto& [node, peak] : data.paje.peak_used_bytes) report.memory.push_back({node_name(node), peak});
   return report;
 }
 

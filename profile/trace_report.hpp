@@ -65,6 +65,12 @@ struct TransferReport {
   std::optional<double> hidden_fraction;  // of time_s, while some worker ran a non-collective task
 };
 
+// The most memory StarPU had allocated on one memory node at once.
+struct MemoryUseReport {
+  std::string node;  // RAM, GPU<n>, DISK<n>
+  double peak_bytes = 0;
+};
+
 struct OverlapReport {
   std::size_t adam_tasks = 0;
   double adam_s = 0;
@@ -85,6 +91,7 @@ struct TraceReport {
   std::vector<WorkerReport> workers;       // by id
   std::vector<TaskKindReport> task_kinds;  // by total time, longest first
   std::vector<TransferReport> transfers;   // by source, then destination
+  std::vector<MemoryUseReport> memory;     // by node id, nodes the trace records
   OverlapReport overlap;
 };
 

@@ -81,6 +81,17 @@ class TaskBuffers {
     return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer);
   }
 
+  // The buffer `meaning` as rows `ld` elements apart, as T*: a matrix buffer (a block of columns,
+  // Tensor::split_columns) has its own leading dimension, a vector buffer rows of `vector_ld`.
+  template <class T>
+  std::pair<T*, std::size_t> rows(std::string_view meaning, std::size_t vector_ld) const {
+    void* buffer = buffers_[slot(meaning)];
+    // Every StarPU data interface starts with its id.
+    if (static_cast<const starpu_matrix_interface*>(buffer)->id == STARPU_MATRIX_INTERFACE_ID)
+      return {reinterpret_cast<T*>(STARPU_MATRIX_GET_PTR(buffer)), STARPU_MATRIX_GET_LD(buffer)};
+    return {get<T>(meaning), vector_ld};
+  }
+
   std::size_t repeated_count() const { return count_ - declared_.size(); }
   template <class T>
   T* repeated(std::size_t i) const {
@@ -142,6 +153,11 @@ class Codelet {
     bool history_model = true;
     // CPU cores one task keeps busy (null: one), for its roofline duration in simulation.
     int (*cores)(const Args&) = nullptr;
+    // Simulation only: the task's duration in microseconds by its own formula, instead of a
+    // calibration or the roofline (collectives: the ring's time over the platform's GPU links,
+    // which no FLOP or memory-byte count describes). Gives a performance model in simulation
+    // even without history_model.
+    Cost simulated_us = nullptr;
   };
 
   explicit Codelet(Declaration declaration) : declaration_(std::move(declaration)) {
@@ -165,7 +181,7 @@ class Codelet {
     }
 #endif
     if (!codelet_.cpu_funcs[0] && !codelet_.cuda_funcs[0]) codelet_.where = STARPU_NOWHERE;
-    if (d.history_model) {
+    if (d.history_model || (simulation::enabled && d.simulated_us)) {
       // Simulation: the roofline of the task's FLOP and byte counts on the simulated machine.
       model_.type = simulation::enabled ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
       if constexpr (simulation::enabled) {
@@ -223,11 +239,16 @@ class Codelet {
     Args args{};
     starpu_codelet_unpack_args(task->cl_arg, &self, &args);
     const Declaration& d = self->declaration_;
-    std::vector<starpu_data_handle_t> handles(STARPU_TASK_GET_NBUFFERS(task));
-    for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
+    const auto task_handles = [task] {
+      std::vector<starpu_data_handle_t> handles(STARPU_TASK_GET_NBUFFERS(task));
+      for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
+      return handles;
+    };
+    if (d.simulated_us) return d.simulated_us(args, task_handles());
     const double calibrated = simulation::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
     simulation::count_duration_source(calibrated == calibrated);
     if (calibrated == calibrated) return calibrated;  // not NaN: a real run recorded it
+    const std::vector<starpu_data_handle_t> handles = task_handles();
     const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
     return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size,
                                    d.cores ? d.cores(args) : 1);

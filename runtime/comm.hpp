@@ -7,6 +7,10 @@
 //             exactly the bytes this rank sends. Host memory only.
 //   NcclComm  NCCL on a CUDA stream (only when built with CUDA); bootstrapped over an MpiComm.
 //             Its counters hold NCCL's ring volume (a formula, not a measurement).
+//   SimulatedRingComm  starzero-sim's --simulate-ranks N: rank 0 of N ranks that do not exist.
+//             Nothing moves (a simulation computes no values); its counters hold the ring volume
+//             as NcclComm's do, and the collective tasks' simulated durations come from the same
+//             volume (tasks/collectives.cpp).
 //
 // Ordering rule (docs/architecture.md, "The order token"): every rank must issue the collectives of
 // one communicator in the same order, and one communicator's calls must be serialised (never two
@@ -68,7 +72,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string_view name() const = 0;  // "self", "mpi", "nccl"
+  virtual std::string_view name() const = 0;  // "self", "mpi", "nccl", "simulated"
+  // Whether the buffers of its collectives live on the GPU (NCCL: the collective tasks run on
+  // CUDA workers) rather than in host memory.
+  virtual bool on_device() const { return false; }
 
   // ceil(count / size()): elements per shard in the padded layout.
   std::size_t shard_count(std::size_t count) const;
@@ -87,6 +94,9 @@ class Communicator {
   CommStats stats() const;
   void reset_stats();
 
+ protected:
+  void record(CommOp op, std::uint64_t bytes_sent);
+
  private:
   // Each returns the payload bytes this rank sent. Arguments are already checked.
   virtual std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) = 0;
@@ -95,8 +105,6 @@ class Communicator {
   virtual std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) = 0;
   virtual std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) = 0;
   virtual void do_barrier() = 0;
-
-  void record(CommOp op, std::uint64_t bytes_sent);
 
   struct AtomicCounters {
     std::atomic<std::uint64_t> bytes_sent{0};
@@ -118,6 +126,33 @@ class SelfComm final : public Communicator {
   std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) override;
   std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) override;
   void do_barrier() override {}
+};
+
+// ---- simulated ranks (starzero-sim) ----------------------------------------------------------
+// Rank 0 of `size` ranks of a simulated data-parallel job. Every collective returns at once and
+// touches no buffer; it counts the bytes rank 0 would send in a ring (as NcclComm does).
+// `on_device`: the collectives stand for NCCL's on the GPUs (the tasks run on CUDA workers), else
+// for MPI's on host buffers.
+class SimulatedRingComm final : public Communicator {
+ public:
+  SimulatedRingComm(int size, bool on_device);
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "simulated"; }
+  bool on_device() const override { return on_device_; }
+  // Counts one collective of `count` elements as if it had run, when its task is submitted: a
+  // simulation runs no task function.
+  void count_submitted(CommOp op, std::size_t count, DType dtype);
+
+ private:
+  std::uint64_t do_all_gather(const void* shard, void* full, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_reduce_scatter(const void* full, void* shard, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_all_reduce(void* data, std::size_t count, DType dtype, void* stream) override;
+  std::uint64_t do_broadcast(void* data, std::size_t count, DType dtype, int root, void* stream) override;
+  void do_barrier() override {}
+
+  int size_;
+  bool on_device_;
 };
 
 // ---- MPI -------------------------------------------------------------------------------------
@@ -203,6 +238,7 @@ class NcclComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view name() const override { return "nccl"; }
+  bool on_device() const override { return true; }
   int cuda_device() const { return cuda_device_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace starzero {
 
@@ -28,12 +29,24 @@ DataParallelRanks::DataParallelRanks() {
   size_ = engine_->size();
 }
 
+DataParallelRanks DataParallelRanks::simulated(int ranks) {
+  if (ranks < 1) throw std::invalid_argument("simulated ranks: " + std::to_string(ranks));
+  DataParallelRanks simulated;
+  simulated.size_ = ranks;
+  simulated.simulated_ = true;
+  return simulated;
+}
+
+void DataParallelRanks::use_simulated_collectives(bool on_device) {
+  if (simulated_ && size_ > 1) nccl_ = std::make_unique<SimulatedRingComm>(size_, on_device);
+}
+
 Communicator* DataParallelRanks::engine_comm() const {
   return nccl_ ? nccl_.get() : static_cast<Communicator*>(engine_.get());
 }
 
 void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
-  if (size_ <= 1) return;  // one rank has no collectives
+  if (size_ <= 1 || simulated_) return;  // one rank has no collectives
 #if STARZERO_WITH_CUDA
   nccl_ = std::make_unique<NcclComm>(std::make_shared<MpiComm>(), cuda_device);
 #else
@@ -42,17 +55,25 @@ void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
 }
 
 void DataParallelRanks::sum(std::vector<float>& values) const {
-  if (size_ > 1) control_->all_reduce(values.data(), values.size(), DType::f32);
+  if (simulated_)
+    for (float& v : values) v *= float(size_);
+  else if (size_ > 1)
+    control_->all_reduce(values.data(), values.size(), DType::f32);
 }
 
 double DataParallelRanks::average(double value) const {
   std::vector<float> v{float(value)};
   sum(v);
-  return size_ > 1 ? double(v[0]) / size_ : value;
+  return size_ > 1 && !simulated_ ? double(v[0]) / size_ : value;
 }
 
 std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<std::int64_t>& mine) const {
   if (size_ == 1) return mine;
+  if (simulated_) {
+    std::vector<std::int64_t> all;
+    for (int r = 0; r < size_; ++r) all.insert(all.end(), mine.begin(), mine.end());
+    return all;
+  }
   std::vector<std::int64_t> all(leader() ? mine.size() * std::size_t(size_) : 0);
   MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0,
              control_->native());
@@ -60,20 +81,20 @@ std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<
 }
 
 std::int64_t DataParallelRanks::from_leader(std::int64_t value) const {
-  if (size_ > 1) MPI_Bcast(&value, 1, MPI_INT64_T, 0, control_->native());
+  if (size_ > 1 && !simulated_) MPI_Bcast(&value, 1, MPI_INT64_T, 0, control_->native());
   return value;
 }
 
 void DataParallelRanks::barrier() const {
-  if (size_ > 1) MPI_Barrier(control_->native());
+  if (size_ > 1 && !simulated_) MPI_Barrier(control_->native());
 }
 
 void DataParallelRanks::abort(int exit_code) const {
-  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (size_ > 1 && !simulated_) MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
 std::filesystem::path DataParallelRanks::trace_dir(const std::filesystem::path& dir) const {
-  return size_ > 1 ? dir / ("rank" + std::to_string(rank_)) : dir;
+  return size_ > 1 && !simulated_ ? dir / ("rank" + std::to_string(rank_)) : dir;
 }
 
 }  // namespace starzero

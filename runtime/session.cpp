@@ -225,6 +225,16 @@ Session::~Session() {
 int Session::cpu_workers() const { return int(starpu_cpu_worker_get_count()); }
 int Session::cuda_workers() const { return int(starpu_cuda_worker_get_count()); }
 
+std::size_t Session::cuda_memory_bytes() const {
+  std::size_t smallest = 0;
+  for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+    if (starpu_worker_get_type(int(w)) != STARPU_CUDA_WORKER) continue;
+    const starpu_ssize_t total = starpu_memory_get_total(starpu_worker_get_memory_node(w));
+    if (total > 0 && (smallest == 0 || std::size_t(total) < smallest)) smallest = std::size_t(total);
+  }
+  return smallest;
+}
+
 void Session::wait_all() const {
   if (starpu_task_wait_for_all() != 0) throw std::runtime_error("starpu_task_wait_for_all failed");
 }

@@ -92,6 +92,9 @@ class Session {
   const std::string& policy() const { return policy_; }
   int cpu_workers() const;
   int cuda_workers() const;
+  // The memory StarPU may use on the smallest GPU of the session (after --cuda-mem-limit; the
+  // simulated device's in simulation); 0 without CUDA workers.
+  std::size_t cuda_memory_bytes() const;
   // The FxT file this session writes at shutdown ("" when tracing is off).
   const std::string& trace_file() const { return trace_file_; }
 

@@ -30,6 +30,11 @@ MachineSize& size_of_machine() {
   return size;
 }
 
+CollectiveLink& link_of_collectives() {
+  static CollectiveLink link;
+  return link;
+}
+
 }  // namespace
 
 void set_roofline(const Roofline& r) { figures() = r; }
@@ -38,8 +43,21 @@ const Roofline& roofline() { return figures(); }
 void set_machine_size(MachineSize size) { size_of_machine() = size; }
 MachineSize machine_size() { return size_of_machine(); }
 
+void set_collective_link(CollectiveLink link) { link_of_collectives() = std::move(link); }
+const CollectiveLink& collective_link() { return link_of_collectives(); }
+
+double ring_us(double bytes_sent, int steps) {
+  const CollectiveLink& link = link_of_collectives();
+  double seconds = double(std::max(0, steps)) * link.step_latency_s;
+  if (bytes_sent > 0 && link.Bps > 0) seconds += bytes_sent / link.Bps;
+  return seconds * 1e6;
+}
+
 void set_machine_description(std::string line) { description() = std::move(line); }
 const std::string& machine_description() { return description(); }
+
+// StarPU's simulation refuses a zero duration (a task that moves and computes nothing).
+constexpr double kShortestTaskUs = 0.1;
 
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size, int cores) {
   const Roofline& r = figures();
@@ -51,7 +69,7 @@ double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes
   if (flops > 0 && peak > 0) seconds = std::max(seconds, flops / (peak * r.gemm_efficiency));
   if (bytes > 0 && bandwidth > 0) seconds = std::max(seconds, bytes / (bandwidth * r.elementwise_efficiency));
   if (gpu) seconds += r.kernel_launch_s;
-  return seconds * 1e6;
+  return std::max(seconds * 1e6, kShortestTaskUs);
 }
 
 namespace {
@@ -91,7 +109,9 @@ double calibrated_us(const char* symbol, starpu_perfmodel_arch* arch, std::uint3
   if (it == models.end()) return NAN;
   starpu_perfmodel* model = it->second.get();
   const double us = starpu_perfmodel_history_based_expected_perf(model, arch, footprint);
-  return std::isfinite(us) && us >= 0 ? us : NAN;
+  // StarPU's simulation refuses a zero duration: a mean recorded as 0 us (a task shorter than
+  // the clock's resolution) counts as missing.
+  return std::isfinite(us) && us > 0 ? us : NAN;
 }
 
 void count_duration_source(bool calibrated) { ++(calibrated ? calibrated_count : roofline_count); }

@@ -42,6 +42,21 @@ const Roofline& roofline();
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size,
                    int cores = 1);
 
+// The link each collective of simulated ranks crosses (--simulate-ranks N): per rank and
+// direction, and the latency of one ring step. An approximation (docs/simulation.md,
+// "Simulated ranks"): NVLink through the NVSwitch on a machine with several GPUs, else the
+// platform's PCIe figure standing for one inter-node link per GPU; host memory without GPUs.
+struct CollectiveLink {
+  double Bps = 0;
+  double step_latency_s = 0;
+  std::string what;  // "NVLink", "PCIe", "host memory": for the banner
+};
+void set_collective_link(CollectiveLink link);
+const CollectiveLink& collective_link();
+// Microseconds a ring collective takes in which each rank sends `bytes_sent` in `steps` steps:
+// steps · latency + bytes / bandwidth.
+double ring_us(double bytes_sent, int steps);
+
 // Every codelet's name, as each declares itself (runtime/codelet.hpp; static construction).
 void register_codelet(const char* symbol);
 // Loads the history-based model a real run recorded for each registered codelet (`starzero

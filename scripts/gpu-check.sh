@@ -395,6 +395,38 @@ else
   skip "scheduling sweep" "not built"
 fi
 
+# 7. Calibration for the simulator (docs/simulation.md, "Task durations"): the gpt2-124M runs of
+#    step 5 again with StarPU recording every codelet's CUDA and CPU durations, into
+#    $logs/calibration (commit it as sim/calibrations/h200x1: `starzero-sim --platform
+#    sim/calibrations/h200x1`). With STARZERO_SIM set to a starzero-sim that runs here, the same
+#    runs are then simulated on that calibration and predicted step times are printed beside the
+#    measured ones (the medians of the steps after the second).
+if [ $built = 1 ]; then
+  cal_common=(--preset gpt2-124M --batch 8 --seq 256 --precision bf16 --cuda-workers 1 --steps 12)
+  step "calibrate gpt2-124M bf16 plain + offload cpu (--like h200x1)" "$logs/calibrate.log" \
+    bash -c "'$build/apps/starzero' calibrate --out '$logs/calibration' --name h200x1-calibrated --like h200x1 \
+      ${cal_common[*]} && '$build/apps/starzero' calibrate --out '$logs/calibration' --name h200x1-calibrated \
+      --like h200x1 ${cal_common[*]} --offload-optimizer cpu" || true
+  if [ -n "${STARZERO_SIM:-}" ] && [ -d "$logs/calibration/bus" ]; then
+    for run in offload_plain offload_cpu; do
+      extra=(); [ $run = offload_cpu ] && extra=(--offload-optimizer cpu)
+      step "simulate $run on the calibration" "$logs/sim_$run.log" "$STARZERO_SIM" train --preset gpt2-124M --batch 8 \
+        --seq 256 --steps 12 --precision bf16 --val-every 0 --platform "$logs/calibration" "${extra[@]}" || true
+      row=$(python3 - "$logs/$run.log" "$logs/sim_$run.log" <<'EOF' || true
+import re, statistics, sys
+real = [float(x) for x in re.findall(r"\| ([0-9.]+) ms \|", open(sys.argv[1], errors="replace").read().replace("\r", "\n"))]
+sim = [float(x) for x in re.findall(r"predicted ([0-9.]+) ms", open(sys.argv[2]).read())]
+m, p = statistics.median(real[2:]), statistics.median(sim[2:])
+print(f"measured {m:.1f} ms, predicted {p:.1f} ms, error {100 * (p - m) / m:+.1f} %")
+EOF
+)
+      rows+=("| simulated $run vs measured | ${row:-?} | |")
+    done
+  fi
+else
+  skip "calibration" "not built"
+fi
+
 # ---- summary ---------------------------------------------------------------------------------------
 {
   echo "# starzero gpu-check"

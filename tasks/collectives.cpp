@@ -56,7 +56,9 @@ void on_cuda(const TaskBuffers& b, const CollectiveArgs& a) {
 // FLOPs 0 (the reductions' adds are left out); bytes: what this rank sends, as the communicators
 // count it: (p-1)·s elements for a ring all-gather or reduce-scatter of shards of s, and the
 // ring all-reduce's volume. No performance model: a collective's time is mostly the wait for the
-// other ranks.
+// other ranks. In simulation (--simulate-ranks), where the other ranks do not exist, the same
+// volume over the platform's link, plus one latency per ring step (p-1 steps; 2(p-1) for the
+// all-reduce), is the task's duration.
 
 double shard_exchange_bytes(const CollectiveArgs& a, Handles) {
   return double(a.comm->size() - 1) * double(a.comm->shard_count(a.count)) * double(dtype_size(a.dtype));
@@ -66,6 +68,12 @@ double all_reduce_bytes(const CollectiveArgs& a, Handles h) {
   return double(sent) * double(dtype_size(a.dtype));
 }
 double no_flops(const CollectiveArgs&, Handles) { return 0; }
+double shard_exchange_us(const CollectiveArgs& a, Handles h) {
+  return simulation::ring_us(shard_exchange_bytes(a, h), a.comm->size() - 1);
+}
+double all_reduce_us(const CollectiveArgs& a, Handles h) {
+  return simulation::ring_us(all_reduce_bytes(a, h), 2 * (a.comm->size() - 1));
+}
 
 // One declaration per operation; two codelets from it, by kind of communicator: MPI/self run on
 // CPU workers only, NCCL on CUDA workers only, so the buffers are where the library expects them.
@@ -75,11 +83,11 @@ struct CollectiveCodelets {
       : host(only_cpu(both)), device(only_cuda(both)) {}
 
   const Codelet<CollectiveArgs>& for_comm(const Communicator& comm) const {
-    if (comm.name() != "nccl") return host;
+    if (!comm.on_device()) return host;
 #ifdef STARZERO_WITH_CUDA
     return device;
 #else
-    throw std::logic_error("an NCCL communicator in a build without CUDA");
+    throw std::logic_error("a communicator on GPUs in a build without CUDA");
 #endif
   }
 
@@ -97,7 +105,8 @@ struct CollectiveCodelets {
 // The codelets of a collective: its task takes `buffers`, then the communicator's order token
 // ("order", RW); `function` runs it.
 template <CollectiveFunction function>
-CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Codelet<CollectiveArgs>::Cost bytes) {
+CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Codelet<CollectiveArgs>::Cost bytes,
+                              Codelet<CollectiveArgs>::Cost simulated_us) {
   buffers.push_back({STARPU_RW, "order"});
   return CollectiveCodelets({
       .name = name,
@@ -107,18 +116,27 @@ CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Cod
       .flops = no_flops,
       .bytes = bytes,
       .history_model = false,
+      .simulated_us = simulated_us,
   });
 }
 
-const CollectiveCodelets all_gather_cl =
-    collective<all_gather>("all_gather", {{STARPU_R, "shard"}, {STARPU_W, "full"}}, shard_exchange_bytes);
-const CollectiveCodelets reduce_scatter_cl =
-    collective<reduce_scatter>("reduce_scatter", {{STARPU_R, "full"}, {STARPU_W, "shard"}}, shard_exchange_bytes);
+const CollectiveCodelets all_gather_cl = collective<all_gather>("all_gather", {{STARPU_R, "shard"}, {STARPU_W, "full"}},
+                                                                shard_exchange_bytes, shard_exchange_us);
+const CollectiveCodelets reduce_scatter_cl = collective<reduce_scatter>(
+    "reduce_scatter", {{STARPU_R, "full"}, {STARPU_W, "shard"}}, shard_exchange_bytes, shard_exchange_us);
 const CollectiveCodelets all_gather_in_place_cl =
-    collective<all_gather_in_place>("all_gather", {{STARPU_RW, "full"}}, shard_exchange_bytes);
-const CollectiveCodelets reduce_scatter_in_place_cl =
-    collective<reduce_scatter_in_place>("reduce_scatter", {{STARPU_RW, "full"}}, shard_exchange_bytes);
-const CollectiveCodelets all_reduce_cl = collective<all_reduce>("all_reduce", {{STARPU_RW, "data"}}, all_reduce_bytes);
+    collective<all_gather_in_place>("all_gather", {{STARPU_RW, "full"}}, shard_exchange_bytes, shard_exchange_us);
+const CollectiveCodelets reduce_scatter_in_place_cl = collective<reduce_scatter_in_place>(
+    "reduce_scatter", {{STARPU_RW, "full"}}, shard_exchange_bytes, shard_exchange_us);
+const CollectiveCodelets all_reduce_cl =
+    collective<all_reduce>("all_reduce", {{STARPU_RW, "data"}}, all_reduce_bytes, all_reduce_us);
+
+// A simulation runs no task function, so the simulated ranks' communicator counts each collective
+// as its task is submitted.
+void count_in_simulation(Communicator& comm, CommOp op, std::size_t count, DType dtype) {
+  if constexpr (simulation::enabled)
+    if (auto* simulated = dynamic_cast<SimulatedRingComm*>(&comm)) simulated->count_submitted(op, count, dtype);
+}
 
 }  // namespace
 
@@ -134,28 +152,33 @@ void submit_all_gather(const CollectiveOrder& order, starpu_data_handle_t shard,
                        std::size_t count, DType dtype, const std::string& name) {
   submit(all_gather_cl.for_comm(order.comm()), {shard, full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
+  count_in_simulation(order.comm(), CommOp::all_gather, count, dtype);
 }
 
 void submit_reduce_scatter(const CollectiveOrder& order, starpu_data_handle_t full, starpu_data_handle_t shard,
                            std::size_t count, DType dtype, const std::string& name) {
   submit(reduce_scatter_cl.for_comm(order.comm()), {full, shard, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
+  count_in_simulation(order.comm(), CommOp::reduce_scatter, count, dtype);
 }
 
 void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count, DType dtype,
                                 const std::string& name) {
   submit(all_gather_in_place_cl.for_comm(order.comm()), {full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
+  count_in_simulation(order.comm(), CommOp::all_gather, count, dtype);
 }
 
 void submit_reduce_scatter_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
                                     DType dtype, const std::string& name) {
   submit(reduce_scatter_in_place_cl.for_comm(order.comm()), {full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
+  count_in_simulation(order.comm(), CommOp::reduce_scatter, count, dtype);
 }
 
 void submit_all_reduce(const CollectiveOrder& order, starpu_data_handle_t data, DType dtype, const std::string& name) {
   submit(all_reduce_cl.for_comm(order.comm()), {data, order.token()}, CollectiveArgs{&order.comm(), 0, dtype}, name);
+  count_in_simulation(order.comm(), CommOp::all_reduce, starpu_vector_get_nx(data), dtype);
 }
 
 }  // namespace starzero::tasks

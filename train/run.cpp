@@ -30,7 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 std::string fixed(double value, int digits) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", digits, value);
@@ -119,7 +118,14 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
               spec.describe().c_str(), o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch,
               run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(),
               session.cuda_workers());
-  if (ranks.size() > 1)
+  if (ranks.is_simulated() && ranks.size() > 1) {
+    const simulation::CollectiveLink& link = simulation::collective_link();
+    std::printf(
+        "simulated data parallel: this is rank 0 of %d ranks, ZeRO-%d, %d sequences per rank and "
+        "micro-batch; each collective is costed as its ring volume over %s (%.0f GB/s, %.1f us per ring "
+        "step): an approximation (docs/simulation.md, \"Simulated ranks\")\n",
+        ranks.size(), o.stage, run.model->micro_batch(), link.what.c_str(), link.Bps / 1e9, link.step_latency_s * 1e6);
+  } else if (ranks.size() > 1)
     std::printf("data parallel: %d ranks (%s collectives), ZeRO-%d, %d sequences per rank and micro-batch%s\n",
                 ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.stage, run.model->micro_batch(),
                 o.stage == 3 ? (", prefetch depth " + std::to_string(o.prefetch_depth)).c_str() : "");
@@ -163,7 +169,9 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   host_input.offload_params = o.offload_params;
   host_input.adam_threads = o.adam_threads;
   host_input.gpu = rank_gpu;
-  host_input.ranks_here = ranks.local_size();
+  // Simulated ranks share the machine while it has a GPU for each; beyond, each machine holds as
+  // many as it has GPUs (CPU-only: one rank per machine).
+  host_input.ranks_here = !ranks.is_simulated() ? ranks.local_size() : gpus > 0 ? std::min(ranks.size(), gpus) : 1;
   host_input.cpu_workers = session.cpu_workers;
   host_input.nvme_path = o.nvme_path;
   host_input.host_mem_limit_mib = o.host_mem_limit_mib;
@@ -177,7 +185,17 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   run.session.emplace(session);
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
-  if (nccl) {
+  // What every step needs on the device for good (parameters, gradients, optimizer state: the plan's
+  // static GPU bytes) must fit the GPU, or StarPU would evict and fetch it back again and again.
+  // Activations are not counted: recomputation, activation offload and eviction take care of them.
+  if (const std::size_t device = run.session->cuda_memory_bytes();
+      device > 0 && host_input.memory.gpu_static() > double(device))
+    throw std::invalid_argument(
+        "the model's parameters, gradients and optimizer state take " + fixed(host_input.memory.gpu_static() / 1e9, 1) +
+        " GB per GPU (`starzero plan`), more than the GPU's " + fixed(double(device) / 1e9, 1) +
+        " GB: offload them (--offload-optimizer cpu; --stage 3 --offload-params cpu) or use more ranks");
+  if (ranks.is_simulated()) ranks.use_simulated_collectives(run.session->cuda_workers() > 0);
+  if (nccl && !ranks.is_simulated()) {
     if (run.session->cuda_workers() == 0)
       throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
     ranks.use_nccl(std::max(0, session.cuda_device));
@@ -187,17 +205,32 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   return host;
 }
 
-void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, double start) {
+void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, std::size_t parameters, int ranks,
+                   double start) {
   const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
   if constexpr (simulation::enabled) {
-    std::printf("summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
-                "%.3f s total simulated\n",
-                s.steps, s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+    std::printf(
+        "summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
+        "%.3f s total simulated\n",
+        s.steps, s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+    // Model FLOP/s per rank: 6 FLOPs per parameter and token (attention's own left out), against
+    // the peak of the devices this rank runs on (its GPU, else the machine's CPU cores).
+    const simulation::Roofline& r = simulation::roofline();
+    const simulation::MachineSize machine = simulation::machine_size();
+    const double gpu_peak = o.precision == DType::f32 ? r.gpu_fp32_flops : r.gpu_bf16_flops;
+    const double peak = machine.gpus > 0 ? gpu_peak : r.cpu_core_flops * machine.cpus;
+    const double model_flops = 6.0 * double(parameters) * tokens / double(ranks) / s.train_seconds;
+    std::printf(
+        "model FLOP/s (6 per parameter and token) per rank: %.2f TFLOP/s, MFU %.1f %% of the %s peak "
+        "(%.0f TFLOP/s)\n",
+        model_flops / 1e12, 100.0 * model_flops / peak,
+        machine.gpus > 0 ? (o.precision == DType::f32 ? "GPU's fp32" : "GPU's bf16") : "CPU cores'", peak / 1e12);
     const simulation::DurationSources sources = simulation::duration_sources();
     const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
-    std::printf("task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline "
-                "(docs/simulation.md)\n",
-                100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates);
+    std::printf(
+        "task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline "
+        "(docs/simulation.md)\n",
+        100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates);
     return;
   }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
@@ -319,7 +352,7 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
                                  : "none");
     }
   }
-  print_summary(o, summary, run.model->row_tokens(), start);
+  print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
   if (metrics)
     std::printf("metrics: %s (%zu lines; draw them with `starzero plot %s --out loss.svg`)\n", metrics->path().c_str(),
                 metrics->lines(), metrics->path().c_str());
@@ -334,7 +367,9 @@ int auto_tiles(const Session& session, int micro_batch) {
 
 int run_training(const ModelSpec& spec, const RunOptions& given) {
   const double start = simulation::now_seconds();
-  const int world = DataParallelRanks::world_size();
+  if (given.simulate_ranks > 0 && DataParallelRanks::world_size() > 1)
+    throw std::invalid_argument("--simulate-ranks: one process simulates the ranks; do not start it with mpirun");
+  const int world = given.simulate_ranks > 0 ? given.simulate_ranks : DataParallelRanks::world_size();
   check_options(given, world);
   RunOptions options = given;
   const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
@@ -343,7 +378,8 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
   if (options.checkpoint_in) resume = read_resume_files(*options.checkpoint_in, spec.checkpoint_format());
   const std::uint64_t done = resume && resume->state ? resume->state->step() : 0;
 
-  DataParallelRanks ranks;
+  DataParallelRanks ranks =
+      options.simulate_ranks > 0 ? DataParallelRanks::simulated(options.simulate_ranks) : DataParallelRanks();
   if (options.steps_are_total) {
     if (done >= std::uint64_t(options.trainer.steps)) {
       if (ranks.leader())

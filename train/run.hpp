@@ -38,11 +38,14 @@ struct RunOptions {
   int grad_window = 2;
   bool fp32_grad_accum = false;
   std::vector<std::pair<int, int>> nan_gradients;  // testing: EngineOptions::nan_gradients
-  int hang_at_step = 0, hang_rank = 0;              // testing: EngineOptions::hang_at_step, on this rank
+  int hang_at_step = 0, hang_rank = 0;             // testing: EngineOptions::hang_at_step, on this rank
   // A rank on which nothing finishes (a step, a validation, a save) for this long reports what
   // each of its threads waits on and ends the job with exit code 3 (runtime/watchdog.hpp); 0: off.
   int watchdog_seconds = 600;
   Collectives collectives = Collectives::automatic;
+  // starzero-sim: this process is rank 0 of this many simulated ranks (runtime/ranks.hpp); 0: the
+  // ranks of mpirun (or one).
+  int simulate_ranks = 0;
   // Offload.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The predicted table of README.md ("What one H200 would do"): GPT models of 124M to 13B
+# parameters on a simulated H200 node with 32 CPU cores (starzero-sim, roofline durations for the
+# GPU), each plain, with --offload-optimizer cpu, and with the offloaded optimizer without
+# gradient clipping and with DeepSpeed's delayed parameter update. For each run: steady tokens/s
+# (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token), the
+# CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work, from the trace
+# report. A configuration whose state does not fit the GPU is reported as such (exit 2 of the run).
+# Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST]
+#   LIST: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
+set -euo pipefail
+sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST]}
+shift
+cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cpus) cpus=${2:?}; shift 2 ;;
+    --steps) steps=${2:?}; shift 2 ;;
+    --models) models=${2:?}; shift 2 ;;
+    *) echo "simulate-table: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+declare -A shape=(
+  [gpt2-124M]="--preset gpt2-124M"
+  [gpt2-1558M]="--preset gpt2-1558M"
+  [gpt-7B]="--preset gpt2-1558M --layers 32 --channels 4096 --heads 32"
+  [gpt-13B]="--preset gpt2-1558M --layers 40 --channels 5120 --heads 40"
+)
+declare -A mode=(
+  [plain]=""
+  [offload]="--offload-optimizer cpu"
+  [offload-noclip]="--offload-optimizer cpu --grad-clip 0"
+  [offload-delayed]="--offload-optimizer cpu --delayed-update 1"
+)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$sim" platform h200x1 --cpus "$cpus" --out "$work/platform" > /dev/null
+text=$work/text.txt
+python3 -c "import random; random.seed(3); print(' '.join(random.choice('the of and to in is that for it as'.split()) for _ in range(200000)))" > "$text"
+IFS=, read -r -a chosen <<< "$models"
+echo "| model | configuration | tokens/s | TFLOP/s | GPU busy | CPU Adam hidden | step ms |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for m in "${chosen[@]}"; do
+  [ -n "${shape[$m]:-}" ] || { echo "simulate-table: unknown model $m" >&2; exit 2; }
+  for c in plain offload offload-noclip offload-delayed; do
+    echo "simulate-table: $m, $c ..." >&2
+    read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
+    rc=0
+    "$sim" train "${flags[@]}" --batch 8 --seq 1024 --precision bf16 --data "$text" --steps "$steps" --sched dmda \
+      --platform "$work/platform" --trace "$work/t" > "$work/log" 2> "$work/err" || rc=$?
+    if [ "$rc" -eq 2 ]; then
+      echo "| $m | $c | does not fit | | | | |"
+      continue
+    elif [ "$rc" -ne 0 ]; then
+      cat "$work/log" "$work/err" >&2
+      exit 1
+    fi
+    "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null
+    python3 - "$m" "$c" "$work/log" "$work/report.json" <<'PY'
+import json, re, statistics, sys
+model, config, log, report = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
+ms = [float(x) for x in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.]+) ms", log, re.M)]
+step = statistics.median(ms[2:]) / 1e3
+tokens = 8 * 1024
+params = float(re.search(r", (\d+) parameters", log).group(1))
+cuda = [w for w in report["workers"] if w["kind"] == "cuda"]
+gpu_busy = cuda[0]["steady_busy_fraction"] if cuda and cuda[0]["steady_busy_fraction"] is not None else float("nan")
+hidden = report["overlap"].get("adam_concurrent_fraction")
+tflops = 6 * params * tokens / step / 1e12
+print(f"| {model} | {config} | {tokens / step:.0f} | {tflops:.1f} | {100 * gpu_busy:.0f} % | "
+      f"{'-' if hidden is None else f'{100 * hidden:.0f} %'} | {step * 1e3:.1f} |")
+PY
+  done
+done

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# starzero-sim's deterministic properties (docs/simulation.md):
+# - Simulated ranks (--simulate-ranks 8, ZeRO-3): on h200x8 the banner says it is rank 0 of 8 over
+#   NVLink and that collectives are an approximation, there is one CUDA worker, the collectives run
+#   on it and the same run twice predicts the same steps; on a CPU-only machine every collective
+#   task lasts exactly the ring formula for its shard, (N-1) latencies + (N-1) shards / bandwidth;
+#   on both, rank 0 sends the bytes the ZeRO report expects, and the last step's tasks add up to
+#   them.
+# - PCIe bytes per step under --offload-optimizer cpu: one more step moves every layer's bf16
+#   gradient down and its parameters up once, 2 bytes per parameter each way, as `starzero plan`'s
+#   offload traffic says (read from the trace's transfers by size).
+# - The GPU memory StarPU allocates (the trace's peak) never exceeds the platform's memory.
+# - A model whose parameters, gradients and optimizer state do not fit the GPU is refused (exit
+#   2, naming the offload flags), and the same model with --offload-optimizer cpu runs.
+# - --platform this-machine: the committed calibration gives the durations of a calibrated shape.
+# - `starzero-sim train --help` prints starzero's options; bad --simulate-ranks values exit 2.
+# Usage: simulation_properties_test.sh STARZERO_SIM
+set -euo pipefail
+sim=$1
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+write_words "$work/text.txt" 17 20000
+steps() { grep -oE "^step [0-9]+/[0-9]+ \| lr [0-9.e+-]+ \| predicted [0-9.]+ ms" "$1"; }
+
+# ---- simulated ranks ------------------------------------------------------------------------------
+ranks=(--preset tiny --layers 4 --channels 128 --heads 4 --max-seq 64 --seq 64 --batch 16 --data "$work/text.txt"
+  --steps 3 --sched dmda --stage 3 --simulate-ranks 8)
+# On 8 H200s: the collectives are NCCL's, on the CUDA worker; the link is NVLink.
+"$sim" train "${ranks[@]}" --platform h200x8 --trace "$work/ranks" > "$work/ranks.log" 2>&1 || { cat "$work/ranks.log"; fail "--simulate-ranks 8"; }
+grep -q "^simulated data parallel: this is rank 0 of 8 ranks, ZeRO-3, 2 sequences per rank.*over NVLink (450 GB/s, 5.0 us per ring step): an approximation" \
+  "$work/ranks.log" || { cat "$work/ranks.log"; fail "simulated ranks: banner"; }
+grep -qE "[0-9]+ CPU \+ 1 CUDA workers" "$work/ranks.log" || { cat "$work/ranks.log"; fail "simulated ranks: one GPU per rank"; }
+"$sim" train "${ranks[@]}" --platform h200x8 > "$work/ranks2.log" 2>&1 || fail "--simulate-ranks 8, again"
+[ "$(steps "$work/ranks.log")" = "$(steps "$work/ranks2.log")" ] || fail "simulated ranks: two runs predict different times"
+# On a machine of 8 CPU cores and no GPU the collectives are MPI's, on CPU workers, where a task
+# lasts exactly its model's time (an asynchronous CUDA task's trace time also holds its wait in the
+# stream): each one's is the ring formula for its shard, over host memory (25 GB/s, 1 us a step).
+"$sim" platform custom --cpus 8 --name cpu8 --out "$work/cpu8" > /dev/null || fail "a CPU machine"
+"$sim" train "${ranks[@]}" --platform "$work/cpu8" --trace "$work/ranks-cpu" > "$work/ranks-cpu.log" 2>&1 \
+  || { cat "$work/ranks-cpu.log"; fail "--simulate-ranks 8 on CPUs"; }
+python3 - "$work/ranks.log" "$work/ranks/tasks.rec" "$work/ranks-cpu.log" "$work/ranks-cpu/tasks.rec" <<'PY' || fail "simulated ranks: collective bytes or durations"
+import re, sys
+def tasks(path):
+    out = []
+    for record in open(path).read().split("\n\n"):
+        f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
+        if "Name" in f and "StartTime" in f and re.match(r"(all_gather|reduce_scatter|all_reduce)", f["Name"]):
+            f["us"] = (float(f["EndTime"]) - float(f["StartTime"])) * 1e3
+            f["sizes"] = list(map(int, f["Sizes"].split()))
+            out.append(f)
+    return out
+def check(log_path, rec_path, link, on_cuda):
+    log = open(log_path).read()
+    sent = re.search(r"rank 0: all-gather (\d+), reduce-scatter (\d+), all-reduce (\d+)", log)
+    expected = re.search(r"expected with padding: all-gather (\d+), reduce-scatter (\d+)", log)
+    assert sent and expected, "no ZeRO report"
+    assert sent.groups()[:2] == expected.groups(), (sent.groups(), expected.groups())
+    m = re.search(rf"over {link} \(([0-9.]+) GB/s, ([0-9.]+) us per ring step\)", log)
+    assert m, f"the banner names no {link} link"
+    bps, step_us = float(m.group(1)) * 1e9, float(m.group(2))
+    collective = tasks(rec_path)
+    last = max(int(t["Iteration"]) for t in collective)
+    totals = {"all_gather": 0, "reduce_scatter": 0}
+    for t in collective:
+        if on_cuda:  # StarPU numbers the CUDA worker first
+            assert t["WorkerId"] == "0", ("not on the CUDA worker", t["Name"], t["WorkerId"])
+        kind = "all_reduce" if t["Name"].startswith("all_reduce") else t["Name"].split("_")[0] + "_" + t["Name"].split("_")[1]
+        if kind == "all_reduce":  # one fp32 value: 14 latencies, the bytes next to nothing
+            formula = 14 * step_us
+        else:
+            shard = t["sizes"][0] if kind == "all_gather" else t["sizes"][1]
+            formula = 7 * step_us + 7 * shard / bps * 1e6
+            if int(t["Iteration"]) == last: totals[kind] += 7 * shard
+        if on_cuda:  # the stream's wait comes on top
+            assert t["us"] >= formula - 0.01, (t["Name"], t["us"], formula)
+        else:
+            assert abs(t["us"] - formula) <= 0.01, (t["Name"], t["us"], formula)
+    assert totals == {"all_gather": int(sent.group(1)), "reduce_scatter": int(sent.group(2))}, (totals, sent.groups())
+    print(f"{link}: {len(collective)} collective tasks, each as long as the ring formula; last step {totals}")
+check(sys.argv[1], sys.argv[2], "NVLink", True)
+check(sys.argv[3], sys.argv[4], "host memory", False)
+PY
+
+# ---- PCIe bytes per step with the optimizer on the host -------------------------------------------
+# A wide model with few tokens, so that the layers' transfers stand out by size: one more step
+# (3 steps against 2) moves each layer's bf16 gradient down once and its bf16 parameters up once,
+# 2 bytes per parameter each way, as `starzero plan`'s offload traffic says. What else crosses is
+# the activations of the small tasks dmda runs on the CPU workers (printed, not checked).
+offload=(--preset tiny --layers 4 --channels 512 --heads 8 --max-seq 16 --seq 16 --batch 1 --data "$work/text.txt"
+  --sched dmda --platform h200x1 --offload-optimizer cpu)
+for n in 2 3; do
+  "$sim" train "${offload[@]}" --steps "$n" --trace "$work/off$n" > "$work/off$n.log" 2>&1 || { cat "$work/off$n.log"; fail "offload, $n steps"; }
+done
+"$sim" plan --layers 4 --hidden 512 --heads 8 --vocab 256 --seq 16 --batch 1 --stage 0 --offload-optimizer cpu --json \
+  > "$work/plan.json" 2> "$work/plan.err" || { cat "$work/plan.err"; fail "plan --json"; }
+python3 - "$work/off2/paje.trace" "$work/off3/paje.trace" "$work/plan.json" "$work/off3.log" <<'PY' || fail "PCIe bytes per step differ from the plan's"
+import collections, json, re, sys
+def transfers(path):  # (source container, destination container, bytes) -> count, from the Paje links
+    fields, current, started, count = {}, None, {}, collections.Counter()
+    for line in open(path):
+        words = line.split()
+        if line.startswith("%EventDef"):
+            current = words[2]
+            fields[current] = [words[1], []]
+        elif line.startswith("%EndEventDef"):
+            current = None
+        elif line.startswith("%") and current:
+            fields[current][1].append(words[1])
+        elif words and words[0] in fields and fields[words[0]][0] in ("PajeStartLink", "PajeEndLink"):
+            f = dict(zip(fields[words[0]][1], words[1:]))
+            if fields[words[0]][0] == "PajeStartLink":
+                started[f["Key"]] = (f["StartContainer"], int(float(f["Value"])))
+            elif f["Key"] in started:
+                src, size = started.pop(f["Key"])
+                count[src, f["EndContainer"], size] += 1
+    return count
+two, three = transfers(sys.argv[1]), transfers(sys.argv[2])
+step = {k: three[k] - two[k] for k in three if three[k] != two[k]}
+def find(node, key):
+    if isinstance(node, dict):
+        if key in node: return node[key]
+        node = list(node.values())
+    if isinstance(node, list):
+        for v in node:
+            r = find(v, key)
+            if r is not None: return r
+traffic = find(json.load(open(sys.argv[3])), "offload_transfer_bytes")
+psi = int(re.search(r", (\d+) parameters", open(sys.argv[4]).read()).group(1))
+C, L, V, T = 512, 4, 256, 16
+layers = {2 * (12 * C * C + 13 * C): L, 2 * (V + T) * C: 1, 2 * 2 * C: 1}  # bf16 bytes per layer: blocks, embeddings, final norm
+assert sum(b * n for b, n in layers.items()) == 2 * psi == traffic / 2, (layers, psi, traffic)
+for src, dst, what in (("mm1", "mm0", "gradients down"), ("mm0", "mm1", "parameters up")):
+    for size, n in layers.items():
+        assert step.get((src, dst, size), 0) >= n, (what, size, step.get((src, dst, size), 0), n)
+    rest = sum(b * n for (s, d, b), n in step.items() if (s, d) == (src, dst) and b not in layers)
+    print(f"one step, {what}: every layer once, {2 * psi} bytes = the plan's {traffic / 2:.0f}; besides, {rest} bytes of activations")
+assert step.get(("mm1", "mm0", 2 * (12 * C * C + 13 * C)), 0) == L, "a block's gradient came down more than once"
+PY
+
+# ---- GPU memory never above the platform's ----------------------------------------------------------
+"$sim" platform h200x1 --gpu-mem 1GB --out "$work/small" > /dev/null || fail "a 1 GB H200"
+small=(--preset tiny --layers 6 --channels 256 --heads 4 --max-seq 256 --seq 256 --batch 16 --data "$work/text.txt"
+  --steps 2 --sched dmda --precision fp32 --platform "$work/small")
+"$sim" train "${small[@]}" --trace "$work/small-run" > "$work/small.log" 2>&1 || { cat "$work/small.log"; fail "1 GB GPU"; }
+"$sim" trace "$work/small-run" --json > "$work/small.json" 2> /dev/null || fail "trace report, 1 GB GPU"
+python3 - "$work/small.json" <<'PY' || fail "GPU memory above the platform's"
+import json, sys
+memory = {m["node"]: m["peak_bytes"] for m in json.load(open(sys.argv[1]))["memory"]}
+assert "GPU0" in memory, memory
+assert 0 < memory["GPU0"] <= 1e9, memory
+print(f"GPU0 peak {memory['GPU0'] / 1e6:.0f} MB of 1000 MB")
+PY
+
+# ---- a model that does not fit without offload ------------------------------------------------------
+big=(--preset tiny --layers 8 --channels 2048 --heads 16 --max-seq 64 --seq 64 --batch 1 --data "$work/text.txt"
+  --steps 2 --sched dmda --platform "$work/small")
+rc=0
+"$sim" train "${big[@]}" > "$work/big.log" 2> "$work/big.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "offload-optimizer cpu" "$work/big.err" || { cat "$work/big.err"; fail "a model too large: exit $rc"; }
+"$sim" train "${big[@]}" --stage 3 --offload-optimizer cpu --offload-params cpu > "$work/big-off.log" 2>&1 \
+  || { cat "$work/big-off.log"; fail "the model too large, offloaded"; }
+
+# ---- this-machine: the committed calibration -----------------------------------------------------------
+"$sim" train --preset tiny --batch 8 --seq 64 --data "$work/text.txt" --steps 3 --sched lws --platform this-machine \
+  > "$work/this.log" 2>&1 || { cat "$work/this.log"; fail "--platform this-machine"; }
+share=$(grep -oE "task durations: [0-9.]+ % of the estimates from calibration" "$work/this.log" | grep -oE "[0-9.]+" | head -n1)
+python3 -c "import sys; assert float(sys.argv[1]) > 50" "${share:-0}" || { cat "$work/this.log"; fail "this-machine: ${share:-no} % calibrated"; }
+
+# --help is the program's (SimGrid would answer a bare --help with its own options).
+"$sim" train --help > "$work/help.txt" 2>&1 || fail "train --help"
+grep -q -- "--simulate-ranks N" "$work/help.txt" || { head -5 "$work/help.txt"; fail "train --help: not starzero's options"; }
+
+expect_bad_input "--simulate-ranks 0" "$sim" train "${ranks[@]}" --simulate-ranks 0
+expect_bad_input "--simulate-ranks x" "$sim" train "${ranks[@]}" --simulate-ranks x
+expect_bad_input "a batch the simulated ranks cannot share" "$sim" train "${ranks[@]}" --batch 12
+finish "simulation properties: passed"
