@@ -1,12 +1,17 @@
 #include "models/llama.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include "tasks/elementwise.hpp"
 #include "tasks/llama_kernels.hpp"
+#include "tasks/prefetch.hpp"
 
 namespace starzero {
 
@@ -24,99 +29,265 @@ struct ScratchHandle {
   ~ScratchHandle() { starpu_data_unregister_submit(handle); }
 };
 
-std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
+std::string at(const std::string& what, int index) { return what + "[" + std::to_string(index) + "]"; }
+
+// A task name: `op` with the block index ("[b]"), or alone for block -1.
+std::string indexed(const std::string& op, int block) { return block < 0 ? op : at(op, block); }
+
+// Every piece of each tensor (the whole one when it is not split).
+std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& tensors) {
+  std::vector<starpu_data_handle_t> handles;
+  for (const Tensor* tensor : tensors)
+    for (std::size_t k = 0; k < tensor->pieces(); ++k) handles.push_back(tensor->piece(k));
+  return handles;
+}
+
+// Per sequence: one attention matrix per query head, [NH, T, T] fp32.
+std::size_t attention_size(const LlamaShape& s, int T) {
+  return std::size_t(s.heads) * std::size_t(T) * std::size_t(T);
+}
+
+// The width of a block's tensor per token: C, Q = (NH + 2·NKV)·hs or H elements of the storage
+// type, one fp32 (RMSNorm's rstd), or an fp32 attention row per head (NH·T).
+enum class Width { C, Q, H, stat, attention };
+
+std::size_t per_sequence(const LlamaShape& s, int T, Width width) {
+  switch (width) {
+    case Width::C: return std::size_t(T) * std::size_t(s.channels);
+    case Width::Q: return std::size_t(T) * std::size_t(s.qkv_channels());
+    case Width::H: return std::size_t(T) * std::size_t(s.ffn_hidden);
+    case Width::stat: return std::size_t(T);
+    case Width::attention: return attention_size(s, T);
+  }
+  return 0;
+}
+
+// A block's forward tensors, and what each policy keeps per block (the rest lives in shared
+// slots). No backward task reads attproj or mlpproj (only the residual adds of the forward): no
+// policy keeps them. Selective keeps the matmul outputs the backward reads (qkv after RoPE, fc,
+// fc2) and the residual stream (residual2, residual3); full keeps the block's output.
+struct ActivationKind {
+  const char* name;
+  Width width;
+  bool none_keeps, selective_keeps;
+};
+constexpr ActivationKind kBlockActivations[] = {
+    {"ln1", Width::C, true, false},      {"ln1_rstd", Width::stat, true, false}, {"qkv", Width::Q, true, true},
+    {"atty", Width::C, true, false},     {"att", Width::attention, true, false}, {"attproj", Width::C, false, false},
+    {"residual2", Width::C, true, true}, {"ln2", Width::C, true, false},         {"ln2_rstd", Width::stat, true, false},
+    {"fc", Width::H, true, true},        {"fc2", Width::H, true, true},          {"swiglu", Width::H, true, false},
+    {"mlpproj", Width::C, false, false}, {"residual3", Width::C, true, true},
+};
+// The gradients inside a block and of its output (dresidual3, which the block above writes).
+constexpr std::pair<const char*, Width> kBlockGradients[] = {
+    {"dresidual2", Width::C},   {"dln2", Width::C},     {"dfc", Width::H},      {"dfc2", Width::H},
+    {"dswiglu", Width::H},      {"dmlpproj", Width::C}, {"dattproj", Width::C}, {"datty", Width::C},
+    {"dqkv_rotated", Width::Q}, {"dqkv", Width::Q},     {"dln1", Width::C},     {"dresidual3", Width::C},
+};
+// Gradient slots: block b's backward writes slot b % 2 and the dresidual3 of slot (b − 1) % 2.
+constexpr int kGradientSlots = 2;
+
+bool kept_per_block(const ActivationKind& kind, Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return kind.none_keeps;
+    case Recompute::selective: return kind.selective_keeps;
+    case Recompute::full: return std::string_view(kind.name) == "residual3";
+  }
+  return true;
+}
+
+// Output channels [first, end) of piece k of n of a weight with `rows` output channels.
+int piece_first_row(int rows, int n, int k) { return int(std::int64_t(rows) * k / n); }
 
 }  // namespace
 
-// Activations and their gradients. Per block what its backward reads; one shared set of the
-// forward's temporaries and of the backward's gradients inside a block (zeroed at the start of
-// each block's backward); per block the gradient of its output (zeroed in its forward).
-struct LlamaModel::Buffers {
-  struct Block {
-    Tensor ln1, rstd1, qkv, atty, att, res2, ln2, rstd2, fc, fc2, sw, out, dout;
-  };
-  struct Shared {
-    Tensor attproj, mlpproj;  // forward temporaries
-    Tensor dres2, dln2, dfc, dfc2, dsw, dmlpproj, dattproj, datty, dqkv_rot, dqkv, dln1;
-  };
-  Tensor tokens, targets, freqs, embedded, dembedded, lnf, rstdf, dlnf, logits, dlogits, probs, losses;
-  std::vector<Block> blocks;
-  std::unique_ptr<Shared> shared;
-  ScratchHandle zeros, dropped, preatt, dpreatt, datt;
-  std::size_t bytes = 0;  // of the tensors above and the scratch
+// The activations of one block and their gradients, as references into the buffers that hold
+// them (Buffers): the block's own tensors, or one of the shared slots.
+struct LlamaModel::Block {
+  Tensor &ln1, &rstd1, &qkv, &atty, &att, &attproj, &res2, &ln2, &rstd2, &fc, &fc2, &sw, &mlpproj, &out;
+  Tensor &dres2, &dln2, &dfc, &dfc2, &dsw, &dmlpproj, &dattproj, &datty, &dqkv_rot, &dqkv, &dln1, &dout;
 
-  Buffers(const LlamaShape& s, DType dtype, int B, int T)
-      : tokens(Tensor::transient(DType::i32, n(B, T), "tokens")),
-        targets(Tensor::transient(DType::i32, n(B, T), "targets")),
-        freqs(Tensor::host(DType::f32, std::size_t(T) * std::size_t(s.head_size()), "freqs_cis")),
-        embedded(act(dtype, B, T, s.channels, "embedded")),
-        dembedded(act(dtype, B, T, s.channels, "dembedded")),
-        lnf(act(dtype, B, T, s.channels, "lnf")),
-        rstdf(act(DType::f32, B, T, 1, "lnf_rstd")),
-        dlnf(act(dtype, B, T, s.channels, "dlnf")),
-        logits(act(dtype, B, T, s.vocab, "logits")),
-        dlogits(act(dtype, B, T, s.vocab, "dlogits")),
-        probs(act(DType::f32, B, T, s.vocab, "probs")),
-        losses(Tensor::host(DType::f32, n(B, T), "losses")),
+  // The gradients the block's backward accumulates into, but dout (the block above writes it):
+  // zeroed at the start of the block's backward.
+  std::vector<const Tensor*> own_gradients() const {
+    return {&dres2, &dmlpproj, &dsw, &dfc2, &dfc, &dln2, &dattproj, &datty, &dqkv_rot, &dqkv, &dln1};
+  }
+};
+
+// Every activation buffer of a micro-batch. Per block what the policy keeps (with a pinned host
+// home for the first `offloaded` blocks); the tensors it does not keep in min(L, W + 1) shared
+// slots (one slot with --recompute none, for attproj and mlpproj), block b in slot b mod slots;
+// the gradients in two slots. Row-wise tensors are split into one piece per tile.
+struct LlamaModel::Buffers {
+  std::deque<Tensor> storage;  // every tensor below (a deque: references stay valid)
+  Tensor &tokens, &targets, &freqs, &embedded, &dembedded, &lnf, &rstdf, &dlnf, &logits, &dlogits, &probs, &losses;
+  std::vector<Block> blocks;
+  ScratchHandle zeros, dropped;                     // the embedding's T·C position scratch
+  std::deque<ScratchHandle> preatt, dpreatt, datt;  // attention scratch, per tile
+  std::size_t scratch_bytes = 0;
+  // Per block: what it keeps for the backward; offloaded for the first `offloaded` blocks.
+  std::vector<std::vector<const Tensor*>> kept;
+  int offloaded = 0;
+
+  Buffers(const LlamaShape& s, DType dtype, int T, const SequenceTiles& t, const ActivationPolicy& policy)
+      : tokens(keep(t.make(DType::i32, std::size_t(T), "tokens"))),
+        targets(keep(t.make(DType::i32, std::size_t(T), "targets"))),
+        freqs(keep(Tensor::host(DType::f32, std::size_t(T) * std::size_t(s.head_size()), "freqs_cis"))),
+        embedded(keep(t.make(dtype, per_sequence(s, T, Width::C), "embedded"))),
+        dembedded(keep(t.make(dtype, per_sequence(s, T, Width::C), "dembedded"))),
+        lnf(keep(t.make(dtype, per_sequence(s, T, Width::C), "lnf"))),
+        rstdf(keep(t.make(DType::f32, std::size_t(T), "lnf_rstd"))),
+        dlnf(keep(t.make(dtype, per_sequence(s, T, Width::C), "dlnf"))),
+        logits(keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "logits"))),
+        dlogits(keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "dlogits"))),
+        probs(keep(t.make(DType::f32, std::size_t(T) * std::size_t(s.vocab), "probs"))),
+        losses(keep(t.host(DType::f32, std::size_t(T), "losses"))),  // read on the host every step
         zeros(std::size_t(T) * std::size_t(s.channels), dtype_size(dtype)),
-        dropped(std::size_t(T) * std::size_t(s.channels), dtype_size(dtype)),
-        preatt(attention(s, B, T), sizeof(float)),
-        dpreatt(attention(s, B, T), sizeof(float)),
-        datt(attention(s, B, T), sizeof(float)) {
-    const int C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden;
-    for (int b = 0; b < s.layers; ++b) {
-      auto a = [&](DType type, int width, const char* name) { return act(type, B, T, width, at(name, b)); };
-      blocks.push_back(Block{a(dtype, C, "ln1"), a(DType::f32, 1, "ln1_rstd"), a(dtype, Q, "qkv"), a(dtype, C, "atty"),
-                             Tensor::transient(DType::f32, attention(s, B, T), at("att", b)), a(dtype, C, "residual2"),
-                             a(dtype, C, "ln2"), a(DType::f32, 1, "ln2_rstd"), a(dtype, H, "fc"), a(dtype, H, "fc2"),
-                             a(dtype, H, "swiglu"), a(dtype, C, "residual3"), a(dtype, C, "dresidual3")});
+        dropped(std::size_t(T) * std::size_t(s.channels), dtype_size(dtype)) {
+    const int L = s.layers;
+    const int slots = policy.recompute == Recompute::none ? 1 : std::min(L, policy.window + 1);
+    offloaded = offloaded_blocks(policy, L);
+    kept.resize(std::size_t(L));
+    auto make = [&](Width width, const std::string& name, bool host) {
+      const DType type = width == Width::stat || width == Width::attention ? DType::f32 : dtype;
+      return host ? t.host(type, per_sequence(s, T, width), name) : t.make(type, per_sequence(s, T, width), name);
+    };
+    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots),
+                                                   std::vector<Tensor*>(std::size(kBlockActivations)));
+    std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
+    blocks.reserve(std::size_t(L));
+    for (int b = 0; b < L; ++b) {
+      std::vector<Tensor*> f;
+      for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
+        const ActivationKind& kind = kBlockActivations[i];
+        if (kept_per_block(kind, policy.recompute)) {
+          f.push_back(&keep(make(kind.width, at(kind.name, b), b < offloaded)));
+          kept[std::size_t(b)].push_back(f.back());
+          continue;
+        }
+        Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
+        if (!shared) shared = &keep(make(kind.width, at(std::string(kind.name) + "_slot", b % slots), false));
+        f.push_back(shared);
+      }
+      std::vector<Tensor*> g;
+      for (std::size_t i = 0; i < std::size(kBlockGradients); ++i) {
+        const auto& [name, width] = kBlockGradients[i];
+        Tensor*& shared = gradient_slots[std::size_t(b % kGradientSlots)][i];
+        if (!shared) shared = &keep(make(width, at(name, b % kGradientSlots), false));
+        g.push_back(shared);
+      }
+      blocks.push_back(Block{*f[0], *f[1],  *f[2],  *f[3],  *f[4],  *f[5], *f[6],  *f[7], *f[8],
+                             *f[9], *f[10], *f[11], *f[12], *f[13], *g[0], *g[1],  *g[2], *g[3],
+                             *g[4], *g[5],  *g[6],  *g[7],  *g[8],  *g[9], *g[10], *g[11]});
     }
-    auto a = [&](int width, const char* name) { return act(dtype, B, T, width, name); };
-    shared.reset(new Shared{a(C, "attproj"), a(C, "mlpproj"), a(C, "dresidual2"), a(C, "dln2"), a(H, "dfc"),
-                            a(H, "dfc2"), a(H, "dswiglu"), a(C, "dmlpproj"), a(C, "dattproj"), a(C, "datty"),
-                            a(Q, "dqkv_rotated"), a(Q, "dqkv"), a(C, "dln1")});
-    for (const Tensor* t :
-         {&tokens, &targets, &freqs, &embedded, &dembedded, &lnf, &rstdf, &dlnf, &logits, &dlogits, &probs, &losses})
-      bytes += t->bytes();
-    for (const Block& k : blocks)
-      for (const Tensor* t : {&k.ln1, &k.rstd1, &k.qkv, &k.atty, &k.att, &k.res2, &k.ln2, &k.rstd2, &k.fc, &k.fc2,
-                              &k.sw, &k.out, &k.dout})
-        bytes += t->bytes();
-    const Shared& g = *shared;
-    for (const Tensor* t : {&g.attproj, &g.mlpproj, &g.dres2, &g.dln2, &g.dfc, &g.dfc2, &g.dsw, &g.dmlpproj,
-                            &g.dattproj, &g.datty, &g.dqkv_rot, &g.dqkv, &g.dln1})
-      bytes += t->bytes();
-    for (const ScratchHandle* h : {&zeros, &dropped, &preatt, &dpreatt, &datt}) bytes += h->bytes;
+    scratch_bytes = zeros.bytes + dropped.bytes;
+    for (int n : t.sequences()) {
+      const std::size_t count = std::size_t(n) * attention_size(s, T);
+      for (auto* scratch : {&preatt, &dpreatt, &datt}) {
+        scratch->emplace_back(count, sizeof(float));
+        scratch_bytes += scratch->back().bytes;
+      }
+    }
   }
-  static std::size_t n(int B, int T) { return std::size_t(B) * std::size_t(T); }
-  static std::size_t attention(const LlamaShape& s, int B, int T) {
-    return std::size_t(B) * std::size_t(s.heads) * std::size_t(T) * std::size_t(T);
-  }
-  static Tensor act(DType dtype, int B, int T, int width, std::string name) {
-    return Tensor::transient(dtype, n(B, T) * std::size_t(width), std::move(name));
-  }
+
   // The input of block b (and its gradient): the embedding or the block below.
   const Tensor& input(int b) const { return b == 0 ? embedded : blocks[std::size_t(b - 1)].out; }
   const Tensor& input_grad(int b) const { return b == 0 ? dembedded : blocks[std::size_t(b - 1)].dout; }
+
+  // Bytes of every buffer and scratch but the offloaded ones: what stays on the device.
+  std::size_t bytes() const {
+    std::size_t total = scratch_bytes;
+    for (const Tensor& tensor : storage) total += tensor.bytes();
+    return total - offloaded_bytes();
+  }
+  // The offloaded blocks' kept tensors, whose home is pinned host memory.
+  std::size_t offloaded_bytes() const {
+    std::size_t total = 0;
+    for (int b = 0; b < offloaded; ++b)
+      for (const Tensor* tensor : kept[std::size_t(b)]) total += tensor->bytes();
+    return total;
+  }
+
+ private:
+  Tensor& keep(Tensor tensor) {
+    storage.push_back(std::move(tensor));
+    return storage.back();
+  }
 };
 
-LlamaModel::LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, const ActivationPolicy& activations)
-    : shape_(shape),
-      layout_(shape),
-      dims_{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.vocab},
-      ldims_{dtype, B, T, shape.channels, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.norm_eps} {
+// How a layer kind's gradient is cut (gradient_pieces): consecutive pieces in layout order, and
+// the first piece of each of its tensors.
+struct LlamaModel::GradientSplit {
+  std::vector<std::size_t> counts;
+  std::array<std::size_t, kLlamaParamCount> first_piece{};
+};
+
+namespace {
+
+bool is_rmsnorm_weight(LlamaParam p) { return p == LlamaParam::ln1w || p == LlamaParam::ln2w || p == LlamaParam::lnfw; }
+// A linear weight is [(L,) OC, C]: its input and output widths.
+int in_features(const LlamaTensor& weight) { return int(weight.dims.back()); }
+int out_features(const LlamaTensor& weight) { return int(weight.dims[weight.dims.size() - 2]); }
+// Pieces of a linear weight's gradient: one per tile, at most one per output channel.
+int weight_pieces(const LlamaTensor& weight, int tiles) { return std::min(tiles, out_features(weight)); }
+
+// The micro-batch's tiles, once B and T are checked (std::invalid_argument).
+SequenceTiles checked_tiles(const LlamaShape& shape, int B, int T, int tiles) {
   if (B < 1 || T < 1 || T > shape.max_seq)
     throw std::invalid_argument("Llama: need B >= 1 and 1 <= T <= max_seq " + std::to_string(shape.max_seq) +
                                 " (B=" + std::to_string(B) + " T=" + std::to_string(T) + ")");
-  if (activations.recompute != Recompute::none)
-    throw std::invalid_argument("--recompute: the llama3 model keeps its activations (recomputation is GPT's)");
-  if (activations.offload != ActivationOffload::none)
-    throw std::invalid_argument("--offload-activations: the llama3 model keeps its activations on the device (GPT's)");
+  return SequenceTiles(B, tiles);
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, int tiles,
+                       const ActivationPolicy& activations)
+    : shape_(shape),
+      layout_(shape),
+      activations_(activations),
+      tiles_(checked_tiles(shape, B, T, tiles)),
+      dims_{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.vocab},
+      ldims_{dtype, B, T, shape.channels, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.norm_eps} {
+  if (activations.window < 0)
+    throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw std::invalid_argument("the llama3 model trains in fp32 or bf16 storage");
-  buffers_ = std::make_unique<Buffers>(shape, dtype, B, T);
-  auto table = buffers_->freqs.view(Access::write);
-  kernels::rope_frequencies(table.as<float>().data(), T, shape.head_size(), shape.rope_theta, shape.use_scaled_rope);
+  for (int n : tiles_.sequences()) {
+    tile_dims_.push_back(dims_);
+    tile_dims_.back().B = n;
+    tile_ldims_.push_back(ldims_);
+    tile_ldims_.back().B = n;
+  }
+  buffers_ = std::make_unique<Buffers>(shape, dtype, T, tiles_, activations);
+  {
+    auto table = buffers_->freqs.view(Access::write);
+    kernels::rope_frequencies(table.as<float>().data(), T, shape.head_size(), shape.rope_theta, shape.use_scaled_rope);
+  }
+  if (tiles == 1) return;
+  for (LlamaLayerKind kind : {LlamaLayerKind::block, LlamaLayerKind::head}) {
+    std::vector<const LlamaTensor*> in_kind;
+    for (const LlamaTensor& t : layout_.tensors())
+      if (t.layer_kind == kind) in_kind.push_back(&t);
+    std::ranges::sort(in_kind, {}, &LlamaTensor::layer_offset);
+    GradientSplit split;
+    std::size_t next_offset = 0;
+    for (const LlamaTensor* t : in_kind) {
+      if (t->layer_offset != next_offset)
+        throw std::logic_error("gradient split: the layout is not the consecutive table it assumes");
+      split.first_piece[std::size_t(t->id)] = split.counts.size();
+      next_offset = t->layer_offset + t->layer_count;
+      if (is_rmsnorm_weight(t->id)) {
+        split.counts.push_back(t->layer_count);
+        continue;
+      }
+      const int rows = out_features(*t), n = weight_pieces(*t, tiles);
+      for (int k = 0; k < n; ++k)
+        split.counts.push_back(std::size_t(piece_first_row(rows, n, k + 1) - piece_first_row(rows, n, k)) *
+                               std::size_t(in_features(*t)));
+    }
+    gradient_splits_.push_back(std::move(split));
+  }
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -130,7 +301,27 @@ std::string LlamaModel::layer_name(int layer) const {
   return "?";
 }
 
-std::size_t LlamaModel::activation_bytes() const { return buffers_->bytes; }
+std::size_t LlamaModel::activation_bytes() const { return buffers_->bytes(); }
+
+std::size_t LlamaModel::offloaded_activation_bytes() const { return buffers_->offloaded_bytes(); }
+
+std::string LlamaModel::tile_name(const std::string& name, int tile) const {
+  return tiles_.count() == 1 ? name : name + ".t" + std::to_string(tile);
+}
+
+const LlamaModel::GradientSplit* LlamaModel::gradient_split(int layer) const {
+  switch (layout_.layer_kind(layer)) {
+    case LlamaLayerKind::embedding: return nullptr;
+    case LlamaLayerKind::block: return gradient_splits_.empty() ? nullptr : &gradient_splits_[0];
+    case LlamaLayerKind::head: return gradient_splits_.empty() ? nullptr : &gradient_splits_[1];
+  }
+  return nullptr;
+}
+
+std::vector<std::size_t> LlamaModel::gradient_pieces(int layer) const {
+  const GradientSplit* split = gradient_split(layer);
+  return split ? split->counts : std::vector<std::size_t>{};
+}
 
 void LlamaModel::init_layer(int layer, std::span<float> params, std::uint64_t seed) const {
   if (params.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong parameter count");
@@ -150,57 +341,89 @@ void LlamaModel::init_layer(int layer, std::span<float> params, std::uint64_t se
   }
 }
 
+// Row-wise ops run once per tile: tile k's shapes are tile_dims_[k] / tile_ldims_[k] (its
+// sequences), its handles each tensor's piece k. Ops over all rows (the parameter gradients, the
+// embedding's scatter-add, zeroing) take the whole tensors; StarPU switches a tensor between its
+// pieces and the whole as needed.
+
 // ---- forward ----------------------------------------------------------------------------------
 
 void LlamaModel::submit_forward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
   const LlamaLayerKind kind = layout_.layer_kind(layer);
   if (kind == LlamaLayerKind::embedding) {
-    tasks::submit_zero(buf.dembedded.handle(), "zero_dembedded");
-    tasks::submit_embedding_forward(ldims_, buf.embedded.handle(), buf.tokens.handle(), groups.param(0),
-                                    offset(LlamaParam::wte), buf.zeros.handle, "embedding_fwd");
-  } else if (kind == LlamaLayerKind::block) {
-    submit_block_forward(layer - 1, groups);
-  } else {
-    const Tensor& x = buf.input(shape_.layers);
-    tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
-    tasks::submit_zero(buf.dlnf.handle(), "zero_dlnf");
-    tasks::submit_rmsnorm_forward(ldims_, buf.lnf.handle(), buf.rstdf.handle(), x.handle(), groups.param(layer),
-                                  offset(LlamaParam::lnfw), "lnf_fwd");
-    tasks::submit_matmul_forward(dims_, buf.logits.handle(), buf.lnf.handle(),
-                                 {groups.param(layer), offset(LlamaParam::lm_head), -1}, shape_.channels, shape_.vocab,
-                                 "lm_head_fwd");
-    tasks::submit_crossentropy_forward(dims_, buf.losses.handle(), buf.probs.handle(), buf.logits.handle(),
-                                       buf.targets.handle(), "crossentropy_fwd");
+    for (int k = 0; k < tiles(); ++k)
+      tasks::submit_embedding_forward(tile_ldims_[k], buf.embedded.piece(k), buf.tokens.piece(k), groups.param(0),
+                                      offset(LlamaParam::wte), buf.zeros.handle, tile_name("embedding_fwd", k));
+    return;
+  }
+  if (kind == LlamaLayerKind::block) return submit_block_pass(layer - 1, groups, Pass::forward);
+  const Tensor& x = buf.input(shape_.layers);
+  const starpu_data_handle_t head = groups.param(layer);
+  tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
+  tasks::submit_zero(buf.dlnf.handle(), "zero_dlnf");
+  for (int k = 0; k < tiles(); ++k) {
+    tasks::submit_rmsnorm_forward(tile_ldims_[k], buf.lnf.piece(k), buf.rstdf.piece(k), x.piece(k), head,
+                                  offset(LlamaParam::lnfw), tile_name("lnf_fwd", k));
+    tasks::submit_matmul_forward(tile_dims_[k], buf.logits.piece(k), buf.lnf.piece(k),
+                                 {head, offset(LlamaParam::lm_head), -1}, shape_.channels, shape_.vocab,
+                                 tile_name("lm_head_fwd", k));
+    tasks::submit_crossentropy_forward(tile_dims_[k], buf.losses.piece(k), buf.probs.piece(k), buf.logits.piece(k),
+                                       buf.targets.piece(k), tile_name("crossentropy_fwd", k));
   }
 }
 
-void LlamaModel::submit_block_forward(int b, const GroupHandles& groups) {
-  const Buffers::Block& a = buffers_->blocks[std::size_t(b)];
-  const Buffers::Shared& g = *buffers_->shared;
-  const Tensor& x = buffers_->input(b);
+// The recompute pass runs the same kernels on the same inputs, so the same bits: selective
+// recomputes the RMSNorms, the attention and SwiGLU from the kept qkv, residual2, fc and fc2; full
+// everything but mlpproj and the block's output, which no backward task reads.
+void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass) {
+  using enum LlamaParam;
+  Buffers& buf = *buffers_;
+  const Block& a = buf.blocks[std::size_t(b)];
+  const Tensor& x = buf.input(b);
   const starpu_data_handle_t p = groups.param(b + 1);
   const int C = shape_.channels, Q = shape_.qkv_channels(), H = shape_.ffn_hidden;
   auto w = [&](LlamaParam param) { return tasks::WeightRef{p, offset(param), -1}; };
-  tasks::submit_zero(a.dout.handle(), "zero_" + a.dout.name());
-  tasks::submit_rmsnorm_forward(ldims_, a.ln1.handle(), a.rstd1.handle(), x.handle(), p, offset(LlamaParam::ln1w),
-                                at("ln1_fwd", b));
-  tasks::submit_matmul_forward(dims_, a.qkv.handle(), a.ln1.handle(), w(LlamaParam::qkvw), C, Q, at("qkv_fwd", b));
-  tasks::submit_rope_forward(ldims_, a.qkv.handle(), buffers_->freqs.handle(), at("rope_fwd", b));
-  tasks::submit_attention_gqa_forward(ldims_, a.atty.handle(), buffers_->preatt.handle, a.att.handle(), a.qkv.handle(),
-                                      at("attention_fwd", b));
-  tasks::submit_matmul_forward(dims_, g.attproj.handle(), a.atty.handle(), w(LlamaParam::attprojw), C, C,
-                               at("attproj_fwd", b));
-  tasks::submit_residual_forward(dims_, a.res2.handle(), x.handle(), g.attproj.handle(), at("residual2_fwd", b));
-  tasks::submit_rmsnorm_forward(ldims_, a.ln2.handle(), a.rstd2.handle(), a.res2.handle(), p, offset(LlamaParam::ln2w),
-                                at("ln2_fwd", b));
-  tasks::submit_matmul_forward(dims_, a.fc.handle(), a.ln2.handle(), w(LlamaParam::fcw), C, H, at("fc_fwd", b));
-  tasks::submit_matmul_forward(dims_, a.fc2.handle(), a.ln2.handle(), w(LlamaParam::fc2w), C, H, at("fc2_fwd", b));
-  // llm.c: silu(c_fc2(x)) * c_fc(x).
-  tasks::submit_swiglu_forward(ldims_, a.sw.handle(), a.fc2.handle(), a.fc.handle(), at("swiglu_fwd", b));
-  tasks::submit_matmul_forward(dims_, g.mlpproj.handle(), a.sw.handle(), w(LlamaParam::fcprojw), H, C,
-                               at("fcproj_fwd", b));
-  tasks::submit_residual_forward(dims_, a.out.handle(), a.res2.handle(), g.mlpproj.handle(), at("residual3_fwd", b));
+  const bool forward = pass == Pass::forward, full = activations_.recompute == Recompute::full;
+  const bool matmuls = forward || full;  // the matmuls and residual adds run again only with full
+  auto name = [&](const char* op, int k) {
+    return tile_name(at(std::string(op) + (forward ? "_fwd" : "_recompute"), b), k);
+  };
+  for (int k = 0; k < tiles(); ++k) {
+    const tasks::Dims& d = tile_dims_[k];
+    const tasks::LlamaDims& ld = tile_ldims_[k];
+    tasks::submit_rmsnorm_forward(ld, a.ln1.piece(k), a.rstd1.piece(k), x.piece(k), p, offset(ln1w), name("ln1", k));
+    if (matmuls) {
+      tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), w(qkvw), C, Q, name("qkv", k));
+      tasks::submit_rope_forward(ld, a.qkv.piece(k), buf.freqs.handle(), name("rope", k));
+    }
+    tasks::submit_attention_gqa_forward(ld, a.atty.piece(k), buf.preatt[std::size_t(k)].handle, a.att.piece(k),
+                                        a.qkv.piece(k), name("attention", k));
+    if (matmuls) {
+      tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), w(attprojw), C, C, name("attproj", k));
+      tasks::submit_residual_forward(d, a.res2.piece(k), x.piece(k), a.attproj.piece(k), name("residual2", k));
+    }
+    tasks::submit_rmsnorm_forward(ld, a.ln2.piece(k), a.rstd2.piece(k), a.res2.piece(k), p, offset(ln2w),
+                                  name("ln2", k));
+    if (matmuls) {
+      tasks::submit_matmul_forward(d, a.fc.piece(k), a.ln2.piece(k), w(fcw), C, H, name("fc", k));
+      tasks::submit_matmul_forward(d, a.fc2.piece(k), a.ln2.piece(k), w(fc2w), C, H, name("fc2", k));
+    }
+    // llm.c: silu(c_fc2(x)) * c_fc(x).
+    tasks::submit_swiglu_forward(ld, a.sw.piece(k), a.fc2.piece(k), a.fc.piece(k), name("swiglu", k));
+    if (!forward) continue;
+    tasks::submit_matmul_forward(d, a.mlpproj.piece(k), a.sw.piece(k), w(fcprojw), H, C, name("fcproj", k));
+    tasks::submit_residual_forward(d, a.out.piece(k), a.res2.piece(k), a.mlpproj.piece(k), name("residual3", k));
+  }
+  // Offload: once written, what the block keeps goes back to its pinned host home and its device
+  // copy may be evicted (the block's output once the next block has read it).
+  if (forward && b < buf.offloaded) {
+    std::vector<const Tensor*> kept;
+    for (const Tensor* tensor : buf.kept[std::size_t(b)])
+      if (tensor != &a.out) kept.push_back(tensor);
+    tasks::submit_write_back(pieces_of(kept));
+  }
+  if (forward && b >= 1 && b - 1 < buf.offloaded) tasks::submit_write_back(pieces_of({&x}));
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -211,63 +434,119 @@ void LlamaModel::submit_backward(int layer, const GroupHandles& groups) {
   if (kind == LlamaLayerKind::embedding) {
     tasks::submit_embedding_backward(ldims_, groups.grad(0), offset(LlamaParam::wte), buf.dembedded.handle(),
                                      buf.tokens.handle(), buf.dropped.handle, "embedding_bwd");
-  } else if (kind == LlamaLayerKind::block) {
-    submit_block_backward(layer - 1, groups);
-  } else {
-    const Tensor& x = buf.input(shape_.layers);
-    const Tensor& dx = buf.input_grad(shape_.layers);
-    tasks::submit_crossentropy_backward(dims_, buf.dlogits.handle(), buf.probs.handle(), buf.targets.handle(),
-                                        "crossentropy_bwd");
-    tasks::submit_matmul_backward(dims_, buf.dlnf.handle(), groups.grad(layer), buf.dlogits.handle(), buf.lnf.handle(),
-                                  {groups.param(layer), offset(LlamaParam::lm_head), -1}, shape_.channels, shape_.vocab,
-                                  "lm_head_bwd");
-    tasks::submit_rmsnorm_backward_input(ldims_, dx.handle(), buf.dlnf.handle(), x.handle(), groups.param(layer),
-                                         offset(LlamaParam::lnfw), buf.rstdf.handle(), "lnf_bwd_input");
-    tasks::submit_rmsnorm_backward_params(ldims_, groups.grad(layer), offset(LlamaParam::lnfw), buf.dlnf.handle(),
-                                          x.handle(), buf.rstdf.handle(), "lnf_bwd_params");
+    return;
   }
+  if (kind == LlamaLayerKind::block) return submit_block_backward(layer - 1, groups);
+  const Tensor& x = buf.input(shape_.layers);
+  const Tensor& dx = buf.input_grad(shape_.layers);
+  // dloss = 1/N of the whole micro-batch, not of the tile.
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
+                                        tile_name("crossentropy_bwd", k), dims_.N());
+  submit_linear_backward("lm_head", -1, groups, layer, LlamaParam::lm_head, buf.dlnf, buf.dlogits, buf.lnf);
+  tasks::submit_zero(dx.handle(), "zero_" + dx.name());
+  submit_rmsnorm_backward("lnf", -1, groups, layer, LlamaParam::lnfw, dx, buf.dlnf, x, buf.rstdf);
+}
+
+void LlamaModel::submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                                        LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+  const LlamaTensor& w = layout_[weight];
+  const int C = in_features(w), OC = out_features(w);
+  const tasks::WeightRef ref{groups.param(group), w.layer_offset, -1};
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_matmul_backward_input(tile_dims_[k], dinp.piece(k), dout.piece(k), ref, C, OC,
+                                        tile_name(indexed(op + "_bwd_input", block), k));
+  const std::string name = indexed(op + "_bwd_weight", block);
+  const GradientSplit* split = gradient_split(group);
+  if (!split || groups.grad_piece(group, 0) == nullptr)
+    return tasks::submit_matmul_backward_weight(dims_, groups.grad(group), dout.handle(), inp.handle(), ref, C, OC,
+                                                name);
+  // Split: per tile k (its rows of dout and inp) and per piece r of output channels, dW_r +=
+  // dout_kᵀ·inp_k, the tiles added in order; each task waits only for its tile's rows.
+  const std::size_t first_piece = split->first_piece[std::size_t(weight)];
+  const int n = weight_pieces(w, tiles());
+  for (int k = 0; k < tiles(); ++k)
+    for (int r = 0; r < n; ++r) {
+      const int first = piece_first_row(OC, n, r), end = piece_first_row(OC, n, r + 1);
+      tasks::submit_matmul_backward_weight_rows(tile_dims_[k], groups.grad_piece(group, first_piece + std::size_t(r)),
+                                                dout.piece(k), inp.piece(k), C, OC, first, end - first,
+                                                tile_name(at(name, r), k));
+    }
+}
+
+void LlamaModel::submit_rmsnorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                                         LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
+                                         const Tensor& rstd) {
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_rmsnorm_backward_input(tile_ldims_[k], dinp.piece(k), dout.piece(k), inp.piece(k),
+                                         groups.param(group), offset(weight), rstd.piece(k),
+                                         tile_name(indexed(op + "_bwd_input", block), k));
+  const std::string name = indexed(op + "_bwd_params", block);
+  const GradientSplit* split = gradient_split(group);
+  if (!split || groups.grad_piece(group, 0) == nullptr)
+    return tasks::submit_rmsnorm_backward_params(ldims_, groups.grad(group), offset(weight), dout.handle(),
+                                                 inp.handle(), rstd.handle(), name);
+  // Split: the weight's own piece, one task per tile, the tiles added in order.
+  const starpu_data_handle_t piece = groups.grad_piece(group, split->first_piece[std::size_t(weight)]);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_rmsnorm_backward_params(tile_ldims_[k], piece, 0, dout.piece(k), inp.piece(k), rstd.piece(k),
+                                          tile_name(name, k));
 }
 
 void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
-  const Buffers::Block& a = buffers_->blocks[std::size_t(b)];
-  const Buffers::Shared& g = *buffers_->shared;
-  const Tensor& x = buffers_->input(b);
-  const Tensor& dx = buffers_->input_grad(b);
-  const starpu_data_handle_t p = groups.param(b + 1), grad = groups.grad(b + 1);
-  const int C = shape_.channels, Q = shape_.qkv_channels(), H = shape_.ffn_hidden;
-  auto w = [&](LlamaParam param) { return tasks::WeightRef{p, offset(param), -1}; };
-  for (const Tensor* t :
-       {&g.dres2, &g.dln2, &g.dfc, &g.dfc2, &g.dsw, &g.dmlpproj, &g.dattproj, &g.datty, &g.dqkv_rot, &g.dqkv, &g.dln1})
-    tasks::submit_zero(t->handle(), at(("zero_" + t->name()).c_str(), b));
+  using enum LlamaParam;
+  Buffers& buf = *buffers_;
+  const Block& a = buf.blocks[std::size_t(b)];
+  const Tensor& x = buf.input(b);
+  const Tensor& dx = buf.input_grad(b);
+  auto name = [&](const char* op, int k) { return tile_name(at(op, b), k); };
+  auto linear = [&](const char* op, LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+    submit_linear_backward(op, b, groups, b + 1, weight, dinp, dout, inp);
+  };
+  auto rmsnorm = [&](const char* op, LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
+                     const Tensor& rstd) {
+    submit_rmsnorm_backward(op, b, groups, b + 1, weight, dinp, dout, inp, rstd);
+  };
+
+  if (activations_.recompute != Recompute::none) submit_block_pass(b, groups, Pass::recompute);
+  // The gradients accumulate: this block's (its slot's, shared with other blocks), and the block
+  // below's output gradient (or the embedding's), which this backward is the first to write.
+  for (const Tensor* gradient : a.own_gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
+  tasks::submit_zero(dx.handle(), "zero_" + dx.name());
   // MLP half.
-  tasks::submit_residual_backward(dims_, g.dres2.handle(), g.dmlpproj.handle(), a.dout.handle(),
-                                  at("residual3_bwd", b));
-  tasks::submit_matmul_backward(dims_, g.dsw.handle(), grad, g.dmlpproj.handle(), a.sw.handle(), w(LlamaParam::fcprojw),
-                                H, C, at("fcproj_bwd", b));
-  tasks::submit_swiglu_backward(ldims_, g.dfc2.handle(), g.dfc.handle(), g.dsw.handle(), a.fc2.handle(), a.fc.handle(),
-                                at("swiglu_bwd", b));
-  tasks::submit_matmul_backward(dims_, g.dln2.handle(), grad, g.dfc.handle(), a.ln2.handle(), w(LlamaParam::fcw), C, H,
-                                at("fc_bwd", b));
-  tasks::submit_matmul_backward(dims_, g.dln2.handle(), grad, g.dfc2.handle(), a.ln2.handle(), w(LlamaParam::fc2w), C,
-                                H, at("fc2_bwd", b));
-  tasks::submit_rmsnorm_backward_input(ldims_, g.dres2.handle(), g.dln2.handle(), a.res2.handle(), p,
-                                       offset(LlamaParam::ln2w), a.rstd2.handle(), at("ln2_bwd_input", b));
-  tasks::submit_rmsnorm_backward_params(ldims_, grad, offset(LlamaParam::ln2w), g.dln2.handle(), a.res2.handle(),
-                                        a.rstd2.handle(), at("ln2_bwd_params", b));
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_residual_backward(tile_dims_[k], a.dres2.piece(k), a.dmlpproj.piece(k), a.dout.piece(k),
+                                    name("residual3_bwd", k));
+  linear("fcproj", fcprojw, a.dsw, a.dmlpproj, a.sw);
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_swiglu_backward(tile_ldims_[k], a.dfc2.piece(k), a.dfc.piece(k), a.dsw.piece(k), a.fc2.piece(k),
+                                  a.fc.piece(k), name("swiglu_bwd", k));
+  linear("fc", fcw, a.dln2, a.dfc, a.ln2);
+  linear("fc2", fc2w, a.dln2, a.dfc2, a.ln2);
+  rmsnorm("ln2", ln2w, a.dres2, a.dln2, a.res2, a.rstd2);
   // Attention half.
-  tasks::submit_residual_backward(dims_, dx.handle(), g.dattproj.handle(), g.dres2.handle(), at("residual2_bwd", b));
-  tasks::submit_matmul_backward(dims_, g.datty.handle(), grad, g.dattproj.handle(), a.atty.handle(),
-                                w(LlamaParam::attprojw), C, C, at("attproj_bwd", b));
-  tasks::submit_attention_gqa_backward(ldims_, g.dqkv_rot.handle(), buffers_->dpreatt.handle, buffers_->datt.handle,
-                                       g.datty.handle(), a.qkv.handle(), a.att.handle(), at("attention_bwd", b));
-  tasks::submit_rope_backward(ldims_, g.dqkv.handle(), g.dqkv_rot.handle(), buffers_->freqs.handle(),
-                              at("rope_bwd", b));
-  tasks::submit_matmul_backward(dims_, g.dln1.handle(), grad, g.dqkv.handle(), a.ln1.handle(), w(LlamaParam::qkvw), C,
-                                Q, at("qkv_bwd", b));
-  tasks::submit_rmsnorm_backward_input(ldims_, dx.handle(), g.dln1.handle(), x.handle(), p, offset(LlamaParam::ln1w),
-                                       a.rstd1.handle(), at("ln1_bwd_input", b));
-  tasks::submit_rmsnorm_backward_params(ldims_, grad, offset(LlamaParam::ln1w), g.dln1.handle(), x.handle(),
-                                        a.rstd1.handle(), at("ln1_bwd_params", b));
+  for (int k = 0; k < tiles(); ++k)
+    tasks::submit_residual_backward(tile_dims_[k], dx.piece(k), a.dattproj.piece(k), a.dres2.piece(k),
+                                    name("residual2_bwd", k));
+  linear("attproj", attprojw, a.datty, a.dattproj, a.atty);
+  for (int k = 0; k < tiles(); ++k) {
+    tasks::submit_attention_gqa_backward(tile_ldims_[k], a.dqkv_rot.piece(k), buf.dpreatt[std::size_t(k)].handle,
+                                         buf.datt[std::size_t(k)].handle, a.datty.piece(k), a.qkv.piece(k),
+                                         a.att.piece(k), name("attention_bwd", k));
+    tasks::submit_rope_backward(tile_ldims_[k], a.dqkv.piece(k), a.dqkv_rot.piece(k), buf.freqs.handle(),
+                                name("rope_bwd", k));
+  }
+  linear("qkv", qkvw, a.dln1, a.dqkv, a.ln1);
+  rmsnorm("ln1", ln1w, dx, a.dln1, x, a.rstd1);
+
+  // Offload: once this backward is done, block b − W − 1's kept activations (and its input, block
+  // b − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
+  const int ahead = b - activations_.window - 1;
+  if (ahead >= 0 && ahead < buf.offloaded) {
+    std::vector<const Tensor*> fetched = buf.kept[std::size_t(ahead)];
+    if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].out);
+    tasks::submit_fetch(pieces_of(fetched), pieces_of({&dx}), at("activation_fetch", ahead));
+  }
 }
 
 // ---- data and results -------------------------------------------------------------------------

@@ -11,8 +11,10 @@
 //   ln2 = rmsnorm(res2; ln2w)         fc = ln2 · c_fcᵀ [w3], fc2 = ln2 · c_fc2ᵀ [w1]
 //   sw = silu(fc2) · fc               out = res2 + sw · c_proj(mlp)ᵀ [w2]
 //
-// Every op is one task (tiles are ignored, as the MLP does), activations are all kept
-// (recompute none only) and stay on the device (no activation offload).
+// A micro-batch is cut into tiles of whole sequences (models/sequence_tiles.hpp, `--tiles`): every
+// row-wise op is one task per tile, the weight gradients tasks of their own beside the input
+// gradients. What a block keeps for its backward, what it recomputes and what is offloaded is
+// the ActivationPolicy's (docs/llama.md, "Activation memory"); results depend on neither.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "models/llama_layout.hpp"
+#include "models/sequence_tiles.hpp"
 #include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
@@ -30,16 +33,25 @@ namespace starzero {
 
 class LlamaModel final : public Model {
  public:
-  // Activations for micro-batches of B sequences of T <= max_seq tokens. `activations` must keep
-  // everything on the device (std::invalid_argument otherwise). StarPU must be running (the RoPE
-  // table is written at construction).
-  LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, const ActivationPolicy& activations = {});
+  // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups of
+  // whole sequences (1 <= tiles <= B). `activations`: what the blocks keep for the backward, what
+  // they recompute and what lives in pinned host memory between forward and backward. For a
+  // given tile count the results depend on nothing else (not on `activations`, nor on the
+  // scheduling); across tile counts they agree to float rounding. StarPU must be running (the
+  // RoPE table is written at construction).
+  LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, int tiles = 1,
+             const ActivationPolicy& activations = {});
   ~LlamaModel() override;
 
   int layers() const override { return shape_.layers + 2; }
   std::size_t layer_params(int layer) const override { return layout_.layer_params(layer); }
   std::string layer_name(int layer) const override;
   DType dtype() const override { return dims_.dtype; }
+  // With more than one tile, each block's and the head's gradient is cut so that each
+  // weight-gradient task writes its own piece: every linear weight (and lm_head) into min(tiles,
+  // its output channels) pieces of whole output channels, each RMSNorm weight one piece. The
+  // embedding's gradient stays whole (one scatter-add task writes it). One tile: all whole.
+  std::vector<std::size_t> gradient_pieces(int layer) const override;
   // wte, the linear weights and lm_head N(0, 0.02), the two output projections of each block
   // N(0, 0.02/sqrt(2L)) (GPT-2's rule, as llm.c initialises), RMSNorm weights 1.
   void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override;
@@ -50,8 +62,14 @@ class LlamaModel final : public Model {
   const LlamaLayout& layout() const { return layout_; }
   int batch() const { return dims_.B; }
   int seq() const { return dims_.T; }
-  // Bytes of one micro-batch's buffers as allocated (llama_activation_bytes gives the same).
+  int tiles() const { return tiles_.count(); }
+  const ActivationPolicy& activation_policy() const { return activations_; }
+  // Bytes of one micro-batch's buffers as allocated that stay on the device
+  // (llama_activation_bytes gives the same).
   std::size_t activation_bytes() const;
+  // Of the blocks' kept tensors, what --offload-activations cpu keeps in pinned host memory
+  // instead: not in activation_bytes() (llama_offloaded_activation_bytes gives the same).
+  std::size_t offloaded_activation_bytes() const;
 
   // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
   void set_batch(std::span<const int> inputs, std::span<const int> targets);
@@ -65,16 +83,40 @@ class LlamaModel final : public Model {
   void file_to_layers(std::span<const float> file, const std::vector<std::span<float>>& layer_values) const;
 
  private:
+  struct Block;
   struct Buffers;
-  void submit_block_forward(int block, const GroupHandles& groups);
+  struct GradientSplit;
+  enum class Pass { forward, recompute };
+  // The block's forward tasks, or (recompute) again those whose outputs the policy does not keep,
+  // named "<op>_recompute[b]".
+  void submit_block_pass(int block, const GroupHandles& groups, Pass pass);
   void submit_block_backward(int block, const GroupHandles& groups);
+  // A bias-free linear layer's backward (weight `weight` in group `group`): the input gradient one
+  // task per tile ("<op>_bwd_input"), the weight gradient over all rows ("<op>_bwd_weight") or,
+  // when the engine split the gradient, one task per tile and piece of output channels
+  // ("<op>_bwd_weight[r]", tiles added in order). "[block]" after `op` unless block is -1.
+  void submit_linear_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                              LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp);
+  // An RMSNorm's backward: the input gradient per tile ("<op>_bwd_input"), the weight's gradient
+  // ("<op>_bwd_params", per tile into its piece when split).
+  void submit_rmsnorm_backward(const std::string& op, int block, const GroupHandles& groups, int group,
+                               LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
+                               const Tensor& rstd);
+  const GradientSplit* gradient_split(int layer) const;
+  // `name`, with ".t<k>" when there is more than one tile.
+  std::string tile_name(const std::string& name, int tile) const;
   std::size_t offset(LlamaParam param) const { return layout_[param].layer_offset; }
 
   LlamaShape shape_;
   LlamaLayout layout_;
-  tasks::Dims dims_;        // for tasks/nn.hpp's ops (NH = heads, V = Vp = vocab)
-  tasks::LlamaDims ldims_;  // for tasks/llama.hpp's
+  ActivationPolicy activations_;
+  SequenceTiles tiles_;
+  tasks::Dims dims_;                          // for tasks/nn.hpp's ops (NH = heads, V = Vp = vocab)
+  tasks::LlamaDims ldims_;                    // for tasks/llama.hpp's
+  std::vector<tasks::Dims> tile_dims_;        // dims_ with tile k's sequences as B
+  std::vector<tasks::LlamaDims> tile_ldims_;  // the same for ldims_
   std::unique_ptr<Buffers> buffers_;
+  std::vector<GradientSplit> gradient_splits_;  // block and head; empty with one tile
 };
 
 }  // namespace starzero

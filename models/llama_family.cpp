@@ -89,14 +89,15 @@ class LlamaCheckpointFormat final : public CheckpointFormat {
 
 class LlamaTrainable final : public Trainable {
  public:
-  LlamaTrainable(const LlamaShape& shape, DType dtype, int B, int T, const ActivationPolicy& activations,
+  LlamaTrainable(const LlamaShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
                  const TokenDataset& data, std::uint64_t seed, Split evaluation_split)
-      : model_(shape, dtype, B, T, activations), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
+      : model_(shape, dtype, B, T, tiles, activations), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
 
   int layers() const override { return model_.layers(); }
   std::size_t layer_params(int layer) const override { return model_.layer_params(layer); }
   std::string layer_name(int layer) const override { return model_.layer_name(layer); }
   DType dtype() const override { return model_.dtype(); }
+  std::vector<std::size_t> gradient_pieces(int layer) const override { return model_.gradient_pieces(layer); }
   void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override {
     model_.init_layer(layer, params, seed);
   }
@@ -116,6 +117,7 @@ class LlamaTrainable final : public Trainable {
   }
   double mean_loss() const override { return model_.mean_loss(); }
   std::optional<std::size_t> activation_bytes() const override { return model_.activation_bytes(); }
+  std::optional<std::size_t> offloaded_activation_bytes() const override { return model_.offloaded_activation_bytes(); }
   std::optional<std::string> sample(const std::function<void()>& forward, const std::string& prompt, int tokens,
                                     std::uint64_t seed) override;
 
@@ -153,30 +155,24 @@ class LlamaSpec final : public ModelSpec {
   }
   std::size_t parameter_count() const override { return shape_.param_count(); }
   ModelFootprint footprint(int batch, const ActivationPolicy& activations) const override {
-    check_policy(activations);
-    return llama_footprint(shape_, batch, T_);
+    return llama_footprint(shape_, batch, T_, activations);
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  // Every op is one task: tiles are not used.
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/,
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,
                                    const ActivationPolicy& activations) const override {
-    check_policy(activations);
-    return std::make_unique<LlamaTrainable>(shape_, dtype, batch, T_, activations, data_, seed_, evaluation_split_);
+    return std::make_unique<LlamaTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_,
+                                            evaluation_split_);
   }
   std::optional<std::size_t> activation_bytes(DType dtype, int batch,
                                               const ActivationPolicy& activations) const override {
-    check_policy(activations);
-    return llama_activation_bytes(shape_, dtype_size(dtype), batch, T_);
+    return llama_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
+  }
+  std::optional<std::size_t> offloaded_activation_bytes(DType dtype, int batch,
+                                                        const ActivationPolicy& activations) const override {
+    return llama_offloaded_activation_bytes(shape_, dtype_size(dtype), batch, T_, activations);
   }
 
  private:
-  static void check_policy(const ActivationPolicy& activations) {
-    if (activations.recompute != Recompute::none)
-      throw std::invalid_argument("--recompute: the llama3 model keeps its activations (recomputation is GPT's)");
-    if (activations.offload != ActivationOffload::none)
-      throw std::invalid_argument("--offload-activations: the llama3 model keeps its activations on the device");
-  }
-
   LlamaShape shape_;
   TokenDataset data_;
   int T_;

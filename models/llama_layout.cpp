@@ -48,7 +48,8 @@ std::int64_t size_of(const LlamaShape& s, Size size) {
     case Size::layers: return s.layers;
     case Size::vocab: return s.vocab;
     case Size::channels: return s.channels;
-    case Size::qkv: return std::int64_t(s.heads + 2 * s.kv_heads) * (s.heads > 0 ? s.channels / s.heads : 0);
+    case Size::qkv:
+      return (std::int64_t(s.heads) + 2 * std::int64_t(s.kv_heads)) * (s.heads > 0 ? s.channels / s.heads : 0);
     case Size::hidden: return s.ffn_hidden;
   }
   return 0;
@@ -286,38 +287,64 @@ namespace {
 
 // Per token, the bytes of LlamaModel's buffers (docs/llama.md), e bytes per stored element.
 struct TokenBytes {
-  double per_block, shared, embedding, head;
+  double all, kept;  // everything one block's forward writes, and what the policy keeps per block
+  double slot, gradient_slot, rest;
 };
-TokenBytes token_bytes(const LlamaShape& s, double e, int T) {
+TokenBytes token_bytes(const LlamaShape& s, double e, int T, const ActivationPolicy& policy) {
   const double C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden, V = s.vocab,
                attention = 4.0 * s.heads * double(T);  // one fp32 row of att per head
   TokenBytes b{};
-  // ln1, qkv, atty, res2, ln2, out (C or Q each), fc, fc2, sw (H), dout (C); rstd1, rstd2; att.
-  b.per_block = (5 * C + Q + 3 * H + C) * e + 8 + attention;
-  // Forward temporaries attproj, mlpproj; the backward's gradients dres2, dln2, dfc, dfc2, dsw,
-  // dmlpproj, dattproj, datty, dqkv_rot, dqkv, dln1; preatt, dpreatt, datt scratch.
-  b.shared = 2 * C * e + (6 * C + 2 * Q + 3 * H) * e + 3 * attention;
-  // tokens, targets; embedded, dembedded.
-  b.embedding = 8 + 2 * C * e;
-  // lnf, dlnf, rstdf; logits, dlogits; probs and losses fp32.
-  b.head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4;
+  // ln1, atty, attproj, residual2, ln2, mlpproj, residual3 (C each), qkv (Q), fc, fc2, swiglu
+  // (H each); the two fp32 rstd; att.
+  b.all = (7 * C + Q + 3 * H) * e + 8 + attention;
+  switch (policy.recompute) {
+    case Recompute::none: b.kept = b.all - 2 * C * e; break;             // all but attproj, mlpproj
+    case Recompute::selective: b.kept = (2 * C + Q + 2 * H) * e; break;  // qkv, residual2, fc, fc2, residual3
+    case Recompute::full: b.kept = C * e; break;                         // residual3
+  }
+  b.slot = b.all - b.kept;
+  // dresidual2, dln2, dmlpproj, dattproj, datty, dln1, dresidual3 (C each), dqkv_rotated, dqkv (Q),
+  // dfc, dfc2, dswiglu (H).
+  b.gradient_slot = (7 * C + 2 * Q + 3 * H) * e;
+  // The attention scratch preatt, dpreatt, datt; tokens and targets; embedded, dembedded; lnf,
+  // dlnf, its rstd; logits, dlogits; probs and losses fp32.
+  b.rest = 3 * attention + 8 + 2 * C * e + 2 * C * e + 4 + 2 * V * e + 4 * V + 4;
   return b;
+}
+
+// Blocks in the shared slots: one with --recompute none (attproj and mlpproj only), else W + 1
+// (at most L).
+double slots(const LlamaShape& s, const ActivationPolicy& policy) {
+  if (policy.recompute == Recompute::none) return 1;
+  return double(std::min(s.layers, policy.window + 1));
 }
 
 }  // namespace
 
-std::size_t llama_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T) {
-  const TokenBytes b = token_bytes(s, double(element), T);
+std::size_t llama_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T,
+                                   const ActivationPolicy& policy) {
+  const TokenBytes b = token_bytes(s, double(element), T, policy);
   const double tokens = double(B) * double(T);
+  const double on_device = double(s.layers - offloaded_blocks(policy, s.layers));
+  const double per_token =
+      on_device * b.kept + slots(s, policy) * b.slot + double(std::min(s.layers, 2)) * b.gradient_slot + b.rest;
   // The embedding's two scratch buffers of T·C elements (position zeros, dropped gradient) and
   // the fp32 RoPE table [T, hs/2, 2].
   const double scratch = 2.0 * double(T) * s.channels * double(element) + 4.0 * double(T) * s.head_size();
-  const double total = tokens * (s.layers * b.per_block + b.shared + b.embedding + b.head) + scratch;
+  const double total = tokens * per_token + scratch;
   if (!(total < 9e18)) throw std::invalid_argument("Llama activations too large: bytes overflow 63 bits");
   return std::size_t(total);
 }
 
-ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq) {
+std::size_t llama_offloaded_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T,
+                                             const ActivationPolicy& policy) {
+  const double total = double(B) * double(T) * double(offloaded_blocks(policy, s.layers)) *
+                       token_bytes(s, double(element), T, policy).kept;
+  if (!(total < 9e18)) throw std::invalid_argument("Llama activations too large: bytes overflow 63 bits");
+  return std::size_t(total);
+}
+
+ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, const ActivationPolicy& activations) {
   shape.validate();
   const int T = seq > 0 ? seq : shape.max_seq;
   if (batch <= 0) throw std::invalid_argument("Llama batch must be > 0, got " + std::to_string(batch));
@@ -337,8 +364,11 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq) {
   };
   std::int64_t total = 0;
   for (const NamedCount& t : f.activation_tensors) total = checked_add(total, t.count);
-  f.activation_bytes_2 = std::int64_t(llama_activation_bytes(shape, 2, batch, T));
-  f.activation_bytes_4 = std::int64_t(llama_activation_bytes(shape, 4, batch, T));
+  f.activation_bytes_2 = std::int64_t(llama_activation_bytes(shape, 2, batch, T, activations));
+  f.activation_bytes_4 = std::int64_t(llama_activation_bytes(shape, 4, batch, T, activations));
+  f.offloaded_activation_bytes_2 = std::int64_t(llama_offloaded_activation_bytes(shape, 2, batch, T, activations));
+  f.offloaded_activation_bytes_4 = std::int64_t(llama_offloaded_activation_bytes(shape, 4, batch, T, activations));
+  f.activations = activations;
   return f;
 }
 

@@ -118,11 +118,17 @@ LlamaShape llama_shape_from_fields(const StateShapeFields& fields);
 StateLayout llama_state_layout(const LlamaShape& shape);
 
 // The planner's view of a micro-batch of `batch` sequences of `seq` tokens (0: max_seq): Ψ, the
-// layer kinds "embedding", "block", "head", LlamaModel's activation tensors and their bytes
-// (llama_activation_bytes). Recompute none only (std::invalid_argument otherwise).
-ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0);
-// Bytes of LlamaModel's activation buffers for B sequences of T tokens at `element` bytes per
-// stored element (the formula of docs/llama.md).
-std::size_t llama_activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T);
+// layer kinds "embedding", "block", "head", LlamaModel's activation tensors, and the bytes of its
+// buffers under `activations` (llama_activation_bytes, llama_offloaded_activation_bytes).
+ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0,
+                               const ActivationPolicy& activations = {});
+// Bytes of LlamaModel's activation buffers that stay on the device, for B sequences of T tokens
+// at `element` bytes per stored element, keeping what `activations` says (the formula of
+// docs/llama.md, computed apart from the buffers).
+std::size_t llama_activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T,
+                                   const ActivationPolicy& activations = {});
+// Of the blocks' kept activations, the bytes --offload-activations cpu keeps in pinned host memory.
+std::size_t llama_offloaded_activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T,
+                                             const ActivationPolicy& activations);
 
 }  // namespace starzero

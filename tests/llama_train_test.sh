@@ -2,20 +2,34 @@
 # `starzero train --model llama3` (models/llama*, docs/llama.md): Llama 3 trained by the same
 # engine and trainer. A fixed byte-level text (tests/lib.sh write_words), llama3-tiny with 2 layers,
 # fp32, a constant lr of 3e-3 (--lr-final 1: runs of different lengths share their first steps).
-# Two parts:
+# Four parts:
 #   single   - one rank, 60 steps: the loss starts near ln 256 and falls (the mean of the last 10
 #              steps at least 2.0 below the mean of the first 5; measured: 4.89 -> 1.16); the
 #              checkpoint is an llm.c Llama 3 file (magic 20240803, version 3, exact size) that
 #              `--checkpoint-in` resumes from exactly (30 + 30 steps = 60 steps, bytewise);
 #              --offload-optimizer cpu gives the same losses; a llama3 token shard (version 7)
-#              trains; bad input (unknown preset, --recompute, a contradicting shape flag, a
-#              truncated checkpoint, a malformed shard, no --data) exits 2 with one line.
+#              trains; bad input (unknown preset, an unknown --recompute mode, a negative window,
+#              more tiles than sequences, a contradicting shape flag, a truncated checkpoint, a
+#              malformed shard, no --data) exits 2 with one line.
+#   tiles    - llama3-tiny (4 blocks), 5 steps on 2 CPU workers with --tiles 1, 2 and 4: for each
+#              tile count the checkpoints under lws, dmdas and eager are byte-identical; across
+#              tile counts the losses agree within 1e-4 (float rounding); --tiles auto is 2 here
+#              (one tile per CPU worker) and gives the --tiles 2 checkpoint; a trace shows the
+#              per-tile tasks and the per-piece weight-gradient tasks (and whole ones with 1 tile).
+#   recompute - --recompute selective|full, windows 0 and 1, and --offload-activations cpu, fp32
+#              and bf16, tiles 1 and 2: checkpoints byte-identical to --recompute none; the
+#              activation bytes held (and offloaded) equal the formula's (the "plan" of the line)
+#              and shrink: full < selective < none; offload takes the kept bytes of 3 blocks off
+#              the device; traces show the <op>_recompute tasks each mode runs (and not the
+#              others) and one activation_fetch per offloaded block.
 #   zero_np2 - 2 MPI ranks, ZeRO-3, the same 20 steps on the same global batch: the losses equal
 #              one rank's within 2e-4 and the final parameters within 1e-5 (fp32 reduction order:
 #              the files are not bytewise equal; measured max |diff| 1.6e-6); `starzero
 #              consolidate` of the 2 ranks' state files gives rank 0's checkpoint bytewise; save at
-#              step 10 and resume on 2 ranks gives the uninterrupted run's checkpoint bytewise.
-# Usage: llama_train_test.sh STARZERO single|zero_np2
+#              step 10 and resume on 2 ranks gives the uninterrupted run's checkpoint bytewise; with 2
+#              tiles per rank at ZeRO-1 and ZeRO-3, --recompute full --offload-activations cpu gives
+#              --recompute none's checkpoint bytewise.
+# Usage: llama_train_test.sh STARZERO single|zero_np2|tiles|recompute
 set -euo pipefail
 starzero=$1
 part=$2
@@ -24,6 +38,15 @@ write_words "$work/data.txt" 5 12000
 
 llama=(train --model llama3 --preset llama3-tiny --layers 2 --data "$work/data.txt" --seq 32 --batch 4 --precision fp32
        --cuda-workers 0 --cpu-workers 1 --val-every 0 --lr 3e-3 --warmup 0 --lr-final 1 --seed 11)
+ran() {  # TASKS_REC NAME... (a name that ran; "!NAME": one that did not)
+  python3 - "$1" "${@:2}" <<'PY'
+import sys
+names = {line[6:].strip() for line in open(sys.argv[1]) if line.startswith("Name: ")}
+wrong = [n for n in sys.argv[2:] if n.startswith("!") == (n.lstrip("!") in names)]
+print(f"  {sys.argv[1].split('/')[-2]}: {len(names)} task names" + (f", wrong: {wrong}" if wrong else ""))
+sys.exit(1 if wrong else 0)
+PY
+}
 compare_losses() {  # LOG_A LOG_B WHAT TOLERANCE
   python3 - "$(losses "$1")" "$(losses "$2")" "$3" "$4" <<'PY'
 import sys
@@ -87,7 +110,9 @@ PY
   grep -q "vocabulary 128256" "$work/shard.log" || fail "the shard's vocabulary is not Llama 3's"
   # Bad input: one error line, exit 2, before StarPU starts.
   expect_bad_input "unknown preset" "$starzero" "${llama[@]}" --steps 1 --preset llama3-7B
-  expect_bad_input "--recompute" "$starzero" "${llama[@]}" --steps 1 --recompute selective
+  expect_bad_input "--recompute some" "$starzero" "${llama[@]}" --steps 1 --recompute some
+  expect_bad_input "--recompute-window -1" "$starzero" "${llama[@]}" --steps 1 --recompute full --recompute-window -1
+  expect_bad_input "--tiles 5 of 4 sequences" "$starzero" "${llama[@]}" --steps 1 --tiles 5
   expect_bad_input "contradicting --channels" "$starzero" "${llama[@]}" --steps 1 --checkpoint-in "$work/full.bin" \
     --channels 32
   head -c 5000 "$work/full.bin" > "$work/truncated.bin"
@@ -126,9 +151,102 @@ PY
   timeout 200 "${z3[@]}" --steps 10 --checkpoint-in "$work/z3half.bin" --checkpoint-out "$work/z3resumed.bin" \
     > "$work/z3resumed.log" 2>&1 || fail "ZeRO-3 resumed half"
   cmp -s "$work/z3.bin" "$work/z3resumed.bin" || fail "ZeRO-3: the resumed checkpoint differs from the uninterrupted run's"
+  # 2 tiles per rank (one sequence each) at ZeRO-1 and ZeRO-3: recomputation and activation
+  # offload change no bit there either.
+  for stage in 1 3; do
+    zt=("${mpirun[@]}" -np 2 "$starzero" "${llama[@]}" --stage "$stage" --steps 6 --tiles 2 --quiet)
+    timeout 200 "${zt[@]}" --checkpoint-out "$work/zt.bin" > "$work/zt.log" 2>&1 || { cat "$work/zt.log"; fail "ZeRO-$stage, 2 tiles"; }
+    timeout 200 "${zt[@]}" --recompute full --offload-activations cpu --recompute-window 0 --checkpoint-out "$work/zr.bin" \
+      > "$work/zr.log" 2>&1 || { cat "$work/zr.log"; fail "ZeRO-$stage, 2 tiles, full + offload"; }
+    cmp -s "$work/zt.bin" "$work/zr.bin" || fail "ZeRO-$stage, 2 tiles: full + offload differs from none"
+  done
+  ;;
+tiles)
+  tiny=(train --model llama3 --preset llama3-tiny --data "$work/data.txt" --seq 32 --batch 4 --precision fp32
+        --cuda-workers 0 --cpu-workers 2 --val-every 0 --steps 5 --lr 3e-3 --warmup 0 --seed 5)
+  for tiles in 1 2 4; do
+    for sched in lws dmdas eager; do
+      "$starzero" "${tiny[@]}" --tiles "$tiles" --sched "$sched" --checkpoint-out "$work/t${tiles}_$sched.bin" \
+        > "$work/t${tiles}_$sched.log" 2>&1 || { cat "$work/t${tiles}_$sched.log"; fail "--tiles $tiles --sched $sched"; }
+      cmp -s "$work/t${tiles}_lws.bin" "$work/t${tiles}_$sched.bin" \
+        || fail "--tiles $tiles: the checkpoint under $sched differs from lws's"
+    done
+    [[ $(losses "$work/t${tiles}_lws.log" | wc -l) == 5 ]] || fail "--tiles $tiles: expected 5 step lines"
+  done
+  compare_losses "$work/t1_lws.log" "$work/t2_lws.log" "--tiles 2 against 1" 1e-4 || fail "--tiles 2: losses differ"
+  compare_losses "$work/t1_lws.log" "$work/t4_lws.log" "--tiles 4 against 1" 1e-4 || fail "--tiles 4: losses differ"
+  "$starzero" "${tiny[@]}" --checkpoint-out "$work/auto.bin" > "$work/auto.log" 2>&1 || { cat "$work/auto.log"; fail "auto"; }
+  cmp -s "$work/t2_lws.bin" "$work/auto.bin" || fail "--tiles auto on 2 CPU workers is not --tiles 2"
+  # The tasks that ran: per tile (".t<k>"), the weight gradients per piece ("[r]") with 2 tiles;
+  # whole with one.
+  "$starzero" "${tiny[@]}" --steps 2 --tiles 2 --trace "$work/trace2" > "$work/trace2.log" 2>&1 \
+    || { cat "$work/trace2.log"; fail "trace, 2 tiles"; }
+  ran "$work/trace2/tasks.rec" "embedding_fwd.t1" "qkv_fwd[3].t1" "rope_fwd[0].t0" "attention_fwd[2].t1" \
+    "swiglu_bwd[1].t0" "qkv_bwd_input[0].t1" "qkv_bwd_weight[0][1].t1" "ln1_bwd_params[2].t1" \
+    "lm_head_bwd_weight[1].t0" "crossentropy_fwd.t1" "!qkv_bwd_weight[0]" "!qkv_fwd[3]" \
+    || fail "2 tiles: the per-tile tasks did not run"
+  "$starzero" "${tiny[@]}" --steps 2 --tiles 1 --trace "$work/trace1" > "$work/trace1.log" 2>&1 \
+    || { cat "$work/trace1.log"; fail "trace, 1 tile"; }
+  ran "$work/trace1/tasks.rec" "qkv_fwd[3]" "qkv_bwd_weight[0]" "ln1_bwd_params[2]" "!qkv_fwd[3].t0" \
+    || fail "1 tile: the whole-op tasks did not run"
+  ;;
+recompute)
+  tiny=(train --model llama3 --preset llama3-tiny --data "$work/data.txt" --seq 16 --batch 4 --cuda-workers 0
+        --cpu-workers 2 --val-every 0 --quiet --steps 4 --lr 3e-3 --warmup 0 --seed 3)
+  held() { grep -oE "^activations: [0-9.]+ MB" "$1" | grep -oE "[0-9.]+"; }
+  for precision in fp32 bf16; do
+    for tiles in 1 2; do
+      run=("$starzero" "${tiny[@]}" --precision "$precision" --tiles "$tiles")
+      "${run[@]}" --checkpoint-out "$work/none.bin" > "$work/none.log" 2>&1 || { cat "$work/none.log"; fail "none"; continue; }
+      grep -qE "^activations: .* plan [0-9.]+ MB$" "$work/none.log" || { cat "$work/none.log"; fail "none: held != plan"; }
+      for mode in "selective --recompute-window 0" "selective" "full --recompute-window 0" "full" \
+        "none --offload-activations cpu --recompute-window 0" "selective --offload-activations cpu" \
+        "full --offload-activations cpu --recompute-window 0"; do
+        read -r -a flags <<< "--recompute $mode"
+        "${run[@]}" "${flags[@]}" --checkpoint-out "$work/r.bin" > "$work/r.log" 2>&1 \
+          || { cat "$work/r.log"; fail "$mode"; continue; }
+        cmp -s "$work/none.bin" "$work/r.bin" \
+          || fail "$precision, $tiles tile(s), --recompute $mode: the checkpoint differs from none's"
+        grep -qE "^activations: .* plan [0-9.]+ MB$" "$work/r.log" || { cat "$work/r.log"; fail "$mode: held != plan"; }
+        case $mode in *offload*)
+          grep -qE "^activations offloaded: [0-9.]+ MB .* plan [0-9.]+ MB$" "$work/r.log" \
+            || { cat "$work/r.log"; fail "$mode: offloaded != plan"; } ;;
+        esac
+      done
+    done
+  done
+  # Less memory, full least (window 0: one block's recomputed activations alive); offload moves
+  # the kept bytes of L − (W + 1) = 3 blocks to host memory.
+  for mode in none selective full; do
+    "$starzero" "${tiny[@]}" --precision fp32 --recompute "$mode" $([ "$mode" = none ] || echo --recompute-window 0) \
+      > "$work/$mode.log" 2>&1 || fail "$mode for memory"
+  done
+  "$starzero" "${tiny[@]}" --precision fp32 --offload-activations cpu --recompute-window 0 > "$work/offload.log" 2>&1 \
+    || fail "none + offload for memory"
+  python3 - "$(held "$work/none.log")" "$(held "$work/selective.log")" "$(held "$work/full.log")" \
+    "$(held "$work/offload.log")" "$(grep -oE "^activations offloaded: [0-9.]+" "$work/offload.log" | grep -oE "[0-9.]+$")" <<'PY' \
+    || fail "the activation bytes do not shrink as they should"
+import sys
+none, selective, full, device, offloaded = map(float, sys.argv[1:])
+print(f"  activations MB: none {none}, selective {selective}, full {full}; offload: {device} + {offloaded} offloaded")
+assert full < selective < none, (none, selective, full)
+assert offloaded > 0.1 and abs(none - offloaded - device) < 0.11, (none, device, offloaded)
+PY
+  # The tasks: selective recomputes the RMSNorms, the attention and SwiGLU per tile, no matmul;
+  # full the matmuls and RoPE too, not mlp.c_proj. One fetch per offloaded block (L − 1 of them).
+  "$starzero" "${tiny[@]}" --precision fp32 --tiles 2 --recompute selective --offload-activations cpu \
+    --recompute-window 0 --steps 2 --trace "$work/selective" > "$work/selective_trace.log" 2>&1 \
+    || { cat "$work/selective_trace.log"; fail "selective trace"; }
+  ran "$work/selective/tasks.rec" "ln1_recompute[0].t1" "attention_recompute[3].t0" "ln2_recompute[1].t1" \
+    "swiglu_recompute[2].t0" "!qkv_recompute[0].t0" "!fc_recompute[0].t0" "activation_fetch[0]" \
+    "activation_fetch[2]" "!activation_fetch[3]" || fail "selective + offload: not the tasks expected"
+  "$starzero" "${tiny[@]}" --precision fp32 --tiles 1 --recompute full --steps 2 --trace "$work/full" \
+    > "$work/full_trace.log" 2>&1 || { cat "$work/full_trace.log"; fail "full trace"; }
+  ran "$work/full/tasks.rec" "qkv_recompute[0]" "rope_recompute[1]" "fc2_recompute[2]" "residual2_recompute[3]" \
+    "!fcproj_recompute[0]" "!residual3_recompute[0]" "!activation_fetch[0]" || fail "full: not the tasks expected"
   ;;
 *)
-  echo "usage: llama_train_test.sh STARZERO single|zero_np2"; exit 2 ;;
+  echo "usage: llama_train_test.sh STARZERO single|zero_np2|tiles|recompute"; exit 2 ;;
 esac
 
 finish "all passed"

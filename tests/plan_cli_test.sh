@@ -243,15 +243,16 @@ def psi(s):  # 2·V·C + C + L·(2C + Q·C + C² + 3·C·H)
     Q = (s["NH"] + 2 * s["NKV"]) * (C // s["NH"])
     return 2 * V * C + C + s["L"] * (2 * C + Q * C + C * C + 3 * C * H)
 
-def act(s, T, B, e):  # LlamaModel's activation buffers, "Activation memory"
+def act(s, T, B, e):  # LlamaModel's activation buffers (--recompute none), "Activation memory"
     L, C, NH, H, V = s["L"], s["C"], s["NH"], s["H"], s["V"]
     hs = C // NH
     Q = (NH + 2 * s["NKV"]) * hs
-    block = (6 * C + Q + 3 * H) * e + 8 + 4 * NH * T
-    shared = (2 * C + 6 * C + 2 * Q + 3 * H) * e + 3 * 4 * NH * T
+    block = (5 * C + Q + 3 * H) * e + 8 + 4 * NH * T  # kept per block
+    slot = 2 * C * e  # attproj, mlpproj: one shared slot
+    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e + 3 * 4 * NH * T  # two gradient slots; scratch
     embedding = 8 + 2 * C * e
     head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4
-    return B * T * (L * block + shared + embedding + head) + 2 * T * C * e + 4 * T * hs
+    return B * T * (L * block + slot + gradients + embedding + head) + 2 * T * C * e + 4 * T * hs
 
 if __name__ == "__main__":
     print(eval(sys.argv[1]))

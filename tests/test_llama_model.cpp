@@ -1,8 +1,12 @@
 // models/llama (LlamaModel) driven by offload/engine (Engine) on CPU workers, end to end, and its
 // layout and files (no StarPU):
 // - the fp32 loss against an independent double-precision Llama 3 (reference_llama3.hpp), with
-//   and without grouped queries and Llama 3.1's RoPE scaling;
-// - every parameter's gradient against central finite differences of that reference;
+//   and without grouped queries and Llama 3.1's RoPE scaling, with 1 and 2 tiles;
+// - every parameter's gradient against central finite differences of that reference (1 and 2
+//   tiles); 2, 3 and 4 tiles against one, and the gradient pieces;
+// - every --recompute mode and window, with and without activation offload: the loss and
+//   gradients bit for bit those of --recompute none (fp32, bf16; 1 and 2 tiles), the buffers'
+//   bytes the formula's, and the formula against bytes counted by hand;
 // - bf16 storage against fp32; initialisation; the initial loss; overfitting one batch;
 // - the activation buffers against llama_activation_bytes;
 // - the presets against Meta's published sizes, the llm.c layout;
@@ -129,10 +133,11 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_CASE("fp32 forward loss matches the double-precision reference", "[llama][loss]") {
   const int kv_heads = GENERATE(1, 2, 4);  // multi-query, grouped, multi-head
   const bool scaled = GENERATE(false, true);
-  INFO("NKV " << kv_heads << ", scaled RoPE " << scaled);
+  const int tiles = GENERATE(1, 2);  // one task per op, or one per sequence
+  INFO("NKV " << kv_heads << ", scaled RoPE " << scaled << ", tiles " << tiles);
   const LlamaShape shape = micro(kv_heads, scaled);
   Session session(cpu_session());
-  LlamaModel model(shape, DType::f32, kB, kT);
+  LlamaModel model(shape, DType::f32, kB, kT, tiles);
   EngineOptions opts;
   opts.seed = 7;
   opts.grad_clip = 0;
@@ -158,10 +163,12 @@ TEST_CASE("fp32 forward loss matches the double-precision reference", "[llama][l
 
 TEST_CASE("every parameter's gradient matches finite differences of the reference", "[llama][gradient]") {
   const bool scaled = GENERATE(false, true);
-  INFO("scaled RoPE " << scaled);
+  // Two tiles: row-wise tasks per sequence, the weight gradients in pieces added tile by tile.
+  const int tiles = GENERATE(1, 2);
+  INFO("scaled RoPE " << scaled << ", tiles " << tiles);
   const LlamaShape shape = micro(2, scaled);
   Session session(cpu_session());
-  LlamaModel model(shape, DType::f32, kB, kT);
+  LlamaModel model(shape, DType::f32, kB, kT, tiles);
   EngineOptions opts;
   opts.seed = 7;
   opts.grad_clip = 0;
@@ -301,6 +308,143 @@ TEST_CASE("AdamW overfits one fixed batch", "[llama][train]") {
   const double loss = model.mean_loss();
   INFO("initial loss " << initial << ", after 150 steps " << loss);
   CHECK(loss < 0.1 * initial);
+}
+
+namespace {
+
+// One loss and every parameter's gradient of a model built with `tiles` and `policy`, from the
+// same parameters and batch.
+struct LossAndGradients {
+  double loss;
+  std::vector<float> grad;
+  std::size_t held, offloaded;
+};
+LossAndGradients run_gradients(const LlamaShape& shape, DType dtype, int B, int T, int tiles,
+                               const ActivationPolicy& policy, const std::vector<float>& params,
+                               const std::vector<int>& inputs, const std::vector<int>& targets) {
+  LlamaModel model(shape, dtype, B, T, tiles, policy);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+  engine.set_master_params(to_layers(model, params));
+  model.set_batch(inputs, targets);
+  engine.submit_gradients();
+  const double loss = model.mean_loss();
+  return {loss, to_file(model, engine.gradients()), model.activation_bytes(), model.offloaded_activation_bytes()};
+}
+
+std::string describe(const ActivationPolicy& p) {
+  return std::string("--recompute ") + recompute_name(p.recompute) + " --recompute-window " + std::to_string(p.window) +
+         " --offload-activations " + offload_name(p.offload);
+}
+
+}  // namespace
+
+TEST_CASE("tiles: the model agrees across tile counts and cuts its gradients into pieces", "[llama][tiles]") {
+  const LlamaShape shape = micro();
+  constexpr int B = 4, T = 5;
+  Session session(cpu_session());
+  std::mt19937 rng(23);
+  const std::vector<float> params = random_params(shape, 99);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  const LossAndGradients one = run_gradients(shape, DType::f32, B, T, 1, {}, params, inputs, targets);
+  for (int tiles : {2, 3, 4}) {  // 3: tiles of 1, 1 and 2 sequences
+    INFO("tiles " << tiles);
+    const LossAndGradients tiled = run_gradients(shape, DType::f32, B, T, tiles, {}, params, inputs, targets);
+    CHECK(std::abs(tiled.loss - one.loss) <= 1e-6 * std::abs(one.loss));
+    REQUIRE(tiled.grad.size() == one.grad.size());
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < one.grad.size(); ++k)
+      if (!(std::abs(tiled.grad[k] - one.grad[k]) <= 1e-4 * std::abs(one.grad[k]) + 1e-6)) ++bad;
+    CHECK(bad == 0);
+    // The buffers do not depend on the tile count.
+    CHECK(tiled.held == one.held);
+  }
+  // The gradient pieces: every linear weight cut into min(tiles, output channels) pieces of whole
+  // output channels, each RMSNorm weight one piece; the embedding whole; one tile: all whole.
+  const std::size_t C = 16, Q = 32, H = 24;  // V = 11
+  LlamaModel whole(shape, DType::f32, B, T, 1);
+  for (int layer = 0; layer < whole.layers(); ++layer) CHECK(whole.gradient_pieces(layer).empty());
+  LlamaModel two(shape, DType::f32, B, T, 2);
+  CHECK(two.gradient_pieces(0).empty());
+  CHECK(two.gradient_pieces(1) == std::vector<std::size_t>{C, Q / 2 * C, Q / 2 * C, C / 2 * C, C / 2 * C, C, H / 2 * C,
+                                                           H / 2 * C, H / 2 * C, H / 2 * C, C / 2 * H, C / 2 * H});
+  CHECK(two.gradient_pieces(3) == std::vector<std::size_t>{C, 5 * C, 6 * C});  // lnfw, lm_head's 11 rows as 5 + 6
+  CHECK_THROWS_AS(LlamaModel(shape, DType::f32, B, T, 5), std::invalid_argument);
+  CHECK_THROWS_AS(LlamaModel(shape, DType::f32, B, T, 0), std::invalid_argument);
+}
+
+TEST_CASE("recomputation and activation offload change no bit, and hold the formula's bytes", "[llama][recompute]") {
+  const LlamaShape shape = micro();  // L = 2
+  constexpr int B = 4, T = 5;
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  const int tiles = GENERATE(1, 2);
+  INFO(dtype_name(dtype) << ", tiles " << tiles);
+  Session session(cpu_session());
+  std::mt19937 rng(31);
+  const std::vector<float> params = random_params(shape, 5);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  const LossAndGradients kept_all = run_gradients(shape, dtype, B, T, tiles, {}, params, inputs, targets);
+  const std::size_t e = dtype_size(dtype);
+  CHECK(kept_all.held == llama_activation_bytes(shape, e, B, T));
+  CHECK(kept_all.offloaded == 0);
+  using enum Recompute;
+  const ActivationOffload cpu = ActivationOffload::cpu, kept = ActivationOffload::none;
+  for (const ActivationPolicy& policy :
+       {ActivationPolicy{selective, 0, kept}, ActivationPolicy{selective, 1, kept}, ActivationPolicy{full, 0, kept},
+        ActivationPolicy{full, 1, kept}, ActivationPolicy{none, 0, cpu}, ActivationPolicy{selective, 0, cpu},
+        ActivationPolicy{full, 0, cpu}, ActivationPolicy{full, 1, cpu}}) {
+    INFO(describe(policy));
+    const LossAndGradients r = run_gradients(shape, dtype, B, T, tiles, policy, params, inputs, targets);
+    CHECK(r.loss == kept_all.loss);
+    CHECK(r.grad == kept_all.grad);
+    CHECK(r.held == llama_activation_bytes(shape, e, B, T, policy));
+    CHECK(r.offloaded == llama_offloaded_activation_bytes(shape, e, B, T, policy));
+  }
+}
+
+TEST_CASE("the activation bytes per mode, counted by hand", "[llama][recompute]") {
+  // micro(): L=2, C=16, NH=4, NKV=2 (Q=32), H=24, V=11; B=4, T=5, fp32. Per token (bytes):
+  // a block's forward writes ln1, atty, attproj, residual2, ln2, mlpproj, residual3 (7·16), qkv
+  // (32), fc, fc2, swiglu (3·24), two rstd (2) and its attention row (NH·T = 20 floats).
+  const LlamaShape shape = micro();
+  constexpr std::size_t all = (7 * 16 + 32 + 3 * 24 + 2 + 20) * 4;      // 952
+  constexpr std::size_t kept_none = all - 2 * 16 * 4;                   // but attproj, mlpproj
+  constexpr std::size_t kept_selective = (32 + 16 + 24 + 24 + 16) * 4;  // qkv, residual2, fc, fc2, residual3
+  constexpr std::size_t kept_full = 16 * 4;                             // residual3
+  // Two gradient slots of 7·16 + 2·32 + 3·24 elements; the rest: attention scratch (3 rows),
+  // tokens and targets, embedded and dembedded, lnf, dlnf and its rstd, logits and dlogits,
+  // probs and losses.
+  constexpr std::size_t gradients = 2 * (7 * 16 + 2 * 32 + 3 * 24) * 4;
+  constexpr std::size_t rest = 3 * 20 * 4 + 8 + 2 * 16 * 4 + 2 * 16 * 4 + 4 + 2 * 11 * 4 + 11 * 4 + 4;
+  // Once per micro-batch: the embedding's two T·C scratch buffers and the RoPE table (T·hs fp32).
+  constexpr std::size_t once = 2 * 5 * 16 * 4 + 5 * 4 * 4;
+  constexpr std::size_t tokens = 4 * 5;
+  auto bytes = [&](std::size_t on_device_blocks, std::size_t kept, std::size_t slots, std::size_t slot) {
+    return tokens * (on_device_blocks * kept + slots * slot + gradients + rest) + once;
+  };
+  using enum Recompute;
+  const ActivationOffload cpu = ActivationOffload::cpu, no = ActivationOffload::none;
+  auto held = [&](ActivationPolicy p) { return llama_activation_bytes(shape, 4, 4, 5, p); };
+  CHECK(held({none, 1, no}) == bytes(2, kept_none, 1, 2 * 16 * 4));
+  CHECK(held({selective, 0, no}) == bytes(2, kept_selective, 1, all - kept_selective));
+  CHECK(held({selective, 1, no}) == bytes(2, kept_selective, 2, all - kept_selective));
+  CHECK(held({full, 0, no}) == bytes(2, kept_full, 1, all - kept_full));
+  CHECK(held({full, 5, no}) == bytes(2, kept_full, 2, all - kept_full));  // W + 1 slots, at most L
+  // Offload: the first L − (W + 1) blocks' kept tensors live in host memory.
+  CHECK(held({none, 0, cpu}) == bytes(1, kept_none, 1, 2 * 16 * 4));
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {none, 0, cpu}) == tokens * kept_none);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 0, cpu}) == tokens * kept_full);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 1, cpu}) == 0);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 0, no}) == 0);
+  // The planner's footprint carries them.
+  const ModelFootprint f = llama_footprint(shape, 4, 5, {full, 0, cpu});
+  CHECK(std::size_t(f.activation_bytes_4) == held({full, 0, cpu}));
+  CHECK(std::size_t(f.offloaded_activation_bytes_4) == tokens * kept_full);
+  CHECK(std::size_t(f.activation_bytes_2) == llama_activation_bytes(shape, 2, 4, 5, {full, 0, cpu}));
 }
 
 TEST_CASE("presets have Meta's published sizes", "[llama][layout]") {
