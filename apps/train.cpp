@@ -71,6 +71,9 @@ cli::ArgParser make_train_parser() {
       .option("tiles", "N",
               "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
               "else one per CPU worker) or 1..micro-batch")
+      .option("head-groups", "N",
+              "GPT: attention tasks per tile, each a group of consecutive heads: auto (default: 1 with a GPU, else "
+              "enough that tiles x groups >= CPU workers) or 1..heads")
       .option("recompute", "MODE",
               "none (default), selective (layernorms, attention, GELU run again before each block's backward) or "
               "full (a block keeps only its output; its forward runs again): docs/activation-memory.md")
@@ -135,6 +138,7 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("heads")) r.heads = int_option(p, "heads", 0, 1);
   if (p.given("max-seq")) r.max_seq = int_option(p, "max-seq", 0, 1);
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
+  r.head_groups = cli::auto_or_int_option(p, "head-groups", 1);
   if (const auto data = p.value("data")) r.data = *data;
   if (const auto checkpoint = p.value("checkpoint-in")) {
     if (p.flag_set("resume"))

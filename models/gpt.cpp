@@ -6,6 +6,7 @@
 #include <deque>
 #include <stdexcept>
 
+#include "models/sequence_tiles.hpp"
 #include "tasks/prefetch.hpp"
 
 namespace starzero {
@@ -67,30 +68,39 @@ void fill_normal_at(std::span<float> values, float stddev, std::uint64_t stream,
 
 }  // namespace
 
-// Tiles of a micro-batch: groups of whole sequences (attention needs whole sequences), tile k
-// holding `sequences[k]` of them. With one tile every tensor is one handle, as StarPU allocates
-// it (transient); with more, a tensor lives in main memory and is split into one piece per tile
-// (runtime/tensor.hpp), and row-wise tasks run per tile.
-struct GptModel::Tiles {
-  int batch;
-  std::vector<int> sequences;
+// Tiles of a micro-batch (models/sequence_tiles.hpp): with one tile every tensor is one handle,
+// with more a host tensor split into one piece per tile, and row-wise tasks run per tile.
+struct GptModel::Tiles : SequenceTiles {
+  using SequenceTiles::SequenceTiles;
+};
 
-  Tiles(int B, int count) : batch(B) {
-    for (int k = 0; k < count; ++k) sequences.push_back(B * (k + 1) / count - B * k / count);
+// Groups of consecutive heads (`head_groups`): group g holds heads [NH·g/G, NH·(g+1)/G), so the
+// counts differ by at most one. With more than one group, attention forward and backward run as
+// one task per (tile, group), and the tensors they write are split, per tile, into each group's
+// blocks of columns (Tensor::split_columns): no task declares columns it does not write.
+struct GptModel::HeadGroups {
+  int heads;
+  int count;
+
+  tasks::HeadGroup group(int g) const {
+    const int first = heads * g / count;
+    return {first, heads * (g + 1) / count - first};
   }
-  int count() const { return int(sequences.size()); }
-  // A host tensor of `per_sequence` elements per sequence, one piece per tile (one tile: whole).
-  Tensor host(DType dtype, std::size_t per_sequence, const std::string& name) const {
-    Tensor tensor = Tensor::host(dtype, std::size_t(batch) * per_sequence, name);
-    std::vector<std::size_t> counts;
-    for (int n : sequences) counts.push_back(std::size_t(n) * per_sequence);
-    tensor.split(counts);
-    return tensor;
+  // Rows made of `parts` runs of every head's `per_head` elements (dqkv: its q, k and v parts):
+  // block p·count + g holds group g's heads of part p.
+  std::vector<Tensor::Columns> columns(std::size_t per_head, int parts) const {
+    std::vector<Tensor::Columns> blocks;
+    for (int p = 0; p < parts; ++p)
+      for (int g = 0; g < count; ++g)
+        blocks.push_back({(std::size_t(p) * heads + std::size_t(group(g).first)) * per_head,
+                          std::size_t(group(g).count) * per_head});
+    return blocks;
   }
-  // The same, transient when there is one tile.
-  Tensor make(DType dtype, std::size_t per_sequence, const std::string& name) const {
-    if (count() == 1) return Tensor::transient(dtype, std::size_t(batch) * per_sequence, name);
-    return host(dtype, per_sequence, name);
+  // Splits every tile piece of `tensor` into those blocks.
+  void split(Tensor& tensor, std::size_t per_head, int parts) const {
+    const std::vector<Tensor::Columns> blocks = columns(per_head, parts);
+    for (std::size_t k = 0; k < tensor.pieces(); ++k)
+      tensor.split_columns(k, std::size_t(parts) * std::size_t(heads) * per_head, blocks);
   }
 };
 
@@ -138,25 +148,30 @@ std::size_t attention_size(const tasks::Dims& d) { return std::size_t(d.NH) * st
 // residuals in the forward), preatt neither: selective keeps none of them.
 struct ActivationKind {
   const char* name;
-  bool stat;  // fp32 [T] (layernorm mean and rstd)
+  bool stat;       // fp32 [T] (layernorm mean and rstd)
   bool attention;  // fp32 [NH, T, T]
-  int width;  // in C (activations [T, width·C])
+  int width;       // in C (activations [T, width·C])
   bool selective_keeps;
+  bool by_heads = false;  // written by the attention, per head group
 };
 constexpr ActivationKind kBlockActivations[] = {
-    {"ln1", false, false, 1, false},      {"ln1_mean", true, false, 0, false},  {"ln1_rstd", true, false, 0, false},
-    {"qkv", false, false, 3, true},       {"atty", false, false, 1, false},     {"preatt", false, true, 0, false},
-    {"att", false, true, 0, false},       {"attproj", false, false, 1, false},  {"residual2", false, false, 1, true},
-    {"ln2", false, false, 1, false},      {"ln2_mean", true, false, 0, false},  {"ln2_rstd", true, false, 0, false},
-    {"fch", false, false, 4, true},       {"fch_gelu", false, false, 4, false}, {"fcproj", false, false, 1, false},
-    {"residual3", false, false, 1, true},
+    {"ln1", false, false, 1, false},        {"ln1_mean", true, false, 0, false},
+    {"ln1_rstd", true, false, 0, false},    {"qkv", false, false, 3, true},
+    {"atty", false, false, 1, false, true}, {"preatt", false, true, 0, false, true},
+    {"att", false, true, 0, false, true},   {"attproj", false, false, 1, false},
+    {"residual2", false, false, 1, true},   {"ln2", false, false, 1, false},
+    {"ln2_mean", true, false, 0, false},    {"ln2_rstd", true, false, 0, false},
+    {"fch", false, false, 4, true},         {"fch_gelu", false, false, 4, false},
+    {"fcproj", false, false, 1, false},     {"residual3", false, false, 1, true},
 };
 constexpr std::pair<const char*, int> kBlockGradients[] = {
-    {"dln1", 1}, {"dqkv", 3}, {"datty", 1}, {"dattproj", 1}, {"dresidual2", 1},
-    {"dln2", 1}, {"dfch", 4}, {"dfch_gelu", 4}, {"dfcproj", 1}, {"dresidual3", 1},
+    {"dln1", 1}, {"dqkv", 3}, {"datty", 1},     {"dattproj", 1}, {"dresidual2", 1},
+    {"dln2", 1}, {"dfch", 4}, {"dfch_gelu", 4}, {"dfcproj", 1},  {"dresidual3", 1},
 };
 // Gradient slots: block b's backward writes slot b % 2 and the dresidual3 of slot (b − 1) % 2.
 constexpr int kGradientSlots = 2;
+// The gradient the attention backward writes per head group, in its q, k and v parts.
+constexpr std::string_view kAttentionInputGradient = "dqkv";
 
 bool kept_per_block(const ActivationKind& kind, Recompute recompute) {
   switch (recompute) {
@@ -175,14 +190,14 @@ struct GptModel::Buffers {
   Tensor &encoded, &dencoded;
   std::vector<BlockActivations> blocks;
   Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
-  std::deque<ScratchHandle> dpreatt, datt;  // per tile
+  std::deque<ScratchHandle> dpreatt, datt;  // per tile and head group: tile k's group g at k·groups + g
   std::size_t scratch_bytes = 0;            // dpreatt and datt
   // Per block: what it keeps for the backward; offloaded (--offload-activations cpu) for the
   // first `offloaded` blocks, whose kept tensors have a pinned host home.
   std::vector<std::vector<const Tensor*>> kept;
   int offloaded = 0;
 
-  Buffers(const tasks::Dims& d, const Tiles& t, int L, const ActivationPolicy& policy)
+  Buffers(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, int L, const ActivationPolicy& policy)
       : tokens(keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
         targets(keep(t.make(DType::i32, std::size_t(d.T), "targets"))),
         encoded(keep(act(d, t, d.C, at("encoded", 0)))),
@@ -199,7 +214,8 @@ struct GptModel::Buffers {
     offloaded = offloaded_blocks(policy, L);
     kept.resize(std::size_t(L));
     // Forward tensors: a block's own, or slot b % slots's (made when first needed).
-    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots), std::vector<Tensor*>(std::size(kBlockActivations)));
+    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots),
+                                                   std::vector<Tensor*>(std::size(kBlockActivations)));
     std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
     blocks.reserve(std::size_t(L));
     for (int b = 0; b < L; ++b) {
@@ -207,30 +223,39 @@ struct GptModel::Buffers {
       for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
         const ActivationKind& kind = kBlockActivations[i];
         if (kept_per_block(kind, policy.recompute)) {
-          f.push_back(&keep(forward_tensor(d, t, kind, at(kind.name, b), b < offloaded)));
+          f.push_back(&keep(forward_tensor(d, t, h, kind, at(kind.name, b), b < offloaded)));
           kept[std::size_t(b)].push_back(f.back());
           continue;
         }
         Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
-        if (!shared) shared = &keep(forward_tensor(d, t, kind, at((std::string(kind.name) + "_slot").c_str(), b % slots)));
+        if (!shared)
+          shared = &keep(forward_tensor(d, t, h, kind, at((std::string(kind.name) + "_slot").c_str(), b % slots)));
         f.push_back(shared);
       }
       std::vector<Tensor*> g;
       for (std::size_t i = 0; i < std::size(kBlockGradients); ++i) {
         const auto& [name, width] = kBlockGradients[i];
         Tensor*& shared = gradient_slots[std::size_t(b % kGradientSlots)][i];
+        if (!shared && name == kAttentionInputGradient && h.count > 1) {
+          // A host tensor, so that its tiles can be split into the groups' columns of q, k and v.
+          shared = &keep(t.host(d.dtype, std::size_t(d.T) * std::size_t(width * d.C), at(name, b % kGradientSlots)));
+          h.split(*shared, std::size_t(d.C / d.NH), 3);
+        }
         if (!shared) shared = &keep(act(d, t, width * d.C, at(name, b % kGradientSlots)));
         g.push_back(shared);
       }
-      blocks.push_back(BlockActivations{*f[0], *f[1], *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7],
-                                        *f[8], *f[9], *f[10], *f[11], *f[12], *f[13], *f[14], *f[15],
-                                        *g[0], *g[1], *g[2],  *g[3],  *g[4],  *g[5],  *g[6],  *g[7],
-                                        *g[8], *g[9]});
+      blocks.push_back(BlockActivations{*f[0], *f[1],  *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7], *f[8],
+                                        *f[9], *f[10], *f[11], *f[12], *f[13], *f[14], *f[15], *g[0], *g[1],
+                                        *g[2], *g[3],  *g[4],  *g[5],  *g[6],  *g[7],  *g[8],  *g[9]});
     }
-    for (int n : t.sequences) {
-      dpreatt.emplace_back(std::size_t(n) * attention_size(d), sizeof(float));
-      datt.emplace_back(std::size_t(n) * attention_size(d), sizeof(float));
-      scratch_bytes += 2 * std::size_t(n) * attention_size(d) * sizeof(float);
+    for (int n : t.sequences()) {
+      for (int group = 0; group < h.count; ++group) {
+        const std::size_t count =
+            std::size_t(n) * std::size_t(h.group(group).count) * std::size_t(d.T) * std::size_t(d.T);
+        dpreatt.emplace_back(count, sizeof(float));
+        datt.emplace_back(count, sizeof(float));
+        scratch_bytes += 2 * count * sizeof(float);
+      }
     }
   }
 
@@ -262,34 +287,42 @@ struct GptModel::Buffers {
     return t.make(DType::f32, std::size_t(d.T), name);
   }
   // `host`: with a home in main memory (pinned when there are CUDA workers), even with one tile.
-  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const ActivationKind& kind, const std::string& name,
-                               bool host = false) {
+  // What the attention writes per head group is split into the groups' columns (a host tensor,
+  // to be split): atty's rows of C by hs per head, preatt's and att's rows of NH·T² (one per
+  // sequence) by T² per head.
+  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, const ActivationKind& kind,
+                               const std::string& name, bool host = false) {
     const DType dtype = kind.stat || kind.attention ? DType::f32 : d.dtype;
     const std::size_t per_sequence = kind.stat        ? std::size_t(d.T)
                                      : kind.attention ? attention_size(d)
                                                       : std::size_t(d.T) * std::size_t(kind.width * d.C);
-    return host ? t.host(dtype, per_sequence, name) : t.make(dtype, per_sequence, name);
+    const bool by_heads = kind.by_heads && h.count > 1;
+    Tensor tensor = host || by_heads ? t.host(dtype, per_sequence, name) : t.make(dtype, per_sequence, name);
+    if (by_heads) h.split(tensor, kind.attention ? std::size_t(d.T) * std::size_t(d.T) : std::size_t(d.C / d.NH), 1);
+    return tensor;
   }
 };
 
-GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations)
+GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
+                   int head_groups)
     : shape_(shape), layout_(shape), activations_(activations) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("GPT model dtype must be fp32 or bf16");
   if (B <= 0 || T <= 0 || T > shape.max_seq)
     throw std::invalid_argument("batch " + std::to_string(B) + " x seq " + std::to_string(T) +
                                 ": need B > 0 and 0 < T <= max_seq = " + std::to_string(shape.max_seq));
-  if (tiles < 1 || tiles > B)
-    throw std::invalid_argument(std::to_string(tiles) + " tiles for a micro-batch of " + std::to_string(B) +
-                                " sequences: a tile holds whole sequences, so 1 <= tiles <= B");
+  tiles_ = std::make_unique<Tiles>(B, tiles);  // checks 1 <= tiles <= B
+  if (head_groups < 1 || head_groups > shape.heads)
+    throw std::invalid_argument(std::to_string(head_groups) + " head groups for a model of " +
+                                std::to_string(shape.heads) + " heads: 1 <= head groups <= heads");
   dims_ = tasks::Dims{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.padded_vocab};
-  tiles_ = std::make_unique<Tiles>(B, tiles);
-  for (int n : tiles_->sequences) {
+  head_groups_ = std::make_unique<HeadGroups>(HeadGroups{shape.heads, head_groups});
+  for (int n : tiles_->sequences()) {
     tile_dims_.push_back(dims_);
     tile_dims_.back().B = n;
   }
   if (activations.window < 0)
     throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
-  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, shape.layers, activations);
+  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, *head_groups_, shape.layers, activations);
   if (tiles == 1) return;
   for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {
     std::vector<const GptTensor*> in_kind;
@@ -324,12 +357,25 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, 
 
 int GptModel::tiles() const { return tiles_->count(); }
 
+int GptModel::head_groups() const { return head_groups_->count; }
+
+int auto_head_groups(int heads, int tiles) {
+  if (starpu_cuda_worker_get_count() > 0) return 1;
+  const int workers = int(starpu_cpu_worker_get_count());
+  return std::clamp((workers + tiles - 1) / std::max(tiles, 1), 1, std::max(heads, 1));
+}
+
 std::size_t GptModel::activation_bytes() const { return buffers_->bytes(); }
 
 std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->offloaded_bytes(); }
 
 std::string GptModel::tile_name(const std::string& name, int tile) const {
   return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
+}
+
+std::string GptModel::head_group_name(const std::string& op, int block, int group, int tile) const {
+  const std::string name = at(op.c_str(), block);
+  return tile_name(head_groups() == 1 ? name : name + "[" + std::to_string(group) + "]", tile);
 }
 
 GptModel::~GptModel() = default;
@@ -559,8 +605,7 @@ void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pas
     if (forward || full)
       tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), weight(qkvw, qkvb), in(qkvw), out(qkvw),
                                    name("qkv", k));
-    tasks::submit_attention_forward(d, a.atty.piece(k), a.preatt.piece(k), a.att.piece(k), a.qkv.piece(k),
-                                    name("attention", k));
+    submit_attention_forward(block, k, forward ? "attention_fwd" : "attention_recompute");
     if (forward || full) {
       tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), weight(attprojw, attprojb), in(attprojw),
                                    out(attprojw), name("attproj", k));
@@ -587,6 +632,40 @@ void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pas
     tasks::submit_write_back(pieces_of(kept));
   }
   if (forward && block >= 1 && block - 1 < buf.offloaded) tasks::submit_write_back(pieces_of({&input}));
+}
+
+// Attention of tile k: one task, or one per head group writing its own blocks of columns (all
+// reading the tile's whole qkv); the same kernel calls per head either way.
+void GptModel::submit_attention_forward(int block, int k, const std::string& op) {
+  const BlockActivations& a = buffers_->blocks[std::size_t(block)];
+  const tasks::Dims& d = tile_dims_[k];
+  if (head_groups() == 1)
+    return tasks::submit_attention_forward(d, a.atty.piece(k), a.preatt.piece(k), a.att.piece(k), a.qkv.piece(k),
+                                           head_group_name(op, block, 0, k));
+  for (int g = 0; g < head_groups(); ++g)
+    tasks::submit_attention_forward_heads(d, head_groups_->group(g), a.atty.column_block(k, g),
+                                          a.preatt.column_block(k, g), a.att.column_block(k, g), a.qkv.piece(k),
+                                          head_group_name(op, block, g, k));
+}
+
+// dqkv's blocks of tile k are (part, group) = q, k, v of every group: group g's are g, G + g, 2G + g.
+void GptModel::submit_attention_backward(int block, int k) {
+  Buffers& buf = *buffers_;
+  const BlockActivations& a = buf.blocks[std::size_t(block)];
+  const tasks::Dims& d = tile_dims_[k];
+  const int G = head_groups();
+  auto scratch = [&](const std::deque<ScratchHandle>& handles, int g) {
+    return handles[std::size_t(k * G + g)].handle;
+  };
+  if (G == 1)
+    return tasks::submit_attention_backward(d, a.dqkv.piece(k), scratch(buf.dpreatt, 0), scratch(buf.datt, 0),
+                                            a.datty.piece(k), a.qkv.piece(k), a.att.piece(k),
+                                            head_group_name("attention_bwd", block, 0, k));
+  for (int g = 0; g < G; ++g)
+    tasks::submit_attention_backward_heads(
+        d, head_groups_->group(g), a.dqkv.column_block(k, g), a.dqkv.column_block(k, G + g),
+        a.dqkv.column_block(k, 2 * G + g), scratch(buf.dpreatt, g), scratch(buf.datt, g), a.datty.piece(k),
+        a.qkv.piece(k), a.att.column_block(k, g), head_group_name("attention_bwd", block, g, k));
 }
 
 void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
@@ -623,10 +702,7 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
     tasks::submit_residual_backward(tile_dims_[k], dinput.piece(k), a.dattproj.piece(k), a.dresidual2.piece(k),
                                     name("residual2_bwd", k));
   linear("attproj", attprojw, attprojb, a.datty, a.dattproj, a.atty);
-  for (int k = 0; k < tiles(); ++k)
-    tasks::submit_attention_backward(tile_dims_[k], a.dqkv.piece(k), buf.dpreatt[std::size_t(k)].handle,
-                                     buf.datt[std::size_t(k)].handle, a.datty.piece(k), a.qkv.piece(k), a.att.piece(k),
-                                     name("attention_bwd", k));
+  for (int k = 0; k < tiles(); ++k) submit_attention_backward(block, k);
   linear("qkv", qkvw, qkvb, a.dln1, a.dqkv, a.ln1);
   layernorm("ln1", ln1w, ln1b, dinput, a.dln1, input, a.ln1_mean, a.ln1_rstd);
 

@@ -24,6 +24,12 @@ namespace starzero {
 
 // The presets (gpt_preset, gpt_preset_names) are in models/gpt_layout.hpp.
 
+// The head-group count `--head-groups auto` picks on the running StarPU session for a model of
+// `heads` heads run in `tiles` tiles: 1 when there is a CUDA worker (one kernel per op is best on
+// a GPU), else the fewest groups that give every CPU worker an attention task (tiles × groups >=
+// CPU workers), at most one group per head.
+int auto_head_groups(int heads, int tiles);
+
 class GptModel final : public Model {
  public:
   // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups
@@ -31,7 +37,11 @@ class GptModel final : public Model {
   // several workers can share one op. Results do not depend on the tile count.
   // `activations`: what the blocks keep for the backward and what they recompute
   // (offload/footprint.hpp, docs/activation-memory.md); the results do not depend on it.
-  GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles = 1, const ActivationPolicy& activations = {});
+  // `head_groups` (1 <= head_groups <= NH): attention forward and backward run as one task per
+  // tile and group of consecutive heads, each writing only its heads' columns of the tile
+  // (Tensor::split_columns); bitwise the results of one group.
+  GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles = 1, const ActivationPolicy& activations = {},
+           int head_groups = 1);
   ~GptModel() override;
 
   int layers() const override { return shape_.layers + 2; }
@@ -53,6 +63,7 @@ class GptModel final : public Model {
   int batch() const { return dims_.B; }
   int seq() const { return dims_.T; }
   int tiles() const;
+  int head_groups() const;
   const ActivationPolicy& activation_policy() const { return activations_; }
   // Bytes of one micro-batch's activation buffers, their gradients and scratch, as allocated, that
   // stay on the device (docs/activation-memory.md has the formula; gpt_activation_bytes computes
@@ -77,10 +88,16 @@ class GptModel final : public Model {
 
  private:
   struct Tiles;
+  struct HeadGroups;
   struct BlockActivations;
   struct Buffers;
   // `name`, with ".t<k>" when there is more than one tile.
   std::string tile_name(const std::string& name, int tile) const;
+  // An attention task's name: `op` + "[block]", "[g]" when there is more than one head group,
+  // then the tile suffix.
+  std::string head_group_name(const std::string& op, int block, int group, int tile) const;
+  void submit_attention_forward(int block, int tile, const std::string& op);
+  void submit_attention_backward(int block, int tile);
   struct GradientSplit;
   const GradientSplit& gradient_split(int layer) const;
   // A linear layer's and a layernorm's backward, with parameters `weight` (and `bias`) in group
@@ -105,6 +122,7 @@ class GptModel final : public Model {
   ActivationPolicy activations_;
   tasks::Dims dims_;
   std::unique_ptr<Tiles> tiles_;
+  std::unique_ptr<HeadGroups> head_groups_;
   std::vector<tasks::Dims> tile_dims_;  // dims_ with the tile's sequences as B
   std::unique_ptr<Buffers> buffers_;
   std::vector<GradientSplit> gradient_splits_;  // per GptLayerKind; empty with one tile

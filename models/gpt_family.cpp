@@ -98,9 +98,13 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
 
 class GptTrainable final : public Trainable {
  public:
-  GptTrainable(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
-               const TokenDataset& data, std::uint64_t seed, Split evaluation_split)
-      : model_(shape, dtype, B, T, tiles, activations), data_(data), seed_(seed), evaluation_split_(evaluation_split) {}
+  GptTrainable(const GptShape& shape, DType dtype, int B, int T, int tiles, int head_groups,
+               const ActivationPolicy& activations, const TokenDataset& data, std::uint64_t seed,
+               Split evaluation_split)
+      : model_(shape, dtype, B, T, tiles, activations, head_groups),
+        data_(data),
+        seed_(seed),
+        evaluation_split_(evaluation_split) {}
 
   int layers() const override { return model_.layers(); }
   std::size_t layer_params(int layer) const override { return model_.layer_params(layer); }
@@ -147,10 +151,12 @@ std::optional<std::string> GptTrainable::sample(const std::function<void()>& for
 
 class GptSpec final : public ModelSpec {
  public:
-  GptSpec(const GptShape& shape, TokenDataset data, int T, std::uint64_t seed, Split evaluation_split)
+  GptSpec(const GptShape& shape, TokenDataset data, int T, std::optional<int> head_groups, std::uint64_t seed,
+          Split evaluation_split)
       : shape_(shape),
         data_(std::move(data)),
         T_(T),
+        head_groups_(head_groups),
         seed_(seed),
         evaluation_split_(evaluation_split),
         format_(shape) {}
@@ -170,7 +176,8 @@ class GptSpec final : public ModelSpec {
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,
                                    const ActivationPolicy& activations) const override {
-    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, activations, data_, seed_,
+    const int head_groups = head_groups_.value_or(auto_head_groups(shape_.heads, tiles));
+    return std::make_unique<GptTrainable>(shape_, dtype, batch, T_, tiles, head_groups, activations, data_, seed_,
                                           evaluation_split_);
   }
   std::optional<std::size_t> activation_bytes(DType dtype, int batch,
@@ -186,6 +193,7 @@ class GptSpec final : public ModelSpec {
   GptShape shape_;
   TokenDataset data_;
   int T_;
+  std::optional<int> head_groups_;  // empty: auto_head_groups on the running session
   std::uint64_t seed_;
   Split evaluation_split_;
   LlmcCheckpointFormat format_;
@@ -294,7 +302,11 @@ std::unique_ptr<ModelSpec> prepare_gpt(const ModelRequest& request) {
   if (!evaluation && data.split_size(Split::train) < std::size_t(T) + 1)
     throw std::invalid_argument("the training data has " + std::to_string(data.split_size(Split::train)) +
                                 " tokens: too few for --seq " + std::to_string(T));
-  return std::make_unique<GptSpec>(shape, std::move(data), T, request.seed,
+  if (request.head_groups && (*request.head_groups < 1 || *request.head_groups > shape.heads))
+    throw std::invalid_argument("--head-groups " + std::to_string(*request.head_groups) +
+                                ": a group holds whole heads, so 1 <= head groups <= the model's " +
+                                std::to_string(shape.heads) + " heads");
+  return std::make_unique<GptSpec>(shape, std::move(data), T, request.head_groups, request.seed,
                                    evaluation ? Split::train : Split::validation);
 }
 

@@ -25,6 +25,7 @@ struct ModelRequest {
   std::optional<int> layers, channels, heads, max_seq;
   std::optional<std::filesystem::path> data;        // training (or evaluation) data
   std::optional<int> seq;                           // tokens per row
+  std::optional<int> head_groups;                   // GPT: attention tasks per tile (--head-groups); empty: auto
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given
   double validation_fraction = 0.1;                 // 0: the whole data is evaluation data (starzero eval)
   std::uint64_t seed = 1337;                        // data drawn from a seed

@@ -4,7 +4,7 @@
 // counts differ by at most one. With one tile every tensor is one handle, which StarPU allocates
 // where it is first written (transient); with more, a tensor lives in main memory and is split into
 // one piece per tile (runtime/tensor.hpp), and a model's row-wise tasks run per tile on the pieces.
-// Used by models/llama.cpp (models/gpt.cpp has the same struct as GptModel::Tiles).
+// Used by models/gpt.cpp and models/llama.cpp.
 #include <cstddef>
 #include <stdexcept>
 #include <string>

@@ -32,18 +32,24 @@ std::size_t StepGraph::add(const SubmittedTask& task) {
     const bool writes = (mode & (STARPU_W | STARPU_REDUX)) != 0;
     Accesses& own = accesses_[h];
     conflicts(own, writes, preds);
-    if (const auto whole = whole_of_.find(h); whole != whole_of_.end()) {
-      // A piece: after the whole handle's last writer (and its readers, if it writes). Sibling
-      // pieces keep their own histories, so tiles of one tensor do not wait for each other.
+    // A piece: after the last writer of the handle it is a piece of (and its readers, if it
+    // writes), and of that one's whole in turn (a block of columns of a tile). Sibling pieces keep
+    // their own histories, so tiles of one tensor do not wait for each other.
+    for (auto whole = whole_of_.find(h); whole != whole_of_.end(); whole = whole_of_.find(whole->second))
       conflicts(accesses_[whole->second], writes, preds);
-    } else if (const auto pieces = pieces_of_.find(h); pieces != pieces_of_.end()) {
-      // The whole of a split tensor: after every piece's accesses, and each piece after it.
+    // A handle with pieces (the whole of a split tensor, or a tile split again): after every
+    // piece's accesses, their pieces' too, and each piece after it.
+    const auto visit_pieces = [&](const auto& self, starpu_data_handle_t of) -> void {
+      const auto pieces = pieces_of_.find(of);
+      if (pieces == pieces_of_.end()) return;
       for (const starpu_data_handle_t p : pieces->second) {
         Accesses& piece = accesses_[p];
         conflicts(piece, writes, preds);
         note(piece, index, writes);
+        self(self, p);
       }
-    }
+    };
+    visit_pieces(visit_pieces, h);
     note(own, index, writes);
   }
   std::sort(preds.begin(), preds.end());

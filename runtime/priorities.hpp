@@ -43,7 +43,8 @@ struct SubmittedTask {
 
 // The DAG of one step, built from data accesses in submission order, and its upward ranks.
 // Pieces of a split tensor (Tensor::split) are related to their whole handle: an access to a
-// piece conflicts with accesses to the whole, not with its sibling pieces.
+// piece conflicts with accesses to the whole, not with its sibling pieces. A piece may have pieces
+// of its own (Tensor::split_columns): the relation holds at every level.
 class StepGraph {
  public:
   // Records a task; returns its index (submission order within the step).

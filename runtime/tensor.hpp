@@ -9,7 +9,8 @@
 //    the graph frees it with invalidate_submit() after its last reader ("free right after use"
 //    is part of the task graph, not a side effect).
 // A host tensor can be split into consecutive pieces (split()), which tasks use as handles of
-// their own beside the whole tensor.
+// their own beside the whole tensor, and a piece further into blocks of columns
+// (split_columns(): 2-D sub-handles, for tasks that write strided parts of every row).
 // Every Tensor must be destroyed before the Session that created it.
 #include <starpu.h>
 
@@ -69,6 +70,23 @@ class Tensor {
   std::size_t pieces() const { return pieces_.empty() ? 1 : pieces_.size(); }
   starpu_data_handle_t piece(std::size_t i) const;
 
+  // Columns [first, first + count) of a tensor seen as a row-major matrix.
+  struct Columns {
+    std::size_t first = 0, count = 0;
+  };
+  // Splits piece i (the whole tensor when it is not split), seen as rows of `width` elements,
+  // into blocks of columns (sorted, disjoint, inside the row): StarPU matrix sub-handles
+  // (leading dimension `width` where they are views) of a second partition plan below the
+  // piece's. A task may then write a strided block of every row of the piece while other tasks
+  // write the other blocks; a task on the piece or on the whole tensor waits for every block's
+  // writers (StarPU submits the switches, as for the pieces). In main memory the blocks are
+  // views: nothing is copied; elsewhere (a GPU) a block is allocated packed, with its own
+  // leading dimension. Once per piece.
+  void split_columns(std::size_t i, std::size_t width, std::span<const Columns> blocks);
+  // Block j of piece i (split_columns); the piece itself when that piece is not split.
+  starpu_data_handle_t column_block(std::size_t i, std::size_t j) const;
+  std::size_t column_blocks(std::size_t i) const;
+
   // Submits "the content is dead" after all tasks submitted so far that use it: StarPU frees
   // its copies. A later writer makes it live again.
   void invalidate_submit();
@@ -104,6 +122,8 @@ class Tensor {
   starpu_data_handle_t handle_ = nullptr;
   std::vector<starpu_data_handle_t> pieces_;  // empty: not split
   std::vector<std::uint32_t> piece_counts_;   // the filter's argument, kept for StarPU
+  struct ColumnSplit;
+  std::vector<std::unique_ptr<ColumnSplit>> column_splits_;  // per piece; null: not split by columns
 };
 
 }  // namespace starzero

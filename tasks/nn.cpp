@@ -1,5 +1,6 @@
 #include "tasks/nn.hpp"
 
+#include <cassert>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -138,15 +139,45 @@ constexpr auto bias_backward = []<class T>(auto launch, const TaskBuffers& b, co
          b.get<T>("dbias"), b.get<T>("dout"), nullptr, nullptr, a.d.N(), 0, a.OC);
 };
 
+// Attention: the whole op is heads [0, NH) with every buffer whole; a head group's written
+// buffers are its blocks of columns (matrix buffers with their own leading dimension).
 constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::attention_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward<T>), b.get<T>("out"),
-         b.get<float>("preatt"), b.get<float>("att"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.C, a.d.NH);
+  const int NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>),
+         b.get<T>("out"), a.d.C, b.get<float>("preatt"), b.get<float>("att"), scores, b.get<T>("qkv"), a.d.B, a.d.T,
+         a.d.C, NH, 0, NH);
 };
 
 constexpr auto attention_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  launch(kernels::attention_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward<T>), b.get<T>("dqkv"),
-         b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("att"), a.d.B,
-         a.d.T, a.d.C, a.d.NH);
+  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  T* dqkv = b.get<T>("dqkv");
+  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dqkv,
+         dqkv + C, dqkv + 2 * C, 3 * C, b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"),
+         b.get<T>("qkv"), b.get<float>("att"), scores, a.d.B, a.d.T, C, NH, 0, NH);
+};
+
+constexpr auto attention_forward_heads = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const auto [out, ld_out] = b.rows<T>("out", std::size_t(C));
+  const auto [preatt, ld_preatt] = b.rows<float>("preatt", std::size_t(scores));
+  const auto [att, ld_att] = b.rows<float>("att", std::size_t(scores));
+  assert(ld_preatt == ld_att);
+  (void)ld_preatt;
+  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>), out,
+         int(ld_out), preatt, att, int(ld_att), b.get<T>("qkv"), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
+};
+
+constexpr auto attention_backward_heads = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
+  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const auto [dq, ld_dq] = b.rows<T>("dq", std::size_t(3 * C));
+  const auto [dk, ld_dk] = b.rows<T>("dk", std::size_t(3 * C));
+  const auto [dv, ld_dv] = b.rows<T>("dv", std::size_t(3 * C));
+  assert(ld_dk == ld_dq && ld_dv == ld_dq);
+  (void)ld_dk, (void)ld_dv;
+  const auto [att, ld_att] = b.rows<float>("att", std::size_t(scores));
+  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dq, dk,
+         dv, int(ld_dq), b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"), att,
+         int(ld_att), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
 };
 
 constexpr auto gelu_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
@@ -192,6 +223,8 @@ double rows(const NnArgs& a) { return double(a.d.N()); }
 double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
 // fp32 attention matrices [B, NH, T, T].
 double attention_matrix_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T) * a.d.T; }
+// A head group's share of the attention's per-head work.
+double head_share(const NnArgs& a) { return double(a.heads.count) / a.d.NH; }
 
 // An element-wise op over the n elements of each of its buffers: FLOPs flops·n; bytes
 // accesses·n·s, with `accesses` the stored elements read or written per element (an accumulated
@@ -377,6 +410,39 @@ Codelet<NnArgs> attention_backward(running<ops::attention_backward>({
                 Handles) { return storage_size(a) * 10.0 * rows(a) * a.d.C + 3.0 * attention_matrix_bytes(a); },
 }));
 
+// A head group: the whole op's FLOPs times its share of the heads; bytes s·3·N·C (qkv, read
+// whole) + the share of out, preatt and att.
+Codelet<NnArgs> attention_forward_heads(running<ops::attention_forward_heads>({
+    .name = "nn_attention_forward_heads",
+    .buffers = {{STARPU_R, "qkv"}, {STARPU_W, "out"}, {STARPU_W, "preatt"}, {STARPU_W, "att"}},
+    .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
+    .bytes =
+        [](const NnArgs& a, Handles) {
+          return storage_size(a) * (3.0 + head_share(a)) * rows(a) * a.d.C +
+                 2.0 * attention_matrix_bytes(a) * head_share(a);
+        },
+}));
+
+// FLOPs: the share of the whole backward's; bytes s·4·N·C (qkv, dout read whole) + the share of
+// dqkv accumulated (s·6·N·C) + the share of att read and the scratch written.
+Codelet<NnArgs> attention_backward_heads(running<ops::attention_backward_heads>({
+    .name = "nn_attention_backward_heads",
+    .buffers = {{STARPU_R, "qkv"},
+                {STARPU_RW, "dq"},
+                {STARPU_RW, "dk"},
+                {STARPU_RW, "dv"},
+                {STARPU_SCRATCH, "dpreatt"},
+                {STARPU_SCRATCH, "datt"},
+                {STARPU_R, "dout"},
+                {STARPU_R, "att"}},
+    .flops = [](const NnArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
+    .bytes =
+        [](const NnArgs& a, Handles) {
+          return storage_size(a) * (4.0 + 6.0 * head_share(a)) * rows(a) * a.d.C +
+                 3.0 * attention_matrix_bytes(a) * head_share(a);
+        },
+}));
+
 // n elements. FLOPs ≈ 8·n (cube, multiply-adds, tanh, scale); bytes 2·n·s.
 Codelet<NnArgs> gelu_forward(elementwise<ops::gelu_forward, 8, 2>("nn_gelu_forward",
                                                                   {{STARPU_W, "out"}, {STARPU_R, "inp"}}));
@@ -412,6 +478,17 @@ Codelet<NnArgs> crossentropy_backward(running<ops::crossentropy_backward>({
 }  // namespace nn
 
 // ---- submission: the handles in the declared order ---------------------------------------------
+
+namespace {
+
+void check_heads(const Dims& d, HeadGroup heads, const std::string& name) {
+  if (heads.first < 0 || heads.count < 1 || heads.first + heads.count > d.NH)
+    throw std::invalid_argument(name + ": heads " + std::to_string(heads.first) + ".." +
+                                std::to_string(heads.first + heads.count - 1) + " are not heads of 0.." +
+                                std::to_string(d.NH - 1));
+}
+
+}  // namespace
 
 void submit_load_tokens(starpu_data_handle_t tokens, const int* values, std::size_t count, const std::string& name) {
   if (count != starpu_vector_get_nx(tokens)) throw std::invalid_argument(name + ": token count does not match");
@@ -502,6 +579,22 @@ void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_
                                starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
                                starpu_data_handle_t att, const std::string& name) {
   submit(nn::attention_backward, {dqkv, dpreatt, datt, dout, qkv, att}, NnArgs{.d = d}, name);
+}
+
+void submit_attention_forward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t out,
+                                    starpu_data_handle_t preatt, starpu_data_handle_t att, starpu_data_handle_t qkv,
+                                    const std::string& name) {
+  check_heads(d, heads, name);
+  submit(nn::attention_forward_heads, {qkv, out, preatt, att}, NnArgs{.d = d, .heads = heads}, name);
+}
+
+void submit_attention_backward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t dq, starpu_data_handle_t dk,
+                                     starpu_data_handle_t dv, starpu_data_handle_t dpreatt, starpu_data_handle_t datt,
+                                     starpu_data_handle_t dout, starpu_data_handle_t qkv, starpu_data_handle_t att,
+                                     const std::string& name) {
+  check_heads(d, heads, name);
+  submit(nn::attention_backward_heads, {qkv, dq, dk, dv, dpreatt, datt, dout, att}, NnArgs{.d = d, .heads = heads},
+         name);
 }
 
 void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name) {

@@ -85,12 +85,31 @@ void submit_matmul_backward_weight_rows(const Dims& d, starpu_data_handle_t dwei
 void submit_bias_backward(const Dims& d, starpu_data_handle_t dbias, starpu_data_handle_t dout, int OC,
                           const std::string& name);
 
+// Causal multi-head attention over all heads: out [N,C], preatt and att [B,NH,T,T] fp32 from qkv [N,3C].
 void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
                               starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
 // dpreatt and datt are scratch ([B,NH,T,T] fp32, StarPU-allocated per task).
 void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
                                starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
                                starpu_data_handle_t att, const std::string& name);
+
+// Heads [first, first + count) of NH: a head group of the attention.
+struct HeadGroup {
+  int first = 0, count = 0;
+};
+// The attention of one head group, so that groups run as tasks of their own; every head's math is
+// the whole op's. qkv (and dout) are read whole. The group writes only its own blocks of
+// columns (Tensor::split_columns; matrix handles): out's columns [first·hs, (first+count)·hs) of
+// [N,C]; preatt's and att's [first·T², (first+count)·T²) of [B, NH·T²]; in the backward the same
+// columns of the q, k and v parts of dqkv [N,3C] (dq, dk, dv, accumulated). dpreatt and datt are
+// scratch of the group's [B,count,T,T] fp32.
+void submit_attention_forward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t out,
+                                    starpu_data_handle_t preatt, starpu_data_handle_t att, starpu_data_handle_t qkv,
+                                    const std::string& name);
+void submit_attention_backward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t dq, starpu_data_handle_t dk,
+                                     starpu_data_handle_t dv, starpu_data_handle_t dpreatt, starpu_data_handle_t datt,
+                                     starpu_data_handle_t dout, starpu_data_handle_t qkv, starpu_data_handle_t att,
+                                     const std::string& name);
 
 void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name);
 void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp, starpu_data_handle_t dout,
@@ -118,6 +137,7 @@ struct NnArgs {
   int C = 0, OC = 0;                 // matmul: input and output channels
   int loss_rows = 0;                 // cross-entropy backward: rows of the mean loss (0: d.N())
   int first_row = 0, row_count = 0;  // matmul weight rows: the output channels of the piece
+  HeadGroup heads{};                 // attention of a head group: its heads
 };
 
 // Codelet "nn_<op>" for each op above (load_tokens: "load_tokens").
@@ -126,7 +146,7 @@ extern Codelet<NnArgs> encoder_forward, encoder_backward;
 extern Codelet<NnArgs> layernorm_forward, layernorm_backward_input, layernorm_backward_params;
 extern Codelet<NnArgs> matmul_forward, matmul_backward, matmul_backward_input, matmul_backward_weight,
     matmul_backward_weight_rows, bias_backward;
-extern Codelet<NnArgs> attention_forward, attention_backward;
+extern Codelet<NnArgs> attention_forward, attention_backward, attention_forward_heads, attention_backward_heads;
 extern Codelet<NnArgs> gelu_forward, gelu_backward;
 extern Codelet<NnArgs> residual_forward, residual_backward;
 extern Codelet<NnArgs> crossentropy_forward, crossentropy_backward;

@@ -406,20 +406,35 @@ class CublasCall {
 };
 
 // ---- attention ---------------------------------------------------------------------------------
-// Rows are (b, h, t) in the order of preatt/att [B, NH, T, T]; one warp per row; each warp keeps
-// one hs-vector in shared memory.
+// A head group [h0, h0 + nh) of NH (the whole op: h0 = 0, nh = NH). Rows are (b, h, t) in the
+// order of the group's [B, nh, T, T] scores; one warp per row; each warp keeps one hs-vector in
+// shared memory. inp (qkv) and dout are read whole; out, the q/k/v parts of dinp and preatt/att
+// are the group's strided blocks (nn_kernels.hpp).
+struct AttentionGroup {
+  int B, Tn, C, NH, h0, nh;
+  int ld_att;  // preatt, att: elements from one sequence's [nh, T, T] to the next
+};
 struct AttentionRow {
-  size_t row;  // b·NH·T + h·T + t; B·NH·T or more for the warps past the last row
+  size_t row;  // b·nh·T + (h − h0)·T + t; B·nh·T or more for the warps past the last row
   int lane;    // the thread's lane in its warp
   int b, h, t;
-  int hs;     // head size C / NH
-  size_t C3;  // 3·C: the stride of one position in qkv
+  int hs;         // head size C / NH
+  size_t C3;      // 3·C: the stride of one position in qkv
+  size_t scores;  // the row (b, h, t) in preatt / att: b·ld_att + ((h − h0)·T + t)·T
 };
-// The row of the calling thread's warp. Only launched with B·NH·T > 0, so T and NH are not 0.
-__device__ __forceinline__ AttentionRow attention_row(int Tn, int C, int NH) {
+// The row of the calling thread's warp. Only launched with B·nh·T > 0, so T and nh are not 0.
+__device__ __forceinline__ AttentionRow attention_row(const AttentionGroup& g) {
   const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const size_t bh = row / Tn;
-  return {row, int(threadIdx.x % 32), int(bh / NH), int(bh % NH), int(row % Tn), C / NH, size_t(3) * C};
+  const size_t bh = row / g.Tn;
+  const int b = int(bh / g.nh), local_head = int(bh % g.nh), t = int(row % g.Tn);
+  return {row,
+          int(threadIdx.x % 32),
+          b,
+          g.h0 + local_head,
+          t,
+          g.C / g.NH,
+          size_t(3) * g.C,
+          size_t(b) * g.ld_att + (size_t(local_head) * g.Tn + t) * g.Tn};
 }
 // The warp's hs floats of the block's dynamic shared memory (attention_shared_bytes).
 __device__ __forceinline__ float* warp_shared_vector(int hs) {
@@ -428,20 +443,21 @@ __device__ __forceinline__ float* warp_shared_vector(int hs) {
 }
 
 // preatt[b,h,t,t2] = q_t · k_t2 · scale; att = causal softmax; both 0 for t2 > t;
-// out[b,t,h·hs + d] = Σ_t2 att[t2] · v_t2[d].
+// out[b,t,h·hs + d] = Σ_t2 att[t2] · v_t2[d] (the group's block: column (h − h0)·hs + d).
 template <class D>
-__global__ void attention_forward_kernel(D* out, float* preatt, float* att, const D* inp, int B, int Tn, int C,
-                                         int NH) {
-  const auto [row, lane, b, h, t, hs, C3] = attention_row(Tn, C, NH);
-  if (row >= size_t(B) * NH * Tn) return;
+__global__ void attention_forward_kernel(D* out, int ld_out, float* preatt, float* att, const D* inp,
+                                         AttentionGroup g) {
+  const auto [row, lane, b, h, t, hs, C3, scores] = attention_row(g);
+  const int Tn = g.Tn, C = g.C;
+  if (row >= size_t(g.B) * g.nh * Tn) return;
   const D* base = inp + size_t(b) * Tn * C3 + size_t(h) * hs;  // q of (b, t = 0, h)
   const float scale = 1.0f / sqrtf(float(hs));
   float* q = warp_shared_vector(hs);
   for (int d = lane; d < hs; d += 32) q[d] = load_f(base[size_t(t) * C3 + d]);
   __syncwarp();
 
-  float* pre = preatt + row * Tn;
-  float* a = att + row * Tn;
+  float* pre = preatt + scores;
+  float* a = att + scores;
   float maxval = -INFINITY;
   for (int t2 = lane; t2 <= t; t2 += 32) {
     const D* k = base + size_t(t2) * C3 + C;
@@ -470,7 +486,7 @@ __global__ void attention_forward_kernel(D* out, float* preatt, float* att, cons
   }
   __syncwarp();  // the whole att row is visible to every lane
 
-  D* o = out + (size_t(b) * Tn + t) * C + size_t(h) * hs;
+  D* o = out + (size_t(b) * Tn + t) * ld_out + size_t(h - g.h0) * hs;
   for (int d = lane; d < hs; d += 32) {
     const D* v = base + 2 * size_t(C) + d;
     float acc = 0.0f;
@@ -480,26 +496,27 @@ __global__ void attention_forward_kernel(D* out, float* preatt, float* att, cons
 }
 
 // datt[t2] = v_t2 · dout_t; dpreatt[t2] = att[t2] · (datt[t2] - Σ_t3 att[t3] datt[t3]) for t2 <= t;
-// both 0 for t2 > t. One warp per (b, h, t) row.
+// both 0 for t2 > t. One warp per (b, h, t) row. dpreatt and datt are contiguous [B, nh, T, T].
 template <class D>
 __global__ void attention_backward_scores_kernel(float* dpreatt, float* datt, const D* dout, const D* inp,
-                                                 const float* att, int B, int Tn, int C, int NH) {
-  const auto [row, lane, b, h, t, hs, C3] = attention_row(Tn, C, NH);
-  if (row >= size_t(B) * NH * Tn) return;
+                                                 const float* att, AttentionGroup g) {
+  const auto [row, lane, b, h, t, hs, C3, scores] = attention_row(g);
+  const int Tn = g.Tn, C = g.C;
+  if (row >= size_t(g.B) * g.nh * Tn) return;
   const D* v0 = inp + size_t(b) * Tn * C3 + 2 * size_t(C) + size_t(h) * hs;  // v of (b, t = 0, h)
-  float* g = warp_shared_vector(hs);
+  float* gv = warp_shared_vector(hs);
   const D* dout_t = dout + (size_t(b) * Tn + t) * C + size_t(h) * hs;
-  for (int d = lane; d < hs; d += 32) g[d] = load_f(dout_t[d]);
+  for (int d = lane; d < hs; d += 32) gv[d] = load_f(dout_t[d]);
   __syncwarp();
 
-  const float* a = att + row * Tn;
+  const float* a = att + scores;
   float* da = datt + row * Tn;
   float* dpre = dpreatt + row * Tn;
   float dot_sum = 0.0f;
   for (int t2 = lane; t2 <= t; t2 += 32) {
     const D* v = v0 + size_t(t2) * C3;
     float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += load_f(v[d]) * g[d];
+    for (int d = 0; d < hs; ++d) dot += load_f(v[d]) * gv[d];
     da[t2] = dot;
     dot_sum += a[t2] * dot;
   }
@@ -517,26 +534,27 @@ __global__ void attention_backward_scores_kernel(float* dpreatt, float* datt, co
 // For position i of (b, h), one warp: dq_i += scale Σ_{j<=i} dpreatt[i,j] k_j;
 // dk_i += scale Σ_{j>=i} dpreatt[j,i] q_j; dv_i += Σ_{j>=i} att[j,i] dout_j.
 template <class D>
-__global__ void attention_backward_qkv_kernel(D* dinp, const float* dpreatt, const D* dout, const D* inp,
-                                              const float* att, int B, int Tn, int C, int NH) {
-  const auto [row, lane, b, h, i, hs, C3] = attention_row(Tn, C, NH);
-  if (row >= size_t(B) * NH * Tn) return;
+__global__ void attention_backward_qkv_kernel(D* dq, D* dk, D* dv, int ld_dinp, const float* dpreatt, const D* dout,
+                                              const D* inp, const float* att, AttentionGroup g) {
+  const auto [row, lane, b, h, i, hs, C3, scores] = attention_row(g);
+  const int Tn = g.Tn, C = g.C;
+  if (row >= size_t(g.B) * g.nh * Tn) return;
   const float scale = 1.0f / sqrtf(float(hs));
-  const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;     // q of (b, t = 0, h) in inp / dinp
+  const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;     // q of (b, t = 0, h) in inp
   const size_t head_out = size_t(b) * Tn * C + size_t(h) * hs;  // (b, t = 0, h) in dout
   const float* dpre_bh = dpreatt + (row - i) * Tn;              // [T, T] block of (b, h)
-  const float* att_bh = att + (row - i) * Tn;
+  const float* att_bh = att + (scores - size_t(i) * Tn);
+  const size_t at = (size_t(b) * Tn + i) * ld_dinp + size_t(h - g.h0) * hs;  // (b, i, h) in dq, dk, dv
   for (int d = lane; d < hs; d += 32) {
-    float dq = 0.0f, dk = 0.0f, dv = 0.0f;
-    for (int j = 0; j <= i; ++j) dq += dpre_bh[size_t(i) * Tn + j] * load_f(inp[head + size_t(j) * C3 + C + d]);
+    float dqd = 0.0f, dkd = 0.0f, dvd = 0.0f;
+    for (int j = 0; j <= i; ++j) dqd += dpre_bh[size_t(i) * Tn + j] * load_f(inp[head + size_t(j) * C3 + C + d]);
     for (int j = i; j < Tn; ++j) {
-      dk += dpre_bh[size_t(j) * Tn + i] * load_f(inp[head + size_t(j) * C3 + d]);
-      dv += att_bh[size_t(j) * Tn + i] * load_f(dout[head_out + size_t(j) * C + d]);
+      dkd += dpre_bh[size_t(j) * Tn + i] * load_f(inp[head + size_t(j) * C3 + d]);
+      dvd += att_bh[size_t(j) * Tn + i] * load_f(dout[head_out + size_t(j) * C + d]);
     }
-    const size_t at = head + size_t(i) * C3 + d;
-    add_to(&dinp[at], dq * scale);
-    add_to(&dinp[at + C], dk * scale);
-    add_to(&dinp[at + 2 * size_t(C)], dv);
+    add_to(&dq[at + d], dqd * scale);
+    add_to(&dk[at + d], dkd * scale);
+    add_to(&dv[at + d], dvd);
   }
 }
 
@@ -545,9 +563,10 @@ size_t attention_shared_bytes(int C, int NH) {
   require(bytes <= 48 * 1024, "attention: head size too large for the shared-memory layout");
   return bytes;
 }
-void check_attention_shape(int B, int Tn, int C, int NH) {
+void check_attention_shape(int B, int Tn, int C, int NH, int h0, int nh) {
   require(B >= 0 && Tn >= 0 && C >= 0 && NH > 0, "attention: negative size or NH <= 0");
   require(C % NH == 0, "attention: C must be a multiple of NH");
+  require(h0 >= 0 && nh >= 0 && h0 + nh <= NH, "attention: heads outside 0..NH");
 }
 
 // ---- GELU, residual ----------------------------------------------------------------------------
@@ -729,27 +748,30 @@ void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N,
 }
 
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream) {
-  check_attention_shape(B, Tn, C, NH);
-  const size_t rows = size_t(B) * NH * Tn;
+void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
+                             int C, int NH, int h0, int nh, void* stream) {
+  check_attention_shape(B, Tn, C, NH, h0, nh);
+  const size_t rows = size_t(B) * nh * Tn;
   if (rows == 0 || C == 0) return;
   attention_forward_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(C, NH), as_stream(stream)>>>(
-      dev(out), preatt, att, dev(inp), B, Tn, C, NH);
+      dev(out), ld_out, preatt, att, dev(inp), AttentionGroup{B, Tn, C, NH, h0, nh, ld_att});
   SZ_LAUNCHED(attention_forward_kernel);
 }
 
 template <class T>
-void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH, void* stream) {
-  check_attention_shape(B, Tn, C, NH);
-  const size_t rows = size_t(B) * NH * Tn;
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
+                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh,
+                              void* stream) {
+  check_attention_shape(B, Tn, C, NH, h0, nh);
+  const size_t rows = size_t(B) * nh * Tn;
   if (rows == 0 || C == 0) return;
   const cudaStream_t s = as_stream(stream);
+  const AttentionGroup group{B, Tn, C, NH, h0, nh, ld_att};
   attention_backward_scores_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(C, NH), s>>>(
-      dpreatt, datt, dev(dout), dev(inp), att, B, Tn, C, NH);
+      dpreatt, datt, dev(dout), dev(inp), att, group);
   SZ_LAUNCHED(attention_backward_scores_kernel);
-  attention_backward_qkv_kernel<<<blocks_for_rows(rows), kBlock, 0, s>>>(dev(dinp), dpreatt, dev(dout), dev(inp), att,
-                                                                         B, Tn, C, NH);
+  attention_backward_qkv_kernel<<<blocks_for_rows(rows), kBlock, 0, s>>>(dev(dq), dev(dk), dev(dv), ld_dinp, dpreatt,
+                                                                         dev(dout), dev(inp), att, group);
   SZ_LAUNCHED(attention_backward_qkv_kernel);
 }
 
@@ -819,9 +841,10 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, void*, void*);                     \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, void*, void*);            \
   template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int, void*, void*);        \
-  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int, void*);                        \
-  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int,       \
-                                      void*);                                                                         \
+  template void attention_forward_heads<T>(T*, int, float*, float*, int, const T*, int, int, int, int, int, int,      \
+                                           void*);                                                                    \
+  template void attention_backward_heads<T>(T*, T*, T*, int, float*, float*, const T*, const T*, const float*, int,   \
+                                            int, int, int, int, int, int, void*);                                     \
   template void gelu_forward<T>(T*, const T*, size_t, void*);                                                         \
   template void gelu_backward<T>(T*, const T*, const T*, size_t, void*);                                              \
   template void residual_forward<T>(T*, const T*, const T*, size_t, void*);                                           \

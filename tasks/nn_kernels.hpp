@@ -48,14 +48,38 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 template <class T>
 void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows);
 
-// Causal multi-head self-attention. inp[B,T,3C] holds q,k,v (each C = NH heads × hs);
-// preatt, att [B,NH,T,T] (float); out[B,T,C]. Scale 1/sqrt(hs); att[t2 > t] = 0.
+// Causal multi-head self-attention, of the heads [h0, h0 + nh) of NH (the whole op: h0 = 0,
+// nh = NH). Each head's math is independent of the others and the same whatever group it is
+// computed in, so any cut of the heads into groups gives the bits of the whole op. Scale
+// 1/sqrt(hs), hs = C/NH; att[t2 > t] = 0.
+// - inp[B,T,3C] holds q, k, v (each C = NH heads × hs), read whole; in the backward dout[B,T,C]
+//   too.
+// - out: the group's columns [h0·hs, (h0+nh)·hs) of [B·T, C], row r at out + r·ld_out (the whole
+//   op: out itself, ld_out = C).
+// - preatt, att (float): per sequence b the group's [nh, T, T] at + b·ld_att (whole: ld_att =
+//   NH·T·T).
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH);
-// dinp[B,T,3C] += ...; dpreatt, datt [B,NH,T,T] float scratch (overwritten).
+void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
+                             int C, int NH, int h0, int nh);
+// dq, dk, dv: the group's columns in the q, k and v parts of dinp[B·T, 3C], row r at + r·ld_dinp,
+// accumulated (the whole op: dinp, dinp + C, dinp + 2C, ld_dinp = 3C). att as in the forward;
+// dpreatt, datt: [B, nh, T, T] float scratch, contiguous (overwritten).
+template <class T>
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
+                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh);
+// The whole op over contiguous tensors: out[B,T,C], preatt and att [B,NH,T,T], dinp[B,T,3C]
+// (dpreatt, datt [B,NH,T,T] scratch).
+template <class T>
+void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH) {
+  attention_forward_heads(out, C, preatt, att, NH * Tn * Tn, inp, B, Tn, C, NH, 0, NH);
+}
 template <class T>
 void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH);
+                        int Tn, int C, int NH) {
+  T* const dk = dinp != nullptr ? dinp + C : nullptr;
+  T* const dv = dinp != nullptr ? dinp + 2 * C : nullptr;
+  attention_backward_heads(dinp, dk, dv, 3 * C, dpreatt, datt, dout, inp, att, NH * Tn * Tn, B, Tn, C, NH, 0, NH);
+}
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class T>
@@ -107,10 +131,24 @@ template <class T>
 void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows,
                                  void* cublas, void* stream);
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream);
+void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
+                             int C, int NH, int h0, int nh, void* stream);
+template <class T>
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
+                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh,
+                              void* stream);
+template <class T>
+void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream) {
+  attention_forward_heads(out, C, preatt, att, NH * Tn * Tn, inp, B, Tn, C, NH, 0, NH, stream);
+}
 template <class T>
 void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH, void* stream);
+                        int Tn, int C, int NH, void* stream) {
+  T* const dk = dinp != nullptr ? dinp + C : nullptr;
+  T* const dv = dinp != nullptr ? dinp + 2 * C : nullptr;
+  attention_backward_heads(dinp, dk, dv, 3 * C, dpreatt, datt, dout, inp, att, NH * Tn * Tn, B, Tn, C, NH, 0, NH,
+                           stream);
+}
 template <class T>
 void gelu_forward(T* out, const T* inp, std::size_t n, void* stream);
 template <class T>

@@ -13,6 +13,8 @@
 #include <cassert>
 #include <cmath>
 #include <cstddef>
+#include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,10 +79,13 @@ void matmul_backward_f32(float* dinp, float* dweight, float* dbias, const float*
 }
 
 // ---- float attention ------------------------------------------------------------------------------
-// Where things are in the attention buffers: qkv [B, T, 3C] holds at each position q, k and v, each
-// NH heads of hs; out and dout are [B, T, C]; preatt, att and their gradients are [B, NH, T, T].
+// Where things are for the heads [h0, h0 + nh) (kernels/nn_kernels.hpp): qkv [B, T, 3C] holds at
+// each position q, k and v, each NH heads of hs, and dout [B, T, C] is read whole; out and the
+// q, k, v parts of dinp are the group's strided columns; preatt, att [B, nh, T, T] at ld_att per
+// sequence; the scratch dpreatt, datt [B, nh, T, T] are contiguous. Head h is the group's
+// h - h0.
 struct AttentionLayout {
-  int Tn, C, NH;
+  int Tn, C, NH, h0;
   int hs = C / NH;
   int C3 = 3 * C;
   float scale = 1.0f / std::sqrt(float(hs));  // of the scores q·k
@@ -88,31 +93,35 @@ struct AttentionLayout {
   size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(h) * hs; }
   size_t key(int b, int t, int h) const { return query(b, t, h) + C; }
   size_t value(int b, int t, int h) const { return query(b, t, h) + 2 * C; }
-  // Head h of position t in out and dout.
+  // Head h of position t in dout.
   size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * C + size_t(h) * hs; }
-  // The row (b, h, t) of preatt, att and their gradients.
-  size_t scores(int b, int t, int h) const { return ((size_t(b) * NH + h) * Tn + t) * Tn; }
+  // Head h of position t in a group's strided block with rows `ld` apart (out, dq, dk, dv).
+  size_t in_group(int b, int t, int h, int ld) const { return (size_t(b) * Tn + t) * ld + size_t(h - h0) * hs; }
+  // The row (b, h, t) of preatt and att (ld_att per sequence), and of the contiguous scratch.
+  size_t scores(int b, int t, int h, int ld_att) const { return size_t(b) * ld_att + (size_t(h - h0) * Tn + t) * Tn; }
 };
 
-// Calls head(b, h) for every sequence b and head h, in this order.
+// Calls head(b, h) for every sequence b and head h of the group, in this order.
 template <class Head>
-void for_each_head(int B, const AttentionLayout& at, const Head& head) {
+void for_each_head(int B, int h0, int nh, const Head& head) {
   for (int b = 0; b < B; ++b)
-    for (int h = 0; h < at.NH; ++h) head(b, h);
+    for (int h = h0; h < h0 + nh; ++h) head(b, h);
 }
 
 // Per (sequence, head), the products are single-threaded sgemms over [T, hs] and [T, T] matrices
 // (q, k, v and their gradients are strided views of qkv); the causal softmax runs row by row.
-// The masked entries t2 > t of preatt, att and their gradients are written 0.
-void attention_forward_f32(float* out, float* preatt, float* att, const float* inp, int B, int Tn, int C, int NH) {
-  const AttentionLayout at{Tn, C, NH};
+// The masked entries t2 > t of preatt, att and their gradients are written 0. A head's sgemms
+// are the same calls (sizes, strides) whatever the group, so they give the same bits.
+void attention_forward_f32(float* out, int ld_out, float* preatt, float* att, int ld_att, const float* inp, int B,
+                           int Tn, int C, int NH, int h0, int nh) {
+  const AttentionLayout at{Tn, C, NH, h0};
   blas_single_threaded();
-  for_each_head(B, at, [&](int b, int h) {
+  for_each_head(B, h0, nh, [&](int b, int h) {
     const float* query = inp + at.query(b, 0, h);
     const float* key = inp + at.key(b, 0, h);
     const float* value = inp + at.value(b, 0, h);
-    float* preatt_bh = preatt + at.scores(b, 0, h);
-    float* att_bh = att + at.scores(b, 0, h);
+    float* preatt_bh = preatt + at.scores(b, 0, h, ld_att);
+    float* att_bh = att + at.scores(b, 0, h, ld_att);
     // preatt = scale · q kᵀ
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, at.scale, query, at.C3, key, at.C3, 0.0f,
                 preatt_bh, Tn);
@@ -134,27 +143,30 @@ void attention_forward_f32(float* out, float* preatt, float* att, const float* i
     }
     // out = att v
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, value, at.C3, 0.0f,
-                out + at.head(b, 0, h), C);
+                out + at.in_group(b, 0, h, ld_out), ld_out);
   });
 }
 
-void attention_backward_f32(float* dinp, float* dpreatt, float* datt, const float* dout, const float* inp,
-                            const float* att, int B, int Tn, int C, int NH) {
-  const AttentionLayout at{Tn, C, NH};
+void attention_backward_f32(float* dq, float* dk, float* dv, int ld_dinp, float* dpreatt, float* datt,
+                            const float* dout, const float* inp, const float* att, int ld_att, int B, int Tn, int C,
+                            int NH, int h0, int nh) {
+  const AttentionLayout at{Tn, C, NH, h0};
+  const int ld_scratch = nh * Tn * Tn;
   blas_single_threaded();
-  for_each_head(B, at, [&](int b, int h) {
+  for_each_head(B, h0, nh, [&](int b, int h) {
     const float* query = inp + at.query(b, 0, h);
     const float* key = inp + at.key(b, 0, h);
     const float* value = inp + at.value(b, 0, h);
-    const float* att_bh = att + at.scores(b, 0, h);
+    const float* att_bh = att + at.scores(b, 0, h, ld_att);
     const float* dout_bh = dout + at.head(b, 0, h);
-    float* datt_bh = datt + at.scores(b, 0, h);
-    float* dpreatt_bh = dpreatt + at.scores(b, 0, h);
+    float* datt_bh = datt + at.scores(b, 0, h, ld_scratch);
+    float* dpreatt_bh = dpreatt + at.scores(b, 0, h, ld_scratch);
+    const size_t group_head = at.in_group(b, 0, h, ld_dinp);
     // out = att v:  datt = dout vᵀ,  dv += attᵀ dout
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, 1.0f, dout_bh, C, value, at.C3, 0.0f, datt_bh,
                 Tn);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, dout_bh, C, 1.0f,
-                dinp + at.value(b, 0, h), at.C3);
+                dv + group_head, ld_dinp);
     // softmax: dpreatt[t2] = att[t2] · (datt[t2] − Σ_t3 att[t3] · datt[t3]) over t2, t3 <= t
     for (int t = 0; t < Tn; ++t) {
       const float* att_t = att_bh + size_t(t) * Tn;
@@ -167,11 +179,42 @@ void attention_backward_f32(float* dinp, float* dpreatt, float* datt, const floa
     }
     // preatt = scale · q kᵀ:  dq += scale · dpreatt k,  dk += scale · dpreattᵀ q
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, key, at.C3, 1.0f,
-                dinp + at.query(b, 0, h), at.C3);
+                dq + group_head, ld_dinp);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, query, at.C3, 1.0f,
-                dinp + at.key(b, 0, h), at.C3);
+                dk + group_head, ld_dinp);
   });
 }
+
+// bf16 storage: float rows as wide as a whole tensor's, into which the T blocks of columns a
+// head group reads or writes are loaded at their own columns, so that the fp32 kernel's sgemms
+// find them at the same places (and with the same strides) as in a float tensor.
+class FloatRows {
+ public:
+  FloatRows(size_t rows, int width)
+      : rows_(rows), width_(width), values_(std::make_unique_for_overwrite<float[]>(rows * size_t(width))) {}
+  float* at(int column) { return values_.get() + column; }
+  int ld() const { return width_; }
+  // Columns [column, column + count) of every row, from the T block whose rows are `ld` apart.
+  template <class T>
+  void load(int column, int count, const T* block, int ld) {
+    for (size_t r = 0; r < rows_; ++r)
+      for (int i = 0; i < count; ++i) values_[r * width_ + size_t(column + i)] = to_float(block[r * ld + i]);
+  }
+  void zero(int column, int count) {
+    for (size_t r = 0; r < rows_; ++r) std::fill_n(at(column) + r * width_, count, 0.0f);
+  }
+  // Rounds those columns into the T block, once per element.
+  template <class T>
+  void store(int column, int count, T* block, int ld) const {
+    for (size_t r = 0; r < rows_; ++r)
+      for (int i = 0; i < count; ++i) block[r * ld + i] = from_float<T>(values_[r * width_ + size_t(column + i)]);
+  }
+
+ private:
+  size_t rows_;
+  int width_;
+  std::unique_ptr<float[]> values_;
+};
 
 }  // namespace
 
@@ -277,29 +320,55 @@ void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N,
 }
 
 // ---- attention -------------------------------------------------------------------------------------
+// fp32: in place. bf16: inp and dout as float copies, and the group's own columns of out or dinp
+// in float rows as wide as the whole tensor's (FloatRows), so the sgemms are the fp32 path's
+// calls; only the group's columns are read and written back.
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH) {
-  assert(NH > 0 && C % NH == 0);
+void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
+                             int C, int NH, int h0, int nh) {
+  assert(NH > 0 && C % NH == 0 && h0 >= 0 && nh >= 0 && h0 + nh <= NH);
   const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  std::vector<float> s_inp, s_out;
-  const float* finp = float_view(inp, rows * 3 * size_t(std::max(C, 0)), s_inp);
-  float* fout = float_out(out, rows * size_t(std::max(C, 0)), s_out);
-  attention_forward_f32(fout, preatt, att, finp, B, Tn, C, NH);
-  store_back(out, fout, rows * size_t(std::max(C, 0)));
+  if (rows == 0 || nh == 0 || C == 0) return;
+  std::vector<float> s_inp;
+  const float* finp = float_view(inp, rows * 3 * size_t(C), s_inp);
+  if constexpr (std::is_same_v<T, float>) {
+    attention_forward_f32(out, ld_out, preatt, att, ld_att, finp, B, Tn, C, NH, h0, nh);
+  } else {
+    const int first = h0 * (C / NH), width = nh * (C / NH);
+    FloatRows fout(rows, C);
+    fout.zero(first, width);
+    attention_forward_f32(fout.at(first), fout.ld(), preatt, att, ld_att, finp, B, Tn, C, NH, h0, nh);
+    fout.store(first, width, out, ld_out);
+  }
 }
 
 template <class T>
-void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH) {
-  assert(NH > 0 && C % NH == 0);
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
+                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0,
+                              int nh) {
+  assert(NH > 0 && C % NH == 0 && h0 >= 0 && nh >= 0 && h0 + nh <= NH);
   const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  const size_t c = size_t(std::max(C, 0));
-  std::vector<float> s_inp, s_dout, s_dinp;
+  if (rows == 0 || nh == 0 || C == 0) return;
+  const size_t c = size_t(C);
+  std::vector<float> s_inp, s_dout;
   const float* finp = float_view(inp, rows * 3 * c, s_inp);
   const float* fdout = float_view(dout, rows * c, s_dout);
-  float* fdinp = float_accum(dinp, rows * 3 * c, s_dinp);
-  attention_backward_f32(fdinp, dpreatt, datt, fdout, finp, att, B, Tn, C, NH);
-  store_back(dinp, fdinp, rows * 3 * c);
+  if constexpr (std::is_same_v<T, float>) {
+    attention_backward_f32(dq, dk, dv, ld_dinp, dpreatt, datt, fdout, finp, att, ld_att, B, Tn, C, NH, h0, nh);
+  } else {
+    // Rows 3C wide, as dinp's: the group's columns of the q, k and v parts.
+    const int first = h0 * (C / NH), width = nh * (C / NH);
+    const int q = first, k = C + first, v = 2 * C + first;
+    FloatRows fdinp(rows, 3 * C);
+    fdinp.load(q, width, dq, ld_dinp);
+    fdinp.load(k, width, dk, ld_dinp);
+    fdinp.load(v, width, dv, ld_dinp);
+    attention_backward_f32(fdinp.at(q), fdinp.at(k), fdinp.at(v), fdinp.ld(), dpreatt, datt, fdout, finp, att, ld_att,
+                           B, Tn, C, NH, h0, nh);
+    fdinp.store(q, width, dq, ld_dinp);
+    fdinp.store(k, width, dk, ld_dinp);
+    fdinp.store(v, width, dv, ld_dinp);
+  }
 }
 
 // ---- GELU, residual, softmax + cross-entropy: on the widest SIMD path (tasks/nn_simd.hpp) -----------
@@ -345,8 +414,9 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                    \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                           \
   template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int);                       \
-  template void attention_forward<T>(T*, float*, float*, const T*, int, int, int, int);                                \
-  template void attention_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int);       \
+  template void attention_forward_heads<T>(T*, int, float*, float*, int, const T*, int, int, int, int, int, int);      \
+  template void attention_backward_heads<T>(T*, T*, T*, int, float*, float*, const T*, const T*, const float*, int,    \
+                                            int, int, int, int, int, int);                                             \
   template void gelu_forward<T>(T*, const T*, std::size_t);                                                            \
   template void gelu_backward<T>(T*, const T*, const T*, std::size_t);                                                 \
   template void residual_forward<T>(T*, const T*, const T*, std::size_t);                                              \

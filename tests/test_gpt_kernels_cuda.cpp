@@ -12,10 +12,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -431,6 +433,73 @@ TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU",
         padding_changed += to_float(dlogits_gpu[k]) != to_float(dlogits0[k]);
       }
     CHECK(padding_changed == 0);
+  }
+}
+
+// Head groups as StarPU hands them to a CUDA task: each group's blocks of out, preatt, att and of
+// dinp's q, k and v parts allocated alone (packed, their own leading dimension). Scattered back,
+// the groups give the whole call's bits: every warp computes one (b, h, t) row either way.
+TEMPLATE_TEST_CASE("cuda attention by head groups equals the whole call bit for bit", "[cuda][attention]", float,
+                   bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  const int B = 2, Tn = 37, NH = 5, hs = 12, C = NH * hs, T2 = Tn * Tn;
+  const size_t rows = size_t(B) * Tn, scores = size_t(NH) * T2;  // scores per sequence
+  std::mt19937 rng(4005);
+  const auto inp = random_array<T>(rows * 3 * C, rng), dout = random_array<T>(rows * C, rng);
+  const auto dinp0 = random_array<T>(rows * 3 * C, rng);
+  DeviceArray<T> d_inp(inp), d_dout(dout);
+
+  DeviceArray<T> d_out(rows * C), d_dinp(dinp0);
+  DeviceArray<float> d_preatt(B * scores), d_att(B * scores), d_dpreatt(B * scores), d_datt(B * scores);
+  gpu::attention_forward(d_out.get(), d_preatt.get(), d_att.get(), d_inp.get(), B, Tn, C, NH, g.stream);
+  gpu::attention_backward(d_dinp.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_inp.get(), d_att.get(), B, Tn, C,
+                          NH, g.stream);
+  const auto out = d_out.download(g), dinp = d_dinp.download(g);
+  const auto preatt = d_preatt.download(g), att = d_att.download(g);
+
+  for (int G : {2, 3, NH}) {
+    INFO(type_name<T>() << " " << G << " head groups");
+    std::vector<T> g_out(out.size()), g_dinp = dinp0;
+    std::vector<float> g_preatt(preatt.size()), g_att(att.size());
+    for (int group = 0; group < G; ++group) {
+      const int h0 = NH * group / G, nh = NH * (group + 1) / G - h0, width = nh * hs;
+      const size_t group_scores = size_t(nh) * T2;
+      std::vector<T> dq(rows * width), dk(rows * width), dv(rows * width);
+      for (size_t r = 0; r < rows; ++r)
+        for (int i = 0; i < width; ++i) {
+          const size_t at = r * 3 * C + size_t(h0) * hs + i;
+          dq[r * width + i] = dinp0[at];
+          dk[r * width + i] = dinp0[at + C];
+          dv[r * width + i] = dinp0[at + 2 * C];
+        }
+      DeviceArray<T> p_out(rows * width), p_dq(dq), p_dk(dk), p_dv(dv);
+      DeviceArray<float> p_preatt(B * group_scores), p_att(B * group_scores), p_dpreatt(B * group_scores),
+          p_datt(B * group_scores);
+      gpu::attention_forward_heads(p_out.get(), width, p_preatt.get(), p_att.get(), int(group_scores), d_inp.get(), B,
+                                   Tn, C, NH, h0, nh, g.stream);
+      gpu::attention_backward_heads(p_dq.get(), p_dk.get(), p_dv.get(), width, p_dpreatt.get(), p_datt.get(),
+                                    d_dout.get(), d_inp.get(), p_att.get(), int(group_scores), B, Tn, C, NH, h0, nh,
+                                    g.stream);
+      const auto h_out = p_out.download(g), h_dq = p_dq.download(g), h_dk = p_dk.download(g), h_dv = p_dv.download(g);
+      const auto h_preatt = p_preatt.download(g), h_att = p_att.download(g);
+      for (size_t r = 0; r < rows; ++r)
+        for (int i = 0; i < width; ++i) {
+          const size_t at = r * 3 * C + size_t(h0) * hs + i;
+          g_out[r * C + size_t(h0) * hs + i] = h_out[r * width + i];
+          g_dinp[at] = h_dq[r * width + i];
+          g_dinp[at + C] = h_dk[r * width + i];
+          g_dinp[at + 2 * C] = h_dv[r * width + i];
+        }
+      for (int b = 0; b < B; ++b) {
+        std::copy_n(h_preatt.begin() + b * group_scores, group_scores, g_preatt.begin() + b * scores + size_t(h0) * T2);
+        std::copy_n(h_att.begin() + b * group_scores, group_scores, g_att.begin() + b * scores + size_t(h0) * T2);
+      }
+    }
+    CHECK(std::memcmp(g_out.data(), out.data(), out.size() * sizeof(T)) == 0);
+    CHECK(std::memcmp(g_dinp.data(), dinp.data(), dinp.size() * sizeof(T)) == 0);
+    CHECK(std::memcmp(g_preatt.data(), preatt.data(), preatt.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(g_att.data(), att.data(), att.size() * sizeof(float)) == 0);
   }
 }
 

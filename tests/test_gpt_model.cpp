@@ -2,8 +2,9 @@
 // - the fp32 loss against an independent double-precision GPT-2 (reference_gpt2.hpp);
 // - every parameter's gradient against central finite differences of that reference;
 // - bf16 storage against fp32; the initial loss of the default initialisation; overfitting one
-//   batch with AdamW; bitwise determinism across runs (lws and dmdas); updates only through
-//   AdamW; the llm.c parameter layout of the layer blocks.
+//   batch with AdamW; bitwise determinism across runs (lws and dmdas); bitwise identical training
+//   for every attention head-group count; updates only through AdamW; the llm.c parameter layout
+//   of the layer blocks.
 // Every TEST_CASE starts its own StarPU Session (CTest runs each case in its own process). Shapes
 // are deliberately not multiples of 8.
 #include <catch2/catch.hpp>
@@ -373,6 +374,21 @@ struct RunResult {
   Layers initial, master;
 };
 
+// `steps` AdamW steps of `model` on batches of `B` random sequences of `T` tokens drawn from
+// `seed`: the master parameters before and after, and each step's loss.
+RunResult run_steps(GptModel& model, Engine& engine, int B, int T, int vocab, int steps, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  RunResult result;
+  result.initial = engine.master_params();
+  for (int step = 1; step <= steps; ++step) {
+    model.set_batch(random_tokens(rng, B * T, vocab), random_tokens(rng, B * T, vocab));
+    engine.submit_step(1e-2f, step);
+    result.losses.push_back(model.mean_loss());
+  }
+  result.master = engine.master_params();
+  return result;
+}
+
 // A complete run in its own Session: 20 AdamW steps on seeded batches of 3 sequences, each
 // row-wise op in `tiles` tasks.
 RunResult train_run(const std::string& policy, int tiles = 1) {
@@ -384,16 +400,7 @@ RunResult train_run(const std::string& policy, int tiles = 1) {
   opts.seed = 99;
   opts.adam.weight_decay = 0.1f;
   Engine engine(model, opts);  // default grad_clip: the clipping path is exercised too
-  std::mt19937 rng(1234);
-  RunResult result;
-  result.initial = engine.master_params();
-  for (int step = 1; step <= kSteps; ++step) {
-    model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
-    engine.submit_step(1e-2f, step);
-    result.losses.push_back(model.mean_loss());
-  }
-  result.master = engine.master_params();
-  return result;
+  return run_steps(model, engine, B, T, shape.vocab, kSteps, 1234);
 }
 
 }  // namespace
@@ -417,6 +424,58 @@ TEST_CASE("training is bitwise deterministic on CPU workers, for every tile coun
     CHECK(run.losses == reference_run.losses);  // exact comparison of doubles
     CHECK(bitwise_equal(run.master, reference_run.master));
   }
+}
+
+namespace {
+
+// A run with attention cut into `head_groups` tasks per tile: 6 AdamW steps of a 3-block model
+// of 5 heads of 7 channels (uneven groups for 2 and 3), batches of 3 sequences.
+RunResult head_groups_run(const std::string& policy, DType dtype, int tiles, int head_groups,
+                          const ActivationPolicy& activations) {
+  Session session(cpu_session(policy));
+  const GptShape shape{16, 37, 40, 3, 5, 35};
+  constexpr int B = 3, T = 11, kSteps = 6;
+  GptModel model(shape, dtype, B, T, tiles, activations, head_groups);
+  REQUIRE(model.head_groups() == head_groups);
+  EngineOptions opts;
+  opts.seed = 7;
+  Engine engine(model, opts);
+  return run_steps(model, engine, B, T, shape.vocab, kSteps, 4321);
+}
+
+}  // namespace
+
+TEST_CASE("attention by head groups: training is bitwise identical for every head-group count", "[gpt][heads]") {
+  // Each head's math is the same kernel calls whatever its group, so grouping changes no bit: for
+  // both precisions, one tile and two (uneven), every activation mode that re-runs the attention,
+  // and every scheduling policy.
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  const int tiles = GENERATE(1, 2);
+  const int mode = GENERATE(0, 1);  // 0: keep everything; 1: full recompute with activation offload
+  ActivationPolicy activations;
+  if (mode == 1) activations = {Recompute::full, 1, ActivationOffload::cpu};
+  INFO(dtype_name(dtype) << ", tiles " << tiles << (mode == 1 ? ", --recompute full --offload-activations cpu" : ""));
+  const RunResult whole = head_groups_run("lws", dtype, tiles, 1, activations);
+  CHECK_FALSE(bitwise_equal(whole.initial, whole.master));
+  CHECK(std::all_of(whole.losses.begin(), whole.losses.end(), [](double l) { return std::isfinite(l); }));
+  for (int head_groups : {2, 3, 5})
+    for (const std::string policy : {"lws", "dmdas", "eager"}) {
+      INFO(head_groups << " head groups, policy " << policy);
+      const RunResult run = head_groups_run(policy, dtype, tiles, head_groups, activations);
+      CHECK(run.losses == whole.losses);  // exact comparison of doubles
+      CHECK(bitwise_equal(run.master, whole.master));
+    }
+}
+
+TEST_CASE("head groups: the count is checked, and auto gives every CPU worker an attention task", "[gpt][heads]") {
+  Session session(cpu_session());  // 2 CPU workers, no GPU
+  const GptShape shape{16, 37, 40, 1, 5, 35};
+  CHECK_THROWS_AS(GptModel(shape, DType::f32, 2, 8, 1, {}, 0), std::invalid_argument);
+  CHECK_THROWS_AS(GptModel(shape, DType::f32, 2, 8, 1, {}, 6), std::invalid_argument);
+  CHECK(GptModel(shape, DType::f32, 2, 8, 1, {}, 5).head_groups() == 5);
+  CHECK(auto_head_groups(5, 1) == 2);  // one tile: two groups for two workers
+  CHECK(auto_head_groups(5, 2) == 1);  // two tiles already keep both busy
+  CHECK(auto_head_groups(1, 1) == 1);  // at most one group per head
 }
 
 TEST_CASE("tile counts agree to float rounding", "[gpt][determinism]") {

@@ -34,3 +34,6 @@ set_tests_properties(watchdog PROPERTIES TIMEOUT 300 LABELS mpi)
 # --recompute none|selective|full: bitwise identical training, activation bytes = the formula.
 add_test(NAME recompute COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/recompute_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(recompute PROPERTIES TIMEOUT 600 LABELS mpi)
+# --head-groups N: attention tasks per (tile, head group); bitwise identical training for every count.
+add_test(NAME head_groups COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/head_groups_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(head_groups PROPERTIES TIMEOUT 600)
