@@ -142,16 +142,16 @@ void refuse_with_preset(const cli::ArgParser& p, const std::string& what) {
       throw UsageError(std::string("--") + flag + ": " + what + " gives the shape; leave --" + flag + " out");
 }
 
-// --model llama3 --preset NAME: the preset's shape, --seq (<= its max_seq) and --batch. Llama 3
-// keeps all its activations, as `starzero train --model llama3` does: --recompute and
-// --offload-activations other than none are refused.
+// --model llama3 --preset NAME: the preset's shape, --seq (<= its max_seq) and --batch. The plan
+// keeps all of Llama's activations: --recompute and --offload-activations other than none, which
+// `starzero train --model llama3` runs, are not planned for Llama yet and are refused.
 LlamaArgs llama_args(const cli::ArgParser& p) {
   refuse_with_preset(p, "--model llama3 --preset");
   const ActivationPolicy policy = cli::activation_policy_option(p);
   if (policy.recompute != Recompute::none)
-    throw UsageError("--recompute: the llama3 model keeps all its activations (recomputation is GPT's)");
+    throw UsageError("--recompute: the plan of a llama3 model keeps all its activations (not planned yet)");
   if (policy.offload != ActivationOffload::none)
-    throw UsageError("--offload-activations: the llama3 model keeps all its activations on the device");
+    throw UsageError("--offload-activations: the plan of a llama3 model keeps all its activations on the device");
   if (!p.given("preset")) {
     std::string names;
     for (const std::string& n : llama_preset_names()) names += (names.empty() ? "" : "|") + n;

@@ -59,7 +59,9 @@ while [ "$done_kills" -lt "$kills" ]; do
   fi
   disown "$job"  # its death is ours: no job-control message
   kill -9 "$victim" 2>/dev/null || true
-  saving=$(find "$work/run" -maxdepth 1 -name '.partial-step_*' 2>/dev/null | wc -l)
+  # Under load a kill can come before the run made its folder (find would fail the pipeline).
+  saving=0
+  if [ -d "$work/run" ]; then saving=$(find "$work/run" -maxdepth 1 -name '.partial-step_*' | wc -l); fi
   [ "$saving" -gt 0 ] && in_save=$((in_save + 1))
   # The rest of the job: mpirun and the other ranks (which mpirun may have put in their own
   # process groups: a rank orphaned by a killed mpirun would wait in a collective forever).

@@ -5,7 +5,9 @@
 # gradient clipping and with DeepSpeed's delayed parameter update. For each run: steady tokens/s
 # (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token), the
 # CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work, from the trace
-# report. A configuration whose state does not fit the GPU is reported as such (exit 2 of the run).
+# report. Every run is B=8, T=1024, bf16, --recompute full (activation checkpointing, as the
+# ZeRO-Offload paper's runs), --sched dmda, roofline durations. A configuration whose state does
+# not fit the GPU is reported as such (exit 2 of the run).
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST]
 #   LIST: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
 set -euo pipefail
@@ -35,8 +37,17 @@ declare -A mode=(
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$sim" platform h200x1 --cpus "$cpus" --out "$work/platform" > /dev/null
-text=$work/text.txt
-python3 -c "import random; random.seed(3); print(' '.join(random.choice('the of and to in is that for it as'.split()) for _ in range(200000)))" > "$text"
+# An llm.c token shard (magic 20240520, version 1, uint16 tokens) in GPT-2's vocabulary, so the
+# models have their real 50257-token embedding (byte text would give them a vocabulary of 256).
+text=$work/tokens.bin
+python3 - "$text" <<'PY'
+import random, struct, sys
+random.seed(3)
+n = 400000
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *[0] * 253))
+    f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
+PY
 IFS=, read -r -a chosen <<< "$models"
 echo "| model | configuration | tokens/s | TFLOP/s | GPU busy | CPU Adam hidden | step ms |"
 echo "|---|---|---:|---:|---:|---:|---:|"
@@ -46,16 +57,17 @@ for m in "${chosen[@]}"; do
     echo "simulate-table: $m, $c ..." >&2
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
-    "$sim" train "${flags[@]}" --batch 8 --seq 1024 --precision bf16 --data "$text" --steps "$steps" --sched dmda \
+    "$sim" train "${flags[@]}" --batch 8 --seq 1024 --precision bf16 --recompute full --data "$text" --steps "$steps" --sched dmda \
       --platform "$work/platform" --trace "$work/t" > "$work/log" 2> "$work/err" || rc=$?
     if [ "$rc" -eq 2 ]; then
-      echo "| $m | $c | does not fit | | | | |"
+      echo "| $m | $c | does not fit: $(sed 's/^[^:]*: error: //' "$work/err" | cut -c1-60)... | | | | |"
       continue
-    elif [ "$rc" -ne 0 ]; then
+    elif [ "$rc" -ne 0 ] && ! grep -q "^step $steps/$steps " "$work/log"; then
       cat "$work/log" "$work/err" >&2
       exit 1
     fi
-    "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null
+    # A run that predicted every step but died at exit has no trace (written at shutdown).
+    if [ "$rc" -eq 0 ]; then "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null; else echo '{}' > "$work/report.json"; fi
     python3 - "$m" "$c" "$work/log" "$work/report.json" <<'PY'
 import json, re, statistics, sys
 model, config, log, report = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
@@ -63,12 +75,15 @@ ms = [float(x) for x in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.
 step = statistics.median(ms[2:]) / 1e3
 tokens = 8 * 1024
 params = float(re.search(r", (\d+) parameters", log).group(1))
-cuda = [w for w in report["workers"] if w["kind"] == "cuda"]
-gpu_busy = cuda[0]["steady_busy_fraction"] if cuda and cuda[0]["steady_busy_fraction"] is not None else float("nan")
-hidden = report["overlap"].get("adam_concurrent_fraction")
+cuda = [w for w in report.get("workers", []) if w["kind"] == "cuda"]
+traced = bool(report)
+gpu_busy = f"{100 * cuda[0]['steady_busy_fraction']:.0f} %" if cuda and cuda[0]["steady_busy_fraction"] is not None else "?"
+hidden = report.get("overlap", {}).get("adam_concurrent_fraction")
+hidden = "-" if config == "plain" else (f"{100 * hidden:.0f} %" if hidden is not None else "?")
+if not traced:
+    gpu_busy = hidden = "no trace (aborted at exit)"
 tflops = 6 * params * tokens / step / 1e12
-print(f"| {model} | {config} | {tokens / step:.0f} | {tflops:.1f} | {100 * gpu_busy:.0f} % | "
-      f"{'-' if hidden is None else f'{100 * hidden:.0f} %'} | {step * 1e3:.1f} |")
+print(f"| {model} | {config} | {tokens / step:.0f} | {tflops:.1f} | {gpu_busy} | {hidden} | {step * 1e3:.1f} |")
 PY
   done
 done

@@ -12,4 +12,4 @@ catch_discover_tests(test_planner TEST_PREFIX "planner/" PROPERTIES LABELS unit)
 # valid JSON, the 70B on 4 x 80 GB verdict.
 add_test(NAME plan_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/plan_cli_test.sh $<TARGET_FILE:starzero>)
-set_tests_properties(plan_cli PROPERTIES TIMEOUT 120)
+set_tests_properties(plan_cli PROPERTIES TIMEOUT 400)
