@@ -221,10 +221,10 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
     const double peak = machine.gpus > 0 ? gpu_peak : r.cpu_core_flops * machine.cpus;
     const double model_flops = 6.0 * double(parameters) * tokens / double(ranks) / s.train_seconds;
     std::printf(
-        "model FLOP/s (6 per parameter and token) per rank: %.2f TFLOP/s, MFU %.1f %% of the %s peak "
-        "(%.0f TFLOP/s)\n",
-        model_flops / 1e12, 100.0 * model_flops / peak,
-        machine.gpus > 0 ? (o.precision == DType::f32 ? "GPU's fp32" : "GPU's bf16") : "CPU cores'", peak / 1e12);
+        "model FLOP/s (6 per parameter and token) per rank: %.2f GFLOP/s, MFU %.1f %% of the %s peak "
+        "(%.0f GFLOP/s)\n",
+        model_flops / 1e9, 100.0 * model_flops / peak,
+        machine.gpus > 0 ? (o.precision == DType::f32 ? "GPU's fp32" : "GPU's bf16") : "CPU cores'", peak / 1e9);
     const simulation::DurationSources sources = simulation::duration_sources();
     const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
     std::printf(
