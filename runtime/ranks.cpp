@@ -21,6 +21,8 @@ int DataParallelRanks::world_rank() {
   return 0;
 }
 
+// The MPI communicators exist exactly when the ranks are mpirun's (several, not simulated): every
+// collective below goes through MPI only then.
 DataParallelRanks::DataParallelRanks() {
   if (world_size() <= 1) return;
   engine_ = std::make_unique<MpiComm>();
@@ -57,14 +59,14 @@ void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
 void DataParallelRanks::sum(std::vector<float>& values) const {
   if (simulated_)
     for (float& v : values) v *= float(size_);
-  else if (size_ > 1)
+  else if (control_)
     control_->all_reduce(values.data(), values.size(), DType::f32);
 }
 
 double DataParallelRanks::average(double value) const {
   std::vector<float> v{float(value)};
   sum(v);
-  return size_ > 1 && !simulated_ ? double(v[0]) / size_ : value;
+  return control_ ? double(v[0]) / size_ : value;
 }
 
 std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<std::int64_t>& mine) const {
@@ -81,20 +83,20 @@ std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<
 }
 
 std::int64_t DataParallelRanks::from_leader(std::int64_t value) const {
-  if (size_ > 1 && !simulated_) MPI_Bcast(&value, 1, MPI_INT64_T, 0, control_->native());
+  if (control_) MPI_Bcast(&value, 1, MPI_INT64_T, 0, control_->native());
   return value;
 }
 
 void DataParallelRanks::barrier() const {
-  if (size_ > 1 && !simulated_) MPI_Barrier(control_->native());
+  if (control_) MPI_Barrier(control_->native());
 }
 
 void DataParallelRanks::abort(int exit_code) const {
-  if (size_ > 1 && !simulated_) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (control_) MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
 std::filesystem::path DataParallelRanks::trace_dir(const std::filesystem::path& dir) const {
-  return size_ > 1 && !simulated_ ? dir / ("rank" + std::to_string(rank_)) : dir;
+  return control_ ? dir / ("rank" + std::to_string(rank_)) : dir;
 }
 
 }  // namespace starzero
