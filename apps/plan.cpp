@@ -4,6 +4,7 @@
 // All numbers come from offload/planner.hpp (a GPT config becomes a model footprint through
 // models/gpt_layout.hpp, a Llama 3 preset through models/llama_layout.hpp); this file reads the
 // flags and apps/plan_report.cpp prints.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -142,16 +143,11 @@ void refuse_with_preset(const cli::ArgParser& p, const std::string& what) {
       throw UsageError(std::string("--") + flag + ": " + what + " gives the shape; leave --" + flag + " out");
 }
 
-// --model llama3 --preset NAME: the preset's shape, --seq (<= its max_seq) and --batch. The plan
-// keeps all of Llama's activations: --recompute and --offload-activations other than none, which
-// `starzero train --model llama3` runs, are not planned for Llama yet and are refused.
+// --model llama3 --preset NAME: the preset's shape, --seq (<= its max_seq), --batch and the
+// activation policy (--recompute, --recompute-window, --offload-activations), as for GPT.
 LlamaArgs llama_args(const cli::ArgParser& p) {
   refuse_with_preset(p, "--model llama3 --preset");
   const ActivationPolicy policy = cli::activation_policy_option(p);
-  if (policy.recompute != Recompute::none)
-    throw UsageError("--recompute: the plan of a llama3 model keeps all its activations (not planned yet)");
-  if (policy.offload != ActivationOffload::none)
-    throw UsageError("--offload-activations: the plan of a llama3 model keeps all its activations on the device");
   if (!p.given("preset")) {
     std::string names;
     for (const std::string& n : llama_preset_names()) names += (names.empty() ? "" : "|") + n;
@@ -179,6 +175,7 @@ LlamaArgs llama_args(const cli::ArgParser& p) {
   l.max_seq = shape.max_seq;
   l.seq = seq;
   l.batch = batch;
+  l.activations = policy;
   return l;
 }
 
@@ -211,7 +208,7 @@ GptArgs gpt_preset_args(const cli::ArgParser& p) {
 // The Llama preset's footprint (models/llama_layout.hpp); failures are PlanErrors.
 ModelFootprint llama_model_footprint(const LlamaArgs& l) {
   try {
-    return llama_footprint(llama_preset(l.preset), int(l.batch), int(l.seq));
+    return llama_footprint(llama_preset(l.preset), int(l.batch), int(l.seq), l.activations);
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());
   }
@@ -363,9 +360,49 @@ std::string limits_text(const MemoryLimits& limits) {
 
 constexpr int kMaxLayers = 1024;  // the deepest model --max-model tries
 
+// --max-model's columns: each --recompute mode, then each with --offload-activations cpu; window 1.
+const ActivationPolicy kMaxModelPolicies[] = {{Recompute::none, 1},
+                                              {Recompute::selective, 1},
+                                              {Recompute::full, 1},
+                                              {Recompute::none, 1, ActivationOffload::cpu},
+                                              {Recompute::selective, 1, ActivationOffload::cpu},
+                                              {Recompute::full, 1, ActivationOffload::cpu}};
+
+// --max-model's table: a row per stage and offload, a column per activation policy, each cell the
+// largest size L (1..kMaxLayers) whose footprint_of(L, policy) fits, as cell_of(L) says it;
+// columns at least `width` wide.
+template <class FootprintOf, class CellOf>
+void print_max_model_table(const MaxModelSettings& settings, FootprintOf&& footprint_of, CellOf&& cell_of, int width) {
+  std::vector<std::vector<LargestFit>> results;
+  for (const ActivationPolicy& policy : kMaxModelPolicies)
+    results.push_back(largest_fitting(
+        settings.base, settings.limits, [&](int L) { return footprint_of(L, policy); }, kMaxLayers));
+  std::vector<std::string> headings;
+  for (const ActivationPolicy& policy : kMaxModelPolicies) {
+    headings.push_back(std::string(recompute_name(policy.recompute)) +
+                       (policy.offload == ActivationOffload::cpu ? " + offload" : ""));
+    width = std::max(width, int(headings.back().size()));
+  }
+  std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
+  // The last column unpadded: no trailing blanks.
+  for (std::size_t c = 0; c < headings.size(); ++c)
+    std::printf(" | %-*s", c + 1 < headings.size() ? width : 0, headings[c].c_str());
+  std::printf("\n");
+  for (std::size_t i = 0; i < results[0].size(); ++i) {
+    const FitOption& o = results[0][i].option;
+    std::printf("ZeRO-%-1d %-9s %-9s", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
+                std::string(offload_name(o.offload_params)).c_str());
+    for (std::size_t c = 0; c < results.size(); ++c) {
+      const LargestFit& fit = results[c][i];
+      std::printf(" | %-*s", c + 1 < results.size() ? width : 0,
+                  fit.size == 0 ? "none fits" : cell_of(fit.size).c_str());
+    }
+    std::printf("\n");
+  }
+}
+
 // `starzero plan --max-model --model llama3`: the deepest Llama 3 of one preset's width (C, NH,
-// NKV, H, V; default llama3-8B), L = 1..1024 blocks, per stage and offload. Llama 3 keeps all
-// its activations, so there is one column (no recompute or activation offload modes).
+// NKV, H, V; default llama3-8B), L = 1..1024 blocks, per stage, offload and activation policy.
 int run_max_model_llama(const cli::ArgParser& p) {
   if (p.given("vocab")) throw UsageError("--vocab: --model llama3 takes V from --preset; leave --vocab out");
   const MaxModelSettings settings = max_model_settings(p);
@@ -386,27 +423,22 @@ int run_max_model_llama(const cli::ArgParser& p) {
     shape.layers = L;
     return shape;
   };
-  const std::vector<LargestFit> results = largest_fitting(
-      base, settings.limits, [&](int L) { return llama_footprint(shape_of(L), int(batch), int(seq)); }, kMaxLayers);
   std::printf(
       "deepest Llama 3 of %s's width that fits (L blocks of C=%d NH=%d NKV=%d H=%d, V=%d, T=%lld, B=%lld, %s, "
       "dp %lld)%s\n",
       name.c_str(), width.channels, width.heads, width.kv_heads, width.ffn_hidden, width.vocab, (long long)seq,
       (long long)batch, std::string(precision_name(base.precision)).c_str(), (long long)base.dp,
       limits_text(settings.limits).c_str());
-  std::printf("%-6s %-9s %-9s | %s\n", "stage", "optimizer", "params", "all activations kept");
-  for (const LargestFit& fit : results) {
-    const FitOption& o = fit.option;
-    const std::string cell = fit.size == 0 ? "none fits"
-                                           : "L=" + std::to_string(fit.size) + " " +
-                                                 short_number(double(shape_of(fit.size).param_count()) / 1e9) + "B";
-    std::printf("ZeRO-%-1d %-9s %-9s | %s\n", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
-                std::string(offload_name(o.offload_params)).c_str(), cell.c_str());
-  }
+  print_max_model_table(
+      settings,
+      [&](int L, const ActivationPolicy& policy) { return llama_footprint(shape_of(L), int(batch), int(seq), policy); },
+      [&](int L) {
+        return "L=" + std::to_string(L) + " " + short_number(double(shape_of(L).param_count()) / 1e9) + "B";
+      },
+      14);
   std::printf(
-      "(%s itself is L=%d, %sB parameters; Llama 3 keeps all its activations: no --recompute or\n"
-      " --offload-activations columns; at most L = %d searched; parameters in billions; the fit check is\n"
-      " `starzero plan`'s)\n",
+      "(%s itself is L=%d, %sB parameters; columns: --recompute mode, + --offload-activations cpu;\n"
+      " window 1; at most L = %d searched; parameters in billions; the fit check is `starzero plan`'s)\n",
       name.c_str(), width.layers, short_number(double(width.param_count()) / 1e9).c_str(), kMaxLayers);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
@@ -418,47 +450,24 @@ int run_max_model(const cli::ArgParser& p) {
         "--preset: --max-model searches GPT shapes of hidden 64·L itself (a --preset is for --model llama3)");
   const MaxModelSettings settings = max_model_settings(p);
   const PlanInput& base = settings.base;
-  const MemoryLimits& limits = settings.limits;
   const std::int64_t vocab = p.given("vocab") ? count_flag(p, "vocab") : 50257;
   const std::int64_t seq = p.given("seq") ? count_flag(p, "seq") : 1024;
   const int batch = p.given("batch") ? int(cli::int_option(p, "batch", 1, 1)) : 1;
   if (vocab < 1 || vocab > (1 << 24) || seq < 1 || seq > (1 << 20))
     throw UsageError("--max-model: --vocab in 1..16777216 and --seq in 1..1048576");
-  const ActivationPolicy policies[] = {{Recompute::none, 1},
-                                       {Recompute::selective, 1},
-                                       {Recompute::full, 1},
-                                       {Recompute::none, 1, ActivationOffload::cpu},
-                                       {Recompute::selective, 1, ActivationOffload::cpu},
-                                       {Recompute::full, 1, ActivationOffload::cpu}};
-  std::vector<std::vector<LargestFit>> results;
-  for (const ActivationPolicy& policy : policies)
-    results.push_back(largest_fitting(
-        base, limits, [&](int L) { return gpt_footprint(max_model_shape(L, vocab, seq), batch, policy); }, kMaxLayers));
   std::printf("largest GPT that fits (L layers, hidden 64·L, L heads, vocab %lld, T=%lld, B=%d, %s, dp %lld)%s\n",
               (long long)vocab, (long long)seq, batch, std::string(precision_name(base.precision)).c_str(),
-              (long long)base.dp, limits_text(limits).c_str());
-  std::printf("%-6s %-9s %-9s", "stage", "optimizer", "params");
-  for (const ActivationPolicy& policy : policies)
-    std::printf(" | %-18s", (std::string(recompute_name(policy.recompute)) +
-                             (policy.offload == ActivationOffload::cpu ? " + offload" : ""))
-                                .c_str());
-  std::printf("\n");
-  for (std::size_t i = 0; i < results[0].size(); ++i) {
-    const FitOption& o = results[0][i].option;
-    std::printf("ZeRO-%-1d %-9s %-9s", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
-                std::string(offload_name(o.offload_params)).c_str());
-    for (const auto& per_policy : results) {
-      const LargestFit& fit = per_policy[i];
-      const std::string cell =
-          fit.size == 0
-              ? "none fits"
-              : "L=" + std::to_string(fit.size) + " C=" + std::to_string(64 * fit.size) + " " +
-                    short_number(double(gpt_footprint(max_model_shape(fit.size, vocab, seq), batch).params) / 1e9) +
-                    "B";
-      std::printf(" | %-18s", cell.c_str());
-    }
-    std::printf("\n");
-  }
+              (long long)base.dp, limits_text(settings.limits).c_str());
+  print_max_model_table(
+      settings,
+      [&](int L, const ActivationPolicy& policy) {
+        return gpt_footprint(max_model_shape(L, vocab, seq), batch, policy);
+      },
+      [&](int L) {
+        return "L=" + std::to_string(L) + " C=" + std::to_string(64 * L) + " " +
+               short_number(double(gpt_footprint(max_model_shape(L, vocab, seq), batch).params) / 1e9) + "B";
+      },
+      18);
   std::printf(
       "(columns: --recompute mode, + --offload-activations cpu; window 1; at most L = %d searched;\n"
       " parameters in billions; the fit check is `starzero plan`'s)\n",

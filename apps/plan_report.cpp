@@ -264,25 +264,28 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
   out += "\n\n";
 }
 
+// The model's --recompute/--offload-activations policy (GPT or Llama 3 alike); null without a
+// model shape.
+const ActivationPolicy* activation_policy(const PlanRequest& a) {
+  return a.gpt ? &a.gpt->activations : a.llama ? &a.llama->activations : nullptr;
+}
+
 // Breakdown per dp, stages as columns.
 void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
   const bool any_nvme = in.offload_optimizer == OptimizerOffload::nvme;
+  const ActivationPolicy* policy = activation_policy(a);
   std::string activations_label;
-  if (a.gpt) {
-    const ActivationPolicy& policy = a.gpt->activations;
+  if (policy) {
+    const std::int64_t batch = a.gpt ? a.gpt->batch : a.llama->batch, seq = a.gpt ? a.gpt->seq : a.llama->seq;
+    const bool all_kept = policy->recompute == Recompute::none && policy->offload == ActivationOffload::none;
     activations_label = strf(
-        "      activations (B=%lld, T=%lld%s%s)", (long long)a.gpt->batch, (long long)a.gpt->seq,
-        policy.recompute == Recompute::none ? "" : strf(", recompute %s", recompute_name(policy.recompute)).c_str(),
-        policy.recompute == Recompute::none && policy.offload == ActivationOffload::none
-            ? ""
-            : strf(", window %d", policy.window).c_str());
+        "      activations (B=%lld, T=%lld%s%s%s)", (long long)batch, (long long)seq,
+        policy->recompute == Recompute::none ? "" : strf(", recompute %s", recompute_name(policy->recompute)).c_str(),
+        all_kept ? "" : strf(", window %d", policy->window).c_str(), all_kept && a.llama ? ", all kept" : "");
   }
-  if (a.llama)
-    activations_label =
-        strf("      activations (B=%lld, T=%lld, all kept)", (long long)a.llama->batch, (long long)a.llama->seq);
-  const bool activations_offloaded = a.gpt && a.gpt->activations.offload == ActivationOffload::cpu;
+  const bool activations_offloaded = policy && policy->offload == ActivationOffload::cpu;
   const std::size_t label_w = std::max<std::size_t>(34, activations_label.size() + 2), col_w = 14;
   for (std::int64_t dp : a.dps) {
     out += "Breakdown at dp " + std::to_string(dp) + ", GB (exact):\n";
@@ -334,28 +337,32 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            " (the blocks' kept activations,\nrecomputation slots, two slots of activation gradients, logits/probs, "
            "attention scratch;\ndocs/activation-memory.md). ZeRO does not shard activations: every rank holds its "
            "own\nmicro-batch's, at every stage and dp.\n";
-    if (a.gpt->activations.offload == ActivationOffload::cpu)
-      out += "Activation offload: the kept activations of all blocks but the last W+1 (" +
-             gb_exact(r.rows.front().mem.host_activations) +
-             " GB) live in pinned host memory\nand cross the bus twice per micro-batch; W+1 blocks of them "
-             "stay on the GPU.\n";
   } else if (a.llama) {
     const LlamaArgs& l = *a.llama;
     const double act = *r.rows.front().mem.activations;
-    // The blocks' fp32 attention rows, NH·T per token per block (docs/llama.md): T² grows them.
-    const double attention = 4.0 * double(l.layers) * double(l.heads) * double(l.batch) * double(l.seq) * double(l.seq);
     out += "Activations: " + gb_exact(act) +
-           " GB per micro-batch: what starzero's Llama 3 allocates; it keeps all of them\n(no recomputation or "
-           "activation offload for Llama yet; docs/llama.md, \"Activation memory\"). Of them,\nthe blocks' fp32 "
-           "attention rows (4·L·NH·B·T² bytes) are " +
-           gb_exact(attention) +
-           " GB. ZeRO does not shard activations:\nevery rank holds its own micro-batch's, at every stage and dp.\n";
+           " GB per micro-batch: what starzero's Llama 3 allocates with --recompute " +
+           recompute_name(l.activations.recompute) + "\n(docs/llama.md, \"Activation memory\"). ";
+    if (l.activations.recompute == Recompute::none) {
+      // The blocks' fp32 attention rows, NH·T per token per block (docs/llama.md): T² grows them.
+      const double attention =
+          4.0 * double(l.layers) * double(l.heads) * double(l.batch) * double(l.seq) * double(l.seq);
+      out += "The blocks' fp32\nattention rows (4·L·NH·B·T² bytes) are " + gb_exact(attention) +
+             " GB of them, before any offload; --recompute\nselective or full recomputes them. ";
+    }
+    out += "ZeRO does not shard activations: every rank holds its own\nmicro-batch's, at every stage and dp.\n";
   } else {
     out +=
         "Not included: activations (ZeRO does not shard them; each rank holds its own micro-batch's) and\n"
         "ZeRO-3's temporary full layers; give a GPT config (--layers --hidden --heads --vocab --seq --batch)\n"
         "or a --preset to count them.\n";
   }
+  const ActivationPolicy* policy = activation_policy(a);
+  if (policy && policy->offload == ActivationOffload::cpu)
+    out += "Activation offload: the kept activations of all blocks but the last W+1 (" +
+           gb_exact(r.rows.front().mem.host_activations) +
+           " GB) live in pinned host memory\nand cross the bus twice per micro-batch; W+1 blocks of them "
+           "stay on the GPU.\n";
   if (in.model) {
     const NamedCount largest = in.model->largest_layer();
     out += "ZeRO-3 full layers: (W+1) × largest layer (" + largest.name + ", " + with_commas(largest.count) +

@@ -25,11 +25,12 @@ struct GptArgs {
 };
 
 // A Llama 3 preset (models/llama_layout.hpp) and the micro-batch: B sequences of T <= max_seq
-// tokens. The model keeps all its activations (no recomputation, no activation offload).
+// tokens, with the activation policy `starzero train --model llama3` would run.
 struct LlamaArgs {
   std::string preset;
   std::int64_t layers = 0, channels = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, vocab = 0, max_seq = 0;
   std::int64_t seq = 0, batch = 0;
+  ActivationPolicy activations;  // --recompute, --recompute-window, --offload-activations
   std::int64_t qkv_channels() const { return (heads + 2 * kv_heads) * (channels / heads); }
 };
 

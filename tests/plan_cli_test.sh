@@ -135,17 +135,16 @@ bad_cases=(
   "--layers 12 --hidden 768 --heads 7 --vocab 50257 --seq 1024 --batch 4"
   "--layers 0 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4"
   "--params 7e9 --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4"
-  # Presets (section (e)): Llama 3 needs --model llama3 and a known preset, keeps all its
-  # activations, takes its whole shape from the preset and T <= its max_seq.
+  # Presets (section (e)): Llama 3 needs --model llama3 and a known preset, takes its whole
+  # shape from the preset and T <= its max_seq.
   "--model llama3"
   "--model llama4 --preset llama3-8B"
   "--model llama3 --preset llama3-9B"
   "--model llama3 --preset gpt2-124M"
   "--preset llama3-8B"
-  "--model llama3 --preset llama3-8B --recompute full"
-  "--model llama3 --preset llama3-8B --recompute selective"
-  "--model llama3 --preset llama3-8B --offload-activations cpu"
   "--model llama3 --preset llama3-8B --recompute-window 2"
+  "--model llama3 --preset llama3-8B --recompute some"
+  "--model llama3 --preset llama3-8B --offload-activations nvme"
   "--model llama3 --preset llama3-8B --seq 8193"
   "--model llama3 --preset llama3-8B --seq 0"
   "--model llama3 --preset llama3-8B --batch 0"
@@ -243,16 +242,28 @@ def psi(s):  # 2·V·C + C + L·(2C + Q·C + C² + 3·C·H)
     Q = (s["NH"] + 2 * s["NKV"]) * (C // s["NH"])
     return 2 * V * C + C + s["L"] * (2 * C + Q * C + C * C + 3 * C * H)
 
-def act(s, T, B, e):  # LlamaModel's activation buffers (--recompute none), "Activation memory"
+def act(s, T, B, e, mode="none", W=1, offload=False):  # LlamaModel's activation buffers, "Activation memory"
     L, C, NH, H, V = s["L"], s["C"], s["NH"], s["H"], s["V"]
     hs = C // NH
     Q = (NH + 2 * s["NKV"]) * hs
-    block = (5 * C + Q + 3 * H) * e + 8 + 4 * NH * T  # kept per block
-    slot = 2 * C * e  # attproj, mlpproj: one shared slot
-    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e + 3 * 4 * NH * T  # two gradient slots; scratch
+    A = 4 * NH * T  # one fp32 attention row per query head
+    forward = (7 * C + Q + 3 * H) * e + 8 + A  # all of one block's forward tensors
+    kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
+    slots = 1 if mode == "none" else min(L, W + 1)  # recomputed (or, for none, attproj/mlpproj) slots
+    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e + 3 * A  # two gradient slots; attention scratch
     embedding = 8 + 2 * C * e
     head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4
-    return B * T * (L * block + slot + gradients + embedding + head) + 2 * T * C * e + 4 * T * hs
+    return B * T * ((L - offloaded(s, W, offload)) * kept + slots * (forward - kept) + gradients + embedding + head) + 2 * T * C * e + 4 * T * hs
+
+def offloaded(s, W, offload):  # blocks whose kept tensors live in host memory
+    return max(0, s["L"] - (W + 1)) if offload else 0
+
+def host(s, T, B, e, mode="none", W=1, offload=False):  # the offloaded blocks' kept tensors
+    C, NH, H = s["C"], s["NH"], s["H"]
+    Q = (NH + 2 * s["NKV"]) * (C // NH)
+    forward = (7 * C + Q + 3 * H) * e + 8 + 4 * NH * T
+    kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
+    return B * T * offloaded(s, W, offload) * kept
 
 if __name__ == "__main__":
     print(eval(sys.argv[1]))
@@ -321,6 +332,22 @@ expect_line " *model states +$(esc "$(gb $((20 * PSI)))")" "llama3-8B fp32: 20Ψ
 run --model llama3 --preset llama3-8B --recompute none --offload-activations none --stage 0
 [ "$RC" -eq 0 ] && pass "llama3: --recompute none accepted" || fail "llama3: --recompute none: exit $RC: $(cat "$WORK/err")"
 expect_text "T=8192 B=1" "llama3: --seq defaults to max_seq, --batch to 1"
+# --recompute and --offload-activations: the bytes of each mode from the formulas above.
+run --model llama3 --preset llama3-8B --seq 2048 --batch 1 --stage 0 --recompute full
+expect_line " *activations \(B=1, T=2048, recompute full, window 1\) +$(esc "$(gb "$(llama "act(shape(), 2048, 1, 2, 'full', 1)")")")" "llama3-8B --recompute full: $(gb "$(llama "act(shape(), 2048, 1, 2, 'full', 1)")") GB"
+expect_text "allocates with --recompute full" "llama3-8B --recompute full: the notes name the mode"
+run --model llama3 --preset llama3-8B --seq 2048 --batch 2 --stage 0 --recompute selective --recompute-window 0 --precision fp32
+expect_line " *activations \(B=2, T=2048, recompute selective, window 0\) +$(esc "$(gb "$(llama "act(shape(), 2048, 2, 4, 'selective', 0)")")")" "llama3-8B fp32 B=2 --recompute selective window 0"
+run --model llama3 --preset llama3-8B --seq 2048 --batch 1 --stage 0 --offload-activations cpu --recompute-window 0
+expect_line " *activations \(B=1, T=2048, window 0\) +$(esc "$(gb "$(llama "act(shape(), 2048, 1, 2, 'none', 0, True)")")")" "llama3-8B --offload-activations cpu window 0: GPU bytes"
+expect_line " *host  activations \(offloaded\) +$(esc "$(gb "$(llama "host(shape(), 2048, 1, 2, 'none', 0, True)")")")" "llama3-8B --offload-activations cpu: 31 blocks' kept bytes on the host"
+run --model llama3 --preset llama3-8B --seq 2048 --batch 1 --stage 0 --recompute full --offload-activations cpu
+expect_line " *host  activations \(offloaded\) +$(esc "$(gb "$(llama "host(shape(), 2048, 1, 2, 'full', 1, True)")")")" "llama3-8B full + offload: 30 blocks' residual3 on the host"
+check_json "llama3-8B full + offload json" "
+r = d['plans'][0]
+assert r['gpu']['activations'] == $(llama "act(shape(), 2048, 1, 2, 'full', 1, True)")
+assert r['host_activations'] == $(llama "host(shape(), 2048, 1, 2, 'full', 1, True)")
+" --model llama3 --preset llama3-8B --seq 2048 --batch 1 --stage 0 --recompute full --offload-activations cpu
 # The tiny preset: Ψ from the same formula (docs/llama.md: 229,952).
 run --model llama3 --preset llama3-tiny
 expect_text "$(commas "$(llama 'psi(shape(L=4, C=64, NH=4, NKV=2, H=192, V=256))')") parameters" "llama3-tiny Ψ (229,952)"
@@ -334,6 +361,10 @@ read -r L0 L0CPU < <(llama '(lambda m: " ".join(str(max(l for l in range(1, 1025
     lambda l: 4 * psi(shape(L=l)) + act(shape(L=l), 2048, 1, 2) <= 141e9 and 16 * psi(shape(L=l)) <= 1.5e12)))(0)')
 expect_line "ZeRO-0 none +none +\| L=$L0 .*" "llama --max-model ZeRO-0: L=$L0"
 expect_line "ZeRO-0 cpu +none +\| L=$L0CPU .*" "llama --max-model ZeRO-0 + optimizer cpu: L=$L0CPU"
+# The columns: none, selective, full, then each + offload (window 1). ZeRO-0 under each.
+read -r -a DEEPEST < <(llama '" ".join(str(max([l for l in range(1, 1025) if 16 * psi(shape(L=l)) + act(shape(L=l), 2048, 1, 2, m, 1, o) <= 141e9], default=0)) for o in (False, True) for m in ("none", "selective", "full"))')
+expect_line "stage +optimizer +params +\| none +\| selective +\| full +\| none \+ offload +\| selective \+ offload +\| full \+ offload" "llama --max-model: six policy columns"
+expect_line "ZeRO-0 none +none +\| L=${DEEPEST[0]} [^|]*\| L=${DEEPEST[1]} [^|]*\| L=${DEEPEST[2]} [^|]*\| L=${DEEPEST[3]} [^|]*\| L=${DEEPEST[4]} [^|]*\| L=${DEEPEST[5]} .*" "llama --max-model ZeRO-0 per policy: L=${DEEPEST[*]}"
 [ "$(grep -c '^ZeRO-' "$WORK/out")" -eq 15 ] && pass "llama --max-model: 15 rows" || fail "llama --max-model: not 15 rows"
 # GPT presets: the same report as the six flags, with the preset named.
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 1,8
