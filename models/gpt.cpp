@@ -6,6 +6,7 @@
 #include <deque>
 #include <stdexcept>
 
+#include "models/block_activations.hpp"
 #include "models/sequence_tiles.hpp"
 #include "tasks/prefetch.hpp"
 
@@ -168,8 +169,6 @@ constexpr std::pair<const char*, int> kBlockGradients[] = {
     {"dln1", 1}, {"dqkv", 3}, {"datty", 1},     {"dattproj", 1}, {"dresidual2", 1},
     {"dln2", 1}, {"dfch", 4}, {"dfch_gelu", 4}, {"dfcproj", 1},  {"dresidual3", 1},
 };
-// Gradient slots: block b's backward writes slot b % 2 and the dresidual3 of slot (b − 1) % 2.
-constexpr int kGradientSlots = 2;
 // The gradient the attention backward writes per head group, in its q, k and v parts.
 constexpr std::string_view kAttentionInputGradient = "dqkv";
 
@@ -185,69 +184,52 @@ bool kept_per_block(const ActivationKind& kind, Recompute recompute) {
 }  // namespace
 
 struct GptModel::Buffers {
-  std::deque<Tensor> storage;  // every activation tensor below (a deque: references stay valid)
+  // Every activation tensor below, what the blocks keep and which blocks are offloaded
+  // (--offload-activations cpu: the first storage.offloaded(), whose kept tensors have a pinned
+  // host home).
+  BlockActivationStorage storage;
   Tensor &tokens, &targets;
   Tensor &encoded, &dencoded;
   std::vector<BlockActivations> blocks;
   Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
   std::deque<ScratchHandle> dpreatt, datt;  // per tile and head group: tile k's group g at k·groups + g
   std::size_t scratch_bytes = 0;            // dpreatt and datt
-  // Per block: what it keeps for the backward; offloaded (--offload-activations cpu) for the
-  // first `offloaded` blocks, whose kept tensors have a pinned host home.
-  std::vector<std::vector<const Tensor*>> kept;
-  int offloaded = 0;
 
   Buffers(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, int L, const ActivationPolicy& policy)
-      : tokens(keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
-        targets(keep(t.make(DType::i32, std::size_t(d.T), "targets"))),
-        encoded(keep(act(d, t, d.C, at("encoded", 0)))),
-        dencoded(keep(act(d, t, d.C, at("dencoded", 0)))),
-        lnf(keep(act(d, t, d.C, at("lnf", 0)))),
-        lnf_mean(keep(stat(d, t, at("lnf_mean", 0)))),
-        lnf_rstd(keep(stat(d, t, at("lnf_rstd", 0)))),
-        logits(keep(act(d, t, d.Vp, at("logits", 0)))),
-        probs(keep(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs"))),
-        losses(keep(t.host(DType::f32, std::size_t(d.T), "losses"))),  // read on the host every step
-        dlnf(keep(act(d, t, d.C, at("dlnf", 0)))),
-        dlogits(keep(act(d, t, d.Vp, at("dlogits", 0)))) {
+      : storage(L, policy),
+        tokens(storage.keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
+        targets(storage.keep(t.make(DType::i32, std::size_t(d.T), "targets"))),
+        encoded(storage.keep(act(d, t, d.C, at("encoded", 0)))),
+        dencoded(storage.keep(act(d, t, d.C, at("dencoded", 0)))),
+        lnf(storage.keep(act(d, t, d.C, at("lnf", 0)))),
+        lnf_mean(storage.keep(stat(d, t, at("lnf_mean", 0)))),
+        lnf_rstd(storage.keep(stat(d, t, at("lnf_rstd", 0)))),
+        logits(storage.keep(act(d, t, d.Vp, at("logits", 0)))),
+        probs(storage.keep(t.make(DType::f32, std::size_t(d.T) * std::size_t(d.Vp), "probs"))),
+        losses(storage.keep(t.host(DType::f32, std::size_t(d.T), "losses"))),  // read on the host every step
+        dlnf(storage.keep(act(d, t, d.C, at("dlnf", 0)))),
+        dlogits(storage.keep(act(d, t, d.Vp, at("dlogits", 0)))) {
+    // With --recompute none every kind is kept per block: no forward slots.
     const int slots = policy.recompute == Recompute::none ? 0 : std::min(L, policy.window + 1);  // W + 1 <= L
-    offloaded = offloaded_blocks(policy, L);
-    kept.resize(std::size_t(L));
-    // Forward tensors: a block's own, or slot b % slots's (made when first needed).
-    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots),
-                                                   std::vector<Tensor*>(std::size(kBlockActivations)));
-    std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
-    blocks.reserve(std::size_t(L));
-    for (int b = 0; b < L; ++b) {
-      std::vector<Tensor*> f;
-      for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
-        const ActivationKind& kind = kBlockActivations[i];
-        if (kept_per_block(kind, policy.recompute)) {
-          f.push_back(&keep(forward_tensor(d, t, h, kind, at(kind.name, b), b < offloaded)));
-          kept[std::size_t(b)].push_back(f.back());
-          continue;
-        }
-        Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
-        if (!shared)
-          shared = &keep(forward_tensor(d, t, h, kind, at((std::string(kind.name) + "_slot").c_str(), b % slots)));
-        f.push_back(shared);
-      }
-      std::vector<Tensor*> g;
-      for (std::size_t i = 0; i < std::size(kBlockGradients); ++i) {
-        const auto& [name, width] = kBlockGradients[i];
-        Tensor*& shared = gradient_slots[std::size_t(b % kGradientSlots)][i];
-        if (!shared && name == kAttentionInputGradient && h.count > 1) {
+    const auto made = storage.make_blocks(
+        kBlockActivations, kBlockGradients, slots,
+        [&](const ActivationKind& kind) { return kept_per_block(kind, policy.recompute); },
+        [&](std::size_t kind, const std::string& name, bool host) {
+          return forward_tensor(d, t, h, kBlockActivations[kind], name, host);
+        },
+        [&](std::size_t gradient, const std::string& name) {
+          const auto& [gradient_name, width] = kBlockGradients[gradient];
+          if (gradient_name != kAttentionInputGradient || h.count == 1) return act(d, t, width * d.C, name);
           // A host tensor, so that its tiles can be split into the groups' columns of q, k and v.
-          shared = &keep(t.host(d.dtype, std::size_t(d.T) * std::size_t(width * d.C), at(name, b % kGradientSlots)));
-          h.split(*shared, std::size_t(d.C / d.NH), 3);
-        }
-        if (!shared) shared = &keep(act(d, t, width * d.C, at(name, b % kGradientSlots)));
-        g.push_back(shared);
-      }
+          Tensor split = t.host(d.dtype, std::size_t(d.T) * std::size_t(width * d.C), name);
+          h.split(split, std::size_t(d.C / d.NH), 3);
+          return split;
+        });
+    blocks.reserve(std::size_t(L));
+    for (const auto& [f, g] : made)
       blocks.push_back(BlockActivations{*f[0], *f[1],  *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7], *f[8],
                                         *f[9], *f[10], *f[11], *f[12], *f[13], *f[14], *f[15], *g[0], *g[1],
                                         *g[2], *g[3],  *g[4],  *g[5],  *g[6],  *g[7],  *g[8],  *g[9]});
-    }
     for (int n : t.sequences()) {
       for (int group = 0; group < h.count; ++group) {
         const std::size_t count =
@@ -259,27 +241,7 @@ struct GptModel::Buffers {
     }
   }
 
-  // Bytes of every activation buffer but the offloaded ones: what a micro-batch's activations
-  // take on the device (StarPU allocates a transient tensor where it is first written and keeps it
-  // for the run).
-  std::size_t bytes() const {
-    std::size_t total = scratch_bytes;
-    for (const Tensor& tensor : storage) total += tensor.bytes();
-    return total - offloaded_bytes();
-  }
-  // The offloaded blocks' kept tensors, whose home is pinned host memory.
-  std::size_t offloaded_bytes() const {
-    std::size_t total = 0;
-    for (int b = 0; b < offloaded; ++b)
-      for (const Tensor* tensor : kept[std::size_t(b)]) total += tensor->bytes();
-    return total;
-  }
-
  private:
-  Tensor& keep(Tensor tensor) {
-    storage.push_back(std::move(tensor));
-    return storage.back();
-  }
   static Tensor act(const tasks::Dims& d, const Tiles& t, int width, const std::string& name) {
     return t.make(d.dtype, std::size_t(d.T) * std::size_t(width), name);
   }
@@ -365,9 +327,9 @@ int auto_head_groups(int heads, int tiles) {
   return std::clamp((workers + tiles - 1) / std::max(tiles, 1), 1, std::max(heads, 1));
 }
 
-std::size_t GptModel::activation_bytes() const { return buffers_->bytes(); }
+std::size_t GptModel::activation_bytes() const { return buffers_->storage.bytes(buffers_->scratch_bytes); }
 
-std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->offloaded_bytes(); }
+std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->storage.offloaded_bytes(); }
 
 std::string GptModel::tile_name(const std::string& name, int tile) const {
   return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
@@ -625,13 +587,13 @@ void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pas
   }
   // Offload: once written, what the block keeps goes back to its pinned host home and its device
   // copy may be evicted (the block's output once the next block has read it).
-  if (forward && block < buf.offloaded) {
+  if (forward && block < buf.storage.offloaded()) {
     std::vector<const Tensor*> kept;
-    for (const Tensor* tensor : buf.kept[std::size_t(block)])
+    for (const Tensor* tensor : buf.storage.kept(block))
       if (tensor != &a.residual3) kept.push_back(tensor);
     tasks::submit_write_back(pieces_of(kept));
   }
-  if (forward && block >= 1 && block - 1 < buf.offloaded) tasks::submit_write_back(pieces_of({&input}));
+  if (forward && block >= 1 && block - 1 < buf.storage.offloaded()) tasks::submit_write_back(pieces_of({&input}));
 }
 
 // Attention of tile k: one task, or one per head group writing its own blocks of columns (all
@@ -709,8 +671,8 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
   // Offload: once this backward is done, block − W − 1's kept activations (and its input, block
   // − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
   const int ahead = block - activations_.window - 1;
-  if (ahead >= 0 && ahead < buf.offloaded) {
-    std::vector<const Tensor*> fetched = buf.kept[std::size_t(ahead)];
+  if (ahead >= 0 && ahead < buf.storage.offloaded()) {
+    std::vector<const Tensor*> fetched = buf.storage.kept(ahead);
     if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].residual3);
     std::vector<starpu_data_handle_t> handles = pieces_of(fetched);
     const std::vector<starpu_data_handle_t> gates = pieces_of({&dinput});

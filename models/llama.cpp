@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "models/block_activations.hpp"
 #include "tasks/elementwise.hpp"
 #include "tasks/llama_kernels.hpp"
 #include "tasks/prefetch.hpp"
@@ -84,9 +85,6 @@ constexpr std::pair<const char*, Width> kBlockGradients[] = {
     {"dswiglu", Width::H},      {"dmlpproj", Width::C}, {"dattproj", Width::C}, {"datty", Width::C},
     {"dqkv_rotated", Width::Q}, {"dqkv", Width::Q},     {"dln1", Width::C},     {"dresidual3", Width::C},
 };
-// Gradient slots: block b's backward writes slot b % 2 and the dresidual3 of slot (b − 1) % 2.
-constexpr int kGradientSlots = 2;
-
 bool kept_per_block(const ActivationKind& kind, Recompute recompute) {
   switch (recompute) {
     case Recompute::none: return kind.none_keeps;
@@ -115,71 +113,53 @@ struct LlamaModel::Block {
 };
 
 // Every activation buffer of a micro-batch. Per block what the policy keeps (with a pinned host
-// home for the first `offloaded` blocks); the tensors it does not keep in min(L, W + 1) shared
-// slots (one slot with --recompute none, for attproj and mlpproj), block b in slot b mod slots;
-// the gradients in two slots. Row-wise tensors are split into one piece per tile.
+// home for the first storage.offloaded() blocks); the tensors it does not keep in min(L, W + 1)
+// shared slots (one slot with --recompute none, for attproj and mlpproj), block b in slot b mod
+// slots; the gradients in two slots. Row-wise tensors are split into one piece per tile.
 struct LlamaModel::Buffers {
-  std::deque<Tensor> storage;  // every tensor below (a deque: references stay valid)
+  BlockActivationStorage storage;  // every tensor below, and what the blocks keep
   Tensor &tokens, &targets, &freqs, &embedded, &dembedded, &lnf, &rstdf, &dlnf, &logits, &dlogits, &probs, &losses;
   std::vector<Block> blocks;
   ScratchHandle zeros, dropped;                     // the embedding's T·C position scratch
   std::deque<ScratchHandle> preatt, dpreatt, datt;  // attention scratch, per tile
   std::size_t scratch_bytes = 0;
-  // Per block: what it keeps for the backward; offloaded for the first `offloaded` blocks.
-  std::vector<std::vector<const Tensor*>> kept;
-  int offloaded = 0;
 
   Buffers(const LlamaShape& s, DType dtype, int T, const SequenceTiles& t, const ActivationPolicy& policy)
-      : tokens(keep(t.make(DType::i32, std::size_t(T), "tokens"))),
-        targets(keep(t.make(DType::i32, std::size_t(T), "targets"))),
-        freqs(keep(Tensor::host(DType::f32, std::size_t(T) * std::size_t(s.head_size()), "freqs_cis"))),
-        embedded(keep(t.make(dtype, per_sequence(s, T, Width::C), "embedded"))),
-        dembedded(keep(t.make(dtype, per_sequence(s, T, Width::C), "dembedded"))),
-        lnf(keep(t.make(dtype, per_sequence(s, T, Width::C), "lnf"))),
-        rstdf(keep(t.make(DType::f32, std::size_t(T), "lnf_rstd"))),
-        dlnf(keep(t.make(dtype, per_sequence(s, T, Width::C), "dlnf"))),
-        logits(keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "logits"))),
-        dlogits(keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "dlogits"))),
-        probs(keep(t.make(DType::f32, std::size_t(T) * std::size_t(s.vocab), "probs"))),
-        losses(keep(t.host(DType::f32, std::size_t(T), "losses"))),  // read on the host every step
+      : storage(s.layers, policy),
+        tokens(storage.keep(t.make(DType::i32, std::size_t(T), "tokens"))),
+        targets(storage.keep(t.make(DType::i32, std::size_t(T), "targets"))),
+        freqs(storage.keep(Tensor::host(DType::f32, std::size_t(T) * std::size_t(s.head_size()), "freqs_cis"))),
+        embedded(storage.keep(t.make(dtype, per_sequence(s, T, Width::C), "embedded"))),
+        dembedded(storage.keep(t.make(dtype, per_sequence(s, T, Width::C), "dembedded"))),
+        lnf(storage.keep(t.make(dtype, per_sequence(s, T, Width::C), "lnf"))),
+        rstdf(storage.keep(t.make(DType::f32, std::size_t(T), "lnf_rstd"))),
+        dlnf(storage.keep(t.make(dtype, per_sequence(s, T, Width::C), "dlnf"))),
+        logits(storage.keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "logits"))),
+        dlogits(storage.keep(t.make(dtype, std::size_t(T) * std::size_t(s.vocab), "dlogits"))),
+        probs(storage.keep(t.make(DType::f32, std::size_t(T) * std::size_t(s.vocab), "probs"))),
+        losses(storage.keep(t.host(DType::f32, std::size_t(T), "losses"))),  // read on the host every step
         zeros(std::size_t(T) * std::size_t(s.channels), dtype_size(dtype)),
         dropped(std::size_t(T) * std::size_t(s.channels), dtype_size(dtype)) {
     const int L = s.layers;
     const int slots = policy.recompute == Recompute::none ? 1 : std::min(L, policy.window + 1);
-    offloaded = offloaded_blocks(policy, L);
-    kept.resize(std::size_t(L));
     auto make = [&](Width width, const std::string& name, bool host) {
       const DType type = width == Width::stat || width == Width::attention ? DType::f32 : dtype;
       return host ? t.host(type, per_sequence(s, T, width), name) : t.make(type, per_sequence(s, T, width), name);
     };
-    std::vector<std::vector<Tensor*>> slot_tensors(std::size_t(slots),
-                                                   std::vector<Tensor*>(std::size(kBlockActivations)));
-    std::vector<std::vector<Tensor*>> gradient_slots(kGradientSlots, std::vector<Tensor*>(std::size(kBlockGradients)));
+    const auto made = storage.make_blocks(
+        kBlockActivations, kBlockGradients, slots,
+        [&](const ActivationKind& kind) { return kept_per_block(kind, policy.recompute); },
+        [&](std::size_t kind, const std::string& name, bool host) {
+          return make(kBlockActivations[kind].width, name, host);
+        },
+        [&](std::size_t gradient, const std::string& name) {
+          return make(kBlockGradients[gradient].second, name, false);
+        });
     blocks.reserve(std::size_t(L));
-    for (int b = 0; b < L; ++b) {
-      std::vector<Tensor*> f;
-      for (std::size_t i = 0; i < std::size(kBlockActivations); ++i) {
-        const ActivationKind& kind = kBlockActivations[i];
-        if (kept_per_block(kind, policy.recompute)) {
-          f.push_back(&keep(make(kind.width, at(kind.name, b), b < offloaded)));
-          kept[std::size_t(b)].push_back(f.back());
-          continue;
-        }
-        Tensor*& shared = slot_tensors[std::size_t(b % slots)][i];
-        if (!shared) shared = &keep(make(kind.width, at(std::string(kind.name) + "_slot", b % slots), false));
-        f.push_back(shared);
-      }
-      std::vector<Tensor*> g;
-      for (std::size_t i = 0; i < std::size(kBlockGradients); ++i) {
-        const auto& [name, width] = kBlockGradients[i];
-        Tensor*& shared = gradient_slots[std::size_t(b % kGradientSlots)][i];
-        if (!shared) shared = &keep(make(width, at(name, b % kGradientSlots), false));
-        g.push_back(shared);
-      }
+    for (const auto& [f, g] : made)
       blocks.push_back(Block{*f[0], *f[1],  *f[2],  *f[3],  *f[4],  *f[5], *f[6],  *f[7], *f[8],
                              *f[9], *f[10], *f[11], *f[12], *f[13], *g[0], *g[1],  *g[2], *g[3],
                              *g[4], *g[5],  *g[6],  *g[7],  *g[8],  *g[9], *g[10], *g[11]});
-    }
     scratch_bytes = zeros.bytes + dropped.bytes;
     for (int n : t.sequences()) {
       const std::size_t count = std::size_t(n) * attention_size(s, T);
@@ -193,26 +173,6 @@ struct LlamaModel::Buffers {
   // The input of block b (and its gradient): the embedding or the block below.
   const Tensor& input(int b) const { return b == 0 ? embedded : blocks[std::size_t(b - 1)].out; }
   const Tensor& input_grad(int b) const { return b == 0 ? dembedded : blocks[std::size_t(b - 1)].dout; }
-
-  // Bytes of every buffer and scratch but the offloaded ones: what stays on the device.
-  std::size_t bytes() const {
-    std::size_t total = scratch_bytes;
-    for (const Tensor& tensor : storage) total += tensor.bytes();
-    return total - offloaded_bytes();
-  }
-  // The offloaded blocks' kept tensors, whose home is pinned host memory.
-  std::size_t offloaded_bytes() const {
-    std::size_t total = 0;
-    for (int b = 0; b < offloaded; ++b)
-      for (const Tensor* tensor : kept[std::size_t(b)]) total += tensor->bytes();
-    return total;
-  }
-
- private:
-  Tensor& keep(Tensor tensor) {
-    storage.push_back(std::move(tensor));
-    return storage.back();
-  }
 };
 
 // How a layer kind's gradient is cut (gradient_pieces): consecutive pieces in layout order, and
@@ -301,9 +261,9 @@ std::string LlamaModel::layer_name(int layer) const {
   return "?";
 }
 
-std::size_t LlamaModel::activation_bytes() const { return buffers_->bytes(); }
+std::size_t LlamaModel::activation_bytes() const { return buffers_->storage.bytes(buffers_->scratch_bytes); }
 
-std::size_t LlamaModel::offloaded_activation_bytes() const { return buffers_->offloaded_bytes(); }
+std::size_t LlamaModel::offloaded_activation_bytes() const { return buffers_->storage.offloaded_bytes(); }
 
 std::string LlamaModel::tile_name(const std::string& name, int tile) const {
   return tiles_.count() == 1 ? name : name + ".t" + std::to_string(tile);
@@ -417,13 +377,13 @@ void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass)
   }
   // Offload: once written, what the block keeps goes back to its pinned host home and its device
   // copy may be evicted (the block's output once the next block has read it).
-  if (forward && b < buf.offloaded) {
+  if (forward && b < buf.storage.offloaded()) {
     std::vector<const Tensor*> kept;
-    for (const Tensor* tensor : buf.kept[std::size_t(b)])
+    for (const Tensor* tensor : buf.storage.kept(b))
       if (tensor != &a.out) kept.push_back(tensor);
     tasks::submit_write_back(pieces_of(kept));
   }
-  if (forward && b >= 1 && b - 1 < buf.offloaded) tasks::submit_write_back(pieces_of({&x}));
+  if (forward && b >= 1 && b - 1 < buf.storage.offloaded()) tasks::submit_write_back(pieces_of({&x}));
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -542,8 +502,8 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
   // Offload: once this backward is done, block b − W − 1's kept activations (and its input, block
   // b − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
   const int ahead = b - activations_.window - 1;
-  if (ahead >= 0 && ahead < buf.offloaded) {
-    std::vector<const Tensor*> fetched = buf.kept[std::size_t(ahead)];
+  if (ahead >= 0 && ahead < buf.storage.offloaded()) {
+    std::vector<const Tensor*> fetched = buf.storage.kept(ahead);
     if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].out);
     tasks::submit_fetch(pieces_of(fetched), pieces_of({&dx}), at("activation_fetch", ahead));
   }
