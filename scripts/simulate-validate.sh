@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # How well starzero-sim predicts this machine (docs/simulation.md, "Validation"), in one sitting:
 # for each case below it calibrates the training on this machine (`starzero calibrate`), then for
-# each policy (lws, dmda, dmdas) runs it for real (STEPS steps; the median of the steps after the
-# first) and simulates it on the calibrated platform. Prints a table of measured and predicted
+# each policy (lws, dmda, dmdas) runs it for real REPEATS times (STEPS steps each; the median of
+# the steps after the first, over all repeats) and simulates it on the calibrated platform. The
+# real runs of the policies are interleaved, each repeat in a rotated order (lws dmda dmdas, dmda
+# dmdas lws, ...): a machine that drifts (they do, by several percent over minutes) then favours no
+# policy, which running each policy's steps in a block did. The measured runs calibrate too (their
+# task durations join the calibration run's), unless --calibration gives one. Prints a table of measured and predicted
 # steady step times with their error, whether the simulated ranking of the policies equals the
 # measured one wherever they differ by more than 10 %, and, as its last line,
 #   predicted X s, measured Y s, error Z %
@@ -10,22 +14,24 @@
 #
 # Usage: scripts/simulate-validate.sh STARZERO STARZERO_SIM [options]
 #   --steps N           steps per measured and simulated run (default 6)
+#   --repeats N         real runs per case and policy, interleaved (default 3)
 #   --data FILE         training data (default: the trainer's own default text)
 #   --calibration DIR   simulate with this calibration (e.g. sim/calibrations/this-machine) instead of
-#                       calibrating now
+#                       calibrating now (the measured runs then leave it as it is)
 #   --save-calibration DIR   keep the calibration made now in DIR (every case's models, one machine:
 #                       what sim/calibrations/this-machine holds)
 #   --cases LIST        comma-separated subset of: tiny, gpt2-124M, gpt2-124M-offload (default all)
 # The machine should be idle: the comparison is only as good as the measured times.
 set -euo pipefail
-usage() { echo "usage: simulate-validate.sh STARZERO STARZERO_SIM [--steps N] [--data FILE] [--calibration DIR] [--save-calibration DIR] [--cases LIST]" >&2; exit 2; }
+usage() { echo "usage: simulate-validate.sh STARZERO STARZERO_SIM [--steps N] [--repeats N] [--data FILE] [--calibration DIR] [--save-calibration DIR] [--cases LIST]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 starzero=$1 sim=$2
 shift 2
-steps=6 data=() calibration= save= cases=tiny,gpt2-124M,gpt2-124M-offload
+steps=6 repeats=3 data=() calibration= save= cases=tiny,gpt2-124M,gpt2-124M-offload
 while [ $# -gt 0 ]; do
   case $1 in
     --steps) steps=${2:?}; shift 2 ;;
+    --repeats) repeats=${2:?}; shift 2 ;;
     --data) data=(--data "${2:?}"); shift 2 ;;
     --calibration) calibration=$(cd "${2:?}" && pwd); shift 2 ;;
     --save-calibration) save=${2:?}; shift 2 ;;
@@ -35,6 +41,7 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$starzero" ] && [ -x "$sim" ] || { echo "simulate-validate: '$starzero' or '$sim' is not a program" >&2; exit 2; }
 [[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 3 ] || { echo "simulate-validate: --steps must be at least 3" >&2; exit 2; }
+[[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -ge 1 ] || { echo "simulate-validate: --repeats must be at least 1" >&2; exit 2; }
 policies=(lws dmda dmdas)
 declare -A flags=(
   [tiny]="--preset tiny --batch 8 --seq 64"
@@ -46,6 +53,11 @@ for c in "${chosen[@]}"; do [ -n "${flags[$c]:-}" ] || { echo "simulate-validate
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cal=${calibration:-$work/cal}
+# Calibrating now: the measured runs add their task durations to the calibration too, so that
+# the simulation's durations are the machine's over the same minutes as the times it is compared
+# with (a VM's speed drifts by up to 10 % between minutes; the calibration run alone is a snapshot).
+measure=(train)
+[ -n "$calibration" ] || measure=(calibrate --out "$cal")
 results=$work/results.tsv
 for c in "${chosen[@]}"; do
   read -r -a f <<< "${flags[$c]}"
@@ -54,13 +66,20 @@ for c in "${chosen[@]}"; do
     "$starzero" calibrate --out "$cal" "${f[@]}" "${data[@]}" --cuda-workers 0 --sched lws \
       --steps "${CALIBRATION_STEPS:-12}" --quiet > "$work/cal-$c.log" 2>&1 || { cat "$work/cal-$c.log"; exit 1; }
   fi
+  for ((r = 0; r < repeats; r++)); do
+    for ((i = 0; i < ${#policies[@]}; i++)); do
+      policy=${policies[$(((i + r) % ${#policies[@]}))]}
+      echo "simulate-validate: $c, $policy: measuring (repeat $((r + 1))/$repeats) ..." >&2
+      "$starzero" "${measure[@]}" "${f[@]}" "${data[@]}" --cuda-workers 0 --sched "$policy" --steps "$steps" \
+        --val-every 0 --quiet --metrics "$work/real-$c-$policy-$r.jsonl" > "$work/real-$c-$policy-$r.log" 2>&1 ||
+        { cat "$work/real-$c-$policy-$r.log"; exit 1; }
+    done
+  done
   for policy in "${policies[@]}"; do
-    echo "simulate-validate: $c, $policy: measuring, simulating ..." >&2
-    "$starzero" train "${f[@]}" "${data[@]}" --cuda-workers 0 --sched "$policy" --steps "$steps" --val-every 0 --quiet \
-      --metrics "$work/real-$c-$policy.jsonl" > "$work/real-$c-$policy.log" 2>&1 || { cat "$work/real-$c-$policy.log"; exit 1; }
+    echo "simulate-validate: $c, $policy: simulating ..." >&2
     "$sim" train "${f[@]}" "${data[@]}" --sched "$policy" --steps "$steps" --platform "$cal" \
       > "$work/sim-$c-$policy.log" 2>&1 || { cat "$work/sim-$c-$policy.log"; exit 1; }
-    printf '%s\t%s\t%s\t%s\n' "$c" "$policy" "$work/real-$c-$policy.jsonl" "$work/sim-$c-$policy.log" >> "$results"
+    printf '%s\t%s\t%s\t%s\n' "$c" "$policy" "$work/real-$c-$policy" "$work/sim-$c-$policy.log" >> "$results"
   done
 done
 if [ -n "$save" ]; then
@@ -69,23 +88,28 @@ if [ -n "$save" ]; then
   echo "simulate-validate: calibration kept in $save" >&2
 fi
 python3 - "$results" <<'PY'
-import itertools, json, re, statistics, sys
+import glob, itertools, json, re, statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-def measured(path):
-    steps = [l["step_seconds"] for l in map(json.loads, open(path)) if l.get("event") == "step"]
-    return statistics.median(steps[1:])
+def measured(prefix):
+    """The median steady step over every repeat, and the range of the repeats' own medians."""
+    steady, medians = [], []
+    for path in sorted(glob.glob(prefix + "-*.jsonl")):
+        steps = [l["step_seconds"] for l in map(json.loads, open(path)) if l.get("event") == "step"][1:]
+        steady += steps
+        medians.append(statistics.median(steps))
+    return statistics.median(steady), min(medians), max(medians)
 def predicted(path):
     text = open(path).read()
     steps = [float(m) / 1e3 for m in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.]+) ms", text, re.M)]
     share = re.search(r"task durations: ([0-9.]+) % of the estimates from calibration", text)
     return statistics.median(steps[1:]), float(share.group(1)) if share else float("nan")
 table = {}
-print("| case | policy | measured s | predicted s | error | calibrated estimates |")
-print("|---|---|---:|---:|---:|---:|")
+print("| case | policy | measured s | repeats' medians s | predicted s | error | calibrated estimates |")
+print("|---|---|---:|---:|---:|---:|---:|")
 for case, policy, real, sim in rows:
-    m, (p, share) = measured(real), predicted(sim)
+    (m, low, high), (p, share) = measured(real), predicted(sim)
     table[case, policy] = (m, p)
-    print(f"| {case} | {policy} | {m:.4f} | {p:.4f} | {100 * (p - m) / m:+.1f} % | {share:.1f} % |")
+    print(f"| {case} | {policy} | {m:.4f} | {low:.4f}-{high:.4f} | {p:.4f} | {100 * (p - m) / m:+.1f} % | {share:.1f} % |")
 worst = max(abs(p - m) / m for m, p in table.values())
 print(f"largest error: {100 * worst:.1f} % (target: within 15 %)")
 for case in dict.fromkeys(c for c, _ in table):
