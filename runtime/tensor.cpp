@@ -149,13 +149,13 @@ void Tensor::release() noexcept {
     TaskPriorities::instance().forget_pieces(handle_);
     pieces_.clear();
   }
-  if (home_) {
-    // Waits for the tasks using it and brings the latest copy home before the buffer goes.
-    starpu_data_unregister(handle_);
-    home_.reset();
-  } else {
-    starpu_data_unregister_submit(handle_);
-  }
+  // Waits for the tasks using it and, with a home, brings the latest copy there before the buffer
+  // goes. Synchronous for a transient tensor too: StarPU 1.3.10 postpones the unregistration a
+  // starpu_data_unregister_submit asks for while a queued prefetch holds the handle, and a
+  // shutdown that follows finds the request still queued and aborts (data_request.h:106; dmda
+  // with a GPU after a delayed update's flush, docs/simulation.md).
+  starpu_data_unregister(handle_);
+  home_.reset();
   handle_ = nullptr;
 }
 

@@ -13,6 +13,7 @@
 # - A model whose parameters, gradients and optimizer state do not fit the GPU is refused (exit
 #   2, naming the offload flags), and the same model with --offload-optimizer cpu runs.
 # - --platform this-machine: the committed calibration gives the durations of a calibrated shape.
+# - A delayed update flushed at the end of training under dmda with a GPU exits cleanly, with a trace.
 # - `starzero-sim train --help` prints starzero's options; bad --simulate-ranks values exit 2.
 # Usage: simulation_properties_test.sh STARZERO_SIM
 set -euo pipefail
@@ -164,6 +165,15 @@ rc=0
   > "$work/this.log" 2>&1 || { cat "$work/this.log"; fail "--platform this-machine"; }
 share=$(grep -oE "task durations: [0-9.]+ % of the estimates from calibration" "$work/this.log" | grep -oE "[0-9.]+" | head -n1)
 python3 -c "import sys; assert float(sys.argv[1]) > 50" "${share:-0}" || { cat "$work/this.log"; fail "this-machine: ${share:-no} % calibrated"; }
+
+# ---- a delayed update under dmda with a GPU ------------------------------------------------------------
+# The end of training flushes the last step's delayed update; StarPU 1.3.10 used to abort at
+# shutdown on a prefetch still queued for a tensor whose unregistration it had postponed
+# (runtime/tensor.cpp). The run ends cleanly and leaves its trace.
+"$sim" train --preset gpt2-124M --batch 8 --seq 1024 --data "$work/text.txt" --sched dmda --platform h200x1 \
+  --offload-optimizer cpu --steps 1 --delayed-update 0 --trace "$work/delayed" > "$work/delayed.log" 2>&1 \
+  || { tail -3 "$work/delayed.log"; fail "--delayed-update under dmda: exit code"; }
+[ -s "$work/delayed/tasks.rec" ] || fail "--delayed-update under dmda: no trace"
 
 # --help is the program's (SimGrid would answer a bare --help with its own options).
 "$sim" train --help > "$work/help.txt" 2>&1 || fail "train --help"
