@@ -8,17 +8,19 @@
 # report. Every run is B=8, T=1024, bf16, --recompute full (activation checkpointing, as the
 # ZeRO-Offload paper's runs), --sched dmda, roofline durations. A configuration whose state does
 # not fit the GPU is reported as such (exit 2 of the run).
-# Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST]
-#   LIST: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
+# Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
+#   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
+#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default all)
 set -euo pipefail
-sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST]}
+sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
-cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B
+cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
 while [ $# -gt 0 ]; do
   case $1 in
     --cpus) cpus=${2:?}; shift 2 ;;
     --steps) steps=${2:?}; shift 2 ;;
     --models) models=${2:?}; shift 2 ;;
+    --configs) configs=${2:?}; shift 2 ;;
     *) echo "simulate-table: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +55,9 @@ echo "| model | configuration | tokens/s | TFLOP/s | GPU busy | CPU Adam hidden 
 echo "|---|---|---:|---:|---:|---:|---:|"
 for m in "${chosen[@]}"; do
   [ -n "${shape[$m]:-}" ] || { echo "simulate-table: unknown model $m" >&2; exit 2; }
-  for c in plain offload offload-noclip offload-delayed; do
+  IFS=, read -r -a chosen_configs <<< "$configs"
+  for c in "${chosen_configs[@]}"; do
+    [ -n "${mode[$c]+set}" ] || { echo "simulate-table: unknown configuration $c" >&2; exit 2; }
     echo "simulate-table: $m, $c ..." >&2
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
