@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -93,6 +94,7 @@ cli::ArgParser make_parser() {
       .option("precision", "P", "fp32 (default) or bf16")
       .option("steps", "N", "timed steps after one warm-up step (default 3)")
       .option("tiles", "N", "tasks per row-wise op: auto (default) or 1..B, as for starzero train")
+      .option("head-groups", "G", "attention tasks per tile: auto (default) or 1..NH, as for starzero train")
       .option("probe-size", "S", "side of the square GEMMs of the peak probe (default 1024)");
   cli::add_session_options(p).flag("help", "show this help");
   return p;
@@ -105,6 +107,9 @@ int run_step_bench(const cli::ArgParser& p) {
             probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
   if (T > shape.max_seq) throw UsageError("--seq exceeds the preset's max-seq " + std::to_string(shape.max_seq));
   const DType dtype = cli::precision_option(p, "precision", DType::f32);
+  // Empty: auto, once the session's workers are known.
+  const std::optional<int> tiles_given = cli::auto_or_int_option(p, "tiles", 1, B),
+                           groups_given = cli::auto_or_int_option(p, "head-groups", 1, shape.heads);
   const std::string precision = dtype == DType::f32 ? "fp32" : "bf16";
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
@@ -119,9 +124,10 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 
-  const int tiles = cli::auto_or_int_option(p, "tiles", 1, B).value_or(auto_tiles(session, B));
-  std::printf("tiles: %d per row-wise op\n", tiles);
-  GptModel model(shape, dtype, B, T, tiles);
+  const int tiles = tiles_given.value_or(auto_tiles(session, B));
+  const int head_groups = groups_given.value_or(auto_head_groups(shape.heads, tiles));
+  std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", tiles, head_groups);
+  GptModel model(shape, dtype, B, T, tiles, {}, head_groups);
   EngineOptions engine_options;
   Engine engine(model, engine_options);
   std::mt19937 rng(42);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `starzero bench blas` end to end: the table of every GPT matmul (tiles of single-threaded sgemm
 # against one multi-threaded sgemm) with plausible figures, the bf16 GEMM line, and one-line usage
-# errors with exit code 2. No figure is compared with another: this is a measurement tool.
+# errors with exit code 2; `bench step`'s tiles and attention head groups. No figure is compared with another: this is a measurement tool.
 # Usage: bench_cli_test.sh PATH/TO/starzero
 set -u
 STARZERO=${1:?usage: bench_cli_test.sh PATH/TO/starzero}
@@ -33,6 +33,23 @@ for bad in "--rows 0" "--repeat -1" "--cores x" "--preset nosuch" "--frobnicate"
   lines=$(printf '%s\n' "$err" | grep -c .)
   if [ $rc -eq 2 ] && [ "$lines" -eq 1 ]; then pass "bench blas $bad: exit 2, one line"; else
     fail "bench blas $bad: exit $rc, $lines lines: $err"; fi
+done
+# `bench step` splits attention as `train` does: --head-groups auto is 2 groups for one tile and 2
+# CPU workers (tiny has 4 heads), and a count beyond the heads is refused before any work.
+out=$("$STARZERO" bench step --preset tiny --batch 1 --seq 16 --steps 1 --probe-size 16 --cpu-workers 2 --cuda-workers 0 2>&1)
+rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q '^tiles: 1 per row-wise op, 2 attention head group(s) per tile$' &&
+  pass "bench step: auto head groups" || fail "bench step auto head groups: exit $rc: $out"
+out=$("$STARZERO" bench step --preset tiny --batch 2 --seq 16 --steps 1 --probe-size 16 --cpu-workers 2 --cuda-workers 0 --tiles 2 --head-groups 3 2>&1)
+echo "$out" | grep -q '^tiles: 2 per row-wise op, 3 attention head group(s) per tile$' &&
+  pass "bench step --tiles 2 --head-groups 3" || fail "bench step --head-groups 3: $out"
+for bad in "--head-groups 5" "--head-groups 0" "--tiles 9"; do
+  # shellcheck disable=SC2086
+  err=$("$STARZERO" bench step --preset tiny --batch 2 --cuda-workers 0 $bad 2>&1 >/dev/null)
+  rc=$?
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ $rc -eq 2 ] && [ "$lines" -eq 1 ]; then pass "bench step $bad: exit 2, one line"; else
+    fail "bench step $bad: exit $rc, $lines lines: $err"; fi
 done
 err=$("$STARZERO" bench nosuch 2>&1 >/dev/null)
 rc=$?
