@@ -370,14 +370,15 @@ const ActivationPolicy kMaxModelPolicies[] = {{Recompute::none, 1},
 
 // --max-model's table: a row per stage and offload, a column per activation policy, each cell the
 // largest size L (1..kMaxLayers) whose footprint_of(L, policy) fits, as cell_of(L) says it;
-// columns at least `width` wide.
+// columns as wide as the longest heading.
 template <class FootprintOf, class CellOf>
-void print_max_model_table(const MaxModelSettings& settings, FootprintOf&& footprint_of, CellOf&& cell_of, int width) {
+void print_max_model_table(const MaxModelSettings& settings, FootprintOf&& footprint_of, CellOf&& cell_of) {
   std::vector<std::vector<LargestFit>> results;
   for (const ActivationPolicy& policy : kMaxModelPolicies)
     results.push_back(largest_fitting(
         settings.base, settings.limits, [&](int L) { return footprint_of(L, policy); }, kMaxLayers));
   std::vector<std::string> headings;
+  int width = 0;
   for (const ActivationPolicy& policy : kMaxModelPolicies) {
     headings.push_back(std::string(recompute_name(policy.recompute)) +
                        (policy.offload == ActivationOffload::cpu ? " + offload" : ""));
@@ -434,8 +435,7 @@ int run_max_model_llama(const cli::ArgParser& p) {
       [&](int L, const ActivationPolicy& policy) { return llama_footprint(shape_of(L), int(batch), int(seq), policy); },
       [&](int L) {
         return "L=" + std::to_string(L) + " " + short_number(double(shape_of(L).param_count()) / 1e9) + "B";
-      },
-      14);
+      });
   std::printf(
       "(%s itself is L=%d, %sB parameters; columns: --recompute mode, + --offload-activations cpu;\n"
       " window 1; at most L = %d searched; parameters in billions; the fit check is `starzero plan`'s)\n",
@@ -466,8 +466,7 @@ int run_max_model(const cli::ArgParser& p) {
       [&](int L) {
         return "L=" + std::to_string(L) + " C=" + std::to_string(64 * L) + " " +
                short_number(double(gpt_footprint(max_model_shape(L, vocab, seq), batch).params) / 1e9) + "B";
-      },
-      18);
+      });
   std::printf(
       "(columns: --recompute mode, + --offload-activations cpu; window 1; at most L = %d searched;\n"
       " parameters in billions; the fit check is `starzero plan`'s)\n",
