@@ -3,13 +3,16 @@
 // DIR/codelets/45/<codelet>.<H>, then writes this machine's platform files into DIR/bus/ (its CPU
 // cores, no GPUs; with --like M, the named GPU machine M with this machine's cores: sim/platform.hpp). `starzero-sim
 // --platform DIR` then simulates this machine with the measured durations (docs/simulation.md, "Task durations").
-// Several runs into one DIR add up: StarPU keeps each data size's history apart, so calibrate every shape you will
-// simulate.
+// The run also measures StarPU's own time per task on the CPU workers (runtime/task_overhead.hpp), which the platform
+// carries per scheduling policy for the simulation to charge. Several runs into one DIR add up: StarPU keeps each
+// data size's history apart, so calibrate every shape you will simulate; the overheads average, weighted by tasks.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +20,9 @@
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
 #include "runtime/simulation.hpp"
+#include "runtime/task_overhead.hpp"
 #include "sim/platform.hpp"
+#include "train/run.hpp"
 
 namespace starzero {
 
@@ -31,7 +36,8 @@ constexpr const char* kUsage =
     "Trains as `starzero train [train options]` does (default: the tiny preset, 20 steps, no\n"
     "validation) while StarPU records every codelet's duration per data size and worker kind into\n"
     "DIR/codelets/45/<codelet>.<H>, then writes this machine's platform (its CPU cores; GPUs: --like)\n"
-    "into DIR/bus/<H>.*. Simulate it with `starzero-sim train [same options] --platform DIR`.\n"
+    "into DIR/bus/<H>.*, with StarPU's own time per task on the CPU workers under the run's policy\n"
+    "(--sched). Simulate it with `starzero-sim train [same options] --platform DIR`.\n"
     "  --out DIR   where the calibration goes (created; runs into one DIR add up)\n"
     "  --name H    the machine's name in the files (default this-machine)\n"
     "  --like M    a GPU machine: the platform is the named machine M's (h200x1, h200x8, a100x1: its\n"
@@ -85,6 +91,18 @@ int calibrate_main(int argc, char** argv) {
   std::error_code ec;
   const fs::path dir = fs::absolute(out, ec);
   if (ec || !(fs::create_directories(dir, ec), !ec)) return usage_error("--out: cannot create '" + out + "'");
+  // An earlier calibration of this machine into DIR: its per-task overheads add up with this run's.
+  const fs::path earlier = dir / "bus" / (machine.name + ".machine.json");
+  if (fs::exists(earlier)) {
+    std::ifstream in(earlier);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      machine.cpu_task_overhead = sim::machine_from_json(text.str()).cpu_task_overhead;
+    } catch (const std::invalid_argument& e) {
+      return usage_error("--out: " + earlier.string() + ": " + e.what());
+    }
+  }
   // Enough samples per data size for StarPU to trust its mean (STARPU_CALIBRATE_MINIMUM, 10).
   std::string steps = "--steps", twenty = "20", val = "--val-every", zero = "0";
   if (!steps_given) train_args.insert(train_args.end(), {steps.data(), twenty.data()});
@@ -92,8 +110,19 @@ int calibrate_main(int argc, char** argv) {
   setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
   setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
   setenv("STARPU_CALIBRATE", "1", 1);
-  const int rc = train_main(int(train_args.size()), train_args.data());
+  RunMeasurements measured;
+  const int rc = train_main(int(train_args.size()), train_args.data(), &measured);
   if (rc != 0) return rc;
+  const TaskOverhead& overhead = measured.cpu_task_overhead;
+  if (overhead.tasks > 0 && overhead.wake_us == overhead.wake_us) {
+    std::printf(
+        "StarPU's overhead per task on the CPU workers (steps 2 on, policy %s): %.1f us over %llu tasks; a "
+        "sleeping worker's wake-up: %.1f us\n",
+        measured.policy.c_str(), overhead.us_per_task, (unsigned long long)overhead.tasks, overhead.wake_us);
+    sim::add_task_overhead(machine, measured.policy, {overhead.us_per_task, overhead.wake_us, double(overhead.tasks)});
+  } else {
+    std::printf("StarPU's overhead per task: not measured (it needs at least 2 steps and 2 CPU workers)\n");
+  }
   // After the run: StarPU wrote its own bus calibration for this name; the platform replaces it.
   try {
     sim::write_platform(machine, dir);

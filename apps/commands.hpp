@@ -5,6 +5,9 @@
 namespace starzero {
 int plan_main(int argc, char** argv);
 int train_main(int argc, char** argv);
+struct RunMeasurements;  // train/run.hpp
+// `starzero train` that also measures what *measurements holds (`starzero calibrate`).
+int train_main(int argc, char** argv, RunMeasurements* measurements);
 int eval_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
 int bench_adam_main(int argc, char** argv);  // `starzero bench adam`

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -129,6 +130,10 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   simulation::set_machine_description(describe(machine));
   simulation::set_machine_size({machine.cpus, machine.gpus});
   simulation::set_collective_link(collective_link_of(machine));
+  std::map<std::string, simulation::TaskOverheadUs> overheads;
+  for (const auto& [policy, record] : sim::task_overheads_to_charge(machine))
+    overheads[policy] = {record.us_per_task, record.wake_us};
+  simulation::set_cpu_task_overheads(std::move(overheads));
   // SimGrid reports each setting of the platform's config block: not news to the user.
   xbt_log_control_set("xbt_cfg.thresh:warning");
 }

@@ -293,7 +293,7 @@ void apply_deepspeed_config(cli::ArgParser& p) {
   }
 }
 
-int run_train(const cli::ArgParser& given) {
+int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
   cli::ArgParser p = given;
   apply_deepspeed_config(p);
   if constexpr (simulation::enabled) {
@@ -306,7 +306,9 @@ int run_train(const cli::ArgParser& given) {
   }
   const ModelRequest request = model_request(p);
   const std::unique_ptr<ModelSpec> spec = prepare_model(request);
-  return run_training(*spec, run_options(p, *spec, request));
+  RunOptions options = run_options(p, *spec, request);
+  options.measurements = measurements;
+  return run_training(*spec, options);
 }
 
 cli::ArgParser make_eval_parser() {
@@ -347,10 +349,13 @@ int run_eval(const cli::ArgParser& p) {
 
 }  // namespace
 
-int train_main(int argc, char** argv) {
+int train_main(int argc, char** argv, RunMeasurements* measurements) {
   cli::ArgParser parser = make_train_parser();
-  return run_command({"starzero train", "starzero train [options]"}, parser, argc, argv, run_train);
+  return run_command({"starzero train", "starzero train [options]"}, parser, argc, argv,
+                     [measurements](const cli::ArgParser& p) { return run_train(p, measurements); });
 }
+
+int train_main(int argc, char** argv) { return train_main(argc, argv, nullptr); }
 
 int eval_main(int argc, char** argv) {
   cli::ArgParser parser = make_eval_parser();

@@ -233,7 +233,8 @@ class Codelet {
   }
   static void run_on_cpu(void* buffers[], void* cl_arg) { run(buffers, cl_arg, false); }
   // A task's duration in simulation (microseconds): what a real run recorded (starzero calibrate),
-  // else its own FLOP and byte counts on the simulated machine's roofline.
+  // else its own FLOP and byte counts on the simulated machine's roofline; its execution on a CPU
+  // worker also pays StarPU's per-task overhead measured on the real machine (executed_us).
   static double simulated_us(starpu_task* task, starpu_perfmodel_arch* arch, unsigned /*nimpl*/) {
     const Codelet* self = nullptr;
     Args args{};
@@ -244,14 +245,15 @@ class Codelet {
       for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
       return handles;
     };
-    if (d.simulated_us) return d.simulated_us(args, task_handles());
+    if (d.simulated_us) return simulation::executed_us(task, arch, d.simulated_us(args, task_handles()));
     const double calibrated = simulation::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
     simulation::count_duration_source(calibrated == calibrated);
-    if (calibrated == calibrated) return calibrated;  // not NaN: a real run recorded it
+    if (calibrated == calibrated) return simulation::executed_us(task, arch, calibrated);  // a real run recorded it
     const std::vector<starpu_data_handle_t> handles = task_handles();
     const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
-    return simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles), element_size,
-                                   d.cores ? d.cores(args) : 1);
+    return simulation::executed_us(task, arch,
+                                   simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles),
+                                                           element_size, d.cores ? d.cores(args) : 1));
   }
   [[maybe_unused]] static void run_on_cuda(void* buffers[], void* cl_arg) { run(buffers, cl_arg, true); }
 

@@ -206,7 +206,8 @@ Session::Session(const SessionOptions& options) {
   const int ret = starpu_init(&conf);
   if (ret == -ENODEV) throw std::runtime_error("starpu_init: no worker available for this configuration");
   if (ret != 0) throw std::runtime_error("starpu_init failed with code " + std::to_string(ret));
-  if constexpr (simulation::enabled) simulation::load_calibration();
+  if (options.profile_workers && !simulation::enabled) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+  if constexpr (simulation::enabled) simulation::load_calibration(policy_);
   // One cuBLAS handle per CUDA worker, bound to its stream (starpu_cublas_get_local_handle).
   // Not in simulation: no kernel runs there, and cuBLAS would touch a GPU that is not there.
   if (!simulation::enabled && starpu_cuda_worker_get_count() > 0) starpu_cublas_init();

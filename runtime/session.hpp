@@ -39,6 +39,9 @@ struct SessionOptions {
   // writes its trace file once per process).
   std::string trace_dir;
   int trace_rank = 0;  // names the trace file: <trace_dir>/starzero_r<rank>_0
+  // StarPU's profiling from the start (every task records its timings; a few us per task):
+  // what measuring the per-task overhead needs (runtime/task_overhead.hpp).
+  bool profile_workers = false;
 };
 
 // StarPU's workers asleep while the application thread does host-only work (initialising

@@ -87,11 +87,65 @@ std::map<std::string, std::unique_ptr<starpu_perfmodel>, std::less<>>& recorded_
   return models;
 }
 
+// The platform's per-task overheads, and the one the session's policy is charged.
+std::map<std::string, TaskOverheadUs>& overheads_by_policy() {
+  static std::map<std::string, TaskOverheadUs> overheads;
+  return overheads;
+}
+
+ChargedOverhead& charged() {
+  static ChargedOverhead overhead;
+  return overhead;
+}
+
+void pick_task_overhead(const std::string& policy) {
+  const auto& overheads = overheads_by_policy();
+  // heft is StarPU's other name for dmda.
+  const std::string measured = policy == "heft" ? "dmda" : policy;
+  if (const auto it = overheads.find(measured); it != overheads.end())
+    charged() = {it->second, measured};
+  else if (const auto any = overheads.find(""); any != overheads.end())
+    charged() = {any->second, "the other policies"};
+  else
+    charged() = {};
+}
+
+// When each worker's last simulated execution ends (microseconds of simulated time). SimGrid
+// runs the workers one at a time: no lock.
+std::vector<double>& busy_until() {
+  static std::vector<double> until(STARPU_NMAXWORKERS, 0.0);
+  return until;
+}
+
+// A worker that starts a task later than this after its last one ended sat idle.
+constexpr double kIdleAfterUs = 0.5;
+
 }  // namespace
+
+void set_cpu_task_overheads(std::map<std::string, TaskOverheadUs> by_policy) {
+  overheads_by_policy() = std::move(by_policy);
+}
+
+const ChargedOverhead& charged_task_overhead() { return charged(); }
+
+double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us) {
+  const bool cpu = arch && arch->ndevices > 0 && arch->devices[0].type == STARPU_CPU_WORKER;
+  if (!cpu || starpu_task_get_current() != task) return duration_us;
+  const TaskOverheadUs& overhead = charged().us;
+  const int worker = starpu_worker_get_id();
+  if (worker < 0 || worker >= STARPU_NMAXWORKERS) return duration_us + overhead.per_task;
+  const double now = starpu_timing_now();
+  double& until = busy_until()[std::size_t(worker)];
+  const bool was_idle = now > until + kIdleAfterUs;
+  const double executed = duration_us + overhead.per_task + (was_idle ? overhead.wake : 0.0);
+  until = now + executed;
+  return executed;
+}
 
 void register_codelet(const char* symbol) { codelet_names().emplace_back(symbol); }
 
-void load_calibration() {
+void load_calibration(const std::string& policy) {
+  pick_task_overhead(policy);
   auto& models = recorded_models();
   for (const std::string& symbol : codelet_names()) {
     if (models.contains(symbol)) continue;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace starzero::simulation {
@@ -60,14 +61,39 @@ double ring_us(double bytes_sent, int steps);
 // Every codelet's name, as each declares itself (runtime/codelet.hpp; static construction).
 void register_codelet(const char* symbol);
 // Loads the history-based model a real run recorded for each registered codelet (`starzero
-// calibrate`: $STARPU_PERF_MODEL_DIR/codelets/45/<symbol>.<STARPU_HOSTNAME>) where there is one.
-// Once, from the session's thread after starpu_init and before any task: the simulated workers
-// then only read them (SimGrid runs its actors on one thread: no lock may block there).
-void load_calibration();
+// calibrate`: $STARPU_PERF_MODEL_DIR/codelets/45/<symbol>.<STARPU_HOSTNAME>) where there is one,
+// and picks the per-task overhead of the session's scheduling `policy` (below). Once, from the
+// session's thread after starpu_init and before any task: the simulated workers then only read
+// them (SimGrid runs its actors on one thread: no lock may block there).
+void load_calibration(const std::string& policy);
 // Calibrated duration (microseconds) of a task of codelet `symbol` with data footprint
 // `footprint` on a worker of `arch`: the mean the real run recorded, or NaN when it did not
 // record it.
 double calibrated_us(const char* symbol, starpu_perfmodel_arch* arch, std::uint32_t footprint);
+
+// StarPU's own time per task on a real CPU worker, beyond the kernel, and the time a sleeping
+// worker takes to start a task pushed to it (runtime/task_overhead.hpp), in microseconds.
+struct TaskOverheadUs {
+  double per_task = 0;
+  double wake = 0;
+};
+// By scheduling policy, as the platform carries what `starzero calibrate` measured
+// (sim/platform.hpp); the key "" stands for any policy not measured. Set before main (the
+// platform); none set: nothing is charged.
+void set_cpu_task_overheads(std::map<std::string, TaskOverheadUs> by_policy);
+struct ChargedOverhead {
+  TaskOverheadUs us;
+  std::string measured_under;  // the policy it was measured under; "" = none measured
+};
+// What load_calibration picked for the session.
+const ChargedOverhead& charged_task_overhead();
+// The duration to simulate for `task`, whose model gives `duration_us` on a worker of `arch`. A
+// simulated worker spends no time in StarPU's code and wakes at once, so when StarPU asks for the
+// duration it executes (`task` is the current task of a CPU worker) the charged per-task overhead
+// is added, and the wake-up latency too if that worker sat idle before the task. The schedulers'
+// estimates (another task current, or none) are left as they are: a real run's models hold
+// neither. GPU workers: unchanged (their launch cost is in the roofline).
+double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us);
 
 // How many duration estimates came from each source since the start (the schedulers ask several
 // times per task), for the run's report.

@@ -278,6 +278,32 @@ void validate(const MachineSpec& m) {
     require_non_negative("GPU-to-GPU latency", m.gpu_to_gpu_latency_s);
     if (m.gpu_memory_bytes >= 9.2e18) throw std::invalid_argument("machine GPU memory is out of range");
   }
+  for (const auto& [policy, overhead] : m.cpu_task_overhead) {
+    if (policy.empty() || !std::all_of(policy.begin(), policy.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        }))
+      throw std::invalid_argument("task overhead: a policy name may hold only A-Z a-z 0-9 _ -");
+    require_non_negative(("task overhead of " + policy).c_str(), overhead.us_per_task);
+    require_non_negative(("wake-up latency of " + policy).c_str(), overhead.wake_us);
+    require_non_negative(("task count of the overhead of " + policy).c_str(), overhead.tasks);
+  }
+}
+
+void add_task_overhead(MachineSpec& m, const std::string& policy, const TaskOverheadRecord& measured) {
+  if (!(measured.tasks > 0)) return;
+  TaskOverheadRecord& held = m.cpu_task_overhead[policy];
+  const double tasks = held.tasks + measured.tasks;
+  held.us_per_task = (held.us_per_task * held.tasks + measured.us_per_task * measured.tasks) / tasks;
+  held.wake_us = (held.wake_us * held.tasks + measured.wake_us * measured.tasks) / tasks;
+  held.tasks = tasks;
+}
+
+std::map<std::string, TaskOverheadRecord> task_overheads_to_charge(const MachineSpec& m) {
+  std::map<std::string, TaskOverheadRecord> charged(m.cpu_task_overhead.begin(), m.cpu_task_overhead.end());
+  MachineSpec all;
+  for (const auto& [policy, overhead] : m.cpu_task_overhead) add_task_overhead(all, "", overhead);
+  if (!all.cpu_task_overhead.empty()) charged[""] = all.cpu_task_overhead[""];
+  return charged;
 }
 
 std::string platform_xml(const MachineSpec& m) {
@@ -447,6 +473,13 @@ std::string machine_json(const MachineSpec& machine) {
   nlohmann::ordered_json j;
   j["name"] = m.name;
   for_each_field(m, [&](const char* key, auto& value) { j[key] = value; });
+  if (!m.cpu_task_overhead.empty()) {
+    nlohmann::ordered_json overheads = nlohmann::ordered_json::object();
+    for (const auto& [policy, overhead] : m.cpu_task_overhead)
+      overheads[policy] = {
+          {"us_per_task", overhead.us_per_task}, {"wake_us", overhead.wake_us}, {"tasks", overhead.tasks}};
+    j["cpu_task_overhead"] = overheads;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -471,6 +504,19 @@ MachineSpec machine_from_json(std::string_view text) {
     }
     value = j[key].get<T>();
   });
+  // Optional: a file written before the overhead was measured has none.
+  if (j.contains("cpu_task_overhead")) {
+    const nlohmann::json& overheads = j["cpu_task_overhead"];
+    if (!overheads.is_object()) throw std::invalid_argument("machine file: \"cpu_task_overhead\" is not an object");
+    for (const auto& [policy, overhead] : overheads.items()) {
+      for (const char* key : {"us_per_task", "wake_us", "tasks"})
+        if (!overhead.is_object() || !overhead.contains(key) || !overhead[key].is_number())
+          throw std::invalid_argument("machine file: cpu_task_overhead \"" + policy + "\" has no number \"" + key +
+                                      "\"");
+      m.cpu_task_overhead[policy] = {overhead["us_per_task"].get<double>(), overhead["wake_us"].get<double>(),
+                                     overhead["tasks"].get<double>()};
+    }
+  }
   validate(m);
   return m;
 }

@@ -11,6 +11,7 @@
 // the folder is a complete bus calibration). Knows nothing of StarPU's API: it writes files.
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,15 @@ inline constexpr int kMaxGpus = 8;
 inline constexpr int kStarpuMaxNodes = 32;
 // STARPU_HOSTNAME is cut to 63 characters by StarPU.
 inline constexpr std::size_t kMaxNameLength = 63;
+
+// StarPU's own time per task on a real CPU worker beyond the kernel, and the time a sleeping
+// worker takes to start a task pushed to it (runtime/task_overhead.hpp), as measured over
+// `tasks` tasks.
+struct TaskOverheadRecord {
+  double us_per_task = 0;
+  double wake_us = 0;
+  double tasks = 0;
+};
 
 struct MachineSpec {
   std::string name;             // the STARPU_HOSTNAME of the files: [A-Za-z0-9_.-], starting with a letter or digit
@@ -53,7 +63,19 @@ struct MachineSpec {
   double disk_read_Bps = 0;
   double disk_write_Bps = 0;
   double disk_latency_s = 0;
+  // StarPU's per-task overhead on this machine's CPU workers, by scheduling policy, as `starzero
+  // calibrate` measured it: the simulation adds it to each task's execution on a CPU worker
+  // (docs/simulation.md, "Per-task overhead"). Empty (the named machines): not measured, none
+  // charged.
+  std::map<std::string, TaskOverheadRecord> cpu_task_overhead;
 };
+
+// Adds a measurement under `policy` to the machine's: the task-weighted mean with what it holds
+// (several calibration runs into one folder add up). A measurement of no tasks changes nothing.
+void add_task_overhead(MachineSpec& machine, const std::string& policy, const TaskOverheadRecord& measured);
+// What the simulation charges, by policy, with "" for any policy not measured: the task-weighted
+// mean over the policies measured. Empty when none was.
+std::map<std::string, TaskOverheadRecord> task_overheads_to_charge(const MachineSpec& machine);
 
 // The machines known by name: h200x1, h200x8, a100x1 (figures and their sources in platform.cpp).
 std::optional<MachineSpec> named_machine(std::string_view name);
@@ -80,7 +102,7 @@ MachineSpec with_overrides(MachineSpec machine, const MachineOverrides& override
 // Throws std::invalid_argument, naming the field, for a spec StarPU cannot simulate: a name
 // outside [A-Za-z0-9_.-] (or empty, or longer than kMaxNameLength), cpus outside 1..kMaxCpus,
 // gpus outside 0..kMaxGpus, a size or bandwidth the files use that is not > 0, a negative or
-// non-finite latency.
+// non-finite latency or per-task overhead, a policy name outside [A-Za-z0-9_-].
 void validate(const MachineSpec& machine);
 
 // The contents of the files write_platform writes.

@@ -150,6 +150,7 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
                        int micro_batch) {
   SessionOptions session = o.session;
   session.trace_rank = ranks.rank();
+  session.profile_workers = o.measurements != nullptr;
   // One GPU per rank: the rank's index among the ranks on this machine picks it.
   Topology topology = Topology::discover();
   if constexpr (simulation::enabled) {
@@ -227,10 +228,16 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
         machine.gpus > 0 ? (o.precision == DType::f32 ? "GPU's fp32" : "GPU's bf16") : "CPU cores'", peak / 1e9);
     const simulation::DurationSources sources = simulation::duration_sources();
     const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
+    const simulation::ChargedOverhead& overhead = simulation::charged_task_overhead();
     std::printf(
-        "task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline "
-        "(docs/simulation.md)\n",
-        100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates);
+        "task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline; StarPU's "
+        "overhead per task on a CPU worker: %s (docs/simulation.md)\n",
+        100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates,
+        overhead.measured_under.empty()
+            ? "none (not measured on this platform)"
+            : (fixed(overhead.us.per_task, 1) + " us, + " + fixed(overhead.us.wake, 1) +
+               " us after idling, as measured under " + overhead.measured_under)
+                  .c_str());
     return;
   }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
@@ -296,8 +303,18 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
     metrics->start(RunDescription{spec.describe(), o.precision == DType::f32 ? "fp32" : "bf16", o.trainer.global_batch,
                                   run.model->row_tokens(), o.trainer.steps, ranks.size(), o.stage, first_step});
   }
+  const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
   trainer.on_step = [&](const StepRecord& record) {
     progress("step " + std::to_string(record.step));
+    // The steady steps' overhead: the first step's allocations and first touches left out.
+    if (o.measurements && ranks.leader() && !simulation::enabled) {
+      if (record.step == first_step)
+        restart_task_overhead_measurement();
+      else if (record.step == last_step) {
+        *o.measurements = {run.session->policy(), measured_task_overhead()};
+        o.measurements->cpu_task_overhead.wake_us = measure_wake_latency_us();
+      }
+    }
     if (!o.metrics) return;
     const PeakBytes peaks = largest_over_ranks(peak_bytes_of(engine), ranks);  // collective: every rank
     if (metrics) metrics->step(record, peaks);
@@ -315,7 +332,6 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (sets || o.checkpoint_out) trainer.on_save = save;
   const TrainingSummary summary = trainer.run(first_step);
   if (sets || o.checkpoint_out) {
-    const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
     save(last_step);
     const std::string what = format.describe(o.checkpoint_precision);
     if (sets && ranks.leader())

@@ -18,12 +18,19 @@
 #include "offload/placement.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/session.hpp"
+#include "runtime/task_overhead.hpp"
 #include "train/trainable.hpp"
 #include "train/trainer.hpp"
 
 namespace starzero {
 
 enum class Collectives { automatic, mpi, nccl };  // automatic: NCCL when the ranks have GPUs
+
+// What a run measures beyond its own report, for `starzero calibrate`.
+struct RunMeasurements {
+  std::string policy;          // the session's scheduling policy
+  TaskOverhead cpu_task_overhead;  // over the steps after the first (none with one step)
+};
 
 struct RunOptions {
   std::string program = "starzero train";  // names the run in messages
@@ -71,6 +78,8 @@ struct RunOptions {
   bool steps_are_total = false;
   DType checkpoint_precision = DType::f32;
   std::optional<std::filesystem::path> metrics;  // JSON lines, one per step (train/metrics.hpp)
+  // Set: the run profiles its workers (a few us per task) and fills it in (not in simulation).
+  RunMeasurements* measurements = nullptr;
 };
 
 // The tile count `--tiles auto` picks on a running session: one tile when there is a CUDA
