@@ -426,6 +426,34 @@ void deepspeed_configs() {
   text("empty_keys", R"({"": {"device": "nvme"}, "zero_optimization": {"": 1, "stage": 1}})");  // once an empty name
 }
 
+void machine_files() {
+  const std::string h = "fuzz_machine_json";
+  const auto text = [&](const std::string& name, const std::string& json) { save(h, name, Bytes(json.begin(), json.end())); };
+  const std::string fields = R"("cpus": 2, "gpus": 0, "gpu_memory_bytes": 0, "host_to_gpu_Bps": 0, "gpu_to_host_Bps": 0,
+    "pcie_latency_s": 0, "gpu_to_gpu_Bps": 0, "gpu_to_gpu_latency_s": 0, "gpu_bf16_flops": 0, "gpu_fp32_flops": 0,
+    "gpu_memory_Bps": 0, "cpu_core_flops": 3e10, "host_memory_Bps": 2e10, "gemm_efficiency": 0.75,
+    "elementwise_efficiency": 0.8, "kernel_launch_s": 5e-06, "disk_read_Bps": 6.5e9, "disk_write_Bps": 3.5e9,
+    "disk_latency_s": 0.0001)";
+  // As `starzero calibrate` writes it: two CPU cores, overheads measured under three policies.
+  text("calibrated", R"({"name": "this-machine", )" + fields + R"(, "cpu_task_overhead": {
+    "dmda": {"us_per_task": 27.5, "wake_us": 10.6, "tasks": 35458}, "dmdas": {"us_per_task": 32.4, "wake_us": 11.8,
+    "tasks": 35459}, "lws": {"us_per_task": 25.6, "wake_us": 7.6, "tasks": 61464}}})");
+  text("no_overhead", R"({"name": "box1", )" + fields + "}");  // written before overheads were measured
+  text("h200", R"({"name": "h200x1", "cpus": 32, "gpus": 1, "gpu_memory_bytes": 141e9, "host_to_gpu_Bps": 55e9,
+    "gpu_to_host_Bps": 55e9, "pcie_latency_s": 1e-05, "gpu_to_gpu_Bps": 0, "gpu_to_gpu_latency_s": 0,
+    "gpu_bf16_flops": 989e12, "gpu_fp32_flops": 67e12, "gpu_memory_Bps": 4.8e12, "cpu_core_flops": 3e10,
+    "host_memory_Bps": 3.07e11, "gemm_efficiency": 0.75, "elementwise_efficiency": 0.8, "kernel_launch_s": 5e-06,
+    "disk_read_Bps": 6.5e9, "disk_write_Bps": 3.5e9, "disk_latency_s": 0.0001})");
+  text("overhead_missing_field", R"({"name": "box1", )" + fields + R"(, "cpu_task_overhead": {"lws": {"us_per_task": 1}}})");
+  text("overhead_huge", R"({"name": "box1", )" + fields + R"(, "cpu_task_overhead": {"a": {"us_per_task": 1,
+    "wake_us": 0, "tasks": 1e308}, "b": {"us_per_task": 1e308, "wake_us": 1e308, "tasks": 1e308}}})");
+  text("overhead_bad_policy", R"({"name": "box1", )" + fields + R"(, "cpu_task_overhead": {"l w s": {"us_per_task": 1,
+    "wake_us": 0, "tasks": 1}, "": {"us_per_task": 1, "wake_us": 0, "tasks": 1}}})");
+  text("cpus_past_int", R"({"name": "box1", "cpus": 4294967298, )" + fields.substr(fields.find("\"gpus\"")) + "}");
+  text("truncated", R"({"name": "box1", "cpus": 2, "gp)");
+  text("not_an_object", "[\"name\"]");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -445,6 +473,7 @@ int main(int argc, char** argv) {
   layer_checkpoints(tmp);
   command_lines();
   deepspeed_configs();
+  machine_files();
   fs::remove_all(tmp);
   return 0;
 }

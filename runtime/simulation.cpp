@@ -117,7 +117,9 @@ std::vector<double>& busy_until() {
   return until;
 }
 
-// A worker that starts a task later than this after its last one ended sat idle.
+// A task pushed later than this after its worker's last task ended found the worker idle (the
+// simulated clock's times print to the ns: a task released by the worker's own last task is
+// pushed at that task's end).
 constexpr double kIdleAfterUs = 0.5;
 
 }  // namespace
@@ -136,7 +138,13 @@ double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, d
   if (worker < 0 || worker >= STARPU_NMAXWORKERS) return duration_us + overhead.per_task;
   const double now = starpu_timing_now();
   double& until = busy_until()[std::size_t(worker)];
-  const bool was_idle = now > until + kIdleAfterUs;
+  // The worker sat idle if the task reached the scheduler after the worker's last task ended
+  // (StarPU profiles every task in simulation; its clock is the simulated one).
+  bool was_idle = false;
+  if (const starpu_profiling_task_info* info = task->profiling_info) {
+    timespec pushed = info->push_end_time;
+    was_idle = starpu_timing_timespec_to_us(&pushed) > until + kIdleAfterUs;
+  }
   const double executed = duration_us + overhead.per_task + (was_idle ? overhead.wake : 0.0);
   until = now + executed;
   return executed;

@@ -90,7 +90,8 @@ const ChargedOverhead& charged_task_overhead();
 // The duration to simulate for `task`, whose model gives `duration_us` on a worker of `arch`. A
 // simulated worker spends no time in StarPU's code and wakes at once, so when StarPU asks for the
 // duration it executes (`task` is the current task of a CPU worker) the charged per-task overhead
-// is added, and the wake-up latency too if that worker sat idle before the task. The schedulers'
+// is added, and the wake-up latency too if the task reached the scheduler after that worker's
+// last task had ended (a real worker would have gone to sleep). The schedulers'
 // estimates (another task current, or none) are left as they are: a real run's models hold
 // neither. GPU workers: unchanged (their launch cost is in the roofline).
 double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us);

@@ -19,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-fuzz
 harnesses=(fuzz_llmc_checkpoint fuzz_token_shard fuzz_llama_checkpoint fuzz_llama_token_shard fuzz_state_file
-  fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config)
+  fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config fuzz_machine_json)
 
 die() { echo "fuzz: $*" >&2; exit 2; }
 usage() { echo "usage: scripts/fuzz.sh SECONDS [HARNESS...] | --build | --make-corpus" >&2; exit 2; }
@@ -80,6 +80,7 @@ sources_of() {
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;
     fuzz_cli) echo "apps/cli.cpp runtime/priority_names.cpp" ;;
     fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp" ;;
+    fuzz_machine_json) echo "sim/platform.cpp" ;;
     make_corpus) echo "$common $llama models/llmc_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
   esac
 }

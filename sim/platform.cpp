@@ -286,6 +286,10 @@ void validate(const MachineSpec& m) {
     require_non_negative(("task overhead of " + policy).c_str(), overhead.us_per_task);
     require_non_negative(("wake-up latency of " + policy).c_str(), overhead.wake_us);
     require_non_negative(("task count of the overhead of " + policy).c_str(), overhead.tasks);
+    // Bounds that keep the task-weighted means finite (add_task_overhead).
+    if (overhead.us_per_task > 1e9 || overhead.wake_us > 1e9 || overhead.tasks > 1e15)
+      throw std::invalid_argument("machine task overhead of " + policy +
+                                  " is out of range (at most 1e9 us per task and wake-up, 1e15 tasks)");
   }
 }
 
@@ -499,8 +503,8 @@ MachineSpec machine_from_json(std::string_view text) {
     if (!j.contains(key) || !j[key].is_number())
       throw std::invalid_argument(std::string("machine file: no number \"") + key + "\"");
     if constexpr (std::is_same_v<T, int>) {
-      if (!j[key].is_number_integer())
-        throw std::invalid_argument(std::string("machine file: \"") + key + "\" is not an integer");
+      if (!j[key].is_number_integer() || j[key].get<double>() < -2147483648.0 || j[key].get<double>() > 2147483647.0)
+        throw std::invalid_argument(std::string("machine file: \"") + key + "\" is not an integer of int range");
     }
     value = j[key].get<T>();
   });

@@ -13,6 +13,10 @@
 # - A model whose parameters, gradients and optimizer state do not fit the GPU is refused (exit
 #   2, naming the offload flags), and the same model with --offload-optimizer cpu runs.
 # - --platform this-machine: the committed calibration gives the durations of a calibrated shape.
+# - StarPU's per-task overhead a platform carries: every CPU task's execution is longer by the
+#   per-task figure, plus the wake-up figure exactly when its worker idled before it (checked on
+#   the trace's timeline); the same run twice predicts the same steps; an unmeasured policy is
+#   charged the measured policies' mean; the summary says what was charged.
 # - A delayed update flushed at the end of training under dmda with a GPU exits cleanly, with a trace.
 # - `starzero-sim train --help` prints starzero's options; bad --simulate-ranks values exit 2.
 # Usage: simulation_properties_test.sh STARZERO_SIM
@@ -165,6 +169,101 @@ rc=0
   > "$work/this.log" 2>&1 || { cat "$work/this.log"; fail "--platform this-machine"; }
 share=$(grep -oE "task durations: [0-9.]+ % of the estimates from calibration" "$work/this.log" | grep -oE "[0-9.]+" | head -n1)
 python3 -c "import sys; assert float(sys.argv[1]) > 50" "${share:-0}" || { cat "$work/this.log"; fail "this-machine: ${share:-no} % calibrated"; }
+
+# ---- StarPU's per-task overhead, as calibrate measures it ------------------------------------------------
+# A 2-core machine whose platform carries a measured overhead for lws (machine.json, as `starzero
+# calibrate` writes it). Against the same run without it, every CPU task's execution in the trace
+# is longer by the per-task figure, plus the wake-up figure exactly when its worker sat idle before
+# it (read from the trace's timeline here); the summary names what it charged; dmda, not measured,
+# is charged the mean of the measured policies.
+"$sim" platform custom --cpus 2 --name oh --out "$work/oh0" > /dev/null || fail "a 2-core machine"
+with_overhead() {  # DIR US WAKE: the 2-core machine with a measured overhead under lws
+  cp -r "$work/oh0" "$1"
+  python3 - "$1/bus/oh.machine.json" "$2" "$3" <<'PY'
+import json, sys
+path, us, wake = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+m = json.load(open(path))
+m["cpu_task_overhead"] = {"lws": {"us_per_task": us, "wake_us": wake, "tasks": 100}}
+json.dump(m, open(path, "w"))
+PY
+}
+with_overhead "$work/oh-task" 2000 0
+with_overhead "$work/oh-wake" 0 5000
+small_cpu=(--preset tiny --layers 2 --channels 32 --heads 2 --max-seq 32 --seq 16 --batch 4 --data "$work/text.txt"
+  --precision fp32 --steps 3 --sched lws)
+for run in oh0 oh-task oh-wake; do
+  "$sim" train "${small_cpu[@]}" --platform "$work/$run" --trace "$work/$run-trace" > "$work/$run.log" 2>&1 \
+    || { cat "$work/$run.log"; fail "overhead: $run"; }
+done
+grep -q "StarPU's overhead per task on a CPU worker: none (not measured on this platform)" "$work/oh0.log" \
+  || fail "overhead: the summary of a platform without one"
+grep -q "StarPU's overhead per task on a CPU worker: 2000.0 us, + 0.0 us after idling, as measured under lws" \
+  "$work/oh-task.log" || { grep "task durations" "$work/oh-task.log"; fail "overhead: the summary names it"; }
+python3 - "$work/oh0-trace/tasks.rec" "$work/oh-task-trace/tasks.rec" "$work/oh-wake-trace/tasks.rec" <<'PY' \
+  || fail "overhead: the charged durations"
+import sys
+def jobs(path):  # every job by id: its fields, times in ms
+    out = {}
+    for record in open(path).read().split("\n\n"):
+        f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
+        if "JobId" in f:
+            out[int(f["JobId"])] = f
+    return out
+def executed(run):  # the jobs a worker executed
+    return {j: f for j, f in run.items() if "StartTime" in f and "WorkerId" in f}
+base = {}
+for f in executed(jobs(sys.argv[1])).values():
+    base.setdefault((f["Name"], f.get("Sizes", "")), []).append(float(f["EndTime"]) - float(f["StartTime"]))
+# The roofline gives one duration per task and shape (the trace rounds times to the ns).
+assert base and all(max(d) - min(d) < 3e-6 for d in base.values()), "durations vary"
+def charged(path, us, wake):
+    run = jobs(path)
+    def deps(j):
+        return [int(d) for d in run[j].get("DependsOn", "").split() if int(d) in run]
+    def internal(j):  # one of StarPU's own jobs (an unpartition): the trace holds no end for it
+        return "EndTime" not in run[j]
+    def ready(j):  # at the earliest: submitted, and every job it depends on ended (StarPU's own
+        # jobs end once ready at the earliest; the simulation may charge them time)
+        return max([float(run[j]["SubmitTime"])] + [ready(d) if internal(d) else float(run[d]["EndTime"])
+                                                    for d in deps(j)])
+    timeline, checked, idled, behind_internal = {}, 0, 0, 0
+    for j, f in sorted(executed(run).items(), key=lambda item: float(item[1]["StartTime"])):
+        timeline.setdefault(f["WorkerId"], []).append(j)
+    for worker, ids in timeline.items():
+        previous_end = 0.0
+        for j in ids:
+            f = run[j]
+            start, end = float(f["StartTime"]), float(f["EndTime"])
+            roofline = base[(f["Name"], f.get("Sizes", ""))][0]
+            extra = (end - start - roofline) * 1e3  # us
+            previous, previous_end = previous_end, end
+            checked += 1
+            assert abs(extra - us) < 1 or abs(extra - us - wake) < 1, (path, j, f["Name"], extra)
+            idle = ready(j) > previous + 0.0005  # ms: ready after the worker's last task ended
+            if not idle and any(internal(d) for d in deps(j)):
+                behind_internal += 1  # it may have waited for StarPU's own job: either charge
+                continue
+            assert abs(extra - us - (wake if idle else 0)) < 1, (path, j, f["Name"], extra, idle)
+            idled += idle
+    # Both kinds occur: tasks queued while their worker ran the one before, and tasks it waited for.
+    assert 0 < idled < checked - behind_internal, (path, idled, checked, behind_internal)
+    return checked, idled, behind_internal
+n, _, _ = charged(sys.argv[2], 2000, 0)
+m, idled, either = charged(sys.argv[3], 0, 5000)
+print(f"overhead: {n} and {m} task durations as charged ({idled} found their worker idle, {either} behind StarPU's own jobs)")
+PY
+"$sim" train "${small_cpu[@]}" --platform "$work/oh-wake" > "$work/oh-wake2.log" 2>&1 || fail "overhead: again"
+[ "$(steps "$work/oh-wake.log")" = "$(steps "$work/oh-wake2.log")" ] || fail "overhead: two runs predict different times"
+"$sim" train "${small_cpu[@]}" --platform "$work/oh-task" --sched dmda > "$work/oh-dmda.log" 2>&1 || fail "overhead: dmda"
+grep -q "2000.0 us, + 0.0 us after idling, as measured under the other policies" "$work/oh-dmda.log" \
+  || { grep "task durations" "$work/oh-dmda.log"; fail "overhead: an unmeasured policy"; }
+# A platform whose overhead is malformed or negative is refused with one line.
+with_overhead "$work/oh-negative" -1 0
+expect_bad_input "a negative overhead" "$sim" train "${small_cpu[@]}" --platform "$work/oh-negative"
+cp -r "$work/oh0" "$work/oh-broken"
+sed -i 's/"disk_latency_s"/"cpu_task_overhead": {"lws": {"us_per_task": 1}}, "disk_latency_s"/' \
+  "$work/oh-broken/bus/oh.machine.json"
+expect_bad_input "an overhead without its fields" "$sim" train "${small_cpu[@]}" --platform "$work/oh-broken"
 
 # ---- a delayed update under dmda with a GPU ------------------------------------------------------------
 # The end of training flushes the last step's delayed update; StarPU 1.3.10 used to abort at
