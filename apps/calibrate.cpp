@@ -7,12 +7,11 @@
 // carries per scheduling policy for the simulation to charge. Several runs into one DIR add up: StarPU keeps each
 // data size's history apart, so calibrate every shape you will simulate; the overheads average, weighted by tasks.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,11 +93,8 @@ int calibrate_main(int argc, char** argv) {
   // An earlier calibration of this machine into DIR: its per-task overheads add up with this run's.
   const fs::path earlier = dir / "bus" / (machine.name + ".machine.json");
   if (fs::exists(earlier)) {
-    std::ifstream in(earlier);
-    std::stringstream text;
-    text << in.rdbuf();
     try {
-      machine.cpu_task_overhead = sim::machine_from_json(text.str()).cpu_task_overhead;
+      machine.cpu_task_overhead = sim::read_machine_file(earlier).cpu_task_overhead;
     } catch (const std::invalid_argument& e) {
       return usage_error("--out: " + earlier.string() + ": " + e.what());
     }
@@ -114,7 +110,7 @@ int calibrate_main(int argc, char** argv) {
   const int rc = train_main(int(train_args.size()), train_args.data(), &measured);
   if (rc != 0) return rc;
   const TaskOverhead& overhead = measured.cpu_task_overhead;
-  if (overhead.tasks > 0 && overhead.wake_us == overhead.wake_us) {
+  if (overhead.tasks > 0 && !std::isnan(overhead.wake_us)) {
     std::printf(
         "StarPU's overhead per task on the CPU workers (steps 2 on, policy %s): %.1f us over %llu tasks; a "
         "sleeping worker's wake-up: %.1f us\n",

@@ -11,9 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,11 +43,8 @@ sim::MachineSpec machine_in(const fs::path& dir) {
   if (found.size() != 1)
     fail("'" + dir.string() + "/bus' holds " + std::to_string(found.size()) +
          " machines (*.machine.json); give a folder with one");
-  std::ifstream in(found[0]);
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    sim::MachineSpec m = sim::machine_from_json(text.str());
+    sim::MachineSpec m = sim::read_machine_file(found[0]);
     if (found[0].filename().string() != m.name + ".machine.json")
       fail(found[0].string() + " names machine '" + m.name + "'");
     if (!fs::exists(dir / "bus" / (m.name + ".platform.v4.xml")))

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -293,20 +294,29 @@ void validate(const MachineSpec& m) {
   }
 }
 
+namespace {
+
+// Two measurements as one: their means weighted by their task counts.
+TaskOverheadRecord merged(const TaskOverheadRecord& a, const TaskOverheadRecord& b) {
+  const double tasks = a.tasks + b.tasks;
+  return {(a.us_per_task * a.tasks + b.us_per_task * b.tasks) / tasks,
+          (a.wake_us * a.tasks + b.wake_us * b.tasks) / tasks, tasks};
+}
+
+}  // namespace
+
 void add_task_overhead(MachineSpec& m, const std::string& policy, const TaskOverheadRecord& measured) {
   if (!(measured.tasks > 0)) return;
   TaskOverheadRecord& held = m.cpu_task_overhead[policy];
-  const double tasks = held.tasks + measured.tasks;
-  held.us_per_task = (held.us_per_task * held.tasks + measured.us_per_task * measured.tasks) / tasks;
-  held.wake_us = (held.wake_us * held.tasks + measured.wake_us * measured.tasks) / tasks;
-  held.tasks = tasks;
+  held = merged(held, measured);
 }
 
 std::map<std::string, TaskOverheadRecord> task_overheads_to_charge(const MachineSpec& m) {
-  std::map<std::string, TaskOverheadRecord> charged(m.cpu_task_overhead.begin(), m.cpu_task_overhead.end());
-  MachineSpec all;
-  for (const auto& [policy, overhead] : m.cpu_task_overhead) add_task_overhead(all, "", overhead);
-  if (!all.cpu_task_overhead.empty()) charged[""] = all.cpu_task_overhead[""];
+  std::map<std::string, TaskOverheadRecord> charged = m.cpu_task_overhead;
+  TaskOverheadRecord mean;
+  for (const auto& [policy, overhead] : m.cpu_task_overhead)
+    if (overhead.tasks > 0) mean = merged(mean, overhead);
+  if (mean.tasks > 0) charged[""] = mean;
   return charged;
 }
 
@@ -523,6 +533,14 @@ MachineSpec machine_from_json(std::string_view text) {
   }
   validate(m);
   return m;
+}
+
+MachineSpec read_machine_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot open the machine file");
+  std::stringstream text;
+  text << in.rdbuf();  // an empty file leaves text empty: machine_from_json refuses it
+  return machine_from_json(text.str());
 }
 
 }  // namespace starzero::sim

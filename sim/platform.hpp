@@ -116,6 +116,8 @@ std::string affinity_file(const MachineSpec& machine);
 // throws std::invalid_argument for a malformed file or an invalid spec.
 std::string machine_json(const MachineSpec& machine);
 MachineSpec machine_from_json(std::string_view text);
+// machine_from_json of a file's text; std::invalid_argument too for a file that cannot be read.
+MachineSpec read_machine_file(const std::filesystem::path& path);
 
 // Writes dir/bus/<name>.{platform.v4.xml,bandwidth,latency,config,affinity,machine.json}, each through a
 // temporary file renamed into place, and returns their paths. Throws std::invalid_argument for
