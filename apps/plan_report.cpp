@@ -334,22 +334,15 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
     const double act = *r.rows.front().mem.activations;
     out += "Activations: " + gb_exact(act) + " GB per micro-batch: what starzero's GPT allocates with --recompute " +
            recompute_name(a.gpt->activations.recompute) +
-           " (the blocks' kept activations,\nrecomputation slots, two slots of activation gradients, logits/probs, "
-           "attention scratch;\ndocs/activation-memory.md). ZeRO does not shard activations: every rank holds its "
-           "own\nmicro-batch's, at every stage and dp.\n";
+           " (the blocks' kept activations,\nrecomputation slots, two slots of activation gradients, logits/probs; "
+           "no T×T attention matrix;\ndocs/activation-memory.md). ZeRO does not shard activations: every rank holds "
+           "its own\nmicro-batch's, at every stage and dp.\n";
   } else if (a.llama) {
     const LlamaArgs& l = *a.llama;
     const double act = *r.rows.front().mem.activations;
     out += "Activations: " + gb_exact(act) +
            " GB per micro-batch: what starzero's Llama 3 allocates with --recompute " +
            recompute_name(l.activations.recompute) + "\n(docs/llama.md, \"Activation memory\"). ";
-    if (l.activations.recompute == Recompute::none) {
-      // The blocks' fp32 attention rows, NH·T per token per block (docs/llama.md): T² grows them.
-      const double attention =
-          4.0 * double(l.layers) * double(l.heads) * double(l.batch) * double(l.seq) * double(l.seq);
-      out += "The blocks' fp32\nattention rows (4·L·NH·B·T² bytes) are " + gb_exact(attention) +
-             " GB of them, before any offload; --recompute\nselective or full recomputes them. ";
-    }
     out += "ZeRO does not shard activations: every rank holds its own\nmicro-batch's, at every stage and dp.\n";
   } else {
     out +=

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <deque>
 #include <stdexcept>
 
 #include "models/block_activations.hpp"
@@ -13,17 +12,6 @@
 namespace starzero {
 
 namespace {
-
-// A scratch handle: no home buffer; StarPU allocates it for each task that uses it (SCRATCH).
-struct ScratchHandle {
-  starpu_data_handle_t handle = nullptr;
-  ScratchHandle(std::size_t count, std::size_t elem_size) {
-    starpu_vector_data_register(&handle, -1, 0, uint32_t(count), elem_size);
-  }
-  ScratchHandle(const ScratchHandle&) = delete;
-  ScratchHandle& operator=(const ScratchHandle&) = delete;
-  ~ScratchHandle() { starpu_data_unregister_submit(handle); }
-};
 
 std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
 
@@ -128,7 +116,7 @@ int piece_first_row(int rows, int n, int k) { return int(std::int64_t(rows) * k 
 // Activations of one transformer block and their gradients (llm.c's names), as references into
 // the buffers that hold them (Buffers): the block's own tensors, or one of the shared slots.
 struct GptModel::BlockActivations {
-  Tensor &ln1, &ln1_mean, &ln1_rstd, &qkv, &atty, &preatt, &att, &attproj, &residual2, &ln2, &ln2_mean, &ln2_rstd, &fch,
+  Tensor &ln1, &ln1_mean, &ln1_rstd, &qkv, &atty, &att_lse, &attproj, &residual2, &ln2, &ln2_mean, &ln2_rstd, &fch,
       &fch_gelu, &fcproj, &residual3;
   Tensor &dln1, &dqkv, &datty, &dattproj, &dresidual2, &dln2, &dfch, &dfch_gelu, &dfcproj, &dresidual3;
 
@@ -141,16 +129,16 @@ struct GptModel::BlockActivations {
 
 namespace {
 
-// Per sequence: the attention matrices [NH, T, T].
-std::size_t attention_size(const tasks::Dims& d) { return std::size_t(d.NH) * std::size_t(d.T) * std::size_t(d.T); }
+// Per sequence: the attention's log-sum-exps [NH, T].
+std::size_t attention_size(const tasks::Dims& d) { return std::size_t(d.NH) * std::size_t(d.T); }
 
 // A block's forward tensors: name, elements per sequence, and whether each policy keeps it per
 // block (else it lives in a slot). attproj and fcproj are read by no backward task (only by the
-// residuals in the forward), preatt neither: selective keeps none of them.
+// residuals in the forward): selective keeps neither.
 struct ActivationKind {
   const char* name;
   bool stat;       // fp32 [T] (layernorm mean and rstd)
-  bool attention;  // fp32 [NH, T, T]
+  bool attention;  // fp32 [NH, T] (the attention's per-row log-sum-exp)
   int width;       // in C (activations [T, width·C])
   bool selective_keeps;
   bool by_heads = false;  // written by the attention, per head group
@@ -158,8 +146,8 @@ struct ActivationKind {
 constexpr ActivationKind kBlockActivations[] = {
     {"ln1", false, false, 1, false},        {"ln1_mean", true, false, 0, false},
     {"ln1_rstd", true, false, 0, false},    {"qkv", false, false, 3, true},
-    {"atty", false, false, 1, false, true}, {"preatt", false, true, 0, false, true},
-    {"att", false, true, 0, false, true},   {"attproj", false, false, 1, false},
+    {"atty", false, false, 1, false, true}, {"att_lse", false, true, 0, false, true},
+    {"attproj", false, false, 1, false},
     {"residual2", false, false, 1, true},   {"ln2", false, false, 1, false},
     {"ln2_mean", true, false, 0, false},    {"ln2_rstd", true, false, 0, false},
     {"fch", false, false, 4, true},         {"fch_gelu", false, false, 4, false},
@@ -192,8 +180,6 @@ struct GptModel::Buffers {
   Tensor &encoded, &dencoded;
   std::vector<BlockActivations> blocks;
   Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
-  std::deque<ScratchHandle> dpreatt, datt;  // per tile and head group: tile k's group g at k·groups + g
-  std::size_t scratch_bytes = 0;            // dpreatt and datt
 
   Buffers(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, int L, const ActivationPolicy& policy)
       : storage(L, policy),
@@ -227,18 +213,10 @@ struct GptModel::Buffers {
         });
     blocks.reserve(std::size_t(L));
     for (const auto& [f, g] : made)
-      blocks.push_back(BlockActivations{*f[0], *f[1],  *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7], *f[8],
-                                        *f[9], *f[10], *f[11], *f[12], *f[13], *f[14], *f[15], *g[0], *g[1],
-                                        *g[2], *g[3],  *g[4],  *g[5],  *g[6],  *g[7],  *g[8],  *g[9]});
-    for (int n : t.sequences()) {
-      for (int group = 0; group < h.count; ++group) {
-        const std::size_t count =
-            std::size_t(n) * std::size_t(h.group(group).count) * std::size_t(d.T) * std::size_t(d.T);
-        dpreatt.emplace_back(count, sizeof(float));
-        datt.emplace_back(count, sizeof(float));
-        scratch_bytes += 2 * count * sizeof(float);
-      }
-    }
+      blocks.push_back(BlockActivations{*f[0],  *f[1],  *f[2],  *f[3],  *f[4],  *f[5],  *f[6],  *f[7],
+                                        *f[8],  *f[9],  *f[10], *f[11], *f[12], *f[13], *f[14], *g[0],
+                                        *g[1],  *g[2],  *g[3],  *g[4],  *g[5],  *g[6],  *g[7],  *g[8],
+                                        *g[9]});
   }
 
  private:
@@ -250,8 +228,8 @@ struct GptModel::Buffers {
   }
   // `host`: with a home in main memory (pinned when there are CUDA workers), even with one tile.
   // What the attention writes per head group is split into the groups' columns (a host tensor,
-  // to be split): atty's rows of C by hs per head, preatt's and att's rows of NH·T² (one per
-  // sequence) by T² per head.
+  // to be split): atty's rows of C by hs per head, att_lse's rows of NH·T (one per sequence) by T
+  // per head.
   static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, const ActivationKind& kind,
                                const std::string& name, bool host = false) {
     const DType dtype = kind.stat || kind.attention ? DType::f32 : d.dtype;
@@ -260,7 +238,7 @@ struct GptModel::Buffers {
                                                       : std::size_t(d.T) * std::size_t(kind.width * d.C);
     const bool by_heads = kind.by_heads && h.count > 1;
     Tensor tensor = host || by_heads ? t.host(dtype, per_sequence, name) : t.make(dtype, per_sequence, name);
-    if (by_heads) h.split(tensor, kind.attention ? std::size_t(d.T) * std::size_t(d.T) : std::size_t(d.C / d.NH), 1);
+    if (by_heads) h.split(tensor, kind.attention ? std::size_t(d.T) : std::size_t(d.C / d.NH), 1);
     return tensor;
   }
 };
@@ -327,7 +305,7 @@ int auto_head_groups(int heads, int tiles) {
   return std::clamp((workers + tiles - 1) / std::max(tiles, 1), 1, std::max(heads, 1));
 }
 
-std::size_t GptModel::activation_bytes() const { return buffers_->storage.bytes(buffers_->scratch_bytes); }
+std::size_t GptModel::activation_bytes() const { return buffers_->storage.bytes(0); }
 
 std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->storage.offloaded_bytes(); }
 
@@ -602,32 +580,27 @@ void GptModel::submit_attention_forward(int block, int k, const std::string& op)
   const BlockActivations& a = buffers_->blocks[std::size_t(block)];
   const tasks::Dims& d = tile_dims_[k];
   if (head_groups() == 1)
-    return tasks::submit_attention_forward(d, a.atty.piece(k), a.preatt.piece(k), a.att.piece(k), a.qkv.piece(k),
+    return tasks::submit_attention_forward(d, a.atty.piece(k), a.att_lse.piece(k), a.qkv.piece(k),
                                            head_group_name(op, block, 0, k));
   for (int g = 0; g < head_groups(); ++g)
     tasks::submit_attention_forward_heads(d, head_groups_->group(g), a.atty.column_block(k, g),
-                                          a.preatt.column_block(k, g), a.att.column_block(k, g), a.qkv.piece(k),
+                                          a.att_lse.column_block(k, g), a.qkv.piece(k),
                                           head_group_name(op, block, g, k));
 }
 
 // dqkv's blocks of tile k are (part, group) = q, k, v of every group: group g's are g, G + g, 2G + g.
 void GptModel::submit_attention_backward(int block, int k) {
-  Buffers& buf = *buffers_;
-  const BlockActivations& a = buf.blocks[std::size_t(block)];
+  const BlockActivations& a = buffers_->blocks[std::size_t(block)];
   const tasks::Dims& d = tile_dims_[k];
   const int G = head_groups();
-  auto scratch = [&](const std::deque<ScratchHandle>& handles, int g) {
-    return handles[std::size_t(k * G + g)].handle;
-  };
   if (G == 1)
-    return tasks::submit_attention_backward(d, a.dqkv.piece(k), scratch(buf.dpreatt, 0), scratch(buf.datt, 0),
-                                            a.datty.piece(k), a.qkv.piece(k), a.att.piece(k),
+    return tasks::submit_attention_backward(d, a.dqkv.piece(k), a.datty.piece(k), a.qkv.piece(k), a.att_lse.piece(k),
                                             head_group_name("attention_bwd", block, 0, k));
   for (int g = 0; g < G; ++g)
-    tasks::submit_attention_backward_heads(
-        d, head_groups_->group(g), a.dqkv.column_block(k, g), a.dqkv.column_block(k, G + g),
-        a.dqkv.column_block(k, 2 * G + g), scratch(buf.dpreatt, g), scratch(buf.datt, g), a.datty.piece(k),
-        a.qkv.piece(k), a.att.column_block(k, g), head_group_name("attention_bwd", block, g, k));
+    tasks::submit_attention_backward_heads(d, head_groups_->group(g), a.dqkv.column_block(k, g),
+                                           a.dqkv.column_block(k, G + g), a.dqkv.column_block(k, 2 * G + g),
+                                           a.datty.piece(k), a.qkv.piece(k), a.att_lse.column_block(k, g),
+                                           head_group_name("attention_bwd", block, g, k));
 }
 
 void GptModel::submit_block_backward(int block, const GroupHandles& groups) {

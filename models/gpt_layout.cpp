@@ -22,7 +22,7 @@ struct Extent {
   std::int64_t multiple = 1;
 };
 
-// A tensor's dimensions, outermost first (at most 5: attention is [L, B, NH, T, T]).
+// A tensor's dimensions, outermost first (at most 5).
 struct Dims {
   std::array<Extent, 5> extents{};
   std::size_t rank = 0;
@@ -77,7 +77,7 @@ constexpr ParamDef kParams[] = {
 // One micro-batch's activations in llm.c train_gpt2.c's order (ActivationTensors).
 constexpr ActivationDef kActivations[] = {
     {"encoded", {B, T, C}},      {"ln1", {L, B, T, C}},       {"ln1_mean", {L, B, T}},      {"ln1_rstd", {L, B, T}},
-    {"qkv", {L, B, T, C3}},      {"atty", {L, B, T, C}},      {"preatt", {L, B, NH, T, T}}, {"att", {L, B, NH, T, T}},
+    {"qkv", {L, B, T, C3}},      {"atty", {L, B, T, C}},      {"att_lse", {L, B, NH, T}},
     {"attproj", {L, B, T, C}},   {"residual2", {L, B, T, C}}, {"ln2", {L, B, T, C}},        {"ln2_mean", {L, B, T}},
     {"ln2_rstd", {L, B, T}},     {"fch", {L, B, T, C4}},      {"fch_gelu", {L, B, T, C4}},  {"fcproj", {L, B, T, C}},
     {"residual3", {L, B, T, C}}, {"lnf", {B, T, C}},          {"lnf_mean", {B, T}},         {"lnf_rstd", {B, T}},
@@ -324,7 +324,7 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
   }
   // The buffers' bytes, in double first: a shape that passed the checks above may still not fit 63 bits.
   const double per_element_4 = double(gpt_activation_bytes(shape, 4, 1, 1, activations));
-  if (per_element_4 * double(batch) * double(shape.max_seq) * double(shape.max_seq) > 9e18)
+  if (per_element_4 * double(batch) * double(shape.max_seq) > 9e18)  // linear in T: no T×T buffer
     throw std::invalid_argument("GPT activations too large: bytes overflow 63 bits");
   footprint.activation_bytes_2 = std::int64_t(gpt_activation_bytes(shape, 2, batch, shape.max_seq, activations));
   footprint.activation_bytes_4 = std::int64_t(gpt_activation_bytes(shape, 4, batch, shape.max_seq, activations));
@@ -342,10 +342,10 @@ namespace {
 struct BlockBytes {
   std::size_t all, kept;
 };
-BlockBytes block_bytes(const GptShape& shape, std::size_t e, int T, const ActivationPolicy& policy) {
+BlockBytes block_bytes(const GptShape& shape, std::size_t e, const ActivationPolicy& policy) {
   const std::size_t C = std::size_t(shape.channels);
-  const std::size_t attention = 2 * std::size_t(shape.heads) * std::size_t(T) * 4;  // preatt + att, fp32, per token
-  const std::size_t stats = 4 * 4;                                                  // ln1/ln2 mean and rstd, fp32
+  const std::size_t attention = std::size_t(shape.heads) * 4;  // att_lse, fp32, per token
+  const std::size_t stats = 4 * 4;                             // ln1/ln2 mean and rstd, fp32
   BlockBytes b{18 * C * e + stats + attention, 0};
   b.kept = b.all;
   if (policy.recompute == Recompute::selective) b.kept = (3 + 1 + 4 + 1) * C * e;  // qkv, residual2, fch, residual3
@@ -357,8 +357,7 @@ BlockBytes block_bytes(const GptShape& shape, std::size_t e, int T, const Activa
 
 std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t e, int B, int T, const ActivationPolicy& policy) {
   const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers), Vp = std::size_t(shape.padded_vocab);
-  const std::size_t attention = 2 * std::size_t(shape.heads) * std::size_t(T) * 4;  // dpreatt + datt, fp32, per token
-  const BlockBytes block = block_bytes(shape, e, T, policy);
+  const BlockBytes block = block_bytes(shape, e, policy);
   const std::size_t on_device = L - std::size_t(offloaded_blocks(policy, shape.layers));  // blocks keeping theirs here
   const std::size_t slots = policy.recompute == Recompute::none ? 0 : std::min(L, std::size_t(policy.window) + 1);
   const std::size_t gradient_slots = std::min<std::size_t>(L, 2);
@@ -366,15 +365,14 @@ std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t e, int B, in
                                 gradient_slots * 18 * C * e +
                                 2 * 4 +                    // tokens, targets (int32)
                                 4 * C * e + 2 * 4 +        // encoded, dencoded, lnf, dlnf; lnf mean and rstd
-                                2 * Vp * e + Vp * 4 + 4 +  // logits, dlogits; probs, losses (fp32)
-                                attention;                 // dpreatt, datt scratch of the backward
+                                2 * Vp * e + Vp * 4 + 4;   // logits, dlogits; probs, losses (fp32)
   return std::size_t(B) * std::size_t(T) * per_token;
 }
 
 std::size_t gpt_offloaded_activation_bytes(const GptShape& shape, std::size_t e, int B, int T,
                                            const ActivationPolicy& policy) {
   return std::size_t(B) * std::size_t(T) * std::size_t(offloaded_blocks(policy, shape.layers)) *
-         block_bytes(shape, e, T, policy).kept;
+         block_bytes(shape, e, policy).kept;
 }
 
 }  // namespace starzero

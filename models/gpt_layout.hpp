@@ -148,7 +148,7 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
 // Bytes of GptModel's activation buffers for micro-batches of B sequences of T tokens, by the
 // formula of docs/activation-memory.md (written here apart from the buffers it describes; a test
 // holds the two equal): the blocks' kept activations, the shared slots of recomputed ones, the
-// two slots of activation gradients, the embedding's and the head's tensors, attention scratch.
+// two slots of activation gradients, the embedding's and the head's tensors.
 // `activation_bytes` is the element size of the activations (4 fp32, 2 bf16).
 std::size_t gpt_activation_bytes(const GptShape& shape, std::size_t activation_bytes, int B, int T,
                                  const ActivationPolicy& policy);

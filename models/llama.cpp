@@ -43,13 +43,11 @@ std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& te
   return handles;
 }
 
-// Per sequence: one attention matrix per query head, [NH, T, T] fp32.
-std::size_t attention_size(const LlamaShape& s, int T) {
-  return std::size_t(s.heads) * std::size_t(T) * std::size_t(T);
-}
+// Per sequence: the attention's log-sum-exp of each query row of each query head, [NH, T] fp32.
+std::size_t attention_size(const LlamaShape& s, int T) { return std::size_t(s.heads) * std::size_t(T); }
 
 // The width of a block's tensor per token: C, Q = (NH + 2·NKV)·hs or H elements of the storage
-// type, one fp32 (RMSNorm's rstd), or an fp32 attention row per head (NH·T).
+// type, one fp32 (RMSNorm's rstd), or the attention's fp32 log-sum-exp per query head (NH).
 enum class Width { C, Q, H, stat, attention };
 
 std::size_t per_sequence(const LlamaShape& s, int T, Width width) {
@@ -74,7 +72,7 @@ struct ActivationKind {
 };
 constexpr ActivationKind kBlockActivations[] = {
     {"ln1", Width::C, true, false},      {"ln1_rstd", Width::stat, true, false}, {"qkv", Width::Q, true, true},
-    {"atty", Width::C, true, false},     {"att", Width::attention, true, false}, {"attproj", Width::C, false, false},
+    {"atty", Width::C, true, false},     {"att_lse", Width::attention, true, false}, {"attproj", Width::C, false, false},
     {"residual2", Width::C, true, true}, {"ln2", Width::C, true, false},         {"ln2_rstd", Width::stat, true, false},
     {"fc", Width::H, true, true},        {"fc2", Width::H, true, true},          {"swiglu", Width::H, true, false},
     {"mlpproj", Width::C, false, false}, {"residual3", Width::C, true, true},
@@ -102,7 +100,7 @@ int piece_first_row(int rows, int n, int k) { return int(std::int64_t(rows) * k 
 // The activations of one block and their gradients, as references into the buffers that hold
 // them (Buffers): the block's own tensors, or one of the shared slots.
 struct LlamaModel::Block {
-  Tensor &ln1, &rstd1, &qkv, &atty, &att, &attproj, &res2, &ln2, &rstd2, &fc, &fc2, &sw, &mlpproj, &out;
+  Tensor &ln1, &rstd1, &qkv, &atty, &att_lse, &attproj, &res2, &ln2, &rstd2, &fc, &fc2, &sw, &mlpproj, &out;
   Tensor &dres2, &dln2, &dfc, &dfc2, &dsw, &dmlpproj, &dattproj, &datty, &dqkv_rot, &dqkv, &dln1, &dout;
 
   // The gradients the block's backward accumulates into, but dout (the block above writes it):
@@ -120,8 +118,7 @@ struct LlamaModel::Buffers {
   BlockActivationStorage storage;  // every tensor below, and what the blocks keep
   Tensor &tokens, &targets, &freqs, &embedded, &dembedded, &lnf, &rstdf, &dlnf, &logits, &dlogits, &probs, &losses;
   std::vector<Block> blocks;
-  ScratchHandle zeros, dropped;                     // the embedding's T·C position scratch
-  std::deque<ScratchHandle> preatt, dpreatt, datt;  // attention scratch, per tile
+  ScratchHandle zeros, dropped;  // the embedding's T·C position scratch
   std::size_t scratch_bytes = 0;
 
   Buffers(const LlamaShape& s, DType dtype, int T, const SequenceTiles& t, const ActivationPolicy& policy)
@@ -161,13 +158,6 @@ struct LlamaModel::Buffers {
                              *f[9], *f[10], *f[11], *f[12], *f[13], *g[0], *g[1],  *g[2], *g[3],
                              *g[4], *g[5],  *g[6],  *g[7],  *g[8],  *g[9], *g[10], *g[11]});
     scratch_bytes = zeros.bytes + dropped.bytes;
-    for (int n : t.sequences()) {
-      const std::size_t count = std::size_t(n) * attention_size(s, T);
-      for (auto* scratch : {&preatt, &dpreatt, &datt}) {
-        scratch->emplace_back(count, sizeof(float));
-        scratch_bytes += scratch->back().bytes;
-      }
-    }
   }
 
   // The input of block b (and its gradient): the embedding or the block below.
@@ -357,8 +347,7 @@ void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass)
       tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), w(qkvw), C, Q, name("qkv", k));
       tasks::submit_rope_forward(ld, a.qkv.piece(k), buf.freqs.handle(), name("rope", k));
     }
-    tasks::submit_attention_gqa_forward(ld, a.atty.piece(k), buf.preatt[std::size_t(k)].handle, a.att.piece(k),
-                                        a.qkv.piece(k), name("attention", k));
+    tasks::submit_attention_gqa_forward(ld, a.atty.piece(k), a.att_lse.piece(k), a.qkv.piece(k), name("attention", k));
     if (matmuls) {
       tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), w(attprojw), C, C, name("attproj", k));
       tasks::submit_residual_forward(d, a.res2.piece(k), x.piece(k), a.attproj.piece(k), name("residual2", k));
@@ -490,9 +479,8 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
                                     name("residual2_bwd", k));
   linear("attproj", attprojw, a.datty, a.dattproj, a.atty);
   for (int k = 0; k < tiles(); ++k) {
-    tasks::submit_attention_gqa_backward(tile_ldims_[k], a.dqkv_rot.piece(k), buf.dpreatt[std::size_t(k)].handle,
-                                         buf.datt[std::size_t(k)].handle, a.datty.piece(k), a.qkv.piece(k),
-                                         a.att.piece(k), name("attention_bwd", k));
+    tasks::submit_attention_gqa_backward(tile_ldims_[k], a.dqkv_rot.piece(k), a.datty.piece(k), a.qkv.piece(k),
+                                         a.att_lse.piece(k), name("attention_bwd", k));
     tasks::submit_rope_backward(tile_ldims_[k], a.dqkv.piece(k), a.dqkv_rot.piece(k), buf.freqs.handle(),
                                 name("rope_bwd", k));
   }

@@ -290,12 +290,12 @@ struct TokenBytes {
   double all, kept;  // everything one block's forward writes, and what the policy keeps per block
   double slot, gradient_slot, rest;
 };
-TokenBytes token_bytes(const LlamaShape& s, double e, int T, const ActivationPolicy& policy) {
+TokenBytes token_bytes(const LlamaShape& s, double e, const ActivationPolicy& policy) {
   const double C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden, V = s.vocab,
-               attention = 4.0 * s.heads * double(T);  // one fp32 row of att per head
+               attention = 4.0 * s.heads;  // att_lse: one fp32 log-sum-exp per query head
   TokenBytes b{};
   // ln1, atty, attproj, residual2, ln2, mlpproj, residual3 (C each), qkv (Q), fc, fc2, swiglu
-  // (H each); the two fp32 rstd; att.
+  // (H each); the two fp32 rstd; att_lse.
   b.all = (7 * C + Q + 3 * H) * e + 8 + attention;
   switch (policy.recompute) {
     case Recompute::none: b.kept = b.all - 2 * C * e; break;             // all but attproj, mlpproj
@@ -306,9 +306,9 @@ TokenBytes token_bytes(const LlamaShape& s, double e, int T, const ActivationPol
   // dresidual2, dln2, dmlpproj, dattproj, datty, dln1, dresidual3 (C each), dqkv_rotated, dqkv (Q),
   // dfc, dfc2, dswiglu (H).
   b.gradient_slot = (7 * C + 2 * Q + 3 * H) * e;
-  // The attention scratch preatt, dpreatt, datt; tokens and targets; embedded, dembedded; lnf,
-  // dlnf, its rstd; logits, dlogits; probs and losses fp32.
-  b.rest = 3 * attention + 8 + 2 * C * e + 2 * C * e + 4 + 2 * V * e + 4 * V + 4;
+  // Tokens and targets; embedded, dembedded; lnf, dlnf, its rstd; logits, dlogits; probs and
+  // losses fp32.
+  b.rest = 8 + 2 * C * e + 2 * C * e + 4 + 2 * V * e + 4 * V + 4;
   return b;
 }
 
@@ -323,7 +323,7 @@ double slots(const LlamaShape& s, const ActivationPolicy& policy) {
 
 std::size_t llama_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T,
                                    const ActivationPolicy& policy) {
-  const TokenBytes b = token_bytes(s, double(element), T, policy);
+  const TokenBytes b = token_bytes(s, double(element), policy);
   const double tokens = double(B) * double(T);
   const double on_device = double(s.layers - offloaded_blocks(policy, s.layers));
   const double per_token =
@@ -339,7 +339,7 @@ std::size_t llama_activation_bytes(const LlamaShape& s, std::size_t element, int
 std::size_t llama_offloaded_activation_bytes(const LlamaShape& s, std::size_t element, int B, int T,
                                              const ActivationPolicy& policy) {
   const double total = double(B) * double(T) * double(offloaded_blocks(policy, s.layers)) *
-                       token_bytes(s, double(element), T, policy).kept;
+                       token_bytes(s, double(element), policy).kept;
   if (!(total < 9e18)) throw std::invalid_argument("Llama activations too large: bytes overflow 63 bits");
   return std::size_t(total);
 }
@@ -354,10 +354,10 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, cons
   f.layer_kinds = {{"embedding", per_kind[0]}, {"block", per_kind[1]}, {"head", per_kind[2]}};
   const std::int64_t N = checked_mul(batch, T), L = shape.layers, C = shape.channels, Q = shape.qkv_channels(),
                      H = shape.ffn_hidden, V = shape.vocab;
-  const std::int64_t att = checked_mul(checked_mul(N, shape.heads), T);
+  const std::int64_t att_lse = checked_mul(N, shape.heads);
   f.activation_tensors = {
       {"embedded", N * C},      {"ln1", L * N * C}, {"ln1_rstd", L * N},      {"qkv", L * N * Q},
-      {"atty", L * N * C},      {"att", L * att},   {"residual2", L * N * C}, {"ln2", L * N * C},
+      {"atty", L * N * C},      {"att_lse", L * att_lse},   {"residual2", L * N * C}, {"ln2", L * N * C},
       {"ln2_rstd", L * N},      {"fc", L * N * H},  {"fc2", L * N * H},       {"swiglu", L * N * H},
       {"residual3", L * N * C}, {"lnf", N * C},     {"lnf_rstd", N},          {"logits", N * V},
       {"probs", N * V},         {"losses", N},

@@ -122,14 +122,13 @@ constexpr auto swiglu_backward = []<class T>(auto launch, const TaskBuffers& b, 
 
 constexpr auto attention_gqa_forward = []<class T>(auto launch, const TaskBuffers& b, const LlamaArgs& a) {
   launch(kernels::attention_gqa_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_gqa_forward<T>),
-         b.get<T>("out"), b.get<float>("preatt"), b.get<float>("att"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.NH, a.d.NKV,
-         a.d.hs());
+         b.get<T>("out"), b.get<float>("lse"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.NH, a.d.NKV, a.d.hs());
 };
 
 constexpr auto attention_gqa_backward = []<class T>(auto launch, const TaskBuffers& b, const LlamaArgs& a) {
   launch(kernels::attention_gqa_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_gqa_backward<T>),
-         b.get<T>("dqkv"), b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"),
-         b.get<float>("att"), a.d.B, a.d.T, a.d.NH, a.d.NKV, a.d.hs());
+         b.get<T>("dqkv"), b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("lse"), a.d.B, a.d.T, a.d.NH, a.d.NKV,
+         a.d.hs());
 };
 
 }  // namespace ops
@@ -142,7 +141,7 @@ double qkv_width(const LlamaArgs& a) { return double(a.d.qkv_channels()); }
 // Channels RoPE rotates per row: (NH + NKV)·hs.
 double rotated(const LlamaArgs& a) { return double(a.d.NH + a.d.NKV) * a.d.hs(); }
 // fp32 attention matrices [B, NH, T, T].
-double attention_matrix_bytes(const LlamaArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T) * a.d.T; }
+double attention_lse_bytes(const LlamaArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T); }
 
 }  // namespace
 
@@ -228,31 +227,27 @@ Codelet<LlamaArgs> swiglu_backward(running<ops::swiglu_backward>({
     .bytes = [](const LlamaArgs& a, Handles) { return 7.0 * s(a) * rows(a) * a.d.H; },
 }));
 
-// FLOPs 4·B·T²·C (q·kᵀ and att·v over the full T×T, NH heads of hs); bytes s·(N·Q + N·C) + the
-// preatt and att matrices written.
+// nn_kernels' memory-efficient attention (the costs as nn_attention_forward's): FLOPs 4·B·T²·C (the
+// full T×T, NH heads of hs); bytes s·(N·Q + N·C) (qkv read, out written) + lse written.
 Codelet<LlamaArgs> attention_gqa_forward(running<ops::attention_gqa_forward>({
     .name = "llama_attention_gqa_forward",
-    .buffers = {{STARPU_W, "out"}, {STARPU_SCRATCH, "preatt"}, {STARPU_W, "att"}, {STARPU_R, "qkv"}},
+    .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
     .flops = [](const LlamaArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes =
         [](const LlamaArgs& a, Handles) {
-          return s(a) * (rows(a) * qkv_width(a) + rows(a) * a.d.C) + 2.0 * attention_matrix_bytes(a);
+          return s(a) * (rows(a) * qkv_width(a) + rows(a) * a.d.C) + attention_lse_bytes(a);
         },
 }));
 
-// FLOPs 8·B·T²·C (twice the forward); bytes s·(3·N·Q + N·C) + att read, dpreatt and datt written.
+// FLOPs 10·B·T²·C (2.5 times the forward: the scores again, dp, dq, dk, dv); bytes
+// s·(3·N·Q + N·C) (qkv read, dqkv accumulated, dout read) + lse read.
 Codelet<LlamaArgs> attention_gqa_backward(running<ops::attention_gqa_backward>({
     .name = "llama_attention_gqa_backward",
-    .buffers = {{STARPU_RW, "dqkv"},
-                {STARPU_SCRATCH, "dpreatt"},
-                {STARPU_SCRATCH, "datt"},
-                {STARPU_R, "dout"},
-                {STARPU_R, "qkv"},
-                {STARPU_R, "att"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
+    .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
+    .flops = [](const LlamaArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes =
         [](const LlamaArgs& a, Handles) {
-          return s(a) * (3.0 * rows(a) * qkv_width(a) + rows(a) * a.d.C) + 3.0 * attention_matrix_bytes(a);
+          return s(a) * (3.0 * rows(a) * qkv_width(a) + rows(a) * a.d.C) + attention_lse_bytes(a);
         },
 }));
 
@@ -315,15 +310,14 @@ void submit_swiglu_backward(const LlamaDims& d, starpu_data_handle_t dgate, star
   submit(llama::swiglu_backward, {dgate, dup, dout, gate, up}, LlamaArgs{.d = d}, name);
 }
 
-void submit_attention_gqa_forward(const LlamaDims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
-                                  starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name) {
-  submit(llama::attention_gqa_forward, {out, preatt, att, qkv}, LlamaArgs{.d = d}, name);
+void submit_attention_gqa_forward(const LlamaDims& d, starpu_data_handle_t out, starpu_data_handle_t lse,
+                                  starpu_data_handle_t qkv, const std::string& name) {
+  submit(llama::attention_gqa_forward, {out, lse, qkv}, LlamaArgs{.d = d}, name);
 }
 
-void submit_attention_gqa_backward(const LlamaDims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
-                                   starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
-                                   starpu_data_handle_t att, const std::string& name) {
-  submit(llama::attention_gqa_backward, {dqkv, dpreatt, datt, dout, qkv, att}, LlamaArgs{.d = d}, name);
+void submit_attention_gqa_backward(const LlamaDims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dout,
+                                   starpu_data_handle_t qkv, starpu_data_handle_t lse, const std::string& name) {
+  submit(llama::attention_gqa_backward, {dqkv, dout, qkv, lse}, LlamaArgs{.d = d}, name);
 }
 
 }  // namespace starzero::tasks

@@ -74,14 +74,13 @@ void submit_swiglu_backward(const LlamaDims& d, starpu_data_handle_t dgate, star
                             const std::string& name);
 
 // ---- grouped-query causal attention --------------------------------------------------------------
-// out[N, C] from the rotated qkv; att [B, NH, T, T] fp32 kept for the backward; preatt the same
-// size, scratch (StarPU-allocated per task).
-void submit_attention_gqa_forward(const LlamaDims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
-                                  starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
-// dqkv [N, (NH + 2·NKV)·hs] += the gradients of the rotated q, k and v; dpreatt and datt scratch.
-void submit_attention_gqa_backward(const LlamaDims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
-                                   starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
-                                   starpu_data_handle_t att, const std::string& name);
+// Memory-efficient (tasks/nn_kernels.hpp): out[N, C] from the rotated qkv, and lse [B, NH, T] fp32,
+// each query row's log-sum-exp, kept for the backward. No [T, T] buffer.
+void submit_attention_gqa_forward(const LlamaDims& d, starpu_data_handle_t out, starpu_data_handle_t lse,
+                                  starpu_data_handle_t qkv, const std::string& name);
+// dqkv [N, (NH + 2·NKV)·hs] += the gradients of the rotated q, k and v.
+void submit_attention_gqa_backward(const LlamaDims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dout,
+                                   starpu_data_handle_t qkv, starpu_data_handle_t lse, const std::string& name);
 
 // ---- the declarations, for scheduling, simulation and tests --------------------------------------
 

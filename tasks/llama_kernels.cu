@@ -1,5 +1,6 @@
 // CUDA implementations of tasks/llama_kernels.hpp (namespace starzero::kernels::cuda): the Llama 3
-// forward and backward kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention), same math and
+// forward and backward kernels (RMSNorm, RoPE, SwiGLU; the grouped-query attention is nn_kernels.cu's
+// memory-efficient attention, called from the header), same math and
 // conventions as the CPU kernels. Storage T is float or bf16 (device type __nv_bfloat16,
 // layout-compatible with starzero::bf16); everything is computed in float and rounded once on
 // store. Simple kernels: one thread per element (pair) or one warp per row.
@@ -287,176 +288,6 @@ __global__ void swiglu_backward_kernel(D* dgate, D* dup, const D* dout, const D*
   }
 }
 
-// ---- grouped-query attention -------------------------------------------------------------------
-// qkv [B, T, (NH + 2·NKV)·hs] = per position NH query heads, NKV key heads, NKV value heads; query
-// head h reads key/value head h / (NH / NKV); out/dout [B, T, NH·hs]; scores [B, NH, T, T].
-struct Gqa {
-  int B, Tn, NH, NKV, hs;
-  __host__ __device__ int group() const { return NH / NKV; }
-  __host__ __device__ size_t C3() const { return size_t(NH + 2 * NKV) * hs; }
-  __host__ __device__ size_t Cout() const { return size_t(NH) * hs; }
-  // Offsets in qkv / dqkv, out / dout.
-  __device__ size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3() + size_t(h) * hs; }
-  __device__ size_t key(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3() + size_t(NH + g) * hs; }
-  __device__ size_t value(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3() + size_t(NH + NKV + g) * hs; }
-  __device__ size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * Cout() + size_t(h) * hs; }
-  // The [T, T] block of (b, h) in the scores.
-  __device__ size_t scores(int b, int h) const { return (size_t(b) * NH + h) * Tn * Tn; }
-};
-
-// The warp's hs floats of the block's dynamic shared memory (attention_shared_bytes).
-__device__ __forceinline__ float* warp_shared_vector(int hs) {
-  extern __shared__ float shared_vec[];
-  return shared_vec + (threadIdx.x / 32) * hs;
-}
-
-// One warp per score row (b, h, t): preatt[t2] = q_t · k_t2 · scale and att = causal softmax (both
-// 0 for t2 > t); out[b, t, h] = Σ_t2 att[t2] · v_t2.
-template <class D>
-__global__ void attention_gqa_forward_kernel(D* out, float* preatt, float* att, const D* qkv, Gqa a) {
-  const size_t row = warp_row();
-  const int lane = warp_lane();
-  if (row >= size_t(a.B) * a.NH * a.Tn) return;
-  const int t = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
-  const int g = h / a.group();
-  const int hs = a.hs;
-  const float scale = 1.0f / sqrtf(float(hs));
-  float* q = warp_shared_vector(hs);
-  for (int d = lane; d < hs; d += 32) q[d] = load_f(qkv[a.query(b, t, h) + d]);
-  __syncwarp();
-
-  float* pre = preatt + row * a.Tn;
-  float* p = att + row * a.Tn;
-  float maxval = -INFINITY;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const D* k = qkv + a.key(b, t2, g);
-    float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += q[d] * load_f(k[d]);
-    dot *= scale;
-    pre[t2] = dot;
-    maxval = fmaxf(maxval, dot);
-  }
-  maxval = warp_max(maxval);
-  float sum = 0.0f;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const float e = expf(pre[t2] - maxval);
-    p[t2] = e;
-    sum += e;
-  }
-  sum = warp_sum(sum);
-  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-  for (int t2 = lane; t2 < a.Tn; t2 += 32) {
-    if (t2 <= t) {
-      p[t2] *= inv;
-    } else {
-      pre[t2] = 0.0f;
-      p[t2] = 0.0f;
-    }
-  }
-  __syncwarp();  // the whole att row is visible to every lane
-
-  D* o = out + a.head(b, t, h);
-  const D* v0 = qkv + a.value(b, 0, g);
-  for (int d = lane; d < hs; d += 32) {
-    float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += p[t2] * load_f(v0[size_t(t2) * a.C3() + d]);
-    o[d] = store_f<D>(acc);
-  }
-}
-
-// One warp per score row (b, h, t): datt[t2] = v_t2 · dout_t; dpreatt[t2] = att[t2] · (datt[t2] -
-// Σ_t3 att[t3] datt[t3]) for t2 <= t; both 0 for t2 > t.
-template <class D>
-__global__ void attention_gqa_backward_scores_kernel(float* dpreatt, float* datt, const D* dout, const D* qkv,
-                                                     const float* att, Gqa a) {
-  const size_t row = warp_row();
-  const int lane = warp_lane();
-  if (row >= size_t(a.B) * a.NH * a.Tn) return;
-  const int t = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
-  const int g = h / a.group();
-  const int hs = a.hs;
-  float* gv = warp_shared_vector(hs);
-  for (int d = lane; d < hs; d += 32) gv[d] = load_f(dout[a.head(b, t, h) + d]);
-  __syncwarp();
-
-  const float* p = att + row * a.Tn;
-  float* da = datt + row * a.Tn;
-  float* dpre = dpreatt + row * a.Tn;
-  float dot_sum = 0.0f;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const D* v = qkv + a.value(b, t2, g);
-    float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += load_f(v[d]) * gv[d];
-    da[t2] = dot;
-    dot_sum += p[t2] * dot;
-  }
-  dot_sum = warp_sum(dot_sum);
-  for (int t2 = lane; t2 < a.Tn; t2 += 32) {
-    if (t2 <= t) {
-      dpre[t2] = p[t2] * (da[t2] - dot_sum);
-    } else {
-      dpre[t2] = 0.0f;
-      da[t2] = 0.0f;
-    }
-  }
-}
-
-// One warp per query row (b, h, i): dq_i += scale Σ_{j<=i} dpreatt[i, j] k_j.
-template <class D>
-__global__ void attention_gqa_backward_dq_kernel(D* dqkv, const float* dpreatt, const D* qkv, Gqa a) {
-  const size_t row = warp_row();
-  const int lane = warp_lane();
-  if (row >= size_t(a.B) * a.NH * a.Tn) return;
-  const int i = int(row % a.Tn), h = int(row / a.Tn % a.NH), b = int(row / a.Tn / a.NH);
-  const int g = h / a.group();
-  const float scale = 1.0f / sqrtf(float(a.hs));
-  const float* dpre = dpreatt + row * a.Tn;
-  const D* k0 = qkv + a.key(b, 0, g);
-  for (int d = lane; d < a.hs; d += 32) {
-    float acc = 0.0f;
-    for (int j = 0; j <= i; ++j) acc += dpre[j] * load_f(k0[size_t(j) * a.C3() + d]);
-    add_to(&dqkv[a.query(b, i, h) + d], acc * scale);
-  }
-}
-
-// One warp per key/value row (b, g, i), over the query heads h of group g in increasing order:
-// dk_i += scale Σ_h Σ_{j>=i} dpreatt_h[j, i] q_h,j; dv_i += Σ_h Σ_{j>=i} att_h[j, i] dout_h,j.
-template <class D>
-__global__ void attention_gqa_backward_dkv_kernel(D* dqkv, const float* dpreatt, const float* att, const D* dout,
-                                                  const D* qkv, Gqa a) {
-  const size_t row = warp_row();
-  const int lane = warp_lane();
-  if (row >= size_t(a.B) * a.NKV * a.Tn) return;
-  const int i = int(row % a.Tn), g = int(row / a.Tn % a.NKV), b = int(row / a.Tn / a.NKV);
-  const float scale = 1.0f / sqrtf(float(a.hs));
-  const size_t Tn = size_t(a.Tn);
-  for (int d = lane; d < a.hs; d += 32) {
-    float dk = 0.0f, dv = 0.0f;
-    for (int h = g * a.group(); h < (g + 1) * a.group(); ++h) {
-      const float* dpre_bh = dpreatt + a.scores(b, h);
-      const float* att_bh = att + a.scores(b, h);
-      const D* q0 = qkv + a.query(b, 0, h);
-      const D* dout0 = dout + a.head(b, 0, h);
-      for (int j = i; j < a.Tn; ++j) {
-        dk += dpre_bh[size_t(j) * Tn + i] * load_f(q0[size_t(j) * a.C3() + d]);
-        dv += att_bh[size_t(j) * Tn + i] * load_f(dout0[size_t(j) * a.Cout() + d]);
-      }
-    }
-    add_to(&dqkv[a.key(b, i, g) + d], dk * scale);
-    add_to(&dqkv[a.value(b, i, g) + d], dv);
-  }
-}
-
-size_t attention_shared_bytes(int hs) {
-  const size_t bytes = size_t(kWarpsPerBlock) * size_t(hs) * sizeof(float);
-  require(bytes <= 48 * 1024, "attention_gqa: head size too large for the shared-memory layout");
-  return bytes;
-}
-void check_attention_shape(int B, int Tn, int NH, int NKV, int hs) {
-  require(B >= 0 && Tn >= 0 && hs > 0 && NH > 0 && NKV > 0, "attention_gqa: negative size, or NH, NKV or hs <= 0");
-  require(NH % NKV == 0, "attention_gqa: NH must be a multiple of NKV");
-}
-
 RopeShape rope_shape(int B, int Tn, int n_head, int hs, int C, bool rest, const char* what) {
   require(B >= 0 && Tn >= 0 && n_head >= 0 && hs > 0 && hs % 2 == 0 && C >= n_head * hs, what);
   const int pairs = n_head * hs / 2;
@@ -543,37 +374,6 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
   SZ_LAUNCHED(swiglu_backward_kernel);
 }
 
-template <class T>
-void attention_gqa_forward(T* out, float* preatt, float* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs,
-                           void* stream) {
-  check_attention_shape(B, Tn, NH, NKV, hs);
-  const size_t rows = size_t(B) * NH * Tn;
-  if (rows == 0) return;
-  const Gqa a{B, Tn, NH, NKV, hs};
-  attention_gqa_forward_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), as_stream(stream)>>>(
-      dev(out), preatt, att, dev(qkv), a);
-  SZ_LAUNCHED(attention_gqa_forward_kernel);
-}
-
-template <class T>
-void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout, const T* qkv, const float* att, int B,
-                            int Tn, int NH, int NKV, int hs, void* stream) {
-  check_attention_shape(B, Tn, NH, NKV, hs);
-  const size_t rows = size_t(B) * NH * Tn;
-  if (rows == 0) return;
-  const Gqa a{B, Tn, NH, NKV, hs};
-  const cudaStream_t s = as_stream(stream);
-  attention_gqa_backward_scores_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), s>>>(
-      dpreatt, datt, dev(dout), dev(qkv), att, a);
-  SZ_LAUNCHED(attention_gqa_backward_scores_kernel);
-  attention_gqa_backward_dq_kernel<<<blocks_for_rows(rows), kBlock, 0, s>>>(dev(dqkv), dpreatt, dev(qkv), a);
-  SZ_LAUNCHED(attention_gqa_backward_dq_kernel);
-  const size_t kv_rows = size_t(B) * NKV * Tn;
-  attention_gqa_backward_dkv_kernel<<<blocks_for_rows(kv_rows), kBlock, 0, s>>>(dev(dqkv), dpreatt, att, dev(dout),
-                                                                                dev(qkv), a);
-  SZ_LAUNCHED(attention_gqa_backward_dkv_kernel);
-}
-
 // ---- explicit instantiations for float and bf16 ------------------------------------------------
 #define STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(T)                                                                  \
   template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float, void*);                         \
@@ -581,10 +381,7 @@ void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout,
   template void rope_forward<T>(T*, const T*, const float*, int, int, int, int, int, void*);                        \
   template void rope_backward<T>(T*, const T*, const float*, int, int, int, int, int, void*);                       \
   template void swiglu_forward<T>(T*, const T*, const T*, int, int, void*);                                         \
-  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int, int, void*);                          \
-  template void attention_gqa_forward<T>(T*, float*, float*, const T*, int, int, int, int, int, void*);             \
-  template void attention_gqa_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int, \
-                                          int, void*);
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int, int, void*);
 
 STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(float)
 STARZERO_INSTANTIATE_LLAMA_CUDA_KERNELS(bf16)

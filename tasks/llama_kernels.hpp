@@ -11,7 +11,7 @@
 // - Row-major. N = B*T rows; positions t = 0 .. T-1 of each of the B sequences.
 // - Backward kernels ACCUMULATE (+=) into every gradient they write; scratch buffers are
 //   overwritten. A gradient buffer must not alias any input of the same call.
-// - rstd (rmsnorm), preatt/att (attention probabilities) and the RoPE table are float whatever T.
+// - rstd (rmsnorm), lse (the attention's per-row log-sum-exp) and the RoPE table are float whatever T.
 // - No biases anywhere in Llama.
 // - rmsnorm_backward and swiglu_backward compute only the gradients they are given (a null
 //   pointer: not computed), so that the input gradient and the parameter gradient can run as
@@ -24,13 +24,14 @@
 // attention kernels then read that rotated qkv and write dqkv in the same layout (the gradient with
 // respect to the rotated q and k; rope_backward takes it back to the unrotated ones). A training
 // step, for instance: qkv = matmul(x, c_attn); rope_forward(qkv, qkv, ...) in place;
-// attention_gqa_forward(out, ..., qkv, ...); backward: attention_gqa_backward into a zeroed scratch
+// attention_gqa_forward(out, lse, qkv, ...); backward: attention_gqa_backward into a zeroed scratch
 // dqkv_rot, then rope_backward(dqkv, dqkv_rot, ...) adds the gradient of the unrotated q and k and
 // (passed through) that of v into dqkv, the input gradient of the c_attn matmul.
 // Plain C++17: the CUDA implementations (llama_kernels.cu) include this header too.
 #include <cstddef>
 
 #include "runtime/dtype.hpp"
+#include "tasks/nn_kernels.hpp"
 
 namespace starzero::kernels {
 
@@ -89,19 +90,24 @@ void swiglu_forward(T* out, const T* gate, const T* up, int N, int H);
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int N, int H);
 
-// Grouped-query causal self-attention. qkv[B, T, (NH + 2·NKV)·hs] as described at the top (q and
-// k already rotated); query head h reads key/value head h / (NH / NKV) (NH a multiple of NKV;
-// NKV = NH is multi-head attention, with the layout of nn_kernels' attention_forward).
-// preatt, att [B, NH, T, T] (float); out[B, T, NH·hs]. Scale 1/sqrt(hs); causal softmax in float
-// with max subtraction; preatt and att are 0 for t2 > t.
+// Grouped-query causal self-attention: nn_kernels.hpp's memory-efficient attention over the whole
+// op. qkv[B, T, (NH + 2·NKV)·hs] as described at the top (q and k already rotated); query head h
+// reads key/value head h / (NH / NKV) (NH a multiple of NKV; NKV = NH is multi-head attention,
+// nn_kernels' attention_forward). out[B, T, NH·hs]; lse [B, NH, T] (float), each query row's
+// log-sum-exp, all the backward needs besides qkv.
 template <class T>
-void attention_gqa_forward(T* out, float* preatt, float* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs);
-// dqkv[B, T, (NH + 2·NKV)·hs] += the gradients of q, k and v; dpreatt, datt [B, NH, T, T] float
-// scratch (overwritten). The NH/NKV query heads of a group add into their key/value head in
-// increasing head order (deterministic).
+void attention_gqa_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int NKV, int hs) {
+  attention_forward_gqa(out, NH * hs, lse, NH * Tn, qkv, B, Tn, NH, NKV, hs, 0, NH);
+}
+// dqkv[B, T, (NH + 2·NKV)·hs] += the gradients of q, k and v. The NH/NKV query heads of a group
+// add into their key/value head in increasing head order (deterministic).
 template <class T>
-void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout, const T* qkv, const float* att, int B,
-                            int Tn, int NH, int NKV, int hs);
+void attention_gqa_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, int B, int Tn, int NH, int NKV,
+                            int hs) {
+  T* const dk = dqkv != nullptr ? dqkv + NH * hs : nullptr;
+  T* const dv = dqkv != nullptr ? dqkv + (NH + NKV) * hs : nullptr;
+  attention_backward_gqa(dqkv, dk, dv, (NH + 2 * NKV) * hs, dout, qkv, lse, NH * Tn, B, Tn, NH, NKV, hs, 0, NH);
+}
 
 // ---- CUDA (llama_kernels.cu; compiled whenever CUDA is on) ----------------------------------
 // Same math and conventions as the CPU kernels; asynchronous on `stream` (the StarPU worker's
@@ -125,11 +131,16 @@ void swiglu_forward(T* out, const T* gate, const T* up, int N, int H, void* stre
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int N, int H, void* stream);
 template <class T>
-void attention_gqa_forward(T* out, float* preatt, float* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs,
-                           void* stream);
+void attention_gqa_forward(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int NKV, int hs, void* stream) {
+  attention_forward_gqa(out, NH * hs, lse, NH * Tn, qkv, B, Tn, NH, NKV, hs, 0, NH, stream);
+}
 template <class T>
-void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout, const T* qkv, const float* att, int B,
-                            int Tn, int NH, int NKV, int hs, void* stream);
+void attention_gqa_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, int B, int Tn, int NH, int NKV,
+                            int hs, void* stream) {
+  T* const dk = dqkv != nullptr ? dqkv + NH * hs : nullptr;
+  T* const dv = dqkv != nullptr ? dqkv + (NH + NKV) * hs : nullptr;
+  attention_backward_gqa(dqkv, dk, dv, (NH + 2 * NKV) * hs, dout, qkv, lse, NH * Tn, B, Tn, NH, NKV, hs, 0, NH, stream);
+}
 }  // namespace cuda
 
 }  // namespace starzero::kernels

@@ -1,14 +1,13 @@
 // CPU implementations of tasks/llama_kernels.hpp: the Llama 3 forward and backward kernels
-// (RMSNorm, RoPE, SwiGLU, grouped-query attention), written from the math of Meta's reference
+// (RMSNorm, RoPE, SwiGLU; the grouped-query attention is nn_kernels' memory-efficient attention,
+// inline in the header), written from the math of Meta's reference
 // model and llm.c's train_llama3.py. Storage T is float or bf16; everything is computed in float
 // and rounded once on store. Row reductions (the RMSNorm mean square and its backward dot product)
 // and the RMSNorm weight gradient (a sum over all rows) are accumulated in double. Where a gradient
-// element receives many contributions (the RMSNorm weight, the attention q/k/v) they are summed
-// first and added to the T buffer once, so bf16 gradients are not rounded after every term.
+// element receives many contributions (the RMSNorm weight) they are summed first and added to
+// the T buffer once, so bf16 gradients are not rounded after every term.
 //
-// No OpenMP and single-threaded BLAS: these run inside StarPU CPU workers, one per core.
-#include <cblas.h>
-
+// No OpenMP: these run inside StarPU CPU workers, one per core.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -25,114 +24,7 @@ namespace {
 
 using std::size_t;
 
-// OpenBLAS would otherwise start one thread per core inside every StarPU worker.
-void blas_single_threaded() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
-
 float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// ---- grouped-query attention (float) ----------------------------------------------------------------
-// Where things are: qkv [B, T, (NH + 2·NKV)·hs] holds at each position the NH query heads, then the
-// NKV key heads, then the NKV value heads; out and dout are [B, T, NH·hs]; preatt, att and their
-// gradients are [B, NH, T, T].
-struct GqaLayout {
-  int Tn, NH, NKV, hs;
-  int group = NH / NKV;                       // query heads per key/value head
-  int C3 = (NH + 2 * NKV) * hs;               // channels of one position of qkv
-  int Cout = NH * hs;                         // channels of one position of out
-  float scale = 1.0f / std::sqrt(float(hs));  // of the scores q·k
-
-  size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(h) * hs; }
-  size_t key(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3 + size_t(NH + g) * hs; }
-  size_t value(int b, int t, int g) const { return (size_t(b) * Tn + t) * C3 + size_t(NH + NKV + g) * hs; }
-  // Head h of position t in out and dout.
-  size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * Cout + size_t(h) * hs; }
-  // The row (b, h, t) of preatt, att and their gradients.
-  size_t scores(int b, int t, int h) const { return ((size_t(b) * NH + h) * Tn + t) * Tn; }
-};
-
-// Per (sequence, query head h), with g = h / group its key/value head, single-threaded sgemms over
-// [T, hs] and [T, T] matrices (q, k, v and their gradients are strided views of qkv); the causal
-// softmax runs row by row. The masked entries t2 > t of preatt, att and their gradients are 0.
-void attention_gqa_forward_f32(float* out, float* preatt, float* att, const float* qkv, int B, const GqaLayout& at) {
-  const int Tn = at.Tn, hs = at.hs;
-  blas_single_threaded();
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < at.NH; ++h) {
-      const int g = h / at.group;
-      float* preatt_bh = preatt + at.scores(b, 0, h);
-      float* att_bh = att + at.scores(b, 0, h);
-      // preatt = scale · q kᵀ
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, hs, at.scale, qkv + at.query(b, 0, h), at.C3,
-                  qkv + at.key(b, 0, g), at.C3, 0.0f, preatt_bh, Tn);
-      // att = softmax over t2 <= t of each row
-      for (int t = 0; t < Tn; ++t) {
-        float* preatt_t = preatt_bh + size_t(t) * Tn;
-        float* att_t = att_bh + size_t(t) * Tn;
-        float maxval = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) maxval = std::max(maxval, preatt_t[t2]);
-        float expsum = 0.0f;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float e = std::exp(preatt_t[t2] - maxval);
-          att_t[t2] = e;
-          expsum += e;
-        }
-        const float expsum_inv = 1.0f / expsum;
-        for (int t2 = 0; t2 <= t; ++t2) att_t[t2] *= expsum_inv;
-        for (int t2 = t + 1; t2 < Tn; ++t2) preatt_t[t2] = att_t[t2] = 0.0f;
-      }
-      // out = att v
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, hs, Tn, 1.0f, att_bh, Tn, qkv + at.value(b, 0, g),
-                  at.C3, 0.0f, out + at.head(b, 0, h), at.Cout);
-    }
-  }
-}
-
-// Query heads in increasing order: the heads of one group add into their key/value head in a fixed order.
-void attention_gqa_backward_f32(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
-                                const float* att, int B, const GqaLayout& at) {
-  const int Tn = at.Tn, hs = at.hs;
-  blas_single_threaded();
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < at.NH; ++h) {
-      const int g = h / at.group;
-      const float* att_bh = att + at.scores(b, 0, h);
-      const float* dout_bh = dout + at.head(b, 0, h);
-      float* datt_bh = datt + at.scores(b, 0, h);
-      float* dpreatt_bh = dpreatt + at.scores(b, 0, h);
-      // out = att v:  datt = dout vᵀ,  dv += attᵀ dout
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, hs, 1.0f, dout_bh, at.Cout, qkv + at.value(b, 0, g),
-                  at.C3, 0.0f, datt_bh, Tn);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, hs, Tn, 1.0f, att_bh, Tn, dout_bh, at.Cout, 1.0f,
-                  dqkv + at.value(b, 0, g), at.C3);
-      // softmax: dpreatt[t2] = att[t2] · (datt[t2] − Σ_t3 att[t3] · datt[t3]) over t2, t3 <= t
-      for (int t = 0; t < Tn; ++t) {
-        const float* att_t = att_bh + size_t(t) * Tn;
-        float* datt_t = datt_bh + size_t(t) * Tn;
-        float* dpreatt_t = dpreatt_bh + size_t(t) * Tn;
-        float dot = 0.0f;
-        for (int t2 = 0; t2 <= t; ++t2) dot += att_t[t2] * datt_t[t2];
-        for (int t2 = 0; t2 <= t; ++t2) dpreatt_t[t2] = att_t[t2] * (datt_t[t2] - dot);
-        for (int t2 = t + 1; t2 < Tn; ++t2) datt_t[t2] = dpreatt_t[t2] = 0.0f;
-      }
-      // preatt = scale · q kᵀ:  dq += scale · dpreatt k,  dk += scale · dpreattᵀ q
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, hs, Tn, at.scale, dpreatt_bh, Tn,
-                  qkv + at.key(b, 0, g), at.C3, 1.0f, dqkv + at.query(b, 0, h), at.C3);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, hs, Tn, at.scale, dpreatt_bh, Tn,
-                  qkv + at.query(b, 0, h), at.C3, 1.0f, dqkv + at.key(b, 0, g), at.C3);
-    }
-  }
-}
-
-void check_attention_shape(int B, int Tn, int NH, int NKV, int hs) {
-  (void)B, (void)Tn, (void)NH, (void)NKV, (void)hs;
-  assert(B >= 0 && Tn >= 0 && hs > 0 && NH > 0 && NKV > 0 && NH % NKV == 0);
-}
 
 }  // namespace
 
@@ -299,35 +191,6 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
   }
 }
 
-// ---- grouped-query attention -------------------------------------------------------------------------
-template <class T>
-void attention_gqa_forward(T* out, float* preatt, float* att, const T* qkv, int B, int Tn, int NH, int NKV, int hs) {
-  check_attention_shape(B, Tn, NH, NKV, hs);
-  const GqaLayout at{Tn, NH, NKV, hs};
-  const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  if (rows == 0) return;
-  std::vector<float> s_qkv, s_out;
-  const float* fqkv = float_view(qkv, rows * at.C3, s_qkv);
-  float* fout = float_out(out, rows * at.Cout, s_out);
-  attention_gqa_forward_f32(fout, preatt, att, fqkv, B, at);
-  store_back(out, fout, rows * at.Cout);
-}
-
-template <class T>
-void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout, const T* qkv, const float* att, int B,
-                            int Tn, int NH, int NKV, int hs) {
-  check_attention_shape(B, Tn, NH, NKV, hs);
-  const GqaLayout at{Tn, NH, NKV, hs};
-  const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  if (rows == 0) return;
-  std::vector<float> s_qkv, s_dout, s_dqkv;
-  const float* fqkv = float_view(qkv, rows * at.C3, s_qkv);
-  const float* fdout = float_view(dout, rows * at.Cout, s_dout);
-  float* fdqkv = float_accum(dqkv, rows * at.C3, s_dqkv);
-  attention_gqa_backward_f32(fdqkv, dpreatt, datt, fdout, fqkv, att, B, at);
-  store_back(dqkv, fdqkv, rows * at.C3);
-}
-
 // ---- explicit instantiations -----------------------------------------------------------------------
 #define STARZERO_INSTANTIATE_LLAMA_CPU_KERNELS(T)                                                                   \
   template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float);                                \
@@ -335,10 +198,7 @@ void attention_gqa_backward(T* dqkv, float* dpreatt, float* datt, const T* dout,
   template void rope_forward<T>(T*, const T*, const float*, int, int, int, int, int);                               \
   template void rope_backward<T>(T*, const T*, const float*, int, int, int, int, int);                              \
   template void swiglu_forward<T>(T*, const T*, const T*, int, int);                                                \
-  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int, int);                                 \
-  template void attention_gqa_forward<T>(T*, float*, float*, const T*, int, int, int, int, int);                    \
-  template void attention_gqa_backward<T>(T*, float*, float*, const T*, const T*, const float*, int, int, int, int, \
-                                          int);
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int, int);
 
 STARZERO_INSTANTIATE_LLAMA_CPU_KERNELS(float)
 STARZERO_INSTANTIATE_LLAMA_CPU_KERNELS(bf16)

@@ -142,42 +142,38 @@ constexpr auto bias_backward = []<class T>(auto launch, const TaskBuffers& b, co
 // Attention: the whole op is heads [0, NH) with every buffer whole; a head group's written
 // buffers are its blocks of columns (matrix buffers with their own leading dimension).
 constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  const int NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const int NH = a.d.NH;
   launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>),
-         b.get<T>("out"), a.d.C, b.get<float>("preatt"), b.get<float>("att"), scores, b.get<T>("qkv"), a.d.B, a.d.T,
-         a.d.C, NH, 0, NH);
+         b.get<T>("out"), a.d.C, b.get<float>("lse"), NH * a.d.T, b.get<T>("qkv"), a.d.B, a.d.T, a.d.C, NH, 0, NH);
 };
 
 constexpr auto attention_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const int C = a.d.C, NH = a.d.NH;
   T* dqkv = b.get<T>("dqkv");
   launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dqkv,
-         dqkv + C, dqkv + 2 * C, 3 * C, b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"),
-         b.get<T>("qkv"), b.get<float>("att"), scores, a.d.B, a.d.T, C, NH, 0, NH);
+         dqkv + C, dqkv + 2 * C, 3 * C, b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("lse"), NH * a.d.T, a.d.B,
+         a.d.T, C, NH, 0, NH);
 };
 
 constexpr auto attention_forward_heads = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const int C = a.d.C, NH = a.d.NH;
   const auto [out, ld_out] = b.rows<T>("out", std::size_t(C));
-  const auto [preatt, ld_preatt] = b.rows<float>("preatt", std::size_t(scores));
-  const auto [att, ld_att] = b.rows<float>("att", std::size_t(scores));
-  assert(ld_preatt == ld_att);
-  (void)ld_preatt;
+  const auto [lse, ld_lse] = b.rows<float>("lse", std::size_t(NH) * a.d.T);
   launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>), out,
-         int(ld_out), preatt, att, int(ld_att), b.get<T>("qkv"), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
+         int(ld_out), lse, int(ld_lse), b.get<T>("qkv"), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
 };
 
 constexpr auto attention_backward_heads = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
-  const int C = a.d.C, NH = a.d.NH, scores = NH * a.d.T * a.d.T;
+  const int C = a.d.C, NH = a.d.NH;
   const auto [dq, ld_dq] = b.rows<T>("dq", std::size_t(3 * C));
   const auto [dk, ld_dk] = b.rows<T>("dk", std::size_t(3 * C));
   const auto [dv, ld_dv] = b.rows<T>("dv", std::size_t(3 * C));
   assert(ld_dk == ld_dq && ld_dv == ld_dq);
   (void)ld_dk, (void)ld_dv;
-  const auto [att, ld_att] = b.rows<float>("att", std::size_t(scores));
+  const auto [lse, ld_lse] = b.rows<float>("lse", std::size_t(NH) * a.d.T);
   launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dq, dk,
-         dv, int(ld_dq), b.get<float>("dpreatt"), b.get<float>("datt"), b.get<T>("dout"), b.get<T>("qkv"), att,
-         int(ld_att), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
+         dv, int(ld_dq), b.get<T>("dout"), b.get<T>("qkv"), lse, int(ld_lse), a.d.B, a.d.T, C, NH, a.heads.first,
+         a.heads.count);
 };
 
 constexpr auto gelu_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs&) {
@@ -221,8 +217,8 @@ double storage_size(const NnArgs& a) { return double(dtype_size(a.d.dtype)); }
 double rows(const NnArgs& a) { return double(a.d.N()); }
 // Elements of the first handle (the element-wise ops: all their vectors have this length).
 double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
-// fp32 attention matrices [B, NH, T, T].
-double attention_matrix_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T) * a.d.T; }
+// The attention's fp32 log-sum-exps [B, NH, T].
+double attention_lse_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T); }
 // A head group's share of the attention's per-head work.
 double head_share(const NnArgs& a) { return double(a.heads.count) / a.d.NH; }
 
@@ -385,61 +381,55 @@ Codelet<NnArgs> bias_backward(running<ops::bias_backward>({
     .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (rows(a) * a.OC + 2.0 * a.OC); },
 }));
 
-// FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and att·v over the full T×T; the causal mask halves the
-// real work, softmax left out); bytes s·4·N·C (qkv read, out written) + preatt and att written.
+// FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and p·v over the full T×T: the causal mask halves the real
+// work, which a memory-efficient kernel reaches at a lower fraction of the peak than a large
+// GEMM; softmax left out); bytes s·4·N·C (qkv read, out written) + lse written. No T×T term: the
+// kernel keeps its scores on chip.
 Codelet<NnArgs> attention_forward(running<ops::attention_forward>({
     .name = "nn_attention_forward",
-    .buffers = {{STARPU_W, "out"}, {STARPU_W, "preatt"}, {STARPU_W, "att"}, {STARPU_R, "qkv"}},
+    .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * 4.0 * rows(a) * a.d.C + 2.0 * attention_matrix_bytes(a); },
+                Handles) { return storage_size(a) * 4.0 * rows(a) * a.d.C + attention_lse_bytes(a); },
 }));
 
-// FLOPs 8·B·T²·C (twice the forward); bytes s·10·N·C (dout, qkv read; dqkv accumulated) + att
-// read and the dpreatt, datt scratch written.
+// FLOPs 10·B·T²·C (2.5 times the forward: the scores again, then dp = dout·vᵀ, dq, dk and dv);
+// bytes s·10·N·C (dout, qkv read; dqkv accumulated) + lse read.
 Codelet<NnArgs> attention_backward(running<ops::attention_backward>({
     .name = "nn_attention_backward",
-    .buffers = {{STARPU_RW, "dqkv"},
-                {STARPU_SCRATCH, "dpreatt"},
-                {STARPU_SCRATCH, "datt"},
-                {STARPU_R, "dout"},
-                {STARPU_R, "qkv"},
-                {STARPU_R, "att"}},
-    .flops = [](const NnArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
+    .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
+    .flops = [](const NnArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
     .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * 10.0 * rows(a) * a.d.C + 3.0 * attention_matrix_bytes(a); },
+                Handles) { return storage_size(a) * 10.0 * rows(a) * a.d.C + attention_lse_bytes(a); },
 }));
 
 // A head group: the whole op's FLOPs times its share of the heads; bytes s·3·N·C (qkv, read
-// whole) + the share of out, preatt and att.
+// whole) + the share of out and lse.
 Codelet<NnArgs> attention_forward_heads(running<ops::attention_forward_heads>({
     .name = "nn_attention_forward_heads",
-    .buffers = {{STARPU_R, "qkv"}, {STARPU_W, "out"}, {STARPU_W, "preatt"}, {STARPU_W, "att"}},
+    .buffers = {{STARPU_R, "qkv"}, {STARPU_W, "out"}, {STARPU_W, "lse"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
     .bytes =
         [](const NnArgs& a, Handles) {
-          return storage_size(a) * (3.0 + head_share(a)) * rows(a) * a.d.C +
-                 2.0 * attention_matrix_bytes(a) * head_share(a);
+          return storage_size(a) * (3.0 + head_share(a)) * rows(a) * a.d.C + attention_lse_bytes(a) * head_share(a);
         },
 }));
 
 // FLOPs: the share of the whole backward's; bytes s·4·N·C (qkv, dout read whole) + the share of
-// dqkv accumulated (s·6·N·C) + the share of att read and the scratch written.
+// dqkv accumulated (s·6·N·C) + the share of lse read.
 Codelet<NnArgs> attention_backward_heads(running<ops::attention_backward_heads>({
     .name = "nn_attention_backward_heads",
     .buffers = {{STARPU_R, "qkv"},
                 {STARPU_RW, "dq"},
                 {STARPU_RW, "dk"},
                 {STARPU_RW, "dv"},
-                {STARPU_SCRATCH, "dpreatt"},
-                {STARPU_SCRATCH, "datt"},
                 {STARPU_R, "dout"},
-                {STARPU_R, "att"}},
-    .flops = [](const NnArgs& a, Handles) { return 8.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
+                {STARPU_R, "lse"}},
+    .flops = [](const NnArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
     .bytes =
         [](const NnArgs& a, Handles) {
           return storage_size(a) * (4.0 + 6.0 * head_share(a)) * rows(a) * a.d.C +
-                 3.0 * attention_matrix_bytes(a) * head_share(a);
+                 attention_lse_bytes(a) * head_share(a);
         },
 }));
 
@@ -570,31 +560,27 @@ void submit_bias_backward(const Dims& d, starpu_data_handle_t dbias, starpu_data
   submit(nn::bias_backward, {dbias, dout}, NnArgs{.d = d, .OC = OC}, name);
 }
 
-void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
-                              starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name) {
-  submit(nn::attention_forward, {out, preatt, att, qkv}, NnArgs{.d = d}, name);
+void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t lse,
+                              starpu_data_handle_t qkv, const std::string& name) {
+  submit(nn::attention_forward, {out, lse, qkv}, NnArgs{.d = d}, name);
 }
 
-void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
-                               starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
-                               starpu_data_handle_t att, const std::string& name) {
-  submit(nn::attention_backward, {dqkv, dpreatt, datt, dout, qkv, att}, NnArgs{.d = d}, name);
+void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dout,
+                               starpu_data_handle_t qkv, starpu_data_handle_t lse, const std::string& name) {
+  submit(nn::attention_backward, {dqkv, dout, qkv, lse}, NnArgs{.d = d}, name);
 }
 
 void submit_attention_forward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t out,
-                                    starpu_data_handle_t preatt, starpu_data_handle_t att, starpu_data_handle_t qkv,
-                                    const std::string& name) {
+                                    starpu_data_handle_t lse, starpu_data_handle_t qkv, const std::string& name) {
   check_heads(d, heads, name);
-  submit(nn::attention_forward_heads, {qkv, out, preatt, att}, NnArgs{.d = d, .heads = heads}, name);
+  submit(nn::attention_forward_heads, {qkv, out, lse}, NnArgs{.d = d, .heads = heads}, name);
 }
 
 void submit_attention_backward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t dq, starpu_data_handle_t dk,
-                                     starpu_data_handle_t dv, starpu_data_handle_t dpreatt, starpu_data_handle_t datt,
-                                     starpu_data_handle_t dout, starpu_data_handle_t qkv, starpu_data_handle_t att,
-                                     const std::string& name) {
+                                     starpu_data_handle_t dv, starpu_data_handle_t dout, starpu_data_handle_t qkv,
+                                     starpu_data_handle_t lse, const std::string& name) {
   check_heads(d, heads, name);
-  submit(nn::attention_backward_heads, {qkv, dq, dk, dv, dpreatt, datt, dout, att}, NnArgs{.d = d, .heads = heads},
-         name);
+  submit(nn::attention_backward_heads, {qkv, dq, dk, dv, dout, lse}, NnArgs{.d = d, .heads = heads}, name);
 }
 
 void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name) {

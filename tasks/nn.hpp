@@ -85,13 +85,13 @@ void submit_matmul_backward_weight_rows(const Dims& d, starpu_data_handle_t dwei
 void submit_bias_backward(const Dims& d, starpu_data_handle_t dbias, starpu_data_handle_t dout, int OC,
                           const std::string& name);
 
-// Causal multi-head attention over all heads: out [N,C], preatt and att [B,NH,T,T] fp32 from qkv [N,3C].
-void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t preatt,
-                              starpu_data_handle_t att, starpu_data_handle_t qkv, const std::string& name);
-// dpreatt and datt are scratch ([B,NH,T,T] fp32, StarPU-allocated per task).
-void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dpreatt,
-                               starpu_data_handle_t datt, starpu_data_handle_t dout, starpu_data_handle_t qkv,
-                               starpu_data_handle_t att, const std::string& name);
+// Causal multi-head attention over all heads, memory-efficient (tasks/nn_kernels.hpp): out [N,C]
+// and lse [B,NH,T] fp32 (each query row's log-sum-exp, all the backward needs besides qkv) from
+// qkv [N,3C]. No [T,T] matrix is stored or allocated by StarPU.
+void submit_attention_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t lse,
+                              starpu_data_handle_t qkv, const std::string& name);
+void submit_attention_backward(const Dims& d, starpu_data_handle_t dqkv, starpu_data_handle_t dout,
+                               starpu_data_handle_t qkv, starpu_data_handle_t lse, const std::string& name);
 
 // Heads [first, first + count) of NH: a head group of the attention.
 struct HeadGroup {
@@ -100,16 +100,13 @@ struct HeadGroup {
 // The attention of one head group, so that groups run as tasks of their own; every head's math is
 // the whole op's. qkv (and dout) are read whole. The group writes only its own blocks of
 // columns (Tensor::split_columns; matrix handles): out's columns [first·hs, (first+count)·hs) of
-// [N,C]; preatt's and att's [first·T², (first+count)·T²) of [B, NH·T²]; in the backward the same
-// columns of the q, k and v parts of dqkv [N,3C] (dq, dk, dv, accumulated). dpreatt and datt are
-// scratch of the group's [B,count,T,T] fp32.
+// [N,C]; lse's [first·T, (first+count)·T) of [B, NH·T]; in the backward the same columns of the
+// q, k and v parts of dqkv [N,3C] (dq, dk, dv, accumulated).
 void submit_attention_forward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t out,
-                                    starpu_data_handle_t preatt, starpu_data_handle_t att, starpu_data_handle_t qkv,
-                                    const std::string& name);
+                                    starpu_data_handle_t lse, starpu_data_handle_t qkv, const std::string& name);
 void submit_attention_backward_heads(const Dims& d, HeadGroup heads, starpu_data_handle_t dq, starpu_data_handle_t dk,
-                                     starpu_data_handle_t dv, starpu_data_handle_t dpreatt, starpu_data_handle_t datt,
-                                     starpu_data_handle_t dout, starpu_data_handle_t qkv, starpu_data_handle_t att,
-                                     const std::string& name);
+                                     starpu_data_handle_t dv, starpu_data_handle_t dout, starpu_data_handle_t qkv,
+                                     starpu_data_handle_t lse, const std::string& name);
 
 void submit_gelu_forward(const Dims& d, starpu_data_handle_t out, starpu_data_handle_t inp, const std::string& name);
 void submit_gelu_backward(const Dims& d, starpu_data_handle_t dinp, starpu_data_handle_t inp, starpu_data_handle_t dout,

@@ -406,167 +406,210 @@ class CublasCall {
 };
 
 // ---- attention ---------------------------------------------------------------------------------
-// A head group [h0, h0 + nh) of NH (the whole op: h0 = 0, nh = NH). Rows are (b, h, t) in the
-// order of the group's [B, nh, T, T] scores; one warp per row; each warp keeps one hs-vector in
-// shared memory. inp (qkv) and dout are read whole; out, the q/k/v parts of dinp and preatt/att
-// are the group's strided blocks (nn_kernels.hpp).
+// Memory-efficient ("flash" style): no [T, T] matrix. Query heads [h0, h0 + nh) of NH, key/value
+// heads NKV (GPT: NKV = NH; the layouts in nn_kernels.hpp). One warp per row: (b, query head, t)
+// of the group's [B, nh, T] log-sum-exps, or in the key kernel (b, key/value head, t). Lane l owns
+// the head dimensions l, l + 32, ... (hs <= 32·kMaxDimsPerLane) of the row's vectors and, in each
+// chunk of 32 keys (or queries), the score of the chunk's l-th one. Each warp keeps two
+// hs-vectors in shared memory. qkv and dout are read whole; out, dinp's parts and lse are the
+// group's strided blocks. Fixed summation orders, no atomics.
+constexpr int kMaxDimsPerLane = 8;  // hs <= 256
 struct AttentionGroup {
-  int B, Tn, C, NH, h0, nh;
-  int ld_att;  // preatt, att: elements from one sequence's [nh, T, T] to the next
+  int B, Tn, NH, NKV, hs, h0, nh;
+  int ld_lse;  // lse: elements from one sequence's [nh, T] to the next
+  __host__ __device__ int group() const { return NH / NKV; }                 // query heads per key/value head
+  __host__ __device__ size_t C3() const { return size_t(NH + 2 * NKV) * hs; }  // one position of qkv
+  __host__ __device__ size_t Cout() const { return size_t(NH) * hs; }         // one position of out, dout
 };
 struct AttentionRow {
-  size_t row;  // b·nh·T + (h − h0)·T + t; B·nh·T or more for the warps past the last row
+  size_t row;  // b·heads·T + local head·T + t; past the last row for the spare warps
   int lane;    // the thread's lane in its warp
-  int b, h, t;
-  int hs;         // head size C / NH
-  size_t C3;      // 3·C: the stride of one position in qkv
-  size_t scores;  // the row (b, h, t) in preatt / att: b·ld_att + ((h − h0)·T + t)·T
+  int b, local_head, t;
 };
-// The row of the calling thread's warp. Only launched with B·nh·T > 0, so T and nh are not 0.
-__device__ __forceinline__ AttentionRow attention_row(const AttentionGroup& g) {
+// The row of the calling thread's warp over `heads` heads per sequence.
+__device__ __forceinline__ AttentionRow attention_row(const AttentionGroup& g, int heads) {
   const size_t row = size_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const size_t bh = row / g.Tn;
-  const int b = int(bh / g.nh), local_head = int(bh % g.nh), t = int(row % g.Tn);
-  return {row,
-          int(threadIdx.x % 32),
-          b,
-          g.h0 + local_head,
-          t,
-          g.C / g.NH,
-          size_t(3) * g.C,
-          size_t(b) * g.ld_att + (size_t(local_head) * g.Tn + t) * g.Tn};
+  return {row, int(threadIdx.x % 32), int(bh / heads), int(bh % heads), int(row % g.Tn)};
 }
-// The warp's hs floats of the block's dynamic shared memory (attention_shared_bytes).
-__device__ __forceinline__ float* warp_shared_vector(int hs) {
+// The warp's two hs-float vectors of the block's dynamic shared memory (attention_shared_bytes).
+__device__ __forceinline__ float* warp_shared_vector(int hs, int which) {
   extern __shared__ float shared_vec[];
-  return shared_vec + (threadIdx.x / 32) * hs;
+  return shared_vec + (size_t(threadIdx.x / 32) * 2 + which) * hs;
+}
+template <class D>
+__device__ __forceinline__ void load_vector(float* to, const D* from, int hs, int lane) {
+  for (int d = lane; d < hs; d += 32) to[d] = load_f(from[d]);
+}
+// x · y over hs, x in shared memory, y in global.
+template <class D>
+__device__ __forceinline__ float dot_hs(const float* x, const D* y, int hs) {
+  float s = 0.0f;
+  for (int d = 0; d < hs; ++d) s += x[d] * load_f(y[d]);
+  return s;
 }
 
-// preatt[b,h,t,t2] = q_t · k_t2 · scale; att = causal softmax; both 0 for t2 > t;
-// out[b,t,h·hs + d] = Σ_t2 att[t2] · v_t2[d] (the group's block: column (h − h0)·hs + d).
+// Of query q (scaled scores, log-sum-exp lse) against key k, and of dout g against value v:
+// p = exp(scale q·k − lse) and dp = g·v (the probability and its gradient).
+struct ProbAndGradient {
+  float p, dp;
+};
 template <class D>
-__global__ void attention_forward_kernel(D* out, int ld_out, float* preatt, float* att, const D* inp,
-                                         AttentionGroup g) {
-  const auto [row, lane, b, h, t, hs, C3, scores] = attention_row(g);
-  const int Tn = g.Tn, C = g.C;
-  if (row >= size_t(g.B) * g.nh * Tn) return;
-  const D* base = inp + size_t(b) * Tn * C3 + size_t(h) * hs;  // q of (b, t = 0, h)
+__device__ __forceinline__ ProbAndGradient prob_and_gradient(const float* q, const D* k, const float* g, const D* v,
+                                                             int hs, float scale, float lse) {
+  return {expf(scale * dot_hs(q, k, hs) - lse), dot_hs(g, v, hs)};
+}
+
+// Sequence b of qkv, and the keys and values (position 0) that query head h reads.
+template <class D>
+struct QueryHead {
+  const D *seq, *keys, *values;
+};
+template <class D>
+__device__ __forceinline__ QueryHead<D> query_head(const D* qkv, const AttentionGroup& g, int b, int h) {
+  const D* seq = qkv + size_t(b) * g.Tn * g.C3();
+  const int kv = h / g.group();
+  return {seq, seq + size_t(g.NH + kv) * g.hs, seq + size_t(g.NH + g.NKV + kv) * g.hs};
+}
+
+// Online softmax over keys t2 <= t, a chunk of 32 at a time: m the largest score so far, l the
+// sum of exp(s − m), acc[d] = Σ exp(s − m) v[d]; out = acc / l, lse = m + log l.
+template <class D>
+__global__ void attention_forward_kernel(D* out, int ld_out, float* lse, const D* qkv, AttentionGroup g) {
+  const auto [row, lane, b, local_head, t] = attention_row(g, g.nh);
+  if (row >= size_t(g.B) * g.nh * g.Tn) return;
+  const int hs = g.hs, h = g.h0 + local_head;
+  const size_t C3 = g.C3();
+  const auto [seq, keys, values] = query_head(qkv, g, b, h);
   const float scale = 1.0f / sqrtf(float(hs));
-  float* q = warp_shared_vector(hs);
-  for (int d = lane; d < hs; d += 32) q[d] = load_f(base[size_t(t) * C3 + d]);
+  float* q = warp_shared_vector(hs, 0);
+  load_vector(q, seq + size_t(t) * C3 + size_t(h) * hs, hs, lane);
   __syncwarp();
 
-  float* pre = preatt + scores;
-  float* a = att + scores;
-  float maxval = -INFINITY;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const D* k = base + size_t(t2) * C3 + C;
-    float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += q[d] * load_f(k[d]);
-    dot *= scale;
-    pre[t2] = dot;
-    maxval = fmaxf(maxval, dot);
-  }
-  maxval = warp_max(maxval);
-  float sum = 0.0f;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const float e = expf(pre[t2] - maxval);
-    a[t2] = e;
-    sum += e;
-  }
-  sum = warp_sum(sum);
-  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-  for (int t2 = lane; t2 < Tn; t2 += 32) {
-    if (t2 <= t) {
-      a[t2] *= inv;
-    } else {
-      pre[t2] = 0.0f;
-      a[t2] = 0.0f;
+  float m = -INFINITY, l = 0.0f, acc[kMaxDimsPerLane] = {};
+  for (int chunk = 0; chunk <= t; chunk += 32) {
+    const int key = chunk + lane;
+    const float s = key <= t ? scale * dot_hs(q, keys + size_t(key) * C3, hs) : -INFINITY;
+    const float m_new = fmaxf(m, warp_max(s));  // finite: key `chunk` <= t
+    const float p = key <= t ? expf(s - m_new) : 0.0f;
+    const float rescale = expf(m - m_new);  // 0 on the first chunk (m = -inf)
+    l = l * rescale + warp_sum(p);
+    const int count = min(32, t + 1 - chunk);
+    for (int n = 0, d = lane; d < hs; ++n, d += 32) {
+      float a = acc[n] * rescale;
+      for (int j = 0; j < count; ++j) a += __shfl_sync(0xffffffffu, p, j) * load_f(values[size_t(chunk + j) * C3 + d]);
+      acc[n] = a;
     }
+    m = m_new;
   }
-  __syncwarp();  // the whole att row is visible to every lane
-
-  D* o = out + (size_t(b) * Tn + t) * ld_out + size_t(h - g.h0) * hs;
-  for (int d = lane; d < hs; d += 32) {
-    const D* v = base + 2 * size_t(C) + d;
-    float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += a[t2] * load_f(v[size_t(t2) * C3]);
-    o[d] = store_f<D>(acc);
-  }
+  D* o = out + (size_t(b) * g.Tn + t) * ld_out + size_t(local_head) * hs;
+  for (int n = 0, d = lane; d < hs; ++n, d += 32) o[d] = store_f<D>(acc[n] / l);
+  if (lane == 0) lse[size_t(b) * g.ld_lse + size_t(local_head) * g.Tn + t] = m + logf(l);
 }
 
-// datt[t2] = v_t2 · dout_t; dpreatt[t2] = att[t2] · (datt[t2] - Σ_t3 att[t3] datt[t3]) for t2 <= t;
-// both 0 for t2 > t. One warp per (b, h, t) row. dpreatt and datt are contiguous [B, nh, T, T].
+// Query row i of query head h, one warp: with p_j = exp(scale q_i·k_j − lse_i) and
+// dp_j = dout_i·v_j for j <= i, first delta_i = Σ_j p_j dp_j (into `delta`, [B, nh, T]
+// contiguous), then dq_i += scale Σ_j p_j (dp_j − delta_i) k_j.
 template <class D>
-__global__ void attention_backward_scores_kernel(float* dpreatt, float* datt, const D* dout, const D* inp,
-                                                 const float* att, AttentionGroup g) {
-  const auto [row, lane, b, h, t, hs, C3, scores] = attention_row(g);
-  const int Tn = g.Tn, C = g.C;
-  if (row >= size_t(g.B) * g.nh * Tn) return;
-  const D* v0 = inp + size_t(b) * Tn * C3 + 2 * size_t(C) + size_t(h) * hs;  // v of (b, t = 0, h)
-  float* gv = warp_shared_vector(hs);
-  const D* dout_t = dout + (size_t(b) * Tn + t) * C + size_t(h) * hs;
-  for (int d = lane; d < hs; d += 32) gv[d] = load_f(dout_t[d]);
-  __syncwarp();
-
-  const float* a = att + scores;
-  float* da = datt + row * Tn;
-  float* dpre = dpreatt + row * Tn;
-  float dot_sum = 0.0f;
-  for (int t2 = lane; t2 <= t; t2 += 32) {
-    const D* v = v0 + size_t(t2) * C3;
-    float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += load_f(v[d]) * gv[d];
-    da[t2] = dot;
-    dot_sum += a[t2] * dot;
-  }
-  dot_sum = warp_sum(dot_sum);
-  for (int t2 = lane; t2 < Tn; t2 += 32) {
-    if (t2 <= t) {
-      dpre[t2] = a[t2] * (da[t2] - dot_sum);
-    } else {
-      dpre[t2] = 0.0f;
-      da[t2] = 0.0f;
-    }
-  }
-}
-
-// For position i of (b, h), one warp: dq_i += scale Σ_{j<=i} dpreatt[i,j] k_j;
-// dk_i += scale Σ_{j>=i} dpreatt[j,i] q_j; dv_i += Σ_{j>=i} att[j,i] dout_j.
-template <class D>
-__global__ void attention_backward_qkv_kernel(D* dq, D* dk, D* dv, int ld_dinp, const float* dpreatt, const D* dout,
-                                              const D* inp, const float* att, AttentionGroup g) {
-  const auto [row, lane, b, h, i, hs, C3, scores] = attention_row(g);
-  const int Tn = g.Tn, C = g.C;
-  if (row >= size_t(g.B) * g.nh * Tn) return;
+__global__ void attention_backward_query_kernel(D* dq, int ld_dinp, float* delta, const D* dout, const D* qkv,
+                                                const float* lse, AttentionGroup g) {
+  const auto [row, lane, b, local_head, i] = attention_row(g, g.nh);
+  if (row >= size_t(g.B) * g.nh * g.Tn) return;
+  const int hs = g.hs, h = g.h0 + local_head;
+  const size_t C3 = g.C3();
+  const auto [seq, keys, values] = query_head(qkv, g, b, h);
   const float scale = 1.0f / sqrtf(float(hs));
-  const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;     // q of (b, t = 0, h) in inp
-  const size_t head_out = size_t(b) * Tn * C + size_t(h) * hs;  // (b, t = 0, h) in dout
-  const float* dpre_bh = dpreatt + (row - i) * Tn;              // [T, T] block of (b, h)
-  const float* att_bh = att + (scores - size_t(i) * Tn);
-  const size_t at = (size_t(b) * Tn + i) * ld_dinp + size_t(h - g.h0) * hs;  // (b, i, h) in dq, dk, dv
-  for (int d = lane; d < hs; d += 32) {
-    float dqd = 0.0f, dkd = 0.0f, dvd = 0.0f;
-    for (int j = 0; j <= i; ++j) dqd += dpre_bh[size_t(i) * Tn + j] * load_f(inp[head + size_t(j) * C3 + C + d]);
-    for (int j = i; j < Tn; ++j) {
-      dkd += dpre_bh[size_t(j) * Tn + i] * load_f(inp[head + size_t(j) * C3 + d]);
-      dvd += att_bh[size_t(j) * Tn + i] * load_f(dout[head_out + size_t(j) * C + d]);
+  float* q = warp_shared_vector(hs, 0);
+  float* go = warp_shared_vector(hs, 1);
+  load_vector(q, seq + size_t(i) * C3 + size_t(h) * hs, hs, lane);
+  load_vector(go, dout + (size_t(b) * g.Tn + i) * g.Cout() + size_t(h) * hs, hs, lane);
+  __syncwarp();
+  const float row_lse = lse[size_t(b) * g.ld_lse + size_t(local_head) * g.Tn + i];
+  float partial = 0.0f;
+  for (int j = lane; j <= i; j += 32) {
+    const auto [p, dp] = prob_and_gradient(q, keys + size_t(j) * C3, go, values + size_t(j) * C3, hs, scale, row_lse);
+    partial += p * dp;
+  }
+  const float row_delta = warp_sum(partial);
+  if (lane == 0) delta[row] = row_delta;
+
+  float acc[kMaxDimsPerLane] = {};
+  for (int chunk = 0; chunk <= i; chunk += 32) {
+    const int j = chunk + lane;
+    float ds = 0.0f;
+    if (j <= i) {
+      const auto [p, dp] = prob_and_gradient(q, keys + size_t(j) * C3, go, values + size_t(j) * C3, hs, scale, row_lse);
+      ds = p * (dp - row_delta);
     }
-    add_to(&dq[at + d], dqd * scale);
-    add_to(&dk[at + d], dkd * scale);
-    add_to(&dv[at + d], dvd);
+    const int count = min(32, i + 1 - chunk);
+    for (int n = 0, d = lane; d < hs; ++n, d += 32)
+      for (int jj = 0; jj < count; ++jj)
+        acc[n] += __shfl_sync(0xffffffffu, ds, jj) * load_f(keys[size_t(chunk + jj) * C3 + d]);
+  }
+  D* dq_i = dq + (size_t(b) * g.Tn + i) * ld_dinp + size_t(local_head) * hs;
+  for (int n = 0, d = lane; d < hs; ++n, d += 32) add_to(&dq_i[d], scale * acc[n]);
+}
+
+// Key row j of key/value head kv, one warp, over its query heads in increasing order and their
+// queries i >= j: with p, dp as above and ds = p (dp − delta_i), dk_j += scale Σ ds q_i and
+// dv_j += Σ p dout_i.
+template <class D>
+__global__ void attention_backward_key_kernel(D* dk, D* dv, int ld_dinp, const float* delta, const D* dout,
+                                              const D* qkv, const float* lse, AttentionGroup g) {
+  const int kv_heads = g.nh / g.group();
+  const auto [row, lane, b, local_kv, j] = attention_row(g, kv_heads);
+  if (row >= size_t(g.B) * kv_heads * g.Tn) return;
+  const int hs = g.hs, kv = g.h0 / g.group() + local_kv;
+  const size_t C3 = g.C3();
+  const D* seq = qkv + size_t(b) * g.Tn * C3;
+  const float scale = 1.0f / sqrtf(float(hs));
+  float* k = warp_shared_vector(hs, 0);
+  float* v = warp_shared_vector(hs, 1);
+  load_vector(k, seq + size_t(j) * C3 + size_t(g.NH + kv) * hs, hs, lane);
+  load_vector(v, seq + size_t(j) * C3 + size_t(g.NH + g.NKV + kv) * hs, hs, lane);
+  __syncwarp();
+  float acc_k[kMaxDimsPerLane] = {}, acc_v[kMaxDimsPerLane] = {};
+  for (int h = kv * g.group(); h < (kv + 1) * g.group(); ++h) {
+    const int local_head = h - g.h0;
+    const D* queries = seq + size_t(h) * hs;
+    const D* dout_bh = dout + size_t(b) * g.Tn * g.Cout() + size_t(h) * hs;
+    const float* lse_bh = lse + size_t(b) * g.ld_lse + size_t(local_head) * g.Tn;
+    const float* delta_bh = delta + (size_t(b) * g.nh + local_head) * g.Tn;
+    for (int chunk = j; chunk < g.Tn; chunk += 32) {
+      const int i = chunk + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (i < g.Tn) {
+        const auto terms =
+            prob_and_gradient(k, queries + size_t(i) * C3, v, dout_bh + size_t(i) * g.Cout(), hs, scale, lse_bh[i]);
+        p = terms.p;
+        ds = p * (terms.dp - delta_bh[i]);
+      }
+      const int count = min(32, g.Tn - chunk);
+      for (int n = 0, d = lane; d < hs; ++n, d += 32)
+        for (int ii = 0; ii < count; ++ii) {
+          acc_k[n] += __shfl_sync(0xffffffffu, ds, ii) * load_f(queries[size_t(chunk + ii) * C3 + d]);
+          acc_v[n] += __shfl_sync(0xffffffffu, p, ii) * load_f(dout_bh[size_t(chunk + ii) * g.Cout() + d]);
+        }
+    }
+  }
+  const size_t at = (size_t(b) * g.Tn + j) * ld_dinp + size_t(local_kv) * hs;
+  for (int n = 0, d = lane; d < hs; ++n, d += 32) {
+    add_to(&dk[at + d], scale * acc_k[n]);
+    add_to(&dv[at + d], acc_v[n]);
   }
 }
 
-size_t attention_shared_bytes(int C, int NH) {
-  const size_t bytes = size_t(kWarpsPerBlock) * size_t(C / NH) * sizeof(float);
+size_t attention_shared_bytes(int hs) {
+  const size_t bytes = size_t(kWarpsPerBlock) * 2 * size_t(hs) * sizeof(float);
   require(bytes <= 48 * 1024, "attention: head size too large for the shared-memory layout");
   return bytes;
 }
-void check_attention_shape(int B, int Tn, int C, int NH, int h0, int nh) {
-  require(B >= 0 && Tn >= 0 && C >= 0 && NH > 0, "attention: negative size or NH <= 0");
-  require(C % NH == 0, "attention: C must be a multiple of NH");
+void check_attention_shape(int B, int Tn, int NH, int NKV, int hs, int h0, int nh) {
+  require(B >= 0 && Tn >= 0 && NH > 0 && NKV > 0 && hs > 0, "attention: negative size or no heads");
+  require(NH % NKV == 0, "attention: NH must be a multiple of NKV");
+  require(hs <= 32 * kMaxDimsPerLane, "attention: head size above 256");
   require(h0 >= 0 && nh >= 0 && h0 + nh <= NH, "attention: heads outside 0..NH");
+  require(h0 % (NH / NKV) == 0 && nh % (NH / NKV) == 0, "attention: a head group must hold whole key/value groups");
 }
 
 // ---- GELU, residual ----------------------------------------------------------------------------
@@ -748,31 +791,35 @@ void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N,
 }
 
 template <class T>
-void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
-                             int C, int NH, int h0, int nh, void* stream) {
-  check_attention_shape(B, Tn, C, NH, h0, nh);
+void attention_forward_gqa(T* out, int ld_out, float* lse, int ld_lse, const T* qkv, int B, int Tn, int NH, int NKV,
+                           int hs, int h0, int nh, void* stream) {
+  check_attention_shape(B, Tn, NH, NKV, hs, h0, nh);
   const size_t rows = size_t(B) * nh * Tn;
-  if (rows == 0 || C == 0) return;
-  attention_forward_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(C, NH), as_stream(stream)>>>(
-      dev(out), ld_out, preatt, att, dev(inp), AttentionGroup{B, Tn, C, NH, h0, nh, ld_att});
+  if (rows == 0) return;
+  attention_forward_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), as_stream(stream)>>>(
+      dev(out), ld_out, lse, dev(qkv), AttentionGroup{B, Tn, NH, NKV, hs, h0, nh, ld_lse});
   SZ_LAUNCHED(attention_forward_kernel);
 }
 
 template <class T>
-void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
-                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh,
-                              void* stream) {
-  check_attention_shape(B, Tn, C, NH, h0, nh);
+void attention_backward_gqa(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* qkv, const float* lse,
+                            int ld_lse, int B, int Tn, int NH, int NKV, int hs, int h0, int nh, void* stream) {
+  check_attention_shape(B, Tn, NH, NKV, hs, h0, nh);
   const size_t rows = size_t(B) * nh * Tn;
-  if (rows == 0 || C == 0) return;
+  if (rows == 0) return;
   const cudaStream_t s = as_stream(stream);
-  const AttentionGroup group{B, Tn, C, NH, h0, nh, ld_att};
-  attention_backward_scores_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(C, NH), s>>>(
-      dpreatt, datt, dev(dout), dev(inp), att, group);
-  SZ_LAUNCHED(attention_backward_scores_kernel);
-  attention_backward_qkv_kernel<<<blocks_for_rows(rows), kBlock, 0, s>>>(dev(dq), dev(dk), dev(dv), ld_dinp, dpreatt,
-                                                                         dev(dout), dev(inp), att, group);
-  SZ_LAUNCHED(attention_backward_qkv_kernel);
+  const AttentionGroup group{B, Tn, NH, NKV, hs, h0, nh, ld_lse};
+  // delta_i = Σ_j p_ij dp_ij per query row: B·nh·T floats, stream-ordered.
+  float* delta = nullptr;
+  SZ_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&delta), rows * sizeof(float), s));
+  attention_backward_query_kernel<<<blocks_for_rows(rows), kBlock, attention_shared_bytes(hs), s>>>(
+      dev(dq), ld_dinp, delta, dev(dout), dev(qkv), lse, group);
+  SZ_LAUNCHED(attention_backward_query_kernel);
+  const size_t key_rows = rows / size_t(NH / NKV);
+  attention_backward_key_kernel<<<blocks_for_rows(key_rows), kBlock, attention_shared_bytes(hs), s>>>(
+      dev(dk), dev(dv), ld_dinp, delta, dev(dout), dev(qkv), lse, group);
+  SZ_LAUNCHED(attention_backward_key_kernel);
+  SZ_CUDA(cudaFreeAsync(delta, s));
 }
 
 template <class T>
@@ -841,10 +888,9 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, void*, void*);                     \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, void*, void*);            \
   template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int, void*, void*);        \
-  template void attention_forward_heads<T>(T*, int, float*, float*, int, const T*, int, int, int, int, int, int,      \
-                                           void*);                                                                    \
-  template void attention_backward_heads<T>(T*, T*, T*, int, float*, float*, const T*, const T*, const float*, int,   \
-                                            int, int, int, int, int, int, void*);                                     \
+  template void attention_forward_gqa<T>(T*, int, float*, int, const T*, int, int, int, int, int, int, int, void*);  \
+  template void attention_backward_gqa<T>(T*, T*, T*, int, const T*, const T*, const float*, int, int, int, int, int, \
+                                          int, int, int, void*);                                                     \
   template void gelu_forward<T>(T*, const T*, size_t, void*);                                                         \
   template void gelu_backward<T>(T*, const T*, const T*, size_t, void*);                                              \
   template void residual_forward<T>(T*, const T*, const T*, size_t, void*);                                           \

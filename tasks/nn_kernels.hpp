@@ -9,7 +9,7 @@
 // - Backward kernels ACCUMULATE (+=) into every gradient they write (dinp, dweight, dbias), so
 //   the caller zeroes gradients once per step and several contributions (the residual stream,
 //   the tied embedding, micro-batches) add up. Scratch buffers are overwritten.
-// - mean/rstd (layernorm), preatt/att (attention probabilities) and losses are float whatever T.
+// - mean/rstd (layernorm), lse (attention's per-row log-sum-exp) and losses are float whatever T.
 // - `nullptr` bias means no bias. The backward kernels of layernorm and matmul compute only the
 //   gradients they are given (null dinp, or null dweight and dbias: not computed), so that the
 //   input gradient and the parameter gradients can run as separate tasks, bit-identical to one
@@ -48,37 +48,52 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 template <class T>
 void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows);
 
-// Causal multi-head self-attention, of the heads [h0, h0 + nh) of NH (the whole op: h0 = 0,
-// nh = NH). Each head's math is independent of the others and the same whatever group it is
-// computed in, so any cut of the heads into groups gives the bits of the whole op. Scale
-// 1/sqrt(hs), hs = C/NH; att[t2 > t] = 0.
-// - inp[B,T,3C] holds q, k, v (each C = NH heads × hs), read whole; in the backward dout[B,T,C]
-//   too.
-// - out: the group's columns [h0·hs, (h0+nh)·hs) of [B·T, C], row r at out + r·ld_out (the whole
-//   op: out itself, ld_out = C).
-// - preatt, att (float): per sequence b the group's [nh, T, T] at + b·ld_att (whole: ld_att =
-//   NH·T·T).
+// Causal self-attention, memory-efficient ("flash" style): no [T, T] matrix is kept. The forward
+// keeps per query row only the log-sum-exp of its scaled scores, lse = m + log Σ_t2<=t exp(s_t2 − m)
+// (m the row's largest score); the backward forms each row's probabilities again as
+// exp(s − lse). Scale 1/sqrt(hs); keys t2 > t are masked. One kernel for every model family
+// (docs/architecture.md, "Attention"):
+// - qkv[B, T, (NH + 2·NKV)·hs] holds at each position the NH query heads, then the NKV key heads,
+//   then the NKV value heads; query head h reads key/value head h / (NH / NKV). GPT-2's q|k|v of
+//   C each is NKV = NH; Llama's grouped-query attention NKV < NH. dout [B, T, NH·hs] is read whole.
+// - The call computes the query heads [h0, h0 + nh) (whole key/value groups: h0 and nh multiples
+//   of NH / NKV). Each head's math is independent of the other groups' and the same whatever cut
+//   it is computed in, so any cut gives the bits of the whole op.
+// - out: the group's columns [h0·hs, (h0+nh)·hs) of [B·T, NH·hs], row r at out + r·ld_out.
+// - lse (float): per sequence b the group's [nh, T] at lse + b·ld_lse (whole: ld_lse = NH·T).
+// - dq, dk, dv (backward, accumulated): the group's columns in the q part of dinp [B·T, (NH +
+//   2·NKV)·hs] and its key/value heads' columns in the k and v parts, rows ld_dinp apart. The
+//   query heads of a key/value group add into its dk and dv in increasing head order.
+// CPU: per (sequence, head), blocks of kAttentionQueryBlock query rows; a block's scores against
+// keys [0, block end) are single-threaded sgemms into a [block, T] row scratch of the call.
+constexpr int kAttentionQueryBlock = 64;
 template <class T>
-void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
-                             int C, int NH, int h0, int nh);
-// dq, dk, dv: the group's columns in the q, k and v parts of dinp[B·T, 3C], row r at + r·ld_dinp,
-// accumulated (the whole op: dinp, dinp + C, dinp + 2C, ld_dinp = 3C). att as in the forward;
-// dpreatt, datt: [B, nh, T, T] float scratch, contiguous (overwritten).
+void attention_forward_gqa(T* out, int ld_out, float* lse, int ld_lse, const T* qkv, int B, int Tn, int NH, int NKV,
+                           int hs, int h0, int nh);
 template <class T>
-void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
-                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh);
-// The whole op over contiguous tensors: out[B,T,C], preatt and att [B,NH,T,T], dinp[B,T,3C]
-// (dpreatt, datt [B,NH,T,T] scratch).
+void attention_backward_gqa(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* qkv, const float* lse,
+                            int ld_lse, int B, int Tn, int NH, int NKV, int hs, int h0, int nh);
+// GPT-2's multi-head attention (NKV = NH, hs = C / NH) of the heads [h0, h0 + nh): inp [B,T,3C].
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH) {
-  attention_forward_heads(out, C, preatt, att, NH * Tn * Tn, inp, B, Tn, C, NH, 0, NH);
+void attention_forward_heads(T* out, int ld_out, float* lse, int ld_lse, const T* inp, int B, int Tn, int C, int NH,
+                             int h0, int nh) {
+  attention_forward_gqa(out, ld_out, lse, ld_lse, inp, B, Tn, NH, NH, C / NH, h0, nh);
 }
 template <class T>
-void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH) {
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* inp, const float* lse,
+                              int ld_lse, int B, int Tn, int C, int NH, int h0, int nh) {
+  attention_backward_gqa(dq, dk, dv, ld_dinp, dout, inp, lse, ld_lse, B, Tn, NH, NH, C / NH, h0, nh);
+}
+// The whole op over contiguous tensors: out[B,T,C], lse [B,NH,T], dinp[B,T,3C].
+template <class T>
+void attention_forward(T* out, float* lse, const T* inp, int B, int Tn, int C, int NH) {
+  attention_forward_heads(out, C, lse, NH * Tn, inp, B, Tn, C, NH, 0, NH);
+}
+template <class T>
+void attention_backward(T* dinp, const T* dout, const T* inp, const float* lse, int B, int Tn, int C, int NH) {
   T* const dk = dinp != nullptr ? dinp + C : nullptr;
   T* const dv = dinp != nullptr ? dinp + 2 * C : nullptr;
-  attention_backward_heads(dinp, dk, dv, 3 * C, dpreatt, datt, dout, inp, att, NH * Tn * Tn, B, Tn, C, NH, 0, NH);
+  attention_backward_heads(dinp, dk, dv, 3 * C, dout, inp, lse, NH * Tn, B, Tn, C, NH, 0, NH);
 }
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -131,23 +146,31 @@ template <class T>
 void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N, int C, int OC, int first, int rows,
                                  void* cublas, void* stream);
 template <class T>
-void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
-                             int C, int NH, int h0, int nh, void* stream);
+void attention_forward_gqa(T* out, int ld_out, float* lse, int ld_lse, const T* qkv, int B, int Tn, int NH, int NKV,
+                           int hs, int h0, int nh, void* stream);
 template <class T>
-void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
-                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0, int nh,
-                              void* stream);
+void attention_backward_gqa(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* qkv, const float* lse,
+                            int ld_lse, int B, int Tn, int NH, int NKV, int hs, int h0, int nh, void* stream);
 template <class T>
-void attention_forward(T* out, float* preatt, float* att, const T* inp, int B, int Tn, int C, int NH, void* stream) {
-  attention_forward_heads(out, C, preatt, att, NH * Tn * Tn, inp, B, Tn, C, NH, 0, NH, stream);
+void attention_forward_heads(T* out, int ld_out, float* lse, int ld_lse, const T* inp, int B, int Tn, int C, int NH,
+                             int h0, int nh, void* stream) {
+  attention_forward_gqa(out, ld_out, lse, ld_lse, inp, B, Tn, NH, NH, C / NH, h0, nh, stream);
 }
 template <class T>
-void attention_backward(T* dinp, float* dpreatt, float* datt, const T* dout, const T* inp, const float* att, int B,
-                        int Tn, int C, int NH, void* stream) {
+void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* inp, const float* lse,
+                              int ld_lse, int B, int Tn, int C, int NH, int h0, int nh, void* stream) {
+  attention_backward_gqa(dq, dk, dv, ld_dinp, dout, inp, lse, ld_lse, B, Tn, NH, NH, C / NH, h0, nh, stream);
+}
+template <class T>
+void attention_forward(T* out, float* lse, const T* inp, int B, int Tn, int C, int NH, void* stream) {
+  attention_forward_heads(out, C, lse, NH * Tn, inp, B, Tn, C, NH, 0, NH, stream);
+}
+template <class T>
+void attention_backward(T* dinp, const T* dout, const T* inp, const float* lse, int B, int Tn, int C, int NH,
+                        void* stream) {
   T* const dk = dinp != nullptr ? dinp + C : nullptr;
   T* const dv = dinp != nullptr ? dinp + 2 * C : nullptr;
-  attention_backward_heads(dinp, dk, dv, 3 * C, dpreatt, datt, dout, inp, att, NH * Tn * Tn, B, Tn, C, NH, 0, NH,
-                           stream);
+  attention_backward_heads(dinp, dk, dv, 3 * C, dout, inp, lse, NH * Tn, B, Tn, C, NH, 0, NH, stream);
 }
 template <class T>
 void gelu_forward(T* out, const T* inp, std::size_t n, void* stream);

@@ -79,26 +79,32 @@ void matmul_backward_f32(float* dinp, float* dweight, float* dbias, const float*
 }
 
 // ---- float attention ------------------------------------------------------------------------------
-// Where things are for the heads [h0, h0 + nh) (kernels/nn_kernels.hpp): qkv [B, T, 3C] holds at
-// each position q, k and v, each NH heads of hs, and dout [B, T, C] is read whole; out and the
-// q, k, v parts of dinp are the group's strided columns; preatt, att [B, nh, T, T] at ld_att per
-// sequence; the scratch dpreatt, datt [B, nh, T, T] are contiguous. Head h is the group's
-// h - h0.
+// Where things are for the query heads [h0, h0 + nh) (kernels/nn_kernels.hpp): qkv [B, T, (NH +
+// 2·NKV)·hs] holds at each position the NH query heads, then the NKV key heads, then the NKV value
+// heads (GPT: NKV = NH, that is q, k, v of C each); query head h reads key/value head h / group.
+// dout [B, T, NH·hs] is read whole; out and the q parts of dinp are the group's strided columns,
+// the k and v parts those of the group's key/value heads [h0 / group, (h0 + nh) / group); lse
+// [B, nh, T] at ld_lse per sequence.
 struct AttentionLayout {
-  int Tn, C, NH, h0;
-  int hs = C / NH;
-  int C3 = 3 * C;
+  int Tn, NH, NKV, hs, h0;
+  int group = NH / NKV;                       // query heads per key/value head
+  int C3 = (NH + 2 * NKV) * hs;               // channels of one position of qkv
+  int Cout = NH * hs;                         // channels of one position of out and dout
   float scale = 1.0f / std::sqrt(float(hs));  // of the scores q·k
 
   size_t query(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(h) * hs; }
-  size_t key(int b, int t, int h) const { return query(b, t, h) + C; }
-  size_t value(int b, int t, int h) const { return query(b, t, h) + 2 * C; }
+  size_t key(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(NH + h / group) * hs; }
+  size_t value(int b, int t, int h) const { return (size_t(b) * Tn + t) * C3 + size_t(NH + NKV + h / group) * hs; }
   // Head h of position t in dout.
-  size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * C + size_t(h) * hs; }
-  // Head h of position t in a group's strided block with rows `ld` apart (out, dq, dk, dv).
+  size_t head(int b, int t, int h) const { return (size_t(b) * Tn + t) * Cout + size_t(h) * hs; }
+  // Query head h of position t in a group's strided block with rows `ld` apart (out, dq).
   size_t in_group(int b, int t, int h, int ld) const { return (size_t(b) * Tn + t) * ld + size_t(h - h0) * hs; }
-  // The row (b, h, t) of preatt and att (ld_att per sequence), and of the contiguous scratch.
-  size_t scores(int b, int t, int h, int ld_att) const { return size_t(b) * ld_att + (size_t(h - h0) * Tn + t) * Tn; }
+  // The key/value head of query head h in the group's blocks of dk, dv.
+  size_t kv_in_group(int b, int t, int h, int ld) const {
+    return (size_t(b) * Tn + t) * ld + size_t(h / group - h0 / group) * hs;
+  }
+  // The row (b, h, t) of lse (ld_lse per sequence).
+  size_t row_stat(int b, int t, int h, int ld_lse) const { return size_t(b) * ld_lse + size_t(h - h0) * Tn + t; }
 };
 
 // Calls head(b, h) for every sequence b and head h of the group, in this order.
@@ -108,80 +114,95 @@ void for_each_head(int B, int h0, int nh, const Head& head) {
     for (int h = h0; h < h0 + nh; ++h) head(b, h);
 }
 
-// Per (sequence, head), the products are single-threaded sgemms over [T, hs] and [T, T] matrices
-// (q, k, v and their gradients are strided views of qkv); the causal softmax runs row by row.
-// The masked entries t2 > t of preatt, att and their gradients are written 0. A head's sgemms
-// are the same calls (sizes, strides) whatever the group, so they give the same bits.
-void attention_forward_f32(float* out, int ld_out, float* preatt, float* att, int ld_att, const float* inp, int B,
-                           int Tn, int C, int NH, int h0, int nh) {
-  const AttentionLayout at{Tn, C, NH, h0};
+// The query blocks of a head: rows [first, first + rows), which see keys [0, first + rows).
+template <class Block>
+void for_each_query_block(int Tn, const Block& block) {
+  for (int first = 0; first < Tn; first += kAttentionQueryBlock)
+    block(first, std::min(kAttentionQueryBlock, Tn - first));
+}
+
+// Row `t` of a block's scores (keys [0, keys)): p = exp(s − lse) for t2 <= t, 0 beyond.
+void probabilities_from_lse(float* row, int t, int keys, float lse) {
+  for (int t2 = 0; t2 <= t; ++t2) row[t2] = std::exp(row[t2] - lse);
+  std::fill(row + t + 1, row + keys, 0.0f);
+}
+
+// Per (sequence, head) and block of query rows, single-threaded sgemms over [rows, hs] and
+// [rows, keys] matrices (q, k, v and their gradients are strided views of qkv); the causal
+// softmax runs row by row in a [rows, keys] scratch. A head's sgemms are the same calls (sizes,
+// strides) whatever the group, so they give the same bits.
+void attention_forward_f32(float* out, int ld_out, float* lse, int ld_lse, const float* inp, int B,
+                           const AttentionLayout& at, int nh) {
+  const int Tn = at.Tn, h0 = at.h0;
   blas_single_threaded();
+  std::vector<float> scores(size_t(kAttentionQueryBlock) * size_t(Tn));
   for_each_head(B, h0, nh, [&](int b, int h) {
-    const float* query = inp + at.query(b, 0, h);
     const float* key = inp + at.key(b, 0, h);
     const float* value = inp + at.value(b, 0, h);
-    float* preatt_bh = preatt + at.scores(b, 0, h, ld_att);
-    float* att_bh = att + at.scores(b, 0, h, ld_att);
-    // preatt = scale · q kᵀ
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, at.scale, query, at.C3, key, at.C3, 0.0f,
-                preatt_bh, Tn);
-    // att = softmax over t2 <= t of each row
-    for (int t = 0; t < Tn; ++t) {
-      float* preatt_t = preatt_bh + size_t(t) * Tn;
-      float* att_t = att_bh + size_t(t) * Tn;
-      float maxval = -INFINITY;
-      for (int t2 = 0; t2 <= t; ++t2) maxval = std::max(maxval, preatt_t[t2]);
-      float expsum = 0.0f;
-      for (int t2 = 0; t2 <= t; ++t2) {
-        const float e = std::exp(preatt_t[t2] - maxval);
-        att_t[t2] = e;
-        expsum += e;
+    for_each_query_block(Tn, [&](int first, int rows) {
+      const int keys = first + rows;
+      // scores = scale · q kᵀ over keys [0, keys)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, at.hs, at.scale, inp + at.query(b, first, h),
+                  at.C3, key, at.C3, 0.0f, scores.data(), keys);
+      for (int r = 0; r < rows; ++r) {
+        const int t = first + r;
+        float* row = scores.data() + size_t(r) * keys;
+        const float maxval = *std::max_element(row, row + t + 1);
+        float expsum = 0.0f;
+        for (int t2 = 0; t2 <= t; ++t2) expsum += std::exp(row[t2] - maxval);
+        const float row_lse = maxval + std::log(expsum);
+        lse[at.row_stat(b, t, h, ld_lse)] = row_lse;
+        probabilities_from_lse(row, t, keys, row_lse);
       }
-      const float expsum_inv = 1.0f / expsum;
-      for (int t2 = 0; t2 <= t; ++t2) att_t[t2] *= expsum_inv;
-      for (int t2 = t + 1; t2 < Tn; ++t2) preatt_t[t2] = att_t[t2] = 0.0f;
-    }
-    // out = att v
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, value, at.C3, 0.0f,
-                out + at.in_group(b, 0, h, ld_out), ld_out);
+      // out = p v
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, at.hs, keys, 1.0f, scores.data(), keys, value,
+                  at.C3, 0.0f, out + at.in_group(b, first, h, ld_out), ld_out);
+    });
   });
 }
 
-void attention_backward_f32(float* dq, float* dk, float* dv, int ld_dinp, float* dpreatt, float* datt,
-                            const float* dout, const float* inp, const float* att, int ld_att, int B, int Tn, int C,
-                            int NH, int h0, int nh) {
-  const AttentionLayout at{Tn, C, NH, h0};
-  const int ld_scratch = nh * Tn * Tn;
+// Query heads in increasing order: the heads of one key/value group add into its dk and dv in a
+// fixed order.
+void attention_backward_f32(float* dq, float* dk, float* dv, int ld_dinp, const float* dout, const float* inp,
+                            const float* lse, int ld_lse, int B, const AttentionLayout& at, int nh) {
+  const int Tn = at.Tn, h0 = at.h0;
   blas_single_threaded();
+  std::vector<float> probs(size_t(kAttentionQueryBlock) * size_t(Tn)), dprobs(probs.size());
   for_each_head(B, h0, nh, [&](int b, int h) {
-    const float* query = inp + at.query(b, 0, h);
     const float* key = inp + at.key(b, 0, h);
     const float* value = inp + at.value(b, 0, h);
-    const float* att_bh = att + at.scores(b, 0, h, ld_att);
-    const float* dout_bh = dout + at.head(b, 0, h);
-    float* datt_bh = datt + at.scores(b, 0, h, ld_scratch);
-    float* dpreatt_bh = dpreatt + at.scores(b, 0, h, ld_scratch);
-    const size_t group_head = at.in_group(b, 0, h, ld_dinp);
-    // out = att v:  datt = dout vᵀ,  dv += attᵀ dout
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tn, Tn, at.hs, 1.0f, dout_bh, C, value, at.C3, 0.0f, datt_bh,
-                Tn);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, 1.0f, att_bh, Tn, dout_bh, C, 1.0f,
-                dv + group_head, ld_dinp);
-    // softmax: dpreatt[t2] = att[t2] · (datt[t2] − Σ_t3 att[t3] · datt[t3]) over t2, t3 <= t
-    for (int t = 0; t < Tn; ++t) {
-      const float* att_t = att_bh + size_t(t) * Tn;
-      float* datt_t = datt_bh + size_t(t) * Tn;
-      float* dpreatt_t = dpreatt_bh + size_t(t) * Tn;
-      float dot = 0.0f;
-      for (int t2 = 0; t2 <= t; ++t2) dot += att_t[t2] * datt_t[t2];
-      for (int t2 = 0; t2 <= t; ++t2) dpreatt_t[t2] = att_t[t2] * (datt_t[t2] - dot);
-      for (int t2 = t + 1; t2 < Tn; ++t2) datt_t[t2] = dpreatt_t[t2] = 0.0f;
-    }
-    // preatt = scale · q kᵀ:  dq += scale · dpreatt k,  dk += scale · dpreattᵀ q
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, key, at.C3, 1.0f,
-                dq + group_head, ld_dinp);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tn, at.hs, Tn, at.scale, dpreatt_bh, Tn, query, at.C3, 1.0f,
-                dk + group_head, ld_dinp);
+    const size_t kv_head = at.kv_in_group(b, 0, h, ld_dinp);
+    for_each_query_block(Tn, [&](int first, int rows) {
+      const int keys = first + rows;
+      const float* query = inp + at.query(b, first, h);
+      const float* dout_block = dout + at.head(b, first, h);
+      const int C = at.Cout;
+      // The block's probabilities again: p = exp(scale · q kᵀ − lse).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, at.hs, at.scale, query, at.C3, key, at.C3, 0.0f,
+                  probs.data(), keys);
+      for (int r = 0; r < rows; ++r)
+        probabilities_from_lse(probs.data() + size_t(r) * keys, first + r, keys, lse[at.row_stat(b, first + r, h, ld_lse)]);
+      // out = p v:  dp = dout vᵀ,  dv += pᵀ dout
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, at.hs, 1.0f, dout_block, C, value, at.C3, 0.0f,
+                  dprobs.data(), keys);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, at.hs, rows, 1.0f, probs.data(), keys, dout_block, C,
+                  1.0f, dv + kv_head, ld_dinp);
+      // softmax: ds[t2] = p[t2] · (dp[t2] − Σ_t3 p[t3] · dp[t3]) (masked p are 0, so ds is too)
+      for (int r = 0; r < rows; ++r) {
+        const float* p = probs.data() + size_t(r) * keys;
+        float* ds = dprobs.data() + size_t(r) * keys;
+        const int t = first + r;
+        float dot = 0.0f;
+        for (int t2 = 0; t2 <= t; ++t2) dot += p[t2] * ds[t2];
+        for (int t2 = 0; t2 <= t; ++t2) ds[t2] = p[t2] * (ds[t2] - dot);
+        std::fill(ds + t + 1, ds + keys, 0.0f);
+      }
+      // s = scale · q kᵀ:  dq += scale · ds k,  dk += scale · dsᵀ q
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, at.hs, keys, at.scale, dprobs.data(), keys, key,
+                  at.C3, 1.0f, dq + at.in_group(b, first, h, ld_dinp), ld_dinp);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, at.hs, rows, at.scale, dprobs.data(), keys, query,
+                  at.C3, 1.0f, dk + kv_head, ld_dinp);
+    });
   });
 }
 
@@ -320,54 +341,62 @@ void matmul_backward_weight_rows(T* dweight, const T* dout, const T* inp, int N,
 }
 
 // ---- attention -------------------------------------------------------------------------------------
-// fp32: in place. bf16: inp and dout as float copies, and the group's own columns of out or dinp
+// fp32: in place. bf16: qkv and dout as float copies, and the group's own columns of out or dinp
 // in float rows as wide as the whole tensor's (FloatRows), so the sgemms are the fp32 path's
 // calls; only the group's columns are read and written back.
+namespace {
+void check_attention_shape(int B, int Tn, int NH, int NKV, int hs, int h0, int nh) {
+  (void)B, (void)Tn, (void)NH, (void)NKV, (void)hs, (void)h0, (void)nh;
+  assert(NH > 0 && NKV > 0 && NH % NKV == 0 && hs > 0 && h0 >= 0 && nh >= 0 && h0 + nh <= NH);
+  assert(h0 % (NH / NKV) == 0 && nh % (NH / NKV) == 0);  // whole key/value groups
+}
+}  // namespace
+
 template <class T>
-void attention_forward_heads(T* out, int ld_out, float* preatt, float* att, int ld_att, const T* inp, int B, int Tn,
-                             int C, int NH, int h0, int nh) {
-  assert(NH > 0 && C % NH == 0 && h0 >= 0 && nh >= 0 && h0 + nh <= NH);
+void attention_forward_gqa(T* out, int ld_out, float* lse, int ld_lse, const T* qkv, int B, int Tn, int NH, int NKV,
+                           int hs, int h0, int nh) {
+  check_attention_shape(B, Tn, NH, NKV, hs, h0, nh);
   const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  if (rows == 0 || nh == 0 || C == 0) return;
-  std::vector<float> s_inp;
-  const float* finp = float_view(inp, rows * 3 * size_t(C), s_inp);
+  if (rows == 0 || nh == 0) return;
+  const AttentionLayout at{Tn, NH, NKV, hs, h0};
+  std::vector<float> s_qkv;
+  const float* fqkv = float_view(qkv, rows * size_t(at.C3), s_qkv);
   if constexpr (std::is_same_v<T, float>) {
-    attention_forward_f32(out, ld_out, preatt, att, ld_att, finp, B, Tn, C, NH, h0, nh);
+    attention_forward_f32(out, ld_out, lse, ld_lse, fqkv, B, at, nh);
   } else {
-    const int first = h0 * (C / NH), width = nh * (C / NH);
-    FloatRows fout(rows, C);
+    const int first = h0 * hs, width = nh * hs;
+    FloatRows fout(rows, at.Cout);
     fout.zero(first, width);
-    attention_forward_f32(fout.at(first), fout.ld(), preatt, att, ld_att, finp, B, Tn, C, NH, h0, nh);
+    attention_forward_f32(fout.at(first), fout.ld(), lse, ld_lse, fqkv, B, at, nh);
     fout.store(first, width, out, ld_out);
   }
 }
 
 template <class T>
-void attention_backward_heads(T* dq, T* dk, T* dv, int ld_dinp, float* dpreatt, float* datt, const T* dout,
-                              const T* inp, const float* att, int ld_att, int B, int Tn, int C, int NH, int h0,
-                              int nh) {
-  assert(NH > 0 && C % NH == 0 && h0 >= 0 && nh >= 0 && h0 + nh <= NH);
+void attention_backward_gqa(T* dq, T* dk, T* dv, int ld_dinp, const T* dout, const T* qkv, const float* lse,
+                            int ld_lse, int B, int Tn, int NH, int NKV, int hs, int h0, int nh) {
+  check_attention_shape(B, Tn, NH, NKV, hs, h0, nh);
   const size_t rows = size_t(std::max(B, 0)) * size_t(std::max(Tn, 0));
-  if (rows == 0 || nh == 0 || C == 0) return;
-  const size_t c = size_t(C);
-  std::vector<float> s_inp, s_dout;
-  const float* finp = float_view(inp, rows * 3 * c, s_inp);
-  const float* fdout = float_view(dout, rows * c, s_dout);
+  if (rows == 0 || nh == 0) return;
+  const AttentionLayout at{Tn, NH, NKV, hs, h0};
+  std::vector<float> s_qkv, s_dout;
+  const float* fqkv = float_view(qkv, rows * size_t(at.C3), s_qkv);
+  const float* fdout = float_view(dout, rows * size_t(at.Cout), s_dout);
   if constexpr (std::is_same_v<T, float>) {
-    attention_backward_f32(dq, dk, dv, ld_dinp, dpreatt, datt, fdout, finp, att, ld_att, B, Tn, C, NH, h0, nh);
+    attention_backward_f32(dq, dk, dv, ld_dinp, fdout, fqkv, lse, ld_lse, B, at, nh);
   } else {
-    // Rows 3C wide, as dinp's: the group's columns of the q, k and v parts.
-    const int first = h0 * (C / NH), width = nh * (C / NH);
-    const int q = first, k = C + first, v = 2 * C + first;
-    FloatRows fdinp(rows, 3 * C);
+    // Rows as wide as dinp's: the group's columns of the q part and of its key/value heads'
+    // k and v parts.
+    const int width = nh * hs, kv_width = width / at.group;
+    const int q = h0 * hs, k = (NH + h0 / at.group) * hs, v = k + NKV * hs;
+    FloatRows fdinp(rows, at.C3);
     fdinp.load(q, width, dq, ld_dinp);
-    fdinp.load(k, width, dk, ld_dinp);
-    fdinp.load(v, width, dv, ld_dinp);
-    attention_backward_f32(fdinp.at(q), fdinp.at(k), fdinp.at(v), fdinp.ld(), dpreatt, datt, fdout, finp, att, ld_att,
-                           B, Tn, C, NH, h0, nh);
+    fdinp.load(k, kv_width, dk, ld_dinp);
+    fdinp.load(v, kv_width, dv, ld_dinp);
+    attention_backward_f32(fdinp.at(q), fdinp.at(k), fdinp.at(v), fdinp.ld(), fdout, fqkv, lse, ld_lse, B, at, nh);
     fdinp.store(q, width, dq, ld_dinp);
-    fdinp.store(k, width, dk, ld_dinp);
-    fdinp.store(v, width, dv, ld_dinp);
+    fdinp.store(k, kv_width, dk, ld_dinp);
+    fdinp.store(v, kv_width, dv, ld_dinp);
   }
 }
 
@@ -414,9 +443,9 @@ void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* ta
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                    \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                           \
   template void matmul_backward_weight_rows<T>(T*, const T*, const T*, int, int, int, int, int);                       \
-  template void attention_forward_heads<T>(T*, int, float*, float*, int, const T*, int, int, int, int, int, int);      \
-  template void attention_backward_heads<T>(T*, T*, T*, int, float*, float*, const T*, const T*, const float*, int,    \
-                                            int, int, int, int, int, int);                                             \
+  template void attention_forward_gqa<T>(T*, int, float*, int, const T*, int, int, int, int, int, int, int);         \
+  template void attention_backward_gqa<T>(T*, T*, T*, int, const T*, const T*, const float*, int, int, int, int, int,  \
+                                          int, int, int);                                                              \
   template void gelu_forward<T>(T*, const T*, std::size_t);                                                            \
   template void gelu_backward<T>(T*, const T*, const T*, std::size_t);                                                 \
   template void residual_forward<T>(T*, const T*, const T*, std::size_t);                                              \

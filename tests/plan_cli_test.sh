@@ -54,19 +54,24 @@ if [ "$RC" -eq 0 ]; then pass "GPT config exits 0"; else fail "GPT config exit c
 expect_text '124,475,904 parameters' "GPT-2 124M parameter count"
 expect_text 'activations (B=4, T=1024)' "activations row"
 expect_text 'ZeRO-3 full layers (W+1=2)' "ZeRO-3 temporaries row"
-# --recompute: GptModel's buffers per mode (docs/activation-memory.md); fp32, B=4, T=1024.
+# --recompute: GptModel's buffers per mode (docs/activation-memory.md); fp32, B=4, T=1024. Per token,
+# F = 18·C·4 + 16 + 4·NH = 55360 (no T term: the attention keeps one log-sum-exp per head and row);
+# the rest (two gradient slots, embedding and head tensors) 726548; none: 12·F + rest = 1390868.
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32
-expect_line ' *activations \(B=4, T=1024\) +10\.929127424' "activations, none: 10.929127424 GB"
+expect_line ' *activations \(B=4, T=1024\) +5\.696995328' "activations, none: 5.696995328 GB"
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute full
-expect_line ' *activations \(B=4, T=1024, recompute full, window 1\) +4\.762845184' "activations, full: 4.762845184 GB"
+# full, window 1: 12·C·4 + 2·(F − C·4) + rest = 867988 per token.
+expect_line ' *activations \(B=4, T=1024, recompute full, window 1\) +3\.555278848' "activations, full: 3.555278848 GB"
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --recompute selective --recompute-window 0
-expect_line ' *activations \(B=4, T=1024, recompute selective, window 0\) +5\.253513216' "activations, selective window 0: 5.253513216 GB"
+# selective, window 0: 12·9·C·4 + (F − 9·C·4) + rest = 1086036 per token.
+expect_line ' *activations \(B=4, T=1024, recompute selective, window 0\) +4\.448403456' "activations, selective window 0: 4.448403456 GB"
+expect_text 'no T×T attention matrix' "the GPT note says the attention keeps no T×T matrix"
 # --max-model: the largest GPT per stage, offload and recompute mode; recomputation never fits
 # less, nor does activation offload.
 run --max-model --gpu-mem 141GB --host-mem 1.5TB
 expect_text 'largest GPT that fits (L layers, hidden 64·L, L heads, vocab 50257, T=1024, B=1, bf16, dp 1), GPU 141 GB, host 1500 GB' "--max-model header"
 expect_line 'stage +optimizer params +\| none +\| selective +\| full +\| none \+ offload +\| selective \+ offload +\| full \+ offload *' "--max-model columns"
-expect_line 'ZeRO-0 none +none +\| L=51 C=3264 6\.69B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
+expect_line 'ZeRO-0 none +none +\| L=54 C=3456 7\.92B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
 python3 - "$WORK/out" <<'PY' && pass "--max-model: selective >= none, full >= selective, offload >= without, on every row" || fail "--max-model rows not monotone"
 import re, sys
 rows = [l for l in open(sys.argv[1]) if l.startswith("ZeRO-")]
@@ -82,8 +87,9 @@ run --max-model
 if [ "$RC" -eq 2 ]; then pass "--max-model without memory: exit 2"; else fail "--max-model without memory: exit $RC"; fi
 # --offload-activations: the kept activations of L − (W + 1) blocks move to the host total.
 run --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --stage 0 --precision fp32 --offload-activations cpu
-expect_line ' *activations \(B=4, T=1024, window 1\) +4\.637016064' "activations, none + offload: 4.637016064 GB on the GPU (12·F·B·T less 10 blocks)"
-expect_line ' *host  activations \(offloaded\) +6\.29211136' "offloaded activations: 10 blocks × F × B·T = 6.29211136 GB"
+# F = 55360 bytes per token (above): 10 blocks × F × B·T = 2.2675456 GB move; 5.696995328 less that stays.
+expect_line ' *activations \(B=4, T=1024, window 1\) +3\.429449728' "activations, none + offload: 3.429449728 GB on the GPU (12·F·B·T less 10 blocks)"
+expect_line ' *host  activations \(offloaded\) +2\.2675456' "offloaded activations: 10 blocks × F × B·T = 2.2675456 GB"
 run --params 1B --offload-activations cpu
 if [ "$RC" -eq 2 ]; then pass "--offload-activations without a GPT config: exit 2"; else fail "--offload-activations without a GPT config: exit $RC"; fi
 run --params 1B --recompute full
@@ -246,11 +252,11 @@ def act(s, T, B, e, mode="none", W=1, offload=False):  # LlamaModel's activation
     L, C, NH, H, V = s["L"], s["C"], s["NH"], s["H"], s["V"]
     hs = C // NH
     Q = (NH + 2 * s["NKV"]) * hs
-    A = 4 * NH * T  # one fp32 attention row per query head
+    A = 4 * NH  # one fp32 log-sum-exp per query head (memory-efficient attention)
     forward = (7 * C + Q + 3 * H) * e + 8 + A  # all of one block's forward tensors
     kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
     slots = 1 if mode == "none" else min(L, W + 1)  # recomputed (or, for none, attproj/mlpproj) slots
-    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e + 3 * A  # two gradient slots; attention scratch
+    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e  # two gradient slots
     embedding = 8 + 2 * C * e
     head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4
     return B * T * ((L - offloaded(s, W, offload)) * kept + slots * (forward - kept) + gradients + embedding + head) + 2 * T * C * e + 4 * T * hs
@@ -261,7 +267,7 @@ def offloaded(s, W, offload):  # blocks whose kept tensors live in host memory
 def host(s, T, B, e, mode="none", W=1, offload=False):  # the offloaded blocks' kept tensors
     C, NH, H = s["C"], s["NH"], s["H"]
     Q = (NH + 2 * s["NKV"]) * (C // NH)
-    forward = (7 * C + Q + 3 * H) * e + 8 + 4 * NH * T
+    forward = (7 * C + Q + 3 * H) * e + 8 + 4 * NH
     kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
     return B * T * offloaded(s, W, offload) * kept
 
@@ -291,13 +297,11 @@ expect_line " *model states +$(esc "$(gb $((16 * PSI)))")( +$(esc "$(gb $((16 * 
 expect_line " *model states +$(esc "$(gb $((16 * PSI)))") +$(esc "$(gb $((4 * PSI + 12 * PSI / 8)))") +$(esc "$(gb $((2 * PSI + 14 * PSI / 8)))") +$(esc "$(gb $((16 * PSI / 8)))")" "llama3-8B dp 8: 16Ψ, 5.5Ψ, 3.75Ψ, 2Ψ"
 expect_line " *activations \(B=1, T=8192, all kept\)( +$(esc "$(gb "$ACT8K")")){4}" "llama3-8B activations at T=8192: $(gb "$ACT8K") GB on every stage"
 expect_line " *ZeRO-3 full layers \(W\+1=2\) +0 +0 +0 +$(esc "$(gb $((2 * HEAD * 2)))")" "llama3-8B ZeRO-3 full layers at dp 8: 2 × head × 2 bytes"
-expect_text "attention rows (4·L·NH·B·T² bytes) are $(gb $((4 * L * NH * 8192 * 8192))) GB" "llama3-8B: the attention rows named"
 expect_text "3Ψ = $(commas $((3 * PSI))) elements" "llama3-8B: ZeRO-3 communication 3Ψ"
-# Fit check at T=2048 on 141 GB GPUs with 1.5 TB of host memory: plain ZeRO-0 needs
+# Fit check at T=8192 on 141 GB GPUs with 1.5 TB of host memory: plain ZeRO-0 needs
 # 16Ψ + activations; ZeRO-0 with the optimizer on the host keeps 4Ψ + activations on the GPU.
-ACT2K=$(llama "act(shape(), 2048, 1, 2)")
-run --model llama3 --preset llama3-8B --seq 2048 --batch 1 --dp 1 --gpu-mem 141GB --host-mem 1.5TB
-read -r VERDICT MINDP < <(python3 - "$PSI" "$ACT2K" "$HEAD" <<'PY'
+run --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 1 --gpu-mem 141GB --host-mem 1.5TB
+read -r VERDICT MINDP < <(python3 - "$PSI" "$ACT8K" "$HEAD" <<'PY'
 import sys
 psi, act, head = map(int, sys.argv[1:])
 gpu = 141e9
@@ -308,9 +312,9 @@ n = next(n for n in range(1, 1000) if 16 * psi / n + act + (2 * head * 2 if n > 
 print(verdict, n)
 PY
 )
-[ "$VERDICT" = offload ] && pass "llama3-8B T=2048: the formulas say offload at dp 1" || fail "llama3-8B T=2048: formula verdict $VERDICT"
-expect_text "verdict: does not fit without offload at dp 1; use ZeRO-0 + offload optimizer cpu (GPU $(gb $((4 * PSI + ACT2K)))" "llama3-8B T=2048 fit: ZeRO-0 + offload optimizer cpu"
-expect_text "plain ZeRO-3 fits from dp $MINDP." "llama3-8B T=2048: plain ZeRO-3 from dp $MINDP"
+[ "$VERDICT" = offload ] && pass "llama3-8B T=8192: the formulas say offload at dp 1" || fail "llama3-8B T=8192: formula verdict $VERDICT"
+expect_text "verdict: does not fit without offload at dp 1; use ZeRO-0 + offload optimizer cpu (GPU $(gb $((4 * PSI + ACT8K)))" "llama3-8B T=8192 fit: ZeRO-0 + offload optimizer cpu"
+expect_text "plain ZeRO-3 fits from dp $MINDP." "llama3-8B T=8192: plain ZeRO-3 from dp $MINDP"
 check_json "llama3-8B json" "
 p = {(r['dp'], r['stage']): r for r in d['plans']}
 m = d['model']

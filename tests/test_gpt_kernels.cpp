@@ -186,36 +186,88 @@ DVec ref_matmul(const DVec& inp, const DVec& w, const DVec* bias, int rows, int 
   return out;
 }
 
-// inp[B,T,3C] = q|k|v; returns out[B,T,C]; att[B,NH,T,T] if asked.
-DVec ref_attention(const DVec& inp, DVec* att = nullptr) {
-  const int hs = C / NH;
-  DVec out(std::size_t(N) * C, 0.0);
-  auto q = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + h * hs + i]; };
-  auto kk = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + C + h * hs + i]; };
-  auto v = [&](int b, int t, int h, int i) { return inp[(b * Tn + t) * 3 * C + 2 * C + h * hs + i]; };
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int t = 0; t < Tn; ++t) {
-        DVec p(Tn, 0.0);
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int u = 0; u <= t; ++u) {
-          double s = 0;
-          for (int i = 0; i < hs; ++i) s += q(b, t, h, i) * kk(b, u, h, i);
-          p[u] = s / std::sqrt(double(hs));
-          mx = std::max(mx, p[u]);
-        }
-        double z = 0;
-        for (int u = 0; u <= t; ++u) z += (p[u] = std::exp(p[u] - mx));
-        for (int u = 0; u <= t; ++u) p[u] /= z;
+// An attention shape: B sequences of T positions, NH heads of hs.
+struct AttentionShape {
+  int B, Tn, NH, hs;
+  int C() const { return NH * hs; }
+  std::size_t rows() const { return std::size_t(B) * Tn; }
+  std::size_t stats() const { return std::size_t(NH) * Tn; }  // log-sum-exps per sequence
+};
+constexpr AttentionShape kAttention{B, Tn, NH, C / NH};
+
+// The causal probabilities of row t of head h of sequence b, in double: p[u] for u <= t (0 beyond),
+// and the row's log-sum-exp of the scaled scores.
+DVec ref_attention_row(const DVec& inp, const AttentionShape& sh, int b, int h, int t, double* lse = nullptr) {
+  const int C = sh.C(), hs = sh.hs;
+  auto at = [&](int u, int part, int i) { return inp[(std::size_t(b) * sh.Tn + u) * 3 * C + part * C + h * hs + i]; };
+  DVec p(sh.Tn, 0.0);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int u = 0; u <= t; ++u) {
+    double s = 0;
+    for (int i = 0; i < hs; ++i) s += at(t, 0, i) * at(u, 1, i);
+    p[u] = s / std::sqrt(double(hs));
+    mx = std::max(mx, p[u]);
+  }
+  double z = 0;
+  for (int u = 0; u <= t; ++u) z += std::exp(p[u] - mx);
+  if (lse) *lse = mx + std::log(z);
+  for (int u = 0; u <= t; ++u) p[u] = std::exp(p[u] - mx) / z;
+  return p;
+}
+
+// inp[B,T,3C] = q|k|v; returns out[B,T,C]; lse[B,NH,T] if asked.
+DVec ref_attention(const DVec& inp, const AttentionShape& sh = kAttention, DVec* lse = nullptr) {
+  const int C = sh.C(), hs = sh.hs;
+  DVec out(sh.rows() * C, 0.0);
+  for (int b = 0; b < sh.B; ++b)
+    for (int h = 0; h < sh.NH; ++h)
+      for (int t = 0; t < sh.Tn; ++t) {
+        double row_lse = 0;
+        const DVec p = ref_attention_row(inp, sh, b, h, t, &row_lse);
         for (int i = 0; i < hs; ++i) {
           double s = 0;
-          for (int u = 0; u <= t; ++u) s += p[u] * v(b, u, h, i);
-          out[(b * Tn + t) * C + h * hs + i] = s;
+          for (int u = 0; u <= t; ++u) s += p[u] * inp[(std::size_t(b) * sh.Tn + u) * 3 * C + 2 * C + h * hs + i];
+          out[(std::size_t(b) * sh.Tn + t) * C + h * hs + i] = s;
         }
-        if (att)
-          for (int u = 0; u < Tn; ++u) (*att)[((b * NH + h) * Tn + t) * Tn + u] = p[u];
+        if (lse) (*lse)[std::size_t(b) * sh.stats() + std::size_t(h) * sh.Tn + t] = row_lse;
       }
   return out;
+}
+
+// The gradient of Σ dout ⊙ attention(inp) with respect to inp [B,T,3C], in double, by the
+// textbook chain rule through the materialised probabilities (what the memory-efficient kernels
+// must agree with): dv += pᵀ dout, dp = dout vᵀ, ds = p ⊙ (dp − Σ p dp), dq += ds k / √hs,
+// dk += dsᵀ q / √hs.
+DVec ref_attention_backward(const DVec& inp, const DVec& dout, const AttentionShape& sh) {
+  const int C = sh.C(), hs = sh.hs;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  DVec dinp(inp.size(), 0.0);
+  auto idx = [&](int b, int u, int part, int h, int i) {
+    return (std::size_t(b) * sh.Tn + u) * 3 * C + part * C + h * hs + i;
+  };
+  for (int b = 0; b < sh.B; ++b)
+    for (int h = 0; h < sh.NH; ++h)
+      for (int t = 0; t < sh.Tn; ++t) {
+        const DVec p = ref_attention_row(inp, sh, b, h, t);
+        const double* g = dout.data() + (std::size_t(b) * sh.Tn + t) * C + h * hs;
+        DVec dp(sh.Tn, 0.0);
+        double pdp = 0;
+        for (int u = 0; u <= t; ++u) {
+          for (int i = 0; i < hs; ++i) {
+            dp[u] += g[i] * inp[idx(b, u, 2, h, i)];
+            dinp[idx(b, u, 2, h, i)] += p[u] * g[i];
+          }
+          pdp += p[u] * dp[u];
+        }
+        for (int u = 0; u <= t; ++u) {
+          const double ds = p[u] * (dp[u] - pdp) * scale;
+          for (int i = 0; i < hs; ++i) {
+            dinp[idx(b, t, 0, h, i)] += ds * inp[idx(b, u, 1, h, i)];
+            dinp[idx(b, u, 1, h, i)] += ds * inp[idx(b, t, 0, h, i)];
+          }
+        }
+      }
+  return dinp;
 }
 
 DVec ref_gelu(const DVec& x) {
@@ -494,61 +546,70 @@ TEST_CASE("the weight gradient by pieces of output channels") {
   SECTION("bf16") { check_weight_rows<bf16>(); }
 }
 
-// ---- attention --------------------------------------------------------------------------------------
+// ---- attention ------------------------------------------------------------------------------------
+// The memory-efficient kernels keep per row only the log-sum-exp. Shapes cross the kernel's
+// blocks of kAttentionQueryBlock query rows: a single row, fewer rows than a block, exactly one
+// block, one more, several with a ragged end.
 
-TEST_CASE("attention forward matches the double reference") {
+std::vector<AttentionShape> attention_shapes() {
+  const int Q = k::kAttentionQueryBlock;
+  return {{2, 1, 3, 4}, {2, Tn, NH, C / NH}, {1, Q, 2, 5}, {2, Q + 1, 2, 3}, {1, 2 * Q + 3, 3, 7}};
+}
+
+TEST_CASE("attention forward matches the double reference, log-sum-exps included") {
   std::mt19937 rng(8);
-  const Vec inp = normal(rng, N * 3 * C);
-  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
-  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
-  DVec ratt(att.size());
-  check_close(out, ref_attention(to_d(inp), &ratt), kFwdRtol, kFwdAtol, "attention out");
-  check_close(att, ratt, kFwdRtol, 1e-6, "attention probabilities");
+  for (const AttentionShape& sh : attention_shapes()) {
+    INFO("B=" << sh.B << " T=" << sh.Tn << " NH=" << sh.NH << " hs=" << sh.hs);
+    const Vec inp = normal(rng, sh.rows() * 3 * sh.C());
+    Vec out(sh.rows() * sh.C()), lse(sh.B * sh.stats());
+    k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+    DVec rlse(lse.size());
+    check_close(out, ref_attention(to_d(inp), sh, &rlse), kFwdRtol, kFwdAtol, "attention out");
+    check_close(lse, rlse, kFwdRtol, kFwdAtol, "attention log-sum-exp");
+  }
 }
 
 TEST_CASE("attention is causal: future tokens do not change earlier outputs") {
   std::mt19937 rng(9);
-  Vec inp = normal(rng, N * 3 * C);
-  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
-  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
-  // Masked probabilities are exactly 0 and every row sums to 1.
-  for (int r = 0; r < B * NH * Tn; ++r) {
-    const int t = r % Tn;
-    double sum = 0;
-    for (int t2 = 0; t2 < Tn; ++t2) {
-      if (t2 > t) CHECK(att[r * Tn + t2] == 0.0f);
-      sum += att[r * Tn + t2];
-    }
-    CHECK(sum == Approx(1.0).epsilon(1e-6));
+  // Two query blocks, the change in the second one's first row and at a block's last row.
+  const AttentionShape sh{2, k::kAttentionQueryBlock + 9, 2, 5};
+  const int C = sh.C();
+  const Vec inp = normal(rng, sh.rows() * 3 * C);
+  Vec out(sh.rows() * C), lse(sh.B * sh.stats());
+  k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, sh.Tn, C, sh.NH);
+  // The first position attends to itself alone: out = v_0 exactly, lse = its own scaled score.
+  for (int b = 0; b < sh.B; ++b)
+    for (int i = 0; i < C; ++i) CHECK(out[b * sh.Tn * C + i] == inp[b * sh.Tn * 3 * C + 2 * C + i]);
+  for (int tf : {k::kAttentionQueryBlock - 1, k::kAttentionQueryBlock}) {
+    // Change q, k and v of position tf in both sequences: rows t < tf stay bit-identical.
+    Vec inp2 = inp;
+    for (int b = 0; b < sh.B; ++b)
+      for (int i = 0; i < 3 * C; ++i) inp2[(b * sh.Tn + tf) * 3 * C + i] += 0.75f + 0.01f * float(i);
+    Vec out2(out.size()), lse2(lse.size());
+    k::attention_forward(out2.data(), lse2.data(), inp2.data(), sh.B, sh.Tn, C, sh.NH);
+    for (int b = 0; b < sh.B; ++b)
+      for (int t = 0; t < sh.Tn; ++t) {
+        const bool same = std::equal(out.begin() + (b * sh.Tn + t) * C, out.begin() + (b * sh.Tn + t + 1) * C,
+                                     out2.begin() + (b * sh.Tn + t) * C);
+        INFO("changed " << tf << " b=" << b << " t=" << t);
+        CHECK(same == (t < tf));
+        for (int h = 0; h < sh.NH; ++h) {
+          const std::size_t r = b * sh.stats() + h * sh.Tn + t;
+          CHECK((lse[r] == lse2[r]) == (t < tf));
+        }
+      }
   }
-  // Change q, k and v of position t = 3 in both sequences: rows t < 3 stay bit-identical.
-  const int tf = 3;
-  Vec inp2 = inp;
-  for (int b = 0; b < B; ++b)
-    for (int i = 0; i < 3 * C; ++i) inp2[(b * Tn + tf) * 3 * C + i] += 0.75f + 0.01f * float(i);
-  Vec out2(N * C), att2(att.size());
-  k::attention_forward(out2.data(), preatt.data(), att2.data(), inp2.data(), B, Tn, C, NH);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Tn; ++t) {
-      const bool same = std::equal(out.begin() + (b * Tn + t) * C, out.begin() + (b * Tn + t + 1) * C,
-                                   out2.begin() + (b * Tn + t) * C);
-      INFO("b=" << b << " t=" << t);
-      CHECK(same == (t < tf));
-    }
 }
 
 TEST_CASE("attention backward matches finite differences and accumulates") {
   std::mt19937 rng(10);
   const Vec inp = normal(rng, N * 3 * C), dout = normal(rng, N * C);
-  Vec out(N * C), preatt(B * NH * Tn * Tn), att(B * NH * Tn * Tn);
-  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
-  // Scratch is overwritten, never read: start it with garbage.
-  Vec dpreatt = uniform(rng, att.size(), -1e30f, 1e30f), datt = uniform(rng, att.size(), -1e30f, 1e30f);
+  Vec out(N * C), lse(B * kAttention.stats());
+  k::attention_forward(out.data(), lse.data(), inp.data(), B, Tn, C, NH);
   const auto g = backward_grads(
       {inp.size()},
       [&](std::vector<Vec>& d) {
-        k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn, C,
-                              NH);
+        k::attention_backward(d[0].data(), dout.data(), inp.data(), lse.data(), B, Tn, C, NH);
       },
       rng);
   const DVec dd = to_d(dout);
@@ -556,18 +617,33 @@ TEST_CASE("attention backward matches finite differences and accumulates") {
               kGradAtol, "attention dinp");
 }
 
+TEST_CASE("attention backward matches the double reference across query blocks") {
+  std::mt19937 rng(11);
+  for (const AttentionShape& sh : attention_shapes()) {
+    INFO("B=" << sh.B << " T=" << sh.Tn << " NH=" << sh.NH << " hs=" << sh.hs);
+    const int C = sh.C();
+    const Vec inp = normal(rng, sh.rows() * 3 * C), dout = normal(rng, sh.rows() * C);
+    Vec out(sh.rows() * C), lse(sh.B * sh.stats()), dinp(inp.size(), 0.0f);
+    k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, sh.Tn, C, sh.NH);
+    k::attention_backward(dinp.data(), dout.data(), inp.data(), lse.data(), sh.B, sh.Tn, C, sh.NH);
+    check_close(dinp, ref_attention_backward(to_d(inp), to_d(dout), sh), 1e-4, 1e-5, "attention dinp");
+  }
+  // Finite differences at the edge of a block (one sequence, T = block + 2, small heads).
+  const AttentionShape sh{1, k::kAttentionQueryBlock + 2, 1, 3};
+  const Vec inp = normal(rng, sh.rows() * 3 * sh.C()), dout = normal(rng, sh.rows() * sh.C());
+  Vec out(sh.rows() * sh.C()), lse(sh.stats()), dinp(inp.size(), 0.0f);
+  k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+  k::attention_backward(dinp.data(), dout.data(), inp.data(), lse.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+  const DVec dd = to_d(dout);
+  check_close(dinp, fd_gradient([&](const DVec& x) { return dot(dd, ref_attention(x, sh)); }, to_d(inp)), kGradRtol,
+              kGradAtol, "attention dinp (finite differences)");
+}
+
 // ---- attention by head groups ---------------------------------------------------------------------
 // A head group's call (heads [h0, h0 + nh)) writes only its own columns of out and of dinp's q, k and
-// v parts and its own [nh, T, T] of preatt and att; the groups of any cut, in place (the views a
-// CPU task gets) or packed (a block alone with its own leading dimension, as on a GPU), give the
-// whole call's bits, in fp32 and bf16. Shapes: odd sizes, uneven groups.
-
-struct AttentionShape {
-  int B, Tn, NH, hs;
-  int C() const { return NH * hs; }
-  std::size_t rows() const { return std::size_t(B) * Tn; }
-  std::size_t scores() const { return std::size_t(NH) * Tn * Tn; }  // per sequence
-};
+// v parts and its own [nh, T] of lse; the groups of any cut, in place (the views a CPU task gets)
+// or packed (a block alone with its own leading dimension, as on a GPU), give the whole call's
+// bits, in fp32 and bf16. Shapes: odd sizes, uneven groups, more than one query block.
 
 // The heads of group g of G: NH·g/G .. NH·(g+1)/G − 1, as the model cuts them.
 std::pair<int, int> head_group(int NH, int G, int g) { return {NH * g / G, NH * (g + 1) / G - NH * g / G}; }
@@ -582,43 +658,40 @@ void check_attention_head_groups(const AttentionShape& sh, int G, bool packed) {
   INFO("B=" << sh.B << " T=" << sh.Tn << " NH=" << sh.NH << " hs=" << sh.hs << " groups=" << G
             << (packed ? " packed" : " in place"));
   std::mt19937 rng(40 + G);
-  const int C = sh.C(), Tn = sh.Tn, T2 = Tn * Tn;
+  const int C = sh.C(), Tn = sh.Tn;
   const std::size_t rows = sh.rows();
   const auto inp = to_T<T>(normal(rng, rows * 3 * C)), dout = to_T<T>(normal(rng, rows * C));
   const auto dinp0 = to_T<T>(normal(rng, rows * 3 * C));
 
   // The whole op.
   std::vector<T> out(rows * C);
-  Vec preatt(sh.B * sh.scores()), att(preatt.size());
-  k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), sh.B, Tn, C, sh.NH);
+  Vec lse(sh.B * sh.stats());
+  k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, Tn, C, sh.NH);
   auto dinp = dinp0;
-  Vec dpreatt(preatt.size()), datt(preatt.size());
-  k::attention_backward(dinp.data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), sh.B, Tn, C,
-                        sh.NH);
+  k::attention_backward(dinp.data(), dout.data(), inp.data(), lse.data(), sh.B, Tn, C, sh.NH);
   REQUIRE(!same_bits(dinp, dinp0));  // not vacuous
 
   // The groups: every output starts as garbage (the backward's dinp as dinp0), which each group
   // must overwrite (or accumulate into) exactly in its own columns.
   std::vector<T> g_out = to_T<T>(uniform(rng, out.size(), 100.0f, 200.0f));
-  Vec g_preatt = uniform(rng, preatt.size(), 100.0f, 200.0f), g_att = uniform(rng, att.size(), 100.0f, 200.0f);
+  Vec g_lse = uniform(rng, lse.size(), 100.0f, 200.0f);
   auto g_dinp = dinp0;
   for (int g = 0; g < G; ++g) {
     const auto [h0, nh] = head_group(sh.NH, G, g);
     const int width = nh * sh.hs;
-    Vec scratch_pre = uniform(rng, std::size_t(sh.B) * nh * T2, -1e30f, 1e30f), scratch_att = scratch_pre;
     if (!packed) {
-      const std::size_t column = std::size_t(h0) * sh.hs, scores = std::size_t(h0) * T2;
-      k::attention_forward_heads(g_out.data() + column, C, g_preatt.data() + scores, g_att.data() + scores,
-                                 int(sh.scores()), inp.data(), sh.B, Tn, C, sh.NH, h0, nh);
+      const std::size_t column = std::size_t(h0) * sh.hs, stats = std::size_t(h0) * Tn;
+      k::attention_forward_heads(g_out.data() + column, C, g_lse.data() + stats, int(sh.stats()), inp.data(), sh.B,
+                                 Tn, C, sh.NH, h0, nh);
       k::attention_backward_heads(g_dinp.data() + column, g_dinp.data() + C + column, g_dinp.data() + 2 * C + column,
-                                  3 * C, scratch_pre.data(), scratch_att.data(), dout.data(), inp.data(),
-                                  g_att.data() + scores, int(sh.scores()), sh.B, Tn, C, sh.NH, h0, nh);
+                                  3 * C, dout.data(), inp.data(), g_lse.data() + stats, int(sh.stats()), sh.B, Tn, C,
+                                  sh.NH, h0, nh);
       continue;
     }
-    // Packed: the group's blocks alone, rows `width` (or nh·T²) apart, copied in and out around the calls.
-    const std::size_t group_scores = std::size_t(nh) * T2;
+    // Packed: the group's blocks alone, rows `width` (or nh·T) apart, copied in and out around the calls.
+    const std::size_t group_stats = std::size_t(nh) * Tn;
     std::vector<T> p_out(rows * width), p_dq(rows * width), p_dk(rows * width), p_dv(rows * width);
-    Vec p_preatt(sh.B * group_scores), p_att(p_preatt.size());
+    Vec p_lse(sh.B * group_stats);
     for (std::size_t r = 0; r < rows; ++r)
       for (int i = 0; i < width; ++i) {
         const std::size_t at = r * 3 * C + std::size_t(h0) * sh.hs + i;
@@ -626,10 +699,10 @@ void check_attention_head_groups(const AttentionShape& sh, int G, bool packed) {
         p_dk[r * width + i] = g_dinp[at + C];
         p_dv[r * width + i] = g_dinp[at + 2 * C];
       }
-    k::attention_forward_heads(p_out.data(), width, p_preatt.data(), p_att.data(), int(group_scores), inp.data(), sh.B,
-                               Tn, C, sh.NH, h0, nh);
-    k::attention_backward_heads(p_dq.data(), p_dk.data(), p_dv.data(), width, scratch_pre.data(), scratch_att.data(),
-                                dout.data(), inp.data(), p_att.data(), int(group_scores), sh.B, Tn, C, sh.NH, h0, nh);
+    k::attention_forward_heads(p_out.data(), width, p_lse.data(), int(group_stats), inp.data(), sh.B, Tn, C, sh.NH,
+                               h0, nh);
+    k::attention_backward_heads(p_dq.data(), p_dk.data(), p_dv.data(), width, dout.data(), inp.data(), p_lse.data(),
+                                int(group_stats), sh.B, Tn, C, sh.NH, h0, nh);
     for (std::size_t r = 0; r < rows; ++r)
       for (int i = 0; i < width; ++i) {
         const std::size_t at = r * 3 * C + std::size_t(h0) * sh.hs + i;
@@ -638,19 +711,17 @@ void check_attention_head_groups(const AttentionShape& sh, int G, bool packed) {
         g_dinp[at + C] = p_dk[r * width + i];
         g_dinp[at + 2 * C] = p_dv[r * width + i];
       }
-    for (int b = 0; b < sh.B; ++b) {
-      std::copy_n(p_preatt.begin() + b * group_scores, group_scores, g_preatt.begin() + b * sh.scores() + h0 * T2);
-      std::copy_n(p_att.begin() + b * group_scores, group_scores, g_att.begin() + b * sh.scores() + h0 * T2);
-    }
+    for (int b = 0; b < sh.B; ++b)
+      std::copy_n(p_lse.begin() + b * group_stats, group_stats, g_lse.begin() + b * sh.stats() + h0 * Tn);
   }
   CHECK(same_bits(g_out, out));
-  CHECK(same_bits(g_preatt, preatt));
-  CHECK(same_bits(g_att, att));
+  CHECK(same_bits(g_lse, lse));
   CHECK(same_bits(g_dinp, dinp));
 }
 
 TEST_CASE("attention by head groups equals the whole call bit for bit") {
-  for (const AttentionShape& sh : {AttentionShape{3, 7, 5, 3}, AttentionShape{2, 13, 7, 5}, AttentionShape{1, 9, 4, 6}})
+  for (const AttentionShape& sh : {AttentionShape{3, 7, 5, 3}, AttentionShape{2, 13, 7, 5}, AttentionShape{1, 9, 4, 6},
+                                   AttentionShape{1, k::kAttentionQueryBlock + 5, 3, 4}})
     for (int G = 1; G <= sh.NH; ++G)
       for (bool packed : {false, true}) {
         check_attention_head_groups<float>(sh, G, packed);
@@ -660,35 +731,33 @@ TEST_CASE("attention by head groups equals the whole call bit for bit") {
 
 TEST_CASE("an attention head group writes only its own columns") {
   const AttentionShape sh{2, 6, 4, 3};
-  const int C = sh.C(), T2 = sh.Tn * sh.Tn;
+  const int C = sh.C();
   std::mt19937 rng(47);
   const Vec inp = normal(rng, sh.rows() * 3 * C), dout = normal(rng, sh.rows() * C);
-  const Vec out0 = uniform(rng, sh.rows() * C, 100.0f, 200.0f), att0 = uniform(rng, sh.B * sh.scores(), 100.0f, 200.0f);
+  const Vec out0 = uniform(rng, sh.rows() * C, 100.0f, 200.0f), lse0 = uniform(rng, sh.B * sh.stats(), 100.0f, 200.0f);
   const Vec dinp0 = normal(rng, sh.rows() * 3 * C);
-  Vec out = out0, preatt = att0, att = att0, dinp = dinp0;
-  Vec dpreatt(std::size_t(sh.B) * 2 * T2), datt(dpreatt.size());
+  Vec out = out0, lse = lse0, dinp = dinp0;
   const int h0 = 1, nh = 2, hs = sh.hs;  // heads 1 and 2 of 0..3
-  k::attention_forward_heads(out.data() + h0 * hs, C, preatt.data() + h0 * T2, att.data() + h0 * T2, int(sh.scores()),
-                             inp.data(), sh.B, sh.Tn, C, sh.NH, h0, nh);
+  k::attention_forward_heads(out.data() + h0 * hs, C, lse.data() + h0 * sh.Tn, int(sh.stats()), inp.data(), sh.B,
+                             sh.Tn, C, sh.NH, h0, nh);
   k::attention_backward_heads(dinp.data() + h0 * hs, dinp.data() + C + h0 * hs, dinp.data() + 2 * C + h0 * hs, 3 * C,
-                              dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data() + h0 * T2,
-                              int(sh.scores()), sh.B, sh.Tn, C, sh.NH, h0, nh);
+                              dout.data(), inp.data(), lse.data() + h0 * sh.Tn, int(sh.stats()), sh.B, sh.Tn, C, sh.NH,
+                              h0, nh);
   for (std::size_t r = 0; r < sh.rows(); ++r)
     for (int i = 0; i < C; ++i) {
       const bool mine = i >= h0 * hs && i < (h0 + nh) * hs;
       INFO("row " << r << " column " << i);
       CHECK((out[r * C + i] != out0[r * C + i]) == mine);
-      // (dq of position 0 gets + 0: its only score's softmax gradient is 0.)
       for (int part = 0; part < 3; ++part)
         if (!mine) CHECK(dinp[r * 3 * C + part * C + i] == dinp0[r * 3 * C + part * C + i]);
     }
   CHECK(dinp != dinp0);
   for (int b = 0; b < sh.B; ++b)
-    for (std::size_t i = 0; i < sh.scores(); ++i) {
-      const bool mine = i >= std::size_t(h0) * T2 && i < std::size_t(h0 + nh) * T2;
-      const std::size_t at = b * sh.scores() + i;
-      if (!mine) CHECK((att[at] == att0[at] && preatt[at] == att0[at]));
-      if (mine) CHECK(att[at] <= 1.0f);  // a probability, not the garbage (>= 100)
+    for (std::size_t i = 0; i < sh.stats(); ++i) {
+      const bool mine = i >= std::size_t(h0) * sh.Tn && i < std::size_t(h0 + nh) * sh.Tn;
+      const std::size_t at = b * sh.stats() + i;
+      if (!mine) CHECK(lse[at] == lse0[at]);
+      if (mine) CHECK(lse[at] < 50.0f);  // a log-sum-exp of these scores, not the garbage (>= 100)
     }
 }
 
@@ -1042,13 +1111,18 @@ TEST_CASE("bf16 forwards match the float kernels") {
     cmp(to_f(ob), of, "matmul (no bias)");
   }
   SECTION("attention") {
-    const Vec inp = round_bf16(normal(rng, N * 3 * C));
-    Vec of(N * C), pf(B * NH * Tn * Tn), af(pf.size()), pb(pf.size()), ab(pf.size());
-    std::vector<bf16> ob(N * C);
-    k::attention_forward(of.data(), pf.data(), af.data(), inp.data(), B, Tn, C, NH);
-    k::attention_forward(ob.data(), pb.data(), ab.data(), to_T<bf16>(inp).data(), B, Tn, C, NH);
-    cmp(to_f(ob), of, "attention out");
-    cmp(ab, af, "attention probabilities", 1e-6);
+    for (const AttentionShape& sh : attention_shapes()) {
+      INFO("T=" << sh.Tn);
+      const Vec inp = round_bf16(normal(rng, sh.rows() * 3 * sh.C()));
+      Vec of(sh.rows() * sh.C()), lf(sh.B * sh.stats()), lb(lf.size());
+      std::vector<bf16> ob(of.size());
+      k::attention_forward(of.data(), lf.data(), inp.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+      k::attention_forward(ob.data(), lb.data(), to_T<bf16>(inp).data(), sh.B, sh.Tn, sh.C(), sh.NH);
+      cmp(to_f(ob), of, "attention out");
+      cmp(lb, lf, "attention log-sum-exp", 1e-6);
+      // And against the double reference, to bf16's rounding of the output.
+      check_close(to_f(ob), ref_attention(to_d(inp), sh), kBf16Rtol, 1e-2, "bf16 attention out vs double");
+    }
   }
   SECTION("gelu and residual") {
     const Vec x = round_bf16(uniform(rng, 101, -5.0f, 5.0f)), y = round_bf16(normal(rng, 101));
@@ -1133,21 +1207,22 @@ TEST_CASE("bf16 backwards match the float kernels and accumulate") {
         "matmul");
   }
   SECTION("attention") {
-    const Vec inp = round_bf16(normal(rng, N * 3 * C)), dout = round_bf16(normal(rng, N * C));
-    Vec out(N * C), preatt(B * NH * Tn * Tn), att(preatt.size()), dpreatt(att.size()), datt(att.size());
-    k::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), B, Tn, C, NH);
-    const auto inpb = to_T<bf16>(inp), doutb = to_T<bf16>(dout);
-    both(
-        {inp.size()},
-        [&](auto& d) {
-          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), B, Tn, C,
-                                NH);
-        },
-        [&](auto& d) {
-          k::attention_backward(d[0].data(), dpreatt.data(), datt.data(), doutb.data(), inpb.data(), att.data(), B, Tn,
-                                C, NH);
-        },
-        "attention");
+    for (const AttentionShape& sh : attention_shapes()) {
+      INFO("T=" << sh.Tn);
+      const Vec inp = round_bf16(normal(rng, sh.rows() * 3 * sh.C())), dout = round_bf16(normal(rng, sh.rows() * sh.C()));
+      Vec out(sh.rows() * sh.C()), lse(sh.B * sh.stats());
+      k::attention_forward(out.data(), lse.data(), inp.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+      const auto inpb = to_T<bf16>(inp), doutb = to_T<bf16>(dout);
+      both(
+          {inp.size()},
+          [&](auto& d) {
+            k::attention_backward(d[0].data(), dout.data(), inp.data(), lse.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+          },
+          [&](auto& d) {
+            k::attention_backward(d[0].data(), doutb.data(), inpb.data(), lse.data(), sh.B, sh.Tn, sh.C(), sh.NH);
+          },
+          "attention");
+    }
   }
   SECTION("gelu, residual, softmax-crossentropy") {
     const std::size_t n = 101;

@@ -3,7 +3,7 @@
 // 8, compared with the CPU kernel on the same inputs.
 //
 // Tolerance: |cuda - cpu| <= tol · (|cpu| + mean |cpu|) per element, tol = 1e-4 for float
-// results (fp32 storage, and the float outputs of the bf16 kernels: mean/rstd, preatt/att, probs,
+// results (fp32 storage, and the float outputs of the bf16 kernels: mean/rstd, attention lse, probs,
 // losses), 2e-2 for bf16 results. Backward kernels start from the same random non-zero gradients on
 // both sides, which checks that they accumulate.
 //
@@ -184,15 +184,6 @@ void check_close(const std::string& what, const std::vector<T>& got, const std::
   CHECK(bad == 0);
 }
 
-// The entries t2 <= t of [B, NH, T, T] score rows (the rest set to 0): what preatt must agree on.
-std::vector<float> causal_part(std::vector<float> v, int rows, int Tn) {
-  for (int r = 0; r < rows; ++r) {
-    const int t = r % Tn;
-    for (int t2 = t + 1; t2 < Tn; ++t2) v[size_t(r) * Tn + t2] = 0.0f;
-  }
-  return v;
-}
-
 // The shapes of the brief: not multiples of 8.
 constexpr int kB = 2, kT = 37, kC = 48, kNH = 4, kOC = 72, kV = 101, kVp = 128;
 constexpr int kN = kB * kT;
@@ -311,43 +302,41 @@ TEMPLATE_TEST_CASE("cuda matmul_forward / matmul_backward match the CPU", "[cuda
   }
 }
 
+// The memory-efficient attention (no T×T buffer): the warp-per-row online softmax on the GPU
+// against the CPU's blocked kernel, T across the CPU's query blocks and not a multiple of 32.
 TEMPLATE_TEST_CASE("cuda attention_forward / attention_backward match the CPU", "[cuda][attention]", float, bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
   struct Shape {
     int B, Tn, C, NH;
   };
-  // hs = 12 (under a warp) and hs = 80 (over two warps' worth of lanes, not a multiple of 32).
-  for (const Shape s : {Shape{kB, kT, kC, kNH}, Shape{1, 45, 160, 2}}) {
+  // hs = 12 (under a warp), hs = 80 (not a multiple of 32), hs = 128 over 2 query blocks and a
+  // ragged chunk of 32 keys, and a single position.
+  for (const Shape s : {Shape{kB, kT, kC, kNH}, Shape{1, 45, 160, 2}, Shape{2, 2 * cpu::kAttentionQueryBlock + 7, 256, 2},
+                        Shape{3, 1, 48, 4}}) {
     INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " C=" << s.C << " NH=" << s.NH);
     std::mt19937 rng(4004);
     const size_t N = size_t(s.B) * s.Tn;
-    const int rows = s.B * s.NH * s.Tn;
-    const size_t scores = size_t(rows) * s.Tn;
+    const size_t stats = size_t(s.B) * s.NH * s.Tn;
     const auto inp = random_array<T>(N * 3 * s.C, rng);
     DeviceArray<T> d_inp(inp);
 
     std::vector<T> out(N * s.C);
-    std::vector<float> preatt(scores), att(scores);
-    cpu::attention_forward(out.data(), preatt.data(), att.data(), inp.data(), s.B, s.Tn, s.C, s.NH);
+    std::vector<float> lse(stats);
+    cpu::attention_forward(out.data(), lse.data(), inp.data(), s.B, s.Tn, s.C, s.NH);
     DeviceArray<T> d_out(out.size());
-    DeviceArray<float> d_preatt(scores), d_att(scores);
-    gpu::attention_forward(d_out.get(), d_preatt.get(), d_att.get(), d_inp.get(), s.B, s.Tn, s.C, s.NH, g.stream);
+    DeviceArray<float> d_lse(stats);
+    gpu::attention_forward(d_out.get(), d_lse.get(), d_inp.get(), s.B, s.Tn, s.C, s.NH, g.stream);
     check_close("attention_forward out", d_out.download(g), out, kTol<T>);
-    check_close("attention_forward att", d_att.download(g), att, kTolF32);
-    check_close("attention_forward preatt (t2 <= t)", causal_part(d_preatt.download(g), rows, s.Tn),
-                causal_part(preatt, rows, s.Tn), kTolF32);
+    check_close("attention_forward lse", d_lse.download(g), lse, kTolF32);
 
-    // Backward from the CPU's att; dpreatt/datt are scratch and not compared.
+    // Backward from the CPU's lse, accumulating into the same random gradients on both sides.
     const auto dout = random_array<T>(out.size(), rng);
     auto dinp = random_array<T>(inp.size(), rng);
-    std::vector<float> dpreatt(scores), datt(scores);
     DeviceArray<T> d_dout(dout), d_dinp(dinp);
-    DeviceArray<float> d_att_cpu(att), d_dpreatt(scores), d_datt(scores);
-    cpu::attention_backward(dinp.data(), dpreatt.data(), datt.data(), dout.data(), inp.data(), att.data(), s.B, s.Tn,
-                            s.C, s.NH);
-    gpu::attention_backward(d_dinp.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_inp.get(), d_att_cpu.get(),
-                            s.B, s.Tn, s.C, s.NH, g.stream);
+    DeviceArray<float> d_lse_cpu(lse);
+    cpu::attention_backward(dinp.data(), dout.data(), inp.data(), lse.data(), s.B, s.Tn, s.C, s.NH);
+    gpu::attention_backward(d_dinp.get(), d_dout.get(), d_inp.get(), d_lse_cpu.get(), s.B, s.Tn, s.C, s.NH, g.stream);
     check_close("attention_backward dinp", d_dinp.download(g), dinp, kTol<T>);
   }
 }
@@ -436,35 +425,34 @@ TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU",
   }
 }
 
-// Head groups as StarPU hands them to a CUDA task: each group's blocks of out, preatt, att and of
-// dinp's q, k and v parts allocated alone (packed, their own leading dimension). Scattered back,
-// the groups give the whole call's bits: every warp computes one (b, h, t) row either way.
+// Head groups as StarPU hands them to a CUDA task: each group's blocks of out, lse and of dinp's
+// q, k and v parts allocated alone (packed, their own leading dimension). Scattered back, the
+// groups give the whole call's bits: every warp computes one (b, h, t) row either way.
 TEMPLATE_TEST_CASE("cuda attention by head groups equals the whole call bit for bit", "[cuda][attention]", float,
                    bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
-  const int B = 2, Tn = 37, NH = 5, hs = 12, C = NH * hs, T2 = Tn * Tn;
-  const size_t rows = size_t(B) * Tn, scores = size_t(NH) * T2;  // scores per sequence
+  const int B = 2, Tn = 37, NH = 5, hs = 12, C = NH * hs;
+  const size_t rows = size_t(B) * Tn, stats = size_t(NH) * Tn;  // log-sum-exps per sequence
   std::mt19937 rng(4005);
   const auto inp = random_array<T>(rows * 3 * C, rng), dout = random_array<T>(rows * C, rng);
   const auto dinp0 = random_array<T>(rows * 3 * C, rng);
   DeviceArray<T> d_inp(inp), d_dout(dout);
 
   DeviceArray<T> d_out(rows * C), d_dinp(dinp0);
-  DeviceArray<float> d_preatt(B * scores), d_att(B * scores), d_dpreatt(B * scores), d_datt(B * scores);
-  gpu::attention_forward(d_out.get(), d_preatt.get(), d_att.get(), d_inp.get(), B, Tn, C, NH, g.stream);
-  gpu::attention_backward(d_dinp.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_inp.get(), d_att.get(), B, Tn, C,
-                          NH, g.stream);
+  DeviceArray<float> d_lse(B * stats);
+  gpu::attention_forward(d_out.get(), d_lse.get(), d_inp.get(), B, Tn, C, NH, g.stream);
+  gpu::attention_backward(d_dinp.get(), d_dout.get(), d_inp.get(), d_lse.get(), B, Tn, C, NH, g.stream);
   const auto out = d_out.download(g), dinp = d_dinp.download(g);
-  const auto preatt = d_preatt.download(g), att = d_att.download(g);
+  const auto lse = d_lse.download(g);
 
   for (int G : {2, 3, NH}) {
     INFO(type_name<T>() << " " << G << " head groups");
     std::vector<T> g_out(out.size()), g_dinp = dinp0;
-    std::vector<float> g_preatt(preatt.size()), g_att(att.size());
+    std::vector<float> g_lse(lse.size());
     for (int group = 0; group < G; ++group) {
       const int h0 = NH * group / G, nh = NH * (group + 1) / G - h0, width = nh * hs;
-      const size_t group_scores = size_t(nh) * T2;
+      const size_t group_stats = size_t(nh) * Tn;
       std::vector<T> dq(rows * width), dk(rows * width), dv(rows * width);
       for (size_t r = 0; r < rows; ++r)
         for (int i = 0; i < width; ++i) {
@@ -474,15 +462,13 @@ TEMPLATE_TEST_CASE("cuda attention by head groups equals the whole call bit for 
           dv[r * width + i] = dinp0[at + 2 * C];
         }
       DeviceArray<T> p_out(rows * width), p_dq(dq), p_dk(dk), p_dv(dv);
-      DeviceArray<float> p_preatt(B * group_scores), p_att(B * group_scores), p_dpreatt(B * group_scores),
-          p_datt(B * group_scores);
-      gpu::attention_forward_heads(p_out.get(), width, p_preatt.get(), p_att.get(), int(group_scores), d_inp.get(), B,
-                                   Tn, C, NH, h0, nh, g.stream);
-      gpu::attention_backward_heads(p_dq.get(), p_dk.get(), p_dv.get(), width, p_dpreatt.get(), p_datt.get(),
-                                    d_dout.get(), d_inp.get(), p_att.get(), int(group_scores), B, Tn, C, NH, h0, nh,
-                                    g.stream);
+      DeviceArray<float> p_lse(B * group_stats);
+      gpu::attention_forward_heads(p_out.get(), width, p_lse.get(), int(group_stats), d_inp.get(), B, Tn, C, NH, h0, nh,
+                                   g.stream);
+      gpu::attention_backward_heads(p_dq.get(), p_dk.get(), p_dv.get(), width, d_dout.get(), d_inp.get(), p_lse.get(),
+                                    int(group_stats), B, Tn, C, NH, h0, nh, g.stream);
       const auto h_out = p_out.download(g), h_dq = p_dq.download(g), h_dk = p_dk.download(g), h_dv = p_dv.download(g);
-      const auto h_preatt = p_preatt.download(g), h_att = p_att.download(g);
+      const auto h_lse = p_lse.download(g);
       for (size_t r = 0; r < rows; ++r)
         for (int i = 0; i < width; ++i) {
           const size_t at = r * 3 * C + size_t(h0) * hs + i;
@@ -491,15 +477,12 @@ TEMPLATE_TEST_CASE("cuda attention by head groups equals the whole call bit for 
           g_dinp[at + C] = h_dk[r * width + i];
           g_dinp[at + 2 * C] = h_dv[r * width + i];
         }
-      for (int b = 0; b < B; ++b) {
-        std::copy_n(h_preatt.begin() + b * group_scores, group_scores, g_preatt.begin() + b * scores + size_t(h0) * T2);
-        std::copy_n(h_att.begin() + b * group_scores, group_scores, g_att.begin() + b * scores + size_t(h0) * T2);
-      }
+      for (int b = 0; b < B; ++b)
+        std::copy_n(h_lse.begin() + b * group_stats, group_stats, g_lse.begin() + b * stats + size_t(h0) * Tn);
     }
     CHECK(std::memcmp(g_out.data(), out.data(), out.size() * sizeof(T)) == 0);
     CHECK(std::memcmp(g_dinp.data(), dinp.data(), dinp.size() * sizeof(T)) == 0);
-    CHECK(std::memcmp(g_preatt.data(), preatt.data(), preatt.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(g_att.data(), att.data(), att.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(g_lse.data(), lse.data(), lse.size() * sizeof(float)) == 0);
   }
 }
 

@@ -224,25 +224,25 @@ TEST_CASE("GPT footprint: the planner's numbers for GPT-2 124M", "[gpt_layout]")
   CHECK(f.layer_kinds[2].count == 2 * C);
   CHECK(f.largest_layer().name == "embedding");
 
-  REQUIRE(f.activation_tensors.size() == 23);
-  const std::vector<std::string> names = {"encoded",  "ln1",      "ln1_mean", "ln1_rstd",  "qkv",       "atty",
-                                          "preatt",   "att",      "attproj",  "residual2", "ln2",       "ln2_mean",
-                                          "ln2_rstd", "fch",      "fch_gelu", "fcproj",    "residual3", "lnf",
-                                          "lnf_mean", "lnf_rstd", "logits",   "probs",     "losses"};
+  REQUIRE(f.activation_tensors.size() == 22);
+  const std::vector<std::string> names = {"encoded",   "ln1",      "ln1_mean", "ln1_rstd", "qkv",      "atty",
+                                          "att_lse",   "attproj",  "residual2", "ln2",     "ln2_mean", "ln2_rstd",
+                                          "fch",       "fch_gelu", "fcproj",   "residual3", "lnf",     "lnf_mean",
+                                          "lnf_rstd",  "logits",   "probs",    "losses"};
   for (std::size_t i = 0; i < names.size(); ++i) CHECK(f.activation_tensors[i].name == names[i]);
   CHECK(f.activation_tensors[0].count == B * T * C);           // encoded
   CHECK(f.activation_tensors[4].count == L * B * T * 3 * C);   // qkv
-  CHECK(f.activation_tensors[6].count == L * B * NH * T * T);  // preatt
-  CHECK(f.activation_tensors[13].count == L * B * T * 4 * C);  // fch
-  CHECK(f.activation_tensors[21].count == B * T * Vp);         // probs
-  CHECK(f.activation_tensors[22].count == B * T);              // losses
+  CHECK(f.activation_tensors[6].count == L * B * NH * T);      // att_lse
+  CHECK(f.activation_tensors[12].count == L * B * T * 4 * C);  // fch
+  CHECK(f.activation_tensors[20].count == B * T * Vp);         // probs
+  CHECK(f.activation_tensors[21].count == B * T);              // losses
   // The planner's total (tests/test_planner.cpp, "GPT activations").
   const std::int64_t expected = B * T * C                  // encoded
                                 + L * B * T * C            // ln1
                                 + 2 * L * B * T            // ln1_mean, ln1_rstd
                                 + L * B * T * 3 * C        // qkv
                                 + L * B * T * C            // atty
-                                + 2 * L * B * NH * T * T   // preatt, att
+                                + L * B * NH * T           // att_lse
                                 + 3 * L * B * T * C        // attproj, residual2, ln2
                                 + 2 * L * B * T            // ln2_mean, ln2_rstd
                                 + 2 * L * B * T * 4 * C    // fch, fch_gelu

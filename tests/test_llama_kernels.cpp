@@ -260,9 +260,10 @@ DVec ref_swiglu(const DVec& gate, const DVec& up) {
   return out;
 }
 
-// qkv[B, T, (nh + 2·nkv)·hs] = q | k | v; returns out[B, T, nh·hs]; att[B, nh, T, T] if asked.
-// Query head h attends with key/value head h / (nh / nkv) (Meta's repeat_kv).
-DVec ref_attention_gqa(const DVec& qkv, int B_, int T_, int nh, int nkv, int hs, DVec* att = nullptr) {
+// qkv[B, T, (nh + 2·nkv)·hs] = q | k | v; returns out[B, T, nh·hs]; lse[B, nh, T] (each row's
+// log-sum-exp of its scaled scores) if asked. Query head h attends with key/value head
+// h / (nh / nkv) (Meta's repeat_kv).
+DVec ref_attention_gqa(const DVec& qkv, int B_, int T_, int nh, int nkv, int hs, DVec* lse = nullptr) {
   const int c3 = (nh + 2 * nkv) * hs, cout = nh * hs, rep = nh / nkv;
   DVec out(std::size_t(B_) * T_ * cout, 0.0);
   auto at = [&](int b, int t, int head, int i) { return qkv[std::size_t(b * T_ + t) * c3 + head * hs + i]; };
@@ -286,8 +287,7 @@ DVec ref_attention_gqa(const DVec& qkv, int B_, int T_, int nh, int nkv, int hs,
           for (int u = 0; u <= t; ++u) s += p[u] * at(b, u, vh, i);
           out[std::size_t(b * T_ + t) * cout + h * hs + i] = s;
         }
-        if (att)
-          for (int u = 0; u < T_; ++u) (*att)[((std::size_t(b) * nh + h) * T_ + t) * T_ + u] = p[u];
+        if (lse) (*lse)[(std::size_t(b) * nh + h) * T_ + t] = mx + std::log(z);
       }
     }
   return out;
@@ -555,68 +555,60 @@ TEMPLATE_TEST_CASE("swiglu backward: separate dgate and dup calls equal the comb
 
 TEMPLATE_TEST_CASE("attention_gqa forward matches the double reference", "[llama][attention]", float, bf16) {
   using T = TestType;
-  // GQA (3 query heads per key/value head), multi-query (one key/value head) and multi-head.
-  for (const int nkv : {NKV, 1, NH}) {
-    INFO(type_name<T>() << " NH=" << NH << " NKV=" << nkv);
-    std::mt19937 rng(401 + nkv);
-    const int c3 = (NH + 2 * nkv) * HS;
-    const auto qkv = to_T<T>(normal(rng, std::size_t(N) * c3));
-    std::vector<T> out(N * C);
-    Vec preatt(B * NH * Tn * Tn, 5.0f), att(B * NH * Tn * Tn, 5.0f);  // garbage: every entry is written
-    k::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), B, Tn, NH, nkv, HS);
-    DVec ratt(att.size());
-    check_close(to_f(out), ref_attention_gqa(to_d(qkv), B, Tn, NH, nkv, HS, &ratt), Tol<T>::fwd_rtol, Tol<T>::fwd_atol,
-                "attention out");
-    check_close(att, ratt, kF32Rtol, kF32Atol, "attention probabilities");
-    for (int r = 0; r < B * NH * Tn; ++r)
-      for (int t2 = r % Tn + 1; t2 < Tn; ++t2) {
-        CHECK(preatt[r * Tn + t2] == 0.0f);
-        CHECK(att[r * Tn + t2] == 0.0f);
-      }
-  }
+  // GQA (3 query heads per key/value head), multi-query (one key/value head) and multi-head; T
+  // within one query block of the CPU kernel, and across two with a ragged end.
+  for (const int seq : {Tn, k::kAttentionQueryBlock + 3})
+    for (const int nkv : {NKV, 1, NH}) {
+      INFO(type_name<T>() << " T=" << seq << " NH=" << NH << " NKV=" << nkv);
+      std::mt19937 rng(401 + nkv);
+      const int c3 = (NH + 2 * nkv) * HS, n = B * seq;
+      const auto qkv = to_T<T>(normal(rng, std::size_t(n) * c3));
+      std::vector<T> out(std::size_t(n) * C);
+      Vec lse(std::size_t(B) * NH * seq, 5.0f);  // garbage: every entry is written
+      k::attention_gqa_forward(out.data(), lse.data(), qkv.data(), B, seq, NH, nkv, HS);
+      DVec rlse(lse.size());
+      check_close(to_f(out), ref_attention_gqa(to_d(qkv), B, seq, NH, nkv, HS, &rlse), Tol<T>::fwd_rtol,
+                  Tol<T>::fwd_atol, "attention out");
+      check_close(lse, rlse, kF32Rtol, kF32Atol, "attention log-sum-exp");
+    }
 }
 
-TEST_CASE("attention_gqa with NKV = NH is nn_kernels' multi-head attention", "[llama][attention]") {
+TEST_CASE("attention_gqa with NKV = NH is nn_kernels' multi-head attention, bit for bit", "[llama][attention]") {
   std::mt19937 rng(410);
   const Vec qkv = normal(rng, std::size_t(N) * 3 * C), dout = normal(rng, N * C);
-  const std::size_t scores = std::size_t(B) * NH * Tn * Tn;
-  Vec out(N * C), preatt(scores), att(scores), out_gpt(N * C), preatt_gpt(scores), att_gpt(scores);
-  k::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), B, Tn, NH, NH, HS);
-  k::attention_forward(out_gpt.data(), preatt_gpt.data(), att_gpt.data(), qkv.data(), B, Tn, C, NH);
-  check_close(out, to_d(out_gpt), 1e-6, 1e-7, "out");
-  check_close(att, to_d(att_gpt), 1e-6, 1e-7, "att");
-  Vec dqkv(qkv.size(), 0.0f), dqkv_gpt(qkv.size(), 0.0f), dpreatt(scores), datt(scores);
-  k::attention_gqa_backward(dqkv.data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, Tn, NH,
-                            NH, HS);
-  k::attention_backward(dqkv_gpt.data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, Tn, C,
-                        NH);
-  check_close(dqkv, to_d(dqkv_gpt), 1e-6, 1e-7, "dqkv");
+  const std::size_t stats = std::size_t(B) * NH * Tn;
+  Vec out(N * C), lse(stats), out_gpt(N * C), lse_gpt(stats);
+  k::attention_gqa_forward(out.data(), lse.data(), qkv.data(), B, Tn, NH, NH, HS);
+  k::attention_forward(out_gpt.data(), lse_gpt.data(), qkv.data(), B, Tn, C, NH);
+  CHECK(out == out_gpt);
+  CHECK(lse == lse_gpt);
+  Vec dqkv(qkv.size(), 0.0f), dqkv_gpt(qkv.size(), 0.0f);
+  k::attention_gqa_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), B, Tn, NH, NH, HS);
+  k::attention_backward(dqkv_gpt.data(), dout.data(), qkv.data(), lse.data(), B, Tn, C, NH);
+  CHECK(dqkv == dqkv_gpt);
+  CHECK(dqkv != Vec(qkv.size(), 0.0f));
 }
 
 TEST_CASE("attention_gqa is causal: future tokens do not change earlier outputs", "[llama][attention]") {
   std::mt19937 rng(411);
   const Vec qkv = normal(rng, std::size_t(N) * C3);
-  const std::size_t scores = std::size_t(B) * NH * Tn * Tn;
-  Vec out(N * C), preatt(scores), att(scores);
-  k::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), B, Tn, NH, NKV, HS);
-  for (int r = 0; r < B * NH * Tn; ++r) {
-    double sum = 0;
-    for (int t2 = 0; t2 < Tn; ++t2) sum += att[r * Tn + t2];
-    CHECK(sum == Approx(1.0).epsilon(1e-6));
-  }
+  const std::size_t stats = std::size_t(B) * NH * Tn;
+  Vec out(N * C), lse(stats);
+  k::attention_gqa_forward(out.data(), lse.data(), qkv.data(), B, Tn, NH, NKV, HS);
   // Change q, k and v of position t = 4 in every sequence: rows t < 4 stay bit-identical.
   const int tf = 4;
   Vec qkv2 = qkv;
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < C3; ++i) qkv2[std::size_t(b * Tn + tf) * C3 + i] += 0.75f + 0.01f * float(i);
-  Vec out2(N * C), att2(scores);
-  k::attention_gqa_forward(out2.data(), preatt.data(), att2.data(), qkv2.data(), B, Tn, NH, NKV, HS);
+  Vec out2(N * C), lse2(stats);
+  k::attention_gqa_forward(out2.data(), lse2.data(), qkv2.data(), B, Tn, NH, NKV, HS);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < Tn; ++t) {
       const bool same = std::equal(out.begin() + (b * Tn + t) * C, out.begin() + (b * Tn + t + 1) * C,
                                    out2.begin() + (b * Tn + t) * C);
       INFO("b=" << b << " t=" << t);
       CHECK(same == (t < tf));
+      CHECK((lse[(std::size_t(b) * NH) * Tn + t] == lse2[(std::size_t(b) * NH) * Tn + t]) == (t < tf));
     }
 }
 
@@ -628,17 +620,13 @@ TEMPLATE_TEST_CASE("attention_gqa backward matches finite differences and accumu
     std::mt19937 rng(420 + nkv);
     const int c3 = (NH + 2 * nkv) * HS;
     const auto qkv = to_T<T>(normal(rng, std::size_t(N) * c3)), dout = to_T<T>(normal(rng, N * C));
-    const std::size_t scores = std::size_t(B) * NH * Tn * Tn;
     std::vector<T> out(N * C);
-    Vec preatt(scores), att(scores);
-    k::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), B, Tn, NH, nkv, HS);
-    // Scratch is overwritten, never read: start it with garbage.
-    Vec dpreatt = uniform(rng, scores, -1e30f, 1e30f), datt = uniform(rng, scores, -1e30f, 1e30f);
+    Vec lse(std::size_t(B) * NH * Tn);
+    k::attention_gqa_forward(out.data(), lse.data(), qkv.data(), B, Tn, NH, nkv, HS);
     const auto g = backward_grads<T>(
         {qkv.size()},
         [&](std::vector<std::vector<T>>& d) {
-          k::attention_gqa_backward(d[0].data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), B,
-                                    Tn, NH, nkv, HS);
+          k::attention_gqa_backward(d[0].data(), dout.data(), qkv.data(), lse.data(), B, Tn, NH, nkv, HS);
         },
         rng);
     const DVec dd = to_d(dout);
@@ -646,6 +634,20 @@ TEMPLATE_TEST_CASE("attention_gqa backward matches finite differences and accumu
         g[0], fd_gradient([&](const DVec& x) { return dot(dd, ref_attention_gqa(x, B, Tn, NH, nkv, HS)); }, to_d(qkv)),
         Tol<T>::grad_rtol, Tol<T>::grad_atol, "attention dqkv");
   }
+}
+
+TEST_CASE("attention_gqa backward across query blocks matches finite differences", "[llama][attention]") {
+  // One sequence over two query blocks of the CPU kernel, 2 query heads per key/value head: the
+  // heads of a group add into the same dk, dv block after block.
+  const int seq = k::kAttentionQueryBlock + 5, nh = 4, nkv = 2, hs = 3, c3 = (nh + 2 * nkv) * hs;
+  std::mt19937 rng(430);
+  const Vec qkv = normal(rng, std::size_t(seq) * c3), dout = normal(rng, std::size_t(seq) * nh * hs);
+  Vec out(dout.size()), lse(std::size_t(nh) * seq), dqkv(qkv.size(), 0.0f);
+  k::attention_gqa_forward(out.data(), lse.data(), qkv.data(), 1, seq, nh, nkv, hs);
+  k::attention_gqa_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), 1, seq, nh, nkv, hs);
+  const DVec dd = to_d(dout);
+  check_close(dqkv, fd_gradient([&](const DVec& x) { return dot(dd, ref_attention_gqa(x, 1, seq, nh, nkv, hs)); }, to_d(qkv)),
+              1e-3, 1e-5, "attention dqkv");
 }
 
 TEST_CASE("the Llama kernels accept empty shapes", "[llama]") {
@@ -658,7 +660,7 @@ TEST_CASE("the Llama kernels accept empty shapes", "[llama]") {
   k::rope_backward(one.data(), none, none, B, 0, NH, HS, C);
   k::swiglu_forward(none, none, none, 0, H);
   k::swiglu_backward(none, none, none, none, none, N, 0);
-  k::attention_gqa_forward(none, none, none, none, 0, Tn, NH, NKV, HS);
-  k::attention_gqa_backward(none, none, none, none, none, none, B, 0, NH, NKV, HS);
+  k::attention_gqa_forward(none, none, none, 0, Tn, NH, NKV, HS);
+  k::attention_gqa_backward(none, none, none, none, B, 0, NH, NKV, HS);
   SUCCEED();
 }

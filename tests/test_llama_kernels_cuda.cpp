@@ -3,7 +3,7 @@
 // of 8, compared with the CPU kernel on the same inputs.
 //
 // Tolerance: |cuda - cpu| <= tol · (|cpu| + mean |cpu|) per element, tol = 1e-4 for float
-// results (fp32 storage, and the float outputs of the bf16 kernels: rstd, preatt/att), 2e-2 for
+// results (fp32 storage, and the float outputs of the bf16 kernels: rstd, attention lse), 2e-2 for
 // bf16 results. Backward kernels start from the same random non-zero gradients on both sides, which
 // checks that they accumulate.
 //
@@ -172,15 +172,6 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-// The entries t2 <= t of [B, NH, T, T] score rows (the rest set to 0): what preatt must agree on.
-std::vector<float> causal_part(std::vector<float> v, int rows, int Tn) {
-  for (int r = 0; r < rows; ++r) {
-    const int t = r % Tn;
-    for (int t2 = t + 1; t2 < Tn; ++t2) v[size_t(r) * Tn + t2] = 0.0f;
-  }
-  return v;
-}
-
 // Shapes not multiples of 8; N > 64 rows so the weight gradient of RMSNorm spans several chunks.
 constexpr int kB = 2, kT = 37, kC = 48, kH = 100;
 constexpr int kN = kB * kT;
@@ -312,46 +303,40 @@ TEMPLATE_TEST_CASE("cuda attention_gqa_forward / attention_gqa_backward match th
   struct Shape {
     int B, Tn, NH, NKV, hs;
   };
-  // GQA with hs = 12 (under a warp), multi-query with hs = 80 (over two warps' worth of lanes), and
-  // multi-head.
-  for (const Shape s : {Shape{kB, kT, 6, 2, 12}, Shape{1, 45, 4, 1, 80}, Shape{2, 19, 3, 3, 16}}) {
+  // GQA with hs = 12 (under a warp), multi-query with hs = 80 (over two warps' worth of lanes),
+  // multi-head, and GQA with hs = 128 over two of the CPU's query blocks.
+  for (const Shape s : {Shape{kB, kT, 6, 2, 12}, Shape{1, 45, 4, 1, 80}, Shape{2, 19, 3, 3, 16},
+                        Shape{1, 2 * cpu::kAttentionQueryBlock + 9, 8, 2, 128}}) {
     INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " NH=" << s.NH << " NKV=" << s.NKV << " hs=" << s.hs);
     std::mt19937 rng(4404);
     const size_t N = size_t(s.B) * s.Tn;
     const size_t C3 = size_t(s.NH + 2 * s.NKV) * s.hs, Cout = size_t(s.NH) * s.hs;
-    const int rows = s.B * s.NH * s.Tn;
-    const size_t scores = size_t(rows) * s.Tn;
+    const size_t stats = size_t(s.B) * s.NH * s.Tn;
     const auto qkv = random_array<T>(N * C3, rng);
     DeviceArray<T> d_qkv(qkv);
 
     std::vector<T> out(N * Cout);
-    std::vector<float> preatt(scores), att(scores);
-    cpu::attention_gqa_forward(out.data(), preatt.data(), att.data(), qkv.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
+    std::vector<float> lse(stats);
+    cpu::attention_gqa_forward(out.data(), lse.data(), qkv.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
     DeviceArray<T> d_out(out.size());
-    DeviceArray<float> d_preatt(scores), d_att(scores);
-    gpu::attention_gqa_forward(d_out.get(), d_preatt.get(), d_att.get(), d_qkv.get(), s.B, s.Tn, s.NH, s.NKV, s.hs,
-                               g.stream);
+    DeviceArray<float> d_lse(stats);
+    gpu::attention_gqa_forward(d_out.get(), d_lse.get(), d_qkv.get(), s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
     check_close("attention_gqa_forward out", d_out.download(g), out, kTol<T>);
-    check_close("attention_gqa_forward att", d_att.download(g), att, kTolF32);
-    check_close("attention_gqa_forward preatt (t2 <= t)", causal_part(d_preatt.download(g), rows, s.Tn),
-                causal_part(preatt, rows, s.Tn), kTolF32);
+    check_close("attention_gqa_forward lse", d_lse.download(g), lse, kTolF32);
 
-    // Backward from the CPU's att; dpreatt/datt are scratch and not compared. Twice on the GPU:
-    // the same bits (deterministic).
+    // Backward from the CPU's lse. Twice on the GPU: the same bits (deterministic).
     const auto dout = random_array<T>(out.size(), rng);
     const auto dqkv0 = random_array<T>(qkv.size(), rng);
     auto dqkv = dqkv0;
-    std::vector<float> dpreatt(scores), datt(scores);
     DeviceArray<T> d_dout(dout), d_dqkv(dqkv0), d_dqkv2(dqkv0);
-    DeviceArray<float> d_att_cpu(att), d_dpreatt(scores), d_datt(scores);
-    cpu::attention_gqa_backward(dqkv.data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), s.B,
-                                s.Tn, s.NH, s.NKV, s.hs);
-    gpu::attention_gqa_backward(d_dqkv.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att_cpu.get(),
-                                s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
+    DeviceArray<float> d_lse_cpu(lse);
+    cpu::attention_gqa_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
+    gpu::attention_gqa_backward(d_dqkv.get(), d_dout.get(), d_qkv.get(), d_lse_cpu.get(), s.B, s.Tn, s.NH, s.NKV, s.hs,
+                                g.stream);
     const auto first = d_dqkv.download(g);
     check_close("attention_gqa_backward dqkv", first, dqkv, kTol<T>);
-    gpu::attention_gqa_backward(d_dqkv2.get(), d_dpreatt.get(), d_datt.get(), d_dout.get(), d_qkv.get(),
-                                d_att_cpu.get(), s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
+    gpu::attention_gqa_backward(d_dqkv2.get(), d_dout.get(), d_qkv.get(), d_lse_cpu.get(), s.B, s.Tn, s.NH, s.NKV, s.hs,
+                                g.stream);
     CHECK(same_bits(d_dqkv2.download(g), first));
   }
 }

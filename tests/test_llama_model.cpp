@@ -409,17 +409,18 @@ TEST_CASE("recomputation and activation offload change no bit, and hold the form
 TEST_CASE("the activation bytes per mode, counted by hand", "[llama][recompute]") {
   // micro(): L=2, C=16, NH=4, NKV=2 (Q=32), H=24, V=11; B=4, T=5, fp32. Per token (bytes):
   // a block's forward writes ln1, atty, attproj, residual2, ln2, mlpproj, residual3 (7·16), qkv
-  // (32), fc, fc2, swiglu (3·24), two rstd (2) and its attention row (NH·T = 20 floats).
+  // (32), fc, fc2, swiglu (3·24), two rstd (2) and its attention's log-sum-exps (NH = 4 floats:
+  // one per query head, not a row of T).
   const LlamaShape shape = micro();
-  constexpr std::size_t all = (7 * 16 + 32 + 3 * 24 + 2 + 20) * 4;      // 952
+  constexpr std::size_t all = (7 * 16 + 32 + 3 * 24 + 2 + 4) * 4;       // 888
   constexpr std::size_t kept_none = all - 2 * 16 * 4;                   // but attproj, mlpproj
   constexpr std::size_t kept_selective = (32 + 16 + 24 + 24 + 16) * 4;  // qkv, residual2, fc, fc2, residual3
   constexpr std::size_t kept_full = 16 * 4;                             // residual3
-  // Two gradient slots of 7·16 + 2·32 + 3·24 elements; the rest: attention scratch (3 rows),
-  // tokens and targets, embedded and dembedded, lnf, dlnf and its rstd, logits and dlogits,
+  // Two gradient slots of 7·16 + 2·32 + 3·24 elements; the rest (no attention scratch): tokens
+  // and targets, embedded and dembedded, lnf, dlnf and its rstd, logits and dlogits,
   // probs and losses.
   constexpr std::size_t gradients = 2 * (7 * 16 + 2 * 32 + 3 * 24) * 4;
-  constexpr std::size_t rest = 3 * 20 * 4 + 8 + 2 * 16 * 4 + 2 * 16 * 4 + 4 + 2 * 11 * 4 + 11 * 4 + 4;
+  constexpr std::size_t rest = 8 + 2 * 16 * 4 + 2 * 16 * 4 + 4 + 2 * 11 * 4 + 11 * 4 + 4;
   // Once per micro-batch: the embedding's two T·C scratch buffers and the RoPE table (T·hs fp32).
   constexpr std::size_t once = 2 * 5 * 16 * 4 + 5 * 4 * 4;
   constexpr std::size_t tokens = 4 * 5;
