@@ -174,9 +174,14 @@ Engine::Engine(Model& model, const EngineOptions& options)
   // A simulation runs no kernel and reads no value: drawing an 8B model's parameters on the host
   // would take minutes for nothing (the buffers are registered all the same).
   if (options.initialise_params && !simulation::enabled) initialise_params();
+  // Adam's moments start at zero where they live: with the optimizer offloaded, on a CPU worker.
+  // (Zeroed on the GPU, 8 bytes per parameter were allocated there and written back: 103 GB for a
+  // 13B model, which filled a simulated H200 to StarPU's limit and made it evict all run long.)
   for (Layer& layer : layers_) {
-    tasks::submit_zero(layer.m.handle(), "zero_adam_m");
-    tasks::submit_zero(layer.v.handle(), "zero_adam_v");
+    const bool on_host = layer.plan.buffer(LayerBuffer::optimizer_state).home != BufferHome::device;
+    const auto zero = on_host ? tasks::submit_zero_on_host : tasks::submit_zero;
+    zero(layer.m.handle(), "zero_adam_m");
+    zero(layer.v.handle(), "zero_adam_v");
   }
   add_held_bytes_to_ledger();
   if (zero_.shard_params)

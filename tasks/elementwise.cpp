@@ -162,6 +162,16 @@ Codelet<NoArgs> zero_codelet({
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
 });
+// The same on CPU workers only: for a buffer whose home is host memory and stays there (the
+// offloaded optimizer state), which a GPU zeroing it would first allocate on the device and then
+// write back.
+Codelet<NoArgs> zero_on_host_codelet({
+    .name = "zero_on_host",
+    .buffers = {{STARPU_W, "x"}},
+    .cpu = zero_cpu_func,
+    .flops = [](const NoArgs&, Handles) { return 0.0; },
+    .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
+});
 
 }  // namespace
 
@@ -172,6 +182,10 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
 }
 
 void submit_zero(starpu_data_handle_t x, const std::string& name) { submit(zero_codelet, {x}, NoArgs{}, name); }
+
+void submit_zero_on_host(starpu_data_handle_t x, const std::string& name) {
+  submit(zero_on_host_codelet, {x}, NoArgs{}, name);
+}
 
 void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name) {
   if (starpu_data_get_size(src) != starpu_data_get_size(dst))

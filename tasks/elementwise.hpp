@@ -15,6 +15,8 @@ void submit_axpy(float alpha, const Tensor& x, const Tensor& y, const std::strin
 void submit_scale(float alpha, const Tensor& x, const std::string& name = "scale");
 // Any vector handle set to zero bytes (a W task: it also allocates a transient handle).
 void submit_zero(starpu_data_handle_t x, const std::string& name);
+// The same on a CPU worker: for a buffer that lives in host memory (offloaded optimizer state).
+void submit_zero_on_host(starpu_data_handle_t x, const std::string& name);
 // dst = src, two vector handles of one size in bytes (any dtype).
 void submit_copy(starpu_data_handle_t src, starpu_data_handle_t dst, const std::string& name);
 // The fp32 gradient-accumulation buffer: dst (fp32) += src (bf16); dst (bf16) = src (fp32).

@@ -656,11 +656,13 @@ TEST_CASE("layer plan: optimizer and parameter offload", "[planner][layer_plan]"
   CHECK(z1.publish(false).how == Publish::all_gather_from_shard);
   CHECK(z1.publish(false).drop_device_shard);
 
-  // ZeRO-0: the full gradient and parameters have host copies.
+  // ZeRO-0: the full gradient and parameters have host copies; the gradient's is its pinned home,
+  // allocated once (not a copy StarPU pins when the CPU AdamW first reads it).
   in.stage = 0;
   const LayerPlan z0(in);
   CHECK(z0.buffer(LB::param).held_at == Places{MemoryPlace::device, MemoryPlace::host});
-  CHECK(z0.buffer(LB::grad).held_at == Places{MemoryPlace::device, MemoryPlace::host});
+  CHECK(z0.buffer(LB::grad).home == BufferHome::pinned_host);
+  CHECK(z0.buffer(LB::grad).held_at == Places{MemoryPlace::host, MemoryPlace::device});
 
   // ZeRO-3: the shard AdamW writes on the host keeps a device copy for the all-gathers.
   in.stage = 3;
