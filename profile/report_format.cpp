@@ -100,6 +100,17 @@ Json rank_json(const RankReport& rank) {
   Json memory = Json::array();
   for (const MemoryUseReport& m : r.memory) memory.push_back({{"node", m.node}, {"peak_bytes", m.peak_bytes}});
   out["memory"] = std::move(memory);
+  if (r.stretched) {
+    Json kinds = Json::array();
+    for (const StretchedKindReport& k : r.stretched->kinds)
+      kinds.push_back({{"name", k.name}, {"count", k.count}, {"excess_s", k.excess_s}, {"max_excess_s", k.max_excess_s}});
+    out["stretched"] = {{"predicted_tasks", r.stretched->predicted_tasks},
+                        {"stretched_tasks", r.stretched->stretched_tasks},
+                        {"excess_s", r.stretched->excess_s},
+                        {"kinds", std::move(kinds)}};
+  } else {
+    out["stretched"] = nullptr;
+  }
   const OverlapReport& o = r.overlap;
   out["overlap"] = {{"adam_tasks", o.adam_tasks},
                     {"adam_s", o.adam_s},
@@ -184,6 +195,24 @@ void append_rank_markdown(const RankReport& rank, const std::string& heading, st
     for (const MemoryUseReport& m : r.memory)
       md += "| " + m.node + " | " + bytes_text(std::uint64_t(m.peak_bytes)) + " |\n";
     md += "\n";
+  }
+
+  if (r.stretched) {
+    const StretchReport& s = *r.stretched;
+    md += heading + " Stretched tasks\n\n";
+    md += printf_string("Simulated run: %zu of %zu tasks ran longer than the simulation executed them for", s.stretched_tasks,
+                        s.predicted_tasks) +
+          (s.stretched_tasks ? ", " + seconds(s.excess_s) +
+                                   " s in all: time inside the task spent allocating or pinning memory, evicting or "
+                                   "waiting, not computing.\n\n"
+                             : ".\n\n");
+    if (!s.kinds.empty()) {
+      md += "| kind | tasks | excess s | largest excess ms |\n|---|---:|---:|---:|\n";
+      for (const StretchedKindReport& k : s.kinds)
+        md += "| " + k.name + printf_string(" | %zu | ", k.count) + seconds(k.excess_s) +
+              printf_string(" | %.3f |\n", k.max_excess_s * 1e3);
+      md += "\n";
+    }
   }
 
   md += heading + " Overlap\n\n";

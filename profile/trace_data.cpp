@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <unordered_map>
@@ -375,12 +376,27 @@ PajeTrace read_paje_trace(const std::filesystem::path& path) {
   return trace;
 }
 
+std::map<std::string, double> read_executed_durations(const std::filesystem::path& path) {
+  std::map<std::string, double> ms_by_job;
+  if (!std::filesystem::exists(path)) return ms_by_job;
+  for_each_record(path, [&](const Record& r, TextLines& lines) {
+    const std::string* job = r.find("JobId");
+    const std::string* us = r.find("ExecutedUs");
+    if (!job || job->empty() || !us) lines.fail("a record needs JobId and ExecutedUs");
+    const std::optional<double> value = parse_number<double>(*us);
+    if (!value || !(*value >= 0) || !std::isfinite(*value)) lines.fail("ExecutedUs is not a duration: '" + *us + "'");
+    if (!ms_by_job.emplace(*job, *value / 1e3).second) lines.fail("JobId " + *job + " appears twice");
+  });
+  return ms_by_job;
+}
+
 TraceData read_trace_data(const std::filesystem::path& dir) {
   TraceData data;
   data.dir = dir;
   data.tasks = read_tasks_rec(dir / "tasks.rec");
   data.worker_states = read_trace_rec(dir / "trace.rec");
   data.paje = read_paje_trace(dir / "paje.trace");
+  data.executed_ms = read_executed_durations(dir / "durations.rec");
   return data;
 }
 

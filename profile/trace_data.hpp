@@ -83,12 +83,19 @@ struct PajeTrace {
 // against the field count of its %EventDef; work-stealing links (between workers) are left out.
 PajeTrace read_paje_trace(const std::filesystem::path& path);
 
-// The three files of one traced run, read from `dir` (tasks.rec, trace.rec, paje.trace).
+// durations.rec, which a simulated run writes beside its trace (runtime/simulation.hpp,
+// write_executed_durations): what each task was simulated for, in ms, by JobId. A missing file is
+// an empty map (a real run).
+std::map<std::string, double> read_executed_durations(const std::filesystem::path& path);
+
+// The files of one traced run, read from `dir` (tasks.rec, trace.rec, paje.trace, and
+// durations.rec where the run was simulated).
 struct TraceData {
   std::filesystem::path dir;
   std::vector<TaskRecord> tasks;
   std::map<int, WorkerStateIntervals> worker_states;
   PajeTrace paje;
+  std::map<std::string, double> executed_ms;  // by JobId; empty for a real run
 };
 TraceData read_trace_data(const std::filesystem::path& dir);
 

@@ -313,6 +313,31 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
     report.transfers.push_back(link);
   }
   for (const auto& [node, peak] : data.paje.peak_used_bytes) report.memory.push_back({node_name(node), peak});
+  report.stretched = stretched_tasks(data);
+  return report;
+}
+
+std::optional<StretchReport> stretched_tasks(const TraceData& data) {
+  if (data.executed_ms.empty()) return std::nullopt;
+  StretchReport report;
+  std::map<std::string, StretchedKindReport> kinds;
+  for (const TaskRecord& task : data.tasks) {
+    const auto executed = data.executed_ms.find(task.job_id);
+    if (!task.executed() || executed == data.executed_ms.end()) continue;
+    ++report.predicted_tasks;
+    const double excess_ms = task.duration_ms() - executed->second;
+    if (excess_ms * 1e3 <= kStretchToleranceUs + kStretchToleranceShare * executed->second * 1e3) continue;
+    const std::string kind = task_kind(task.name);
+    StretchedKindReport& k = kinds[kind];
+    k.name = kind;
+    ++k.count;
+    k.excess_s += excess_ms * kSecondsPerMs;
+    k.max_excess_s = std::max(k.max_excess_s, excess_ms * kSecondsPerMs);
+    ++report.stretched_tasks;
+    report.excess_s += excess_ms * kSecondsPerMs;
+  }
+  for (auto& [name, k] : kinds) report.kinds.push_back(k);
+  std::ranges::sort(report.kinds, [](const auto& a, const auto& b) { return a.excess_s > b.excess_s; });
   return report;
 }
 

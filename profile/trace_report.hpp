@@ -80,6 +80,26 @@ struct OverlapReport {
   std::optional<double> collective_concurrent_fraction;
 };
 
+// Simulated runs: tasks whose traced duration is longer than what the simulation executed them
+// for (durations.rec). The excess was spent inside the task on something other than its work:
+// allocating or pinning memory, evicting to make room, waiting. A task counts when the excess is
+// over kStretchToleranceUs + kStretchToleranceShare of its execution: StarPU's simulation itself
+// adds 10 us to some CUDA tasks (measured: forward tasks of a 13B model on h200x1, every step).
+constexpr double kStretchToleranceUs = 20.0;
+constexpr double kStretchToleranceShare = 1e-2;
+struct StretchedKindReport {
+  std::string name;  // task kind, as task_kinds
+  std::size_t count = 0;
+  double excess_s = 0;      // summed traced − executed
+  double max_excess_s = 0;  // of one task
+};
+struct StretchReport {
+  std::size_t predicted_tasks = 0;  // tasks that ran and have an executed duration
+  std::size_t stretched_tasks = 0;
+  double excess_s = 0;
+  std::vector<StretchedKindReport> kinds;  // by excess, largest first
+};
+
 struct TraceReport {
   std::filesystem::path dir;
   std::optional<int> rank;  // set when the trace is one rank of several
@@ -93,6 +113,7 @@ struct TraceReport {
   std::vector<TransferReport> transfers;   // by source, then destination
   std::vector<MemoryUseReport> memory;     // by node id, nodes the trace records
   OverlapReport overlap;
+  std::optional<StretchReport> stretched;  // unset: no durations.rec (a real run)
 };
 
 // The memory node names of a trace: GPU<device> for a node holding a CUDA worker, RAM for node 0
@@ -103,5 +124,7 @@ std::vector<std::string> memory_node_names(const PajeTrace& paje);
 // The report of one run. Throws FileFormatError when no task ran, std::invalid_argument when
 // options.steady_from names no step of the trace, FileFormatError for a dependency cycle.
 TraceReport analyze_trace(const TraceData& data, const ReportOptions& options = {});
+// The stretched tasks of a simulated run's trace (unset without durations.rec).
+std::optional<StretchReport> stretched_tasks(const TraceData& data);
 
 }  // namespace starzero::profile

@@ -6,8 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -122,6 +125,22 @@ std::vector<double>& busy_until() {
 // pushed at that task's end).
 constexpr double kIdleAfterUs = 0.5;
 
+// executed_us's answer for each task as it ran, by job id (StarPU's workers are threads, also
+// under SimGrid).
+struct ExecutedDurations {
+  std::mutex mutex;
+  std::map<unsigned long, double> us_by_job;
+};
+ExecutedDurations& executed_durations() {
+  static ExecutedDurations durations;
+  return durations;
+}
+void record_execution(const starpu_task* task, double us) {
+  ExecutedDurations& d = executed_durations();
+  const std::lock_guard lock(d.mutex);
+  d.us_by_job[starpu_task_get_job_id(const_cast<starpu_task*>(task))] = us;
+}
+
 }  // namespace
 
 void set_cpu_task_overheads(std::map<std::string, TaskOverheadUs> by_policy) {
@@ -130,9 +149,11 @@ void set_cpu_task_overheads(std::map<std::string, TaskOverheadUs> by_policy) {
 
 const ChargedOverhead& charged_task_overhead() { return charged(); }
 
-double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us) {
-  const bool cpu = arch && arch->ndevices > 0 && arch->devices[0].type == STARPU_CPU_WORKER;
-  if (!cpu || starpu_task_get_current() != task) return duration_us;
+namespace {
+
+// A CPU worker's execution of `task`: its duration, StarPU's per-task overhead and, after the
+// worker idled, its wake-up.
+double charged_cpu_execution(const starpu_task* task, double duration_us) {
   const TaskOverheadUs& overhead = charged().us;
   const int worker = starpu_worker_get_id();
   if (worker < 0 || worker >= STARPU_NMAXWORKERS) return duration_us + overhead.per_task;
@@ -148,6 +169,27 @@ double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, d
   const double executed = duration_us + overhead.per_task + (was_idle ? overhead.wake : 0.0);
   until = now + executed;
   return executed;
+}
+
+}  // namespace
+
+double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us) {
+  if (starpu_task_get_current() != task) return duration_us;  // a scheduler's estimate
+  const bool cpu = arch && arch->ndevices > 0 && arch->devices[0].type == STARPU_CPU_WORKER;
+  const double executed = cpu ? charged_cpu_execution(task, duration_us) : duration_us;
+  record_execution(task, executed);
+  return executed;
+}
+
+void write_executed_durations(const std::string& dir) {
+  ExecutedDurations& d = executed_durations();
+  const std::lock_guard lock(d.mutex);
+  if (d.us_by_job.empty()) return;
+  const std::string path = dir + "/durations.rec";
+  std::ofstream out(path);
+  for (const auto& [job, us] : d.us_by_job) out << "JobId: " << job << "\nExecutedUs: " << us << "\n\n";
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write " + path);
 }
 
 void register_codelet(const char* symbol) { codelet_names().emplace_back(symbol); }

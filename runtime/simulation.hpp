@@ -95,6 +95,13 @@ const ChargedOverhead& charged_task_overhead();
 // estimates (another task current, or none) are left as they are: a real run's models hold
 // neither. GPU workers: unchanged (their launch cost is in the roofline).
 double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, double duration_us);
+// What every task executed so far was simulated for (executed_us, by StarPU job id), written as
+// `dir/durations.rec` (records "JobId: N" and "ExecutedUs: X", as tasks.rec's keys). `starzero
+// trace` compares each task's traced duration with it: a task that took longer spent the rest
+// inside the task on something else (allocating or pinning memory, evicting, waiting), which the
+// report names. Writes nothing when no task was simulated (a real run). Throws std::runtime_error
+// when the file cannot be written.
+void write_executed_durations(const std::string& dir);
 
 // How many duration estimates came from each source since the start (the schedulers ask several
 // times per task), for the run's report.

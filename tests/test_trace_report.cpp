@@ -192,6 +192,45 @@ TEST_CASE("the critical path follows the step's dependencies by duration", "[tra
   }
 }
 
+TEST_CASE("a simulated run's tasks that ran longer than simulated are reported as stretched", "[trace_report]") {
+  TempDir dir("trace_report_stretched");
+  // Executed 10 ms each (durations.rec); traced 10, 10.015 (within 20 us + 1 %), 10.5 and 14 ms.
+  std::string rec = task_record("qkv_fwd[0]", 1, "", "1", 0, 0, 10);
+  rec += task_record("qkv_fwd[1]", 2, "", "1", 0, 10, 20.015);
+  rec += task_record("zero_grad[0]", 3, "", "1", 1, 20, 30.5);
+  rec += task_record("zero_grad[1]", 4, "", "1", 1, 31, 45);
+  rec += task_record("partition", 5, "", "1");  // did not run
+  write_trace_folder(dir.path(), rec);
+  // A real run has no durations.rec: no section.
+  CHECK_FALSE(analyze_trace(read_trace_data(dir.path())).stretched.has_value());
+  std::string durations;
+  for (int job = 1; job <= 4; ++job) durations += "JobId: " + std::to_string(job) + "\nExecutedUs: 10000\n\n";
+  write_text(dir / "durations.rec", durations);
+  RankReport rank{read_trace_data(dir.path()), {}};
+  rank.report = analyze_trace(rank.data);
+  const TraceReport& report = rank.report;
+  REQUIRE(report.stretched.has_value());
+  const StretchReport& s = *report.stretched;
+  CHECK(s.predicted_tasks == 4);
+  CHECK(s.stretched_tasks == 2);
+  CHECK(s.excess_s == Approx(0.0045));
+  REQUIRE(s.kinds.size() == 1);
+  CHECK(s.kinds[0].name == "zero_grad");
+  CHECK(s.kinds[0].count == 2);
+  CHECK(s.kinds[0].max_excess_s == Approx(0.004));
+  CHECK(report_json({rank})["stretched"]["stretched_tasks"] == 2);
+  CHECK(report_markdown({rank}).find("| zero_grad | 2 | 0.0045 | 4.000 |") != std::string::npos);
+
+  SECTION("a malformed durations.rec is a format error") {
+    for (const char* bad : {"JobId: 1\n\n", "JobId: 1\nExecutedUs: -3\n\n", "JobId: 1\nExecutedUs: x\n\n",
+                            "JobId: 1\nExecutedUs: 1\n\nJobId: 1\nExecutedUs: 2\n\n", "JobId: 1\nExecutedUs: 1\n"}) {
+      INFO(bad);
+      write_text(dir / "durations.rec", bad);
+      CHECK_THROWS_AS(read_trace_data(dir.path()), FileFormatError);
+    }
+  }
+}
+
 TEST_CASE("a worker's time splits into busy time and overhead and idle time with sleeping inside idle",
           "[trace_report]") {
   TempDir dir("trace_report_states");

@@ -419,6 +419,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
     if (!fxt_file.empty()) {
       const fs::path out = ranks.trace_dir(options.session.trace_dir);
       convert_fxt_trace(fxt_file, out.string());
+      simulation::write_executed_durations(out.string());  // what each task was simulated for, if simulated
       std::printf("trace: %s/paje.trace (open with ViTE)\n", out.c_str());
     }
     return 0;
