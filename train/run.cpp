@@ -195,6 +195,15 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
         "the model's parameters, gradients and optimizer state take " + fixed(host_input.memory.gpu_static() / 1e9, 1) +
         " GB per GPU (`starzero plan`), more than the GPU's " + fixed(double(device) / 1e9, 1) +
         " GB: offload them (--offload-optimizer cpu; --stage 3 --offload-params cpu) or use more ranks");
+  // With the activations too, it runs, but StarPU evicts inside tasks all step long (a gpt-7B at
+  // B=8, T=4096: AdamW tasks stalled for seconds): say so once.
+  if (const std::size_t device = run.session->cuda_memory_bytes();
+      device > 0 && host_input.memory.gpu_total() > double(device) && ranks.leader())
+    std::fprintf(stderr,
+                 "%s: warning: with one micro-batch's activations the GPU needs %.1f GB (`starzero plan`), more "
+                 "than its %.1f GB: StarPU will evict and fetch back every step; fewer sequences per micro-batch "
+                 "(--batch with --grad-accum), --recompute or --offload-activations cpu fit it\n",
+                 o.program.c_str(), host_input.memory.gpu_total() / 1e9, double(device) / 1e9);
   if (ranks.is_simulated()) ranks.use_simulated_collectives(run.session->cuda_workers() > 0);
   if (nccl && !ranks.is_simulated()) {
     if (run.session->cuda_workers() == 0)
