@@ -351,7 +351,7 @@ double llama_training_flops(const LlamaShape& s, int batch, int seq, const Activ
   const double B = batch, T = seq, N = B * T, L = s.layers, C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden,
                V = s.vocab;
   const double block_matmul_forward = 2.0 * N * (C * Q + C * C + 3.0 * C * H);
-  const double attention_forward = 4.0 * B * T * T * C, attention_backward = 8.0 * B * T * T * C;
+  const double attention_forward = 4.0 * B * T * T * C, attention_backward = 10.0 * B * T * T * C;
   double recompute = 0;
   if (activations.recompute == Recompute::full) recompute = 2.0 * N * (C * Q + C * C + 2.0 * C * H) + attention_forward;
   if (activations.recompute == Recompute::selective) recompute = attention_forward;

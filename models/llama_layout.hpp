@@ -126,7 +126,7 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0,
 // FLOPs of one micro-batch of B sequences of T tokens (N = B·T rows) as LlamaModel's tasks declare
 // them (tasks/llama.hpp, tasks/nn.hpp), matmuls and attention only: forward 2·N·(C·Q + C² + 3·C·H)
 // per block plus lm_head 2·N·C·V, and attention 4·B·T²·C per block; backward twice the matmuls and
-// attention 8·B·T²·C; recompute full: qkv, attproj, fc and fc2 (2·N·(C·Q + C² + 2·C·H)) and the
+// attention 10·B·T²·C; recompute full: qkv, attproj, fc and fc2 (2·N·(C·Q + C² + 2·C·H)) and the
 // attention; selective: the attention. The element-wise tasks (RMSNorm, RoPE, SwiGLU, residuals,
 // cross-entropy) are left out.
 double llama_training_flops(const LlamaShape& shape, int batch, int seq, const ActivationPolicy& activations);

@@ -231,18 +231,19 @@ std::vector<std::pair<std::string, std::string>> bound_json_fields(const StepBou
                       steady && bound_s ? json_number(efficiency(*bound_s, *steady_step_s)) : std::string("null"));
   fields.emplace_back("compute_device", json_string(rates.compute_device));
   fields.emplace_back("compute_flops", json_number(work.compute_flops));
-  fields.emplace_back("compute_flops_per_s", json_number(rates.compute_flops_per_s));
-  fields.emplace_back("adam_threads", json_number(double(rates.adam_threads)));
-  fields.emplace_back("adam_bytes", json_number(work.adam_bytes));
-  fields.emplace_back("adam_bytes_per_s", json_number(rates.adam_bytes_per_s));
-  fields.emplace_back("host_to_gpu_bytes", json_number(work.host_to_gpu_bytes));
-  fields.emplace_back("host_to_gpu_Bps", json_number(rates.host_to_gpu_Bps));
-  fields.emplace_back("gpu_to_host_bytes", json_number(work.gpu_to_host_bytes));
-  fields.emplace_back("gpu_to_host_Bps", json_number(rates.gpu_to_host_Bps));
-  fields.emplace_back("disk_read_bytes", json_number(work.disk_read_bytes));
-  fields.emplace_back("disk_read_Bps", json_number(rates.disk_read_Bps));
-  fields.emplace_back("disk_write_bytes", json_number(work.disk_write_bytes));
-  fields.emplace_back("disk_write_Bps", json_number(rates.disk_write_Bps));
+  for (const auto& [key, value] : {std::pair{"compute_flops_per_s", rates.compute_flops_per_s},
+                                   {"adam_threads", double(rates.adam_threads)},
+                                   {"adam_bytes", work.adam_bytes},
+                                   {"adam_bytes_per_s", rates.adam_bytes_per_s},
+                                   {"host_to_gpu_bytes", work.host_to_gpu_bytes},
+                                   {"host_to_gpu_Bps", rates.host_to_gpu_Bps},
+                                   {"gpu_to_host_bytes", work.gpu_to_host_bytes},
+                                   {"gpu_to_host_Bps", rates.gpu_to_host_Bps},
+                                   {"disk_read_bytes", work.disk_read_bytes},
+                                   {"disk_read_Bps", rates.disk_read_Bps},
+                                   {"disk_write_bytes", work.disk_write_bytes},
+                                   {"disk_write_Bps", rates.disk_write_Bps}})
+    fields.emplace_back(key, json_number(value));
   fields.emplace_back("rates_source", json_string(rates.source));
   return fields;
 }

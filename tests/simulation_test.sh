@@ -80,9 +80,9 @@ assert float(m.group(3)) <= 100.0, "a simulated step beat its bound: " + lines[6
 bound = json.load(open(sys.argv[2]))["bound"]
 assert bound["compute_device"] == "GPU" and bound["compute_from"] == "trace" and bound["adam_from"] == "trace", bound
 assert abs(bound["adam_bytes"] - 28 * psi) <= 1e-3 * 28 * psi, (bound["adam_bytes"], 28 * psi)
-# The tasks' declared FLOPs agree with the formula: matmuls and attention, plus the element-wise
-# tasks the formula leaves out (and the attention backward's 8 or 10·B·T²·C as the tasks declare it).
-assert abs(bound["compute_flops"] - flops) <= 0.03 * flops, (bound["compute_flops"], flops)
+# The tasks' declared FLOPs: the formula's matmuls and attention, plus the element-wise tasks it
+# leaves out (0.4 % here).
+assert flops <= bound["compute_flops"] <= 1.01 * flops, (bound["compute_flops"], flops)
 assert bound["efficiency"] <= 1.0 and bound["binding"] == "cpu_adam", bound
 PY
 

@@ -64,19 +64,7 @@ def transfers_between(path, begin, end):
 def transfer_bytes(path):
     # Links of types defined between memory managers (StarPU: F, PF, IF); byte counts of the
     # links that both start and end.
-    types, started, total = set(), {}, 0
-    with open(path) as f:
-        for line in f:
-            w = line.split()
-            if not w or w[0].startswith("%"):
-                continue
-            if w[0] == "5" and w[3:5] == ["Mm", "Mm"]:
-                types.add(w[1])
-            elif w[0] == "18" and w[2] in types:
-                started[w[2] + w[6]] = int(w[4])
-            elif w[0] == "19" and w[2] in types and (w[2] + w[6]) in started:
-                total += started.pop(w[2] + w[6])
-    return total
+    return sum(transfers_between(path, -math.inf, math.inf).values())
 
 keys = {  # docs/trace-report.md
     "": ["dir", "wall_s", "tasks_executed", "steady_from", "steps", "workers", "task_kinds", "transfers", "overlap",
