@@ -16,9 +16,9 @@
 #include "models/gpt.hpp"
 #include "offload/engine.hpp"
 #include "runtime/session.hpp"
-#include "runtime/tensor.hpp"
 #include "tasks/blas_study.hpp"
 #include "tasks/nn.hpp"
+#include "train/peak_probes.hpp"
 #include "train/run.hpp"
 
 namespace starzero {
@@ -34,57 +34,7 @@ double flops_per_token(const GptShape& s, int T) {
   return 6.0 * double(s.param_count()) + 12.0 * s.layers * double(s.channels) * T;
 }
 
-struct ProbeResult {
-  double flops_per_second = 0;
-  int tasks = 0;
-  double seconds = 0;
-};
-
 constexpr int kProbeRepeats = 5;
-
-// Peak matrix-multiply throughput as the model's own kernels see it: independent square GEMMs
-// (the matmul codelet), enough to keep every worker busy, timed from submission to completion.
-ProbeResult gemm_probe(const Session& session, DType dtype, int size, int tasks_per_worker, int workers) {
-  const int tasks = std::max(1, tasks_per_worker * workers);
-  const std::size_t elements = std::size_t(size) * std::size_t(size);
-  Tensor weights = Tensor::host(dtype, elements, "probe_weights");
-  std::vector<Tensor> inputs, outputs;
-  {
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> value(-1, 1);
-    auto w = weights.view(Access::write);
-    for (std::size_t i = 0; i < elements; ++i) {
-      if (dtype == DType::f32)
-        w.as<float>()[i] = value(rng);
-      else
-        w.as<bf16>()[i] = from_float<bf16>(value(rng));
-    }
-  }
-  for (int t = 0; t < tasks; ++t) {
-    inputs.push_back(Tensor::transient(dtype, elements, "probe_in[" + std::to_string(t) + "]"));
-    outputs.push_back(Tensor::transient(dtype, elements, "probe_out[" + std::to_string(t) + "]"));
-    tasks::submit_zero(inputs.back().handle(), "probe_zero");
-  }
-  session.wait_all();
-  const tasks::Dims dims{dtype, 1, size, size, 1, 1, 1};  // N = B·T = size rows
-  auto run = [&] {
-    const Clock::time_point start = Clock::now();
-    for (int t = 0; t < tasks; ++t)
-      tasks::submit_matmul_forward(dims, outputs[std::size_t(t)].handle(), inputs[std::size_t(t)].handle(),
-                                   {weights.handle(), 0, -1}, size, size, "gemm_probe");
-    session.wait_all();
-    return seconds_since(start);
-  };
-  run();  // warm-up: first touches, calibration of the performance model
-  // The fastest of several runs: one run of ~0.1 s varied by ±10 % on a shared 2-core machine,
-  // and a peak is the best the kernels reach.
-  ProbeResult result;
-  result.tasks = tasks;
-  result.seconds = run();
-  for (int repeat = 1; repeat < kProbeRepeats; ++repeat) result.seconds = std::min(result.seconds, run());
-  result.flops_per_second = 2.0 * double(size) * size * size * tasks / result.seconds;
-  return result;
-}
 
 cli::ArgParser make_parser() {
   cli::ArgParser p("starzero bench");
@@ -120,7 +70,7 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %d independent %dx%dx%d GEMMs, fastest of %d runs ...\n", std::max(1, 4 * workers),
               probe_size, probe_size, probe_size, kProbeRepeats);
   std::fflush(stdout);
-  const ProbeResult probe = gemm_probe(session, dtype, probe_size, 4, workers);
+  const GemmProbe probe = gemm_probe(session, dtype, probe_size, 4, kProbeRepeats);
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 

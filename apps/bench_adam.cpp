@@ -1,7 +1,7 @@
 // `starzero bench adam`: the fused CPU AdamW (optimizers/adamw_simd.hpp) on every SIMD path this
 // CPU runs and several thread counts, against what the memory allows, measured in the same run:
-//   probe       Adam's exact access pattern with no arithmetic (read bf16 grad, master, m, v; write
-//               master, m, v, bf16 param: 28 B/param): the ceiling;
+//   probe       Adam's exact access pattern with no arithmetic (optimizers/adam_traffic.hpp: read bf16 grad,
+//               master, m, v; write master, m, v, bf16 param: 28 B/param): the ceiling;
 //   triad       STREAM a = b + s·c at 12 B/element (write-allocate not counted), for reference only;
 //   naive       the plain formula as a simple single-threaded loop;
 //   three-pass  cast bf16 grad -> fp32 buffer; fp32 Adam; cast fp32 master -> bf16 param, built
@@ -25,6 +25,7 @@
 #include "apps/cli.hpp"
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
+#include "optimizers/adam_traffic.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/dtype.hpp"
 
@@ -35,7 +36,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using optim::SimdPath;
 
-constexpr double kAdamBytes = 28.0;   // per parameter, bf16 grad and param
+constexpr double kAdamBytes = optim::kAdamTrafficBytes;  // per parameter, bf16 grad and param
 constexpr double kTriadBytes = 12.0;  // per element, as STREAM counts it
 constexpr std::size_t kChunk = std::size_t(1) << 16;
 
@@ -60,60 +61,6 @@ void parallel_chunks(tbb::task_arena& arena, std::size_t n, const std::function<
       for (std::size_t c = r.begin(); c != r.end(); ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
     });
   });
-}
-
-// Adam's traffic without its arithmetic: every array is loaded and stored back unchanged (the empty
-// asm hides that from the compiler, so the stores stay), and the gradient bits go to the param.
-// The widest vectors the CPU has, so the probe is a ceiling for every kernel path.
-__attribute__((target("avx512f"))) void probe_range_avx512(std::size_t b, std::size_t e, const bf16* grad,
-                                                           float* master, float* m, float* v, bf16* param) {
-  std::size_t i = b;
-  for (; i + 16 <= e; i += 16) {
-    __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
-    __m512 w = _mm512_loadu_ps(master + i), mi = _mm512_loadu_ps(m + i), vi = _mm512_loadu_ps(v + i);
-    __asm__ volatile("" : "+v"(g), "+v"(w), "+v"(mi), "+v"(vi));
-    _mm512_storeu_ps(master + i, w);
-    _mm512_storeu_ps(m + i, mi);
-    _mm512_storeu_ps(v + i, vi);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(param + i), g);
-  }
-  for (; i < e; ++i) param[i] = grad[i];
-}
-
-__attribute__((target("avx2"))) void probe_range_avx2(std::size_t b, std::size_t e, const bf16* grad, float* master,
-                                                      float* m, float* v, bf16* param) {
-  std::size_t i = b;
-  for (; i + 8 <= e; i += 8) {
-    __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
-    __m256 w = _mm256_loadu_ps(master + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
-    __asm__ volatile("" : "+x"(g), "+x"(w), "+x"(mi), "+x"(vi));
-    _mm256_storeu_ps(master + i, w);
-    _mm256_storeu_ps(m + i, mi);
-    _mm256_storeu_ps(v + i, vi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(param + i), g);
-  }
-  for (; i < e; ++i) param[i] = grad[i];
-}
-
-void probe_range_sse2(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
-  std::size_t i = b;
-  for (; i + 4 <= e; i += 4) {
-    __m128i g = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(grad + i));
-    __m128 w = _mm_loadu_ps(master + i), mi = _mm_loadu_ps(m + i), vi = _mm_loadu_ps(v + i);
-    __asm__ volatile("" : "+x"(g), "+x"(w), "+x"(mi), "+x"(vi));
-    _mm_storeu_ps(master + i, w);
-    _mm_storeu_ps(m + i, mi);
-    _mm_storeu_ps(v + i, vi);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(param + i), g);
-  }
-  for (; i < e; ++i) param[i] = grad[i];
-}
-
-void probe_range(std::size_t b, std::size_t e, const bf16* grad, float* master, float* m, float* v, bf16* param) {
-  static const auto widest = __builtin_cpu_supports("avx512f") ? probe_range_avx512
-                             : __builtin_cpu_supports("avx2")  ? probe_range_avx2
-                                                               : probe_range_sse2;
-  widest(b, e, grad, master, m, v, param);
 }
 
 void triad_range(std::size_t b, std::size_t e, float* a, const float* x, const float* y, float s) {
@@ -191,7 +138,7 @@ std::vector<Row> measure_at_threads(AdamShard& x, int threads, int steps, const 
   tbb::task_arena arena(threads);
   const double probe_s = median_seconds(steps, [&](int) {
     parallel_chunks(arena, n, [&](std::size_t b, std::size_t e) {
-      probe_range(b, e, x.grad.data(), x.master.data(), x.m.data(), x.v.data(), x.param.data());
+      optim::adam_traffic(b, e, x.grad.data(), x.master.data(), x.m.data(), x.v.data(), x.param.data());
     });
   });
   const double triad_s = median_seconds(steps, [&](int) {

@@ -18,10 +18,12 @@
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
 #include "apps/plan_report.hpp"
+#include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
+#include "sim/platform.hpp"
 
 namespace starzero {
 namespace {
@@ -55,6 +57,10 @@ cli::ArgParser make_parser() {
       .option("prefetch-depth", "W", "ZeRO-3 layers all-gathered ahead of the current one (default 1)")
       .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
       .option("host-mem", "SIZE", "host memory per rank for the fit check")
+      .option("platform", "NAME|DIR",
+              "the step bound of each row on this machine: h200x1, h200x8, a100x1, or a `starzero platform "
+              "--out` folder")
+      .option("adam-threads", "N", "  the CPU AdamW's threads under optimizer offload (default: as starzero train)")
       .flag("json", "print machine-readable JSON on stdout instead of tables")
       .flag("max-model",
             "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
@@ -74,7 +80,8 @@ const CommandHelp kHelp = {
     "their placement on GPU, host and NVMe under offload, activations and ZeRO-3 temporary\n"
     "layers for a GPT config or a preset (GPT, or Llama 3 with --model llama3), communication\n"
     "(2Ψ, or 3Ψ for ZeRO-3) and, given --gpu-mem and/or --host-mem, which stage and offload\n"
-    "combinations fit. GB = 1e9 bytes.\n"
+    "combinations fit. GB = 1e9 bytes. With --platform, each row's step bound on that machine:\n"
+    "the seconds per step of its compute, CPU AdamW, PCIe each way and disk, the largest bound.\n"
     "\n"
     "Flags take `--name value` or `--name=value`. Counts accept K M B T suffixes (1.5B, 125M),\n"
     "sizes KB MB GB TB or KiB MiB GiB TiB (80GB, 24GiB). Bad input: one error line, exit code 2.\n",
@@ -83,7 +90,9 @@ const CommandHelp kHelp = {
     "  starzero plan --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --batch 4 --dp 8\n"
     "  starzero plan --preset gpt2-124M --batch 4 --dp 8\n"
     "  starzero plan --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 8 --gpu-mem 141GB --host-mem 1.5TB\n"
-    "  starzero plan --max-model --model llama3 --preset llama3-8B --seq 2048 --gpu-mem 141GB\n"};
+    "  starzero plan --max-model --model llama3 --preset llama3-8B --seq 2048 --gpu-mem 141GB\n"
+    "  starzero plan --preset gpt2-1558M --batch 8 --recompute full --offload-optimizer cpu --stage 1 "
+    "--platform h200x1\n"};
 
 std::int64_t count_flag(const cli::ArgParser& p, const char* name) { return cli::parse_count(name, *p.value(name)); }
 
@@ -114,7 +123,9 @@ ModelFootprint gpt_model_footprint(const GptArgs& g) {
   shape.heads = int(g.heads);
   shape.channels = int(g.hidden);
   try {
-    return gpt_footprint(shape, int(g.batch), g.activations);
+    ModelFootprint footprint = gpt_footprint(shape, int(g.batch), g.activations);
+    footprint.training_flops = gpt_training_flops(shape, int(g.batch), int(g.seq), g.activations);
+    return footprint;
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());
   }
@@ -298,6 +309,17 @@ PlanRequest read_args(const cli::ArgParser& p) {
     a.limits.host_bytes = cli::parse_bytes("host-mem", *v);
     if (*a.limits.host_bytes <= 0) throw UsageError("--host-mem: '" + cli::printable(*v) + "' must be > 0");
   }
+  if (auto v = p.value("platform")) {
+    try {
+      a.machine = sim::named_or_folder_machine(*v);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--platform: ") + e.what());
+    }
+  }
+  if (p.given("adam-threads")) {
+    if (!a.machine) throw UsageError("--adam-threads needs --platform (the threads' share of its memory bandwidth)");
+    a.adam_threads = cli::int_option(p, "adam-threads", 1, 1, sim::kMaxCpus);
+  }
   a.json = p.flag_set("json");
   // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
   if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
@@ -336,6 +358,8 @@ MaxModelSettings max_model_settings(const cli::ArgParser& p) {
   for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer", "offload-params",
                            "json", "recompute", "recompute-window", "offload-activations"})
     if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
+  for (const char* flag : {"platform", "adam-threads"})
+    if (p.given(flag)) throw UsageError(std::string("--") + flag + ": --max-model prints no step bound");
   if (!p.given("gpu-mem") && !p.given("host-mem")) throw UsageError("--max-model needs --gpu-mem and/or --host-mem");
   MaxModelSettings m;
   PlanInput& base = m.base;

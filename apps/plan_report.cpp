@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "offload/footprint.hpp"
+#include "offload/step_work.hpp"
+#include "sim/step_bound.hpp"
 
 namespace starzero {
 namespace {
@@ -130,11 +132,19 @@ std::string json_split(const ByteSplit& s) {
 
 // ---- Everything computed before anything is printed (errors leave stdout empty) --------------
 
+// A row's step bound on the --platform machine.
+struct RowBound {
+  sim::StepWork work;
+  sim::ResourceRates rates;
+  sim::StepBound bound;
+};
+
 struct Row {
   std::int64_t dp = 1;
   int stage = 0;
   MemoryPlan mem;
   CommVolume comm;
+  std::optional<RowBound> bound;  // with --platform
 };
 
 struct Results {
@@ -150,7 +160,19 @@ Results compute(const PlanRequest& a) {
       PlanInput in = a.base;
       in.dp = dp;
       in.stage = stage;
-      r.rows.push_back({dp, stage, plan_memory(in), plan_communication(in)});
+      Row row{dp, stage, plan_memory(in), plan_communication(in), std::nullopt};
+      if (a.machine) {
+        try {
+          RowBound b;
+          b.work = plan_step_work(in, 1, a.machine->gpus > 0);
+          b.rates = planned_rates(*a.machine, in, a.adam_threads);
+          b.bound = sim::step_bound(b.work, b.rates);
+          row.bound = std::move(b);
+        } catch (const std::invalid_argument& e) {
+          throw PlanError(e.what());
+        }
+      }
+      r.rows.push_back(std::move(row));
     }
   }
   r.params = r.rows.front().mem.params;
@@ -459,11 +481,56 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
   }
 }
 
+// With --platform: each row's step bound, the resources as columns, the binding one starred.
+void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) {
+  const sim::MachineSpec& m = *a.machine;
+  const RowBound& first = *r.rows.front().bound;
+  const sim::ResourceRates& rates = first.rates;
+  out += strf("\nStep bound per rank and step (one micro-batch) on %s: %d CPU cores, %d GPU(s)\n", m.name.c_str(),
+              m.cpus, m.gpus);
+  out += "  rates: " + rates.source + ":\n    " + rates.compute_device + " compute " +
+         strf("%.4g TFLOP/s", rates.compute_flops_per_s / 1e12);
+  if (a.base.offload_optimizer != OptimizerOffload::none)
+    out += strf(", CPU AdamW %.4g GB/s (%d threads)", rates.adam_bytes_per_s / 1e9, rates.adam_threads);
+  if (m.gpus > 0)
+    out += strf(", PCIe %.4g GB/s host->GPU, %.4g GB/s GPU->host", rates.host_to_gpu_Bps / 1e9,
+                rates.gpu_to_host_Bps / 1e9);
+  if (a.base.offload_optimizer == OptimizerOffload::nvme)
+    out += strf(", disk %.4g GB/s read, %.4g GB/s write", rates.disk_read_Bps / 1e9, rates.disk_write_Bps / 1e9);
+  out += "\n";
+  if (first.work.compute_flops) {
+    const double tokens =
+        a.gpt ? double(a.gpt->batch) * double(a.gpt->seq) : double(a.llama->batch) * double(a.llama->seq);
+    out += strf(
+        "  compute: %.4g FLOP per micro-batch, %.3gΨ per token: the matmuls and attention of the model's\n"
+        "  tasks, recomputation included\n",
+        *first.work.compute_flops, *first.work.compute_flops / tokens / double(r.params));
+  } else {
+    out += "  compute: unknown without a model shape (--layers ... or --preset): its time is left out\n";
+  }
+  const std::size_t col_w = 16;
+  out += "  " + rpad("dp", 6) + "  " + pad("stage", 8);
+  for (sim::Resource res : sim::kResources) out += rpad(sim::resource_label(res, rates.compute_device), col_w);
+  out += "  bound\n";
+  for (const Row& row : r.rows) {
+    const sim::StepBound& b = row.bound->bound;
+    out += "  " + rpad(std::to_string(row.dp), 6) + "  " + pad(stage_name(row.stage), 8);
+    for (const sim::ResourceTime& t : b.resources)
+      out += rpad(sim::seconds_text(t.seconds) + (b.binding == t.resource ? "*" : " "), col_w);
+    out += "  " + sim::seconds_text(b.bound_s()) +
+           (b.binding ? " (" + sim::resource_label(*b.binding, b.compute_device) + ")" : std::string()) + "\n";
+  }
+  out +=
+      "  (*: the binding resource. No schedule makes a step shorter than its bound; a run's summary\n"
+      "  prints its efficiency, bound / steady step. docs/simulation.md, \"Step bound\")\n";
+}
+
 void print_human(const PlanRequest& a, const Results& r, std::string& out) {
   print_header(a, r, out);
   print_breakdown(a, r, out);
   print_notes(a, r, out);
   print_communication(a, r, out);
+  if (a.machine) print_step_bound(a, r, out);
   if (!r.fits.empty()) print_fit_check(a, r, out);
 }
 
@@ -510,6 +577,7 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
          ", \"offload_optimizer\": " + json_string(offload_name(in.offload_optimizer)) +
          ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
          ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) + ", \"bytes_unit\": \"byte\"},\n";
+  out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
   out += "  \"plans\": [";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
@@ -526,7 +594,16 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
            ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
            ", \"ring_elements\": " + json_number(row.comm.ring_elements) +
-           ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "}}";
+           ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "},\n     \"bound\": ";
+    if (row.bound) {
+      std::string fields;
+      for (const auto& [key, value] :
+           sim::bound_json_fields(row.bound->bound, row.bound->work, row.bound->rates, std::nullopt))
+        fields += (fields.empty() ? "" : ", ") + json_string(key) + ": " + value;
+      out += "{" + fields + "}}";
+    } else {
+      out += "null}";
+    }
   }
   out += "\n  ],\n  \"fit\": ";
   if (r.fits.empty()) {

@@ -1,6 +1,7 @@
 #pragma once
 // The report of `starzero plan`: the planner's figures (offload/planner.hpp) for each requested
-// data-parallel degree and stage, as the human tables or as JSON. apps/plan.cpp reads the flags
+// data-parallel degree and stage, and with a machine their step bound (offload/step_work.hpp,
+// sim/step_bound.hpp), as the human tables or as JSON. apps/plan.cpp reads the flags
 // into a PlanRequest; this file computes every row before anything is printed, so an error
 // leaves stdout empty.
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
+#include "sim/platform.hpp"
 
 namespace starzero {
 
@@ -41,6 +43,10 @@ struct PlanRequest {
   std::vector<std::int64_t> dps;
   std::vector<int> stages;
   MemoryLimits limits;
+  // --platform: the machine whose step bound each row gets (offload/step_work.hpp), with
+  // --adam-threads (default: the host plan's).
+  std::optional<sim::MachineSpec> machine;
+  std::optional<int> adam_threads;
   bool json = false;
 };
 

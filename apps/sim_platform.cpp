@@ -33,25 +33,10 @@ namespace fs = std::filesystem;
 
 // A folder with exactly one bus/NAME.machine.json: that machine, whose files are beside it.
 sim::MachineSpec machine_in(const fs::path& dir) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir / "bus", ec)) {
-    const std::string file = e.path().filename().string();
-    if (file.size() > 13 && file.ends_with(".machine.json")) found.push_back(e.path());
-  }
-  if (ec) fail("'" + dir.string() + "' has no bus/ folder (write one with `starzero platform NAME --out DIR`)");
-  if (found.size() != 1)
-    fail("'" + dir.string() + "/bus' holds " + std::to_string(found.size()) +
-         " machines (*.machine.json); give a folder with one");
   try {
-    sim::MachineSpec m = sim::read_machine_file(found[0]);
-    if (found[0].filename().string() != m.name + ".machine.json")
-      fail(found[0].string() + " names machine '" + m.name + "'");
-    if (!fs::exists(dir / "bus" / (m.name + ".platform.v4.xml")))
-      fail("no " + (dir / "bus" / (m.name + ".platform.v4.xml")).string());
-    return m;
+    return sim::machine_in_folder(dir);
   } catch (const std::invalid_argument& e) {
-    fail(found[0].string() + ": " + e.what());
+    fail(e.what());
   }
 }
 
@@ -121,6 +106,7 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   }
   setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
   setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
+  sim::set_simulated_machine(machine);
   simulation::set_roofline(roofline_of(machine));
   simulation::set_machine_description(describe(machine));
   simulation::set_machine_size({machine.cpus, machine.gpus});

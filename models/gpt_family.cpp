@@ -9,6 +9,7 @@
 
 #include "models/data.hpp"
 #include "models/gpt.hpp"
+#include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/llmc_files.hpp"
 #include "models/registry.hpp"
@@ -171,7 +172,9 @@ class GptSpec final : public ModelSpec {
   }
   std::size_t parameter_count() const override { return shape_.param_count(); }
   ModelFootprint footprint(int batch, const ActivationPolicy& activations) const override {
-    return gpt_footprint(shape_, batch, activations);
+    ModelFootprint footprint = gpt_footprint(shape_, batch, activations);
+    footprint.training_flops = gpt_training_flops(shape_, batch, T_, activations);
+    return footprint;
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,

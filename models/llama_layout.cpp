@@ -344,6 +344,20 @@ std::size_t llama_offloaded_activation_bytes(const LlamaShape& s, std::size_t el
   return std::size_t(total);
 }
 
+double llama_training_flops(const LlamaShape& s, int batch, int seq, const ActivationPolicy& activations) {
+  if (batch < 1 || seq < 1)
+    throw std::invalid_argument("Llama FLOPs need B and T >= 1, got B=" + std::to_string(batch) +
+                                " T=" + std::to_string(seq));
+  const double B = batch, T = seq, N = B * T, L = s.layers, C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden,
+               V = s.vocab;
+  const double block_matmul_forward = 2.0 * N * (C * Q + C * C + 3.0 * C * H);
+  const double attention_forward = 4.0 * B * T * T * C, attention_backward = 10.0 * B * T * T * C;
+  double recompute = 0;
+  if (activations.recompute == Recompute::full) recompute = 2.0 * N * (C * Q + C * C + 2.0 * C * H) + attention_forward;
+  if (activations.recompute == Recompute::selective) recompute = attention_forward;
+  return L * (3.0 * block_matmul_forward + attention_forward + attention_backward + recompute) + 3.0 * 2.0 * N * C * V;
+}
+
 ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, const ActivationPolicy& activations) {
   shape.validate();
   const int T = seq > 0 ? seq : shape.max_seq;
@@ -369,6 +383,7 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, cons
   f.offloaded_activation_bytes_2 = std::int64_t(llama_offloaded_activation_bytes(shape, 2, batch, T, activations));
   f.offloaded_activation_bytes_4 = std::int64_t(llama_offloaded_activation_bytes(shape, 4, batch, T, activations));
   f.activations = activations;
+  f.training_flops = llama_training_flops(shape, batch, T, activations);
   return f;
 }
 

@@ -118,10 +118,18 @@ LlamaShape llama_shape_from_fields(const StateShapeFields& fields);
 StateLayout llama_state_layout(const LlamaShape& shape);
 
 // The planner's view of a micro-batch of `batch` sequences of `seq` tokens (0: max_seq): Ψ, the
-// layer kinds "embedding", "block", "head", LlamaModel's activation tensors, and the bytes of its
-// buffers under `activations` (llama_activation_bytes, llama_offloaded_activation_bytes).
+// layer kinds "embedding", "block", "head", LlamaModel's activation tensors, the bytes of its
+// buffers under `activations` (llama_activation_bytes, llama_offloaded_activation_bytes) and its
+// FLOPs (llama_training_flops).
 ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0,
                                const ActivationPolicy& activations = {});
+// FLOPs of one micro-batch of B sequences of T tokens (N = B·T rows) as LlamaModel's tasks declare
+// them (tasks/llama.hpp, tasks/nn.hpp), matmuls and attention only: forward 2·N·(C·Q + C² + 3·C·H)
+// per block plus lm_head 2·N·C·V, and attention 4·B·T²·C per block; backward twice the matmuls and
+// attention 10·B·T²·C; recompute full: qkv, attproj, fc and fc2 (2·N·(C·Q + C² + 2·C·H)) and the
+// attention; selective: the attention. The element-wise tasks (RMSNorm, RoPE, SwiGLU, residuals,
+// cross-entropy) are left out.
+double llama_training_flops(const LlamaShape& shape, int batch, int seq, const ActivationPolicy& activations);
 // Bytes of LlamaModel's activation buffers that stay on the device, for B sequences of T tokens
 // at `element` bytes per stored element, keeping what `activations` says (the formula of
 // docs/llama.md, computed apart from the buffers).

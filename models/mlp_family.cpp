@@ -33,6 +33,9 @@ class MlpSpec final : public ModelSpec {
                      {"classifier", std::int64_t(shape_.layer_params(shape_.blocks + 1))}};
     f.activation_tensors = {{"embedded", B * C}, {"h", K * B * C}, {"g", K * B * C}, {"out", K * B * C},
                             {"logits", B * V},   {"probs", B * V}, {"losses", B}};
+    // The matmuls' FLOPs (tasks/nn.hpp): K blocks of C×C and the classifier C×V, forward 2·B·in·out
+    // and backward twice that, for B rows (one token each).
+    f.training_flops = 6.0 * double(B) * (double(K) * double(C) * double(C) + double(C) * double(V));
     return f;
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }

@@ -61,6 +61,10 @@ struct ModelFootprint {
   // cpu; not counted in activation_bytes_2/4, which stay on the device).
   std::int64_t offloaded_activation_bytes_2 = 0, offloaded_activation_bytes_4 = 0;
   ActivationPolicy activations;
+  // FLOPs of one micro-batch's forward, recomputation (under `activations`) and backward, as the
+  // model's tasks declare them: their matmuls and attention (the element-wise tasks left out);
+  // 0: unknown. What the step bound's compute time is made of (sim/step_bound.hpp).
+  double training_flops = 0;
 
   NamedCount largest_layer() const {
     if (layer_kinds.empty()) return {};

@@ -81,19 +81,25 @@ HostPlan plan_host(const HostPlanInput& in, const Topology& topology) {
   plan.cpu_workers = in.cpu_workers;
   if (in.offload_optimizer == OptimizerOffload::none && in.offload_params == ParamOffload::none) return plan;
   if (in.gpu >= 0) plan.numa_node = topology.gpus[std::size_t(in.gpu)].numa_node;  // nearest to this rank's GPU
-  // Cores per rank; under offload the CPU AdamW gets those the GPU worker leaves, minus one CPU
-  // worker for collectives and small tasks. Without a GPU the compute needs the cores: 1 thread.
   const int cores = std::max(1, topology.cores / in.ranks_here);
-  const int cuda_workers = in.gpu >= 0 ? 1 : 0;
+  const bool gpu = in.gpu >= 0;
   if (in.offload_optimizer != OptimizerOffload::none)
-    plan.adam_threads = in.adam_threads    ? *in.adam_threads
-                        : cuda_workers > 0 ? std::max(1, cores - cuda_workers - 1)
-                                           : 1;
-  if (plan.cpu_workers < 0)  // StarPU's workers leave the extra Adam threads their cores
-    plan.cpu_workers = std::max(1, cores - cuda_workers - (plan.adam_threads - 1));
+    plan.adam_threads = in.adam_threads.value_or(default_adam_threads(cores, gpu));
+  if (plan.cpu_workers < 0) plan.cpu_workers = default_cpu_workers(cores, gpu, plan.adam_threads);
   check_host_memory(in);
   if (in.offload_optimizer == OptimizerOffload::nvme) plan.disk_bytes = plan_disk(in);
   return plan;
+}
+
+int default_adam_threads(int cores_per_rank, bool gpu) {
+  // With a GPU, the cores its worker leaves minus one CPU worker for collectives and small tasks;
+  // without one the compute needs the cores: 1 thread.
+  return gpu ? std::max(1, cores_per_rank - 2) : 1;
+}
+
+int default_cpu_workers(int cores_per_rank, bool gpu, int adam_threads) {
+  // The workers leave the GPU's driver core and the AdamW's extra threads their cores.
+  return std::max(1, cores_per_rank - (gpu ? 1 : 0) - (adam_threads - 1));
 }
 
 std::string format_bytes(double bytes) {

@@ -42,6 +42,14 @@ struct HostPlan {
 // cannot be created or queried, or the input is invalid.
 HostPlan plan_host(const HostPlanInput& input, const Topology& topology);
 
+// The CPU AdamW's threads when none are asked for, for a rank with `cores_per_rank` cores: with a
+// GPU, the cores its worker leaves minus one CPU worker for collectives and small tasks (at least
+// 1); without a GPU, 1.
+int default_adam_threads(int cores_per_rank, bool gpu);
+// StarPU's CPU workers when none are asked for: the rank's cores minus the GPU worker's and the
+// AdamW's extra threads (adam_threads - 1), at least 1.
+int default_cpu_workers(int cores_per_rank, bool gpu, int adam_threads);
+
 // Bytes for a message: "1.23 GB" from 1e9 bytes up, else "12.3 MB".
 std::string format_bytes(double bytes);
 

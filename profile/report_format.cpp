@@ -118,6 +118,17 @@ Json rank_json(const RankReport& rank) {
                     {"collective_tasks", o.collective_tasks},
                     {"collective_s", o.collective_s},
                     {"collective_concurrent_fraction", optional_number(o.collective_concurrent_fraction)}};
+  if (const std::optional<BoundReport>& b = r.bound) {
+    Json bound;
+    for (const auto& [key, value] : sim::bound_json_fields(b->bound, b->work, b->rates, b->steady_step_s))
+      bound[key] = Json::parse(value);
+    bound["steady_steps"] = b->steady_steps;
+    bound["compute_from"] = b->compute_from;
+    bound["adam_from"] = b->adam_from;
+    out["bound"] = std::move(bound);
+  } else {
+    out["bound"] = nullptr;
+  }
   return out;
 }
 
@@ -230,6 +241,20 @@ void append_rank_markdown(const RankReport& rank, const std::string& heading, st
                   printf_string(" s (%zu tasks)\n", o.collective_tasks)
             : std::string("- collectives: no collective task ran\n");
   md += "\n";
+
+  md += heading + " Bound\n\n";
+  if (const std::optional<BoundReport>& b = r.bound) {
+    md += "The time each resource needs for one steady step (" + std::to_string(b->steady_steps) +
+          (b->steady_steps == 1 ? " step" : " steps") +
+          "; the steady window over their count is the step): compute from the " +
+          (b->compute_from == "trace" ? "tasks' declared FLOPs" : "run's plan (no task declared FLOPs)") +
+          ", CPU AdamW from " + (b->adam_from == "trace" ? "its tasks' buffers" : "the run's plan") +
+          ", PCIe and disk from the transfers; the largest bounds the step.\n\n```\n";
+    for (const std::string& line : sim::bound_lines(b->bound, b->rates, b->steady_step_s, "")) md += line + "\n";
+    md += "```\n\n";
+  } else {
+    md += "No bound: " + r.bound_missing + ".\n\n";
+  }
 
   if (!r.steps.empty()) {
     md += heading + " Critical paths\n\n";

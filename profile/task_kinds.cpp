@@ -35,4 +35,6 @@ bool is_compute_kind(std::string_view kind) {
 
 bool is_adamw_kind(std::string_view kind) { return kind.starts_with("adamw"); }
 
+bool is_cpu_adamw_model(std::string_view model) { return model == "adamw_cpu"; }
+
 }  // namespace starzero::profile

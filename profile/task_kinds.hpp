@@ -18,5 +18,8 @@ bool is_collective_kind(std::string_view kind);
 bool is_compute_kind(std::string_view kind);
 // The optimizer step: kinds starting with adamw (adamw, adamw_cpu, ...).
 bool is_adamw_kind(std::string_view kind);
+// ZeRO-Offload's CPU AdamW, by its task's Model (the codelet's name, optimizers/adamw_codelet.cpp):
+// "adamw_cpu".
+bool is_cpu_adamw_model(std::string_view model);
 
 }  // namespace starzero::profile

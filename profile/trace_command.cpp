@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,12 +34,26 @@ std::vector<std::pair<std::optional<int>, std::filesystem::path>> find_trace_fol
   return ranks;
 }
 
+std::optional<sim::RunBoundFigures> read_run_bound(const std::filesystem::path& folder) {
+  const std::filesystem::path path = folder / sim::kRunBoundFile;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_format_error(path, "cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return sim::run_bound_from_json(text.str());
+  } catch (const std::invalid_argument& e) {
+    throw_format_error(path, e.what());
+  }
+}
+
 void print_trace_report(const TraceCommandOptions& options, std::ostream& out) {
   std::vector<RankReport> ranks;
   for (const auto& [rank, folder] : find_trace_folders(options.dir)) {
     RankReport r;
     r.data = read_trace_data(folder);
-    r.report = analyze_trace(r.data, {options.steady_from});
+    r.report = analyze_trace(r.data, {options.steady_from, read_run_bound(folder)});
     r.report.rank = rank;
     ranks.push_back(std::move(r));
   }

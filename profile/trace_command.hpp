@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/step_bound.hpp"
+
 namespace starzero::profile {
 
 struct TraceCommandOptions {
@@ -19,6 +21,10 @@ struct TraceCommandOptions {
 // The trace folders of DIR: DIR itself when it holds tasks.rec, else its rank<r>/ folders that
 // do, by rank. Throws FileFormatError when DIR is missing or holds neither.
 std::vector<std::pair<std::optional<int>, std::filesystem::path>> find_trace_folders(const std::filesystem::path& dir);
+
+// The figures a traced run left in `folder` for the bound (sim::kRunBoundFile); unset when it left
+// none. FileFormatError for a file that cannot be read or is malformed.
+std::optional<sim::RunBoundFigures> read_run_bound(const std::filesystem::path& folder);
 
 // Reads every rank's files, writes the chart when asked, then prints the report to `out`.
 // Bad input (missing or malformed files, a --steady-from beyond the last step) throws

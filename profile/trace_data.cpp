@@ -204,8 +204,29 @@ std::vector<TaskRecord> read_tasks_rec(const std::filesystem::path& path) {
       task.name = *model;
     else
       task.name = "unnamed";
+    if (const std::string* model = r.find("Model")) task.model = *model;
     if (const std::string* deps = r.find("DependsOn"))
       for (std::string_view id : split_words(*deps)) task.depends_on.emplace_back(id);
+    if (const std::string* gflop = r.find("GFlop")) {
+      const double value = number_field<double>(lines, "GFlop", *gflop);
+      if (!(value >= 0) || !std::isfinite(value)) lines.fail("GFlop: '" + gflop->substr(0, 40) + "' is not >= 0");
+      task.flops = value * 1e9;
+    }
+    const std::string* sizes = r.find("Sizes");
+    const std::string* modes = r.find("Modes");
+    if (sizes && modes) {
+      const std::vector<std::string_view> size_words = split_words(*sizes), mode_words = split_words(*modes);
+      if (size_words.size() != mode_words.size())
+        lines.fail("task " + task.job_id + " (" + task.name + ") has " + std::to_string(size_words.size()) +
+                   " Sizes but " + std::to_string(mode_words.size()) + " Modes");
+      double bytes = 0;
+      for (std::size_t i = 0; i < size_words.size(); ++i) {
+        const double accesses = double(std::count(mode_words[i].begin(), mode_words[i].end(), 'R') +
+                                       std::count(mode_words[i].begin(), mode_words[i].end(), 'W'));
+        bytes += accesses * double(number_field<std::uint64_t>(lines, "Sizes", size_words[i]));
+      }
+      task.data_bytes = bytes;
+    }
     if (const std::string* iteration = r.find("Iteration")) {
       const std::vector<std::string_view> levels = split_words(*iteration);
       if (levels.empty()) lines.fail("Iteration: no value");

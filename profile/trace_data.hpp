@@ -26,6 +26,11 @@ struct TaskRecord {
   int worker = -1;                      // WorkerId; -1: the task did not run (marks, partitions)
   double start_ms = 0;                  // StartTime and EndTime, when it ran
   double end_ms = 0;
+  std::string model;            // Model: the codelet's performance model ("" without one)
+  std::optional<double> flops;  // GFlop × 1e9: the FLOPs the task declared (STARPU_FLOPS)
+  // The bytes its buffers move to or from their memory: each of Sizes counted once per R and once
+  // per W in its Modes ("RW" twice, scratch "S" not at all); unset without Sizes and Modes.
+  std::optional<double> data_bytes;
 
   bool executed() const { return worker >= 0; }
   double duration_ms() const { return executed() ? end_ms - start_ms : 0.0; }

@@ -122,6 +122,57 @@ TimeSplit split_time(const Interval& window, const std::vector<Interval>& task_i
   return split;
 }
 
+// The steady steps' bound: what they asked of each resource, per step, in the trace (the tasks'
+// declared FLOPs and buffer sizes, the transfers), at the rates the run left (docs/trace-report.md).
+BoundReport bound_of_steady_steps(const std::vector<TaskRecord>& tasks, const std::vector<std::size_t>& steady_tasks,
+                                  const Interval& steady_window, std::size_t steady_steps,
+                                  const std::map<int, WorkerReport>& workers, const std::vector<Transfer>& transfers,
+                                  const std::vector<std::string>& node_names, const sim::RunBoundFigures& run) {
+  BoundReport b;
+  b.rates = run.rates;
+  b.steady_steps = steady_steps;
+  b.steady_step_s = steady_window.length() * kSecondsPerMs / double(steady_steps);
+  const std::string compute_kind = run.rates.compute_device == "GPU" ? "cuda" : "cpu";
+  double compute_flops = 0, adam_bytes = 0, adam_flops = 0;
+  bool compute_declared = false, adam_sized = false;
+  for (std::size_t i : steady_tasks) {
+    const TaskRecord& t = tasks[i];
+    if (!t.executed()) continue;
+    if (is_cpu_adamw_model(t.model)) {
+      if (t.data_bytes) {
+        adam_sized = true;
+        adam_bytes += *t.data_bytes;
+        adam_flops += t.flops.value_or(0.0);
+      }
+      continue;
+    }
+    const auto worker = workers.find(t.worker);
+    if (worker == workers.end() || worker->second.kind != compute_kind || !t.flops) continue;
+    compute_declared = true;
+    compute_flops += *t.flops;
+  }
+  const double per_step = 1.0 / double(steady_steps);
+  b.compute_from = compute_declared ? "trace" : "plan";
+  b.work.compute_flops = compute_declared ? std::optional<double>(compute_flops * per_step) : run.planned.compute_flops;
+  b.adam_from = adam_sized ? "trace" : "plan";
+  b.work.adam_bytes = adam_sized ? adam_bytes * per_step : run.planned.adam_bytes;
+  b.work.adam_flops = adam_sized ? adam_flops * per_step : run.planned.adam_flops;
+  const auto name_of = [&](int node) {
+    return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)] : std::string();
+  };
+  for (const Transfer& t : transfers) {
+    if (t.start_ms < steady_window.begin || t.start_ms >= steady_window.end) continue;
+    const std::string src = name_of(t.src_node), dst = name_of(t.dst_node);
+    const double bytes = double(t.bytes) * per_step;
+    if (src == "RAM" && dst.starts_with("GPU")) b.work.host_to_gpu_bytes += bytes;
+    if (src.starts_with("GPU") && dst == "RAM") b.work.gpu_to_host_bytes += bytes;
+    if (src == "RAM" && dst.starts_with("DISK")) b.work.disk_write_bytes += bytes;
+    if (src.starts_with("DISK") && dst == "RAM") b.work.disk_read_bytes += bytes;
+  }
+  b.bound = sim::step_bound(b.work, b.rates);
+  return b;
+}
+
 }  // namespace
 
 std::vector<std::string> memory_node_names(const PajeTrace& paje) {
@@ -188,6 +239,8 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
     report.steps.push_back(std::move(s));
   }
   std::optional<Interval> steady_window;
+  std::vector<std::size_t> steady_tasks;
+  std::size_t steady_steps = 0;
   if (!report.steps.empty()) {
     long first_steady = report.steps.front().step + 1;
     if (options.steady_from) {
@@ -197,9 +250,11 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
                                     std::to_string(report.steps.front().step) + ".." +
                                     std::to_string(report.steps.back().step));
     }
-    std::vector<std::size_t> steady_tasks;
-    for (const auto& [step, members] : tasks_of_step)
-      if (step >= first_steady) steady_tasks.insert(steady_tasks.end(), members.begin(), members.end());
+    for (const auto& [step, members] : tasks_of_step) {
+      if (step < first_steady) continue;
+      steady_tasks.insert(steady_tasks.end(), members.begin(), members.end());
+      ++steady_steps;
+    }
     steady_window = span_of(tasks, steady_tasks);
     if (steady_window) report.steady_from = std::max(first_steady, report.steps.front().step);
   }
@@ -313,6 +368,16 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
     report.transfers.push_back(link);
   }
   for (const auto& [node, peak] : data.paje.peak_used_bytes) report.memory.push_back({node_name(node), peak});
+
+  // ---- the steady steps' bound
+  if (!options.run_bound)
+    report.bound_missing = std::string("no ") + sim::kRunBoundFile +
+                           " beside the trace (a traced run writes it: the leader's, with a steady step)";
+  else if (!steady_window)
+    report.bound_missing = "no steady steps";
+  else
+    report.bound = bound_of_steady_steps(tasks, steady_tasks, *steady_window, steady_steps, workers,
+                                         data.paje.transfers, node_names, *options.run_bound);
   report.stretched = stretched_tasks(data);
   return report;
 }

@@ -1,10 +1,10 @@
 #pragma once
 // The numbers of `starzero trace` for one traced run (one rank): wall time per step and for the
 // run, each step's critical path, per-worker busy/overhead/idle time, time per task kind, data
-// transfers per link and how much of them compute hides, and how much AdamW and collective time
-// runs beside forward/backward compute. All times in seconds. The definitions (what counts as
-// busy, overhead, compute, hidden; what the critical path leaves out) are in
-// docs/trace-report.md.
+// transfers per link and how much of them compute hides, how much AdamW and collective time
+// runs beside forward/backward compute, and the steady steps' bound. All times in seconds. The
+// definitions (what counts as busy, overhead, compute, hidden; what the critical path leaves out)
+// are in docs/trace-report.md.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -12,12 +12,16 @@
 #include <vector>
 
 #include "profile/trace_data.hpp"
+#include "sim/step_bound.hpp"
 
 namespace starzero::profile {
 
 struct ReportOptions {
   // Steady steps are the steps >= steady_from; unset: every step but the first.
   std::optional<long> steady_from;
+  // What the run left beside its trace (sim::kRunBoundFile): the rates of its step bound and its
+  // plan's work per step. Unset: the report has no bound.
+  std::optional<sim::RunBoundFigures> run_bound{};
 };
 
 struct StepReport {
@@ -100,6 +104,18 @@ struct StretchReport {
   std::vector<StretchedKindReport> kinds;  // by excess, largest first
 };
 
+// The step bound of the steady steps (docs/trace-report.md, "Bound"): what one steady step asked
+// of each resource in the trace, at the rates the run used.
+struct BoundReport {
+  sim::StepWork work;  // per steady step
+  sim::ResourceRates rates;
+  sim::StepBound bound;
+  double steady_step_s = 0;  // the steady window over the steady steps
+  std::size_t steady_steps = 0;
+  std::string compute_from;  // "trace": the compute workers' tasks' GFlop; "plan": none carried one
+  std::string adam_from;     // "trace": the CPU AdamW tasks' Sizes and Modes; "plan": none carried them
+};
+
 struct TraceReport {
   std::filesystem::path dir;
   std::optional<int> rank;  // set when the trace is one rank of several
@@ -114,6 +130,8 @@ struct TraceReport {
   std::vector<MemoryUseReport> memory;     // by node id, nodes the trace records
   OverlapReport overlap;
   std::optional<StretchReport> stretched;  // unset: no durations.rec (a real run)
+  std::optional<BoundReport> bound;  // unset: see bound_missing
+  std::string bound_missing;         // why there is no bound ("" when there is one)
 };
 
 // The memory node names of a trace: GPU<device> for a node holding a CUDA worker, RAM for node 0

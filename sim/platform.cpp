@@ -543,4 +543,49 @@ MachineSpec read_machine_file(const std::filesystem::path& path) {
   return machine_from_json(text.str());
 }
 
+namespace {
+std::optional<MachineSpec>& machine_simulated() {
+  static std::optional<MachineSpec> machine;
+  return machine;
+}
+}  // namespace
+
+void set_simulated_machine(const MachineSpec& machine) { machine_simulated() = machine; }
+const std::optional<MachineSpec>& simulated_machine() { return machine_simulated(); }
+
+MachineSpec machine_in_folder(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "bus", ec)) {
+    const std::string file = e.path().filename().string();
+    if (file.size() > 13 && file.ends_with(".machine.json")) found.push_back(e.path());
+  }
+  if (ec)
+    throw std::invalid_argument("'" + dir.string() +
+                                "' has no bus/ folder (write one with `starzero platform NAME --out DIR`)");
+  if (found.size() != 1)
+    throw std::invalid_argument("'" + dir.string() + "/bus' holds " + std::to_string(found.size()) +
+                                " machines (*.machine.json); give a folder with one");
+  MachineSpec m;
+  try {
+    m = read_machine_file(found[0]);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(found[0].string() + ": " + e.what());
+  }
+  if (found[0].filename().string() != m.name + ".machine.json")
+    throw std::invalid_argument(found[0].string() + " names machine '" + m.name + "'");
+  if (!fs::exists(dir / "bus" / (m.name + ".platform.v4.xml")))
+    throw std::invalid_argument("no " + (dir / "bus" / (m.name + ".platform.v4.xml")).string());
+  return m;
+}
+
+MachineSpec named_or_folder_machine(const std::string& name_or_dir) {
+  if (const std::optional<MachineSpec> named = named_machine(name_or_dir)) return *named;
+  if (std::filesystem::is_directory(name_or_dir)) return machine_in_folder(name_or_dir);
+  std::string names;
+  for (const std::string& n : named_machines()) names += (names.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("'" + name_or_dir + "' is neither a machine (" + names + ") nor a folder");
+}
+
 }  // namespace starzero::sim

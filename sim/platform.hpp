@@ -118,6 +118,19 @@ std::string machine_json(const MachineSpec& machine);
 MachineSpec machine_from_json(std::string_view text);
 // machine_from_json of a file's text; std::invalid_argument too for a file that cannot be read.
 MachineSpec read_machine_file(const std::filesystem::path& path);
+// The machine of a platform folder, as `starzero platform --out DIR` and `starzero calibrate --out
+// DIR` write it: DIR/bus holds exactly one NAME.machine.json, of machine NAME, with
+// NAME.platform.v4.xml beside it. std::invalid_argument (one line) says what is missing or wrong.
+MachineSpec machine_in_folder(const std::filesystem::path& dir);
+// A named machine (named_machine), else the machine of the folder `name_or_dir`; std::invalid_argument
+// for neither.
+MachineSpec named_or_folder_machine(const std::string& name_or_dir);
+
+// The machine this process simulates: starzero-sim sets it from --platform before main runs
+// (apps/sim_platform.cpp); unset in a real run. For what reports compute from its figures (the
+// step bound of the run's summary).
+void set_simulated_machine(const MachineSpec& machine);
+const std::optional<MachineSpec>& simulated_machine();
 
 // Writes dir/bus/<name>.{platform.v4.xml,bandwidth,latency,config,affinity,machine.json}, each through a
 // temporary file renamed into place, and returns their paths. Throws std::invalid_argument for

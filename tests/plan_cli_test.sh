@@ -149,6 +149,13 @@ bad_cases=(
   "--model llama3 --preset gpt2-124M"
   "--preset llama3-8B"
   "--model llama3 --preset llama3-8B --recompute-window 2"
+  # The step bound (section (f)): a machine that exists, AdamW threads only with one.
+  "--params 7e9 --platform h100x9"
+  "--params 7e9 --platform /nonexistent-folder"
+  "--params 7e9 --offload-optimizer cpu --adam-threads 4"
+  "--params 7e9 --offload-optimizer cpu --platform h200x1 --adam-threads 0"
+  "--params 7e9 --offload-optimizer cpu --platform a100x1 --adam-threads 33"
+  "--max-model --gpu-mem 80GB --platform h200x1"
   "--model llama3 --preset llama3-8B --recompute some"
   "--model llama3 --preset llama3-8B --offload-activations nvme"
   "--model llama3 --preset llama3-8B --seq 8193"
@@ -379,6 +386,61 @@ if sed 2d "$WORK/out" | cmp -s - "$WORK/flags"; then pass "--preset gpt2-124M = 
 run --model gpt --preset tiny --batch 2 --recompute full --stage 0
 expect_line 'model: GPT tiny: L=4 C=128 NH=4 V=256 \(padded Vp=256\) T=64 B=2' "GPT tiny preset with --model gpt"
 expect_text 'recompute full' "GPT preset keeps --recompute"
+
+# ---- (f) the step bound on a machine (--platform; docs/zero-formulas.md, "Step bound") -------------
+# Figures by hand (docs/simulation.md, "Step bound"): FLOPs of a GPT micro-batch L·(72NC² + 14BT²C
+# + full recomputation's 16NC² + 4BT²C) + 6N·Vp·C at 989 TFLOP/s × 0.75; the CPU AdamW's 28 bytes per
+# parameter at threads × 307.2 GB/s / cores × 0.8; 2Ψ bytes each way at 55 GB/s.
+bound_row() {  # L C T B RECOMPUTE CORES THREADS STAGE: the expected table row, as a regex
+  python3 - "$@" <<'PY'
+import sys
+L, C, T, B = (int(x) for x in sys.argv[1:5])
+full, cores, threads, stage = sys.argv[5] == "full", int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+Vp, N = 50304, B * T
+psi = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+flops = L * (72 * N * C * C + 14 * B * T * T * C + (16 * N * C * C + 4 * B * T * T * C if full else 0)) + 6 * N * Vp * C
+times = [flops / (989e12 * 0.75), 28 * psi / (threads * 307.2e9 / cores * 0.8), 2 * psi / 55e9, 2 * psi / 55e9, 0.0]
+names = ["GPU compute", "CPU AdamW", "PCIe host->GPU", "PCIe GPU->host", "disk"]
+binding = max(range(5), key=lambda i: times[i])
+cells = " +".join(("%.4f s" % t).replace(".", r"\.") + (r"\*" if i == binding else "") for i, t in enumerate(times))
+print(r" *1 +ZeRO-%d +%s +%s \(%s\)" % (stage, cells, ("%.4f s" % times[binding]).replace(".", r"\."), names[binding]))
+PY
+}
+# gpt2-124M (B=4, T=1024) with the optimizer on the host of h200x1 (64 cores: 62 AdamW threads).
+run --preset gpt2-124M --batch 4 --stage 1 --offload-optimizer cpu --platform h200x1
+expect_text 'Step bound per rank and step (one micro-batch) on h200x1: 64 CPU cores, 1 GPU(s)' "bound section on h200x1"
+expect_text 'GPU compute 741.8 TFLOP/s, CPU AdamW 238.1 GB/s (62 threads), PCIe 55 GB/s host->GPU, 55 GB/s GPU->host' "h200x1's rates"
+expect_line ' *dp +stage +GPU compute +CPU AdamW +PCIe host->GPU +PCIe GPU->host +disk +bound' "bound table heading"
+expect_line "$(bound_row 12 768 1024 4 none 64 62 1)" "gpt2-124M bound row, by hand"
+# The 13B of issue 27 (gpt2-1558M's width grown to L=40, C=5120, NH=40), B=8, full recomputation,
+# on a `starzero platform h200x1 --cpus 32` folder: 30 AdamW threads; the CPU AdamW binds.
+"$STARZERO" platform h200x1 --cpus 32 --name h200x1-32 --out "$WORK/h200x1-32" >/dev/null
+run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --recompute full --stage 1 \
+    --offload-optimizer cpu --platform "$WORK/h200x1-32"
+expect_text 'on h200x1-32: 32 CPU cores, 1 GPU(s)' "bound section on a platform folder"
+expect_line "$(bound_row 40 5120 1024 8 full 32 30 1)" "13B bound row, by hand: CPU AdamW binds"
+run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --recompute full --stage 1 \
+    --offload-optimizer cpu --platform "$WORK/h200x1-32" --adam-threads 16
+expect_line "$(bound_row 40 5120 1024 8 full 32 16 1)" "13B with --adam-threads 16"
+run --params 7e9 --dp 8
+if grep -q 'Step bound' "$WORK/out"; then fail "a bound without --platform"; else pass "no bound without --platform"; fi
+check_json "bound json" '
+assert d["platform"] == "h200x1"
+keys = ["compute_s", "cpu_adam_s", "pcie_to_gpu_s", "pcie_to_host_s", "disk_s", "bound_s", "binding", "steady_step_s",
+        "efficiency", "compute_device", "compute_flops", "compute_flops_per_s", "adam_threads", "adam_bytes",
+        "adam_bytes_per_s", "host_to_gpu_bytes", "host_to_gpu_Bps", "gpu_to_host_bytes", "gpu_to_host_Bps",
+        "disk_read_bytes", "disk_read_Bps", "disk_write_bytes", "disk_write_Bps", "rates_source"]
+for p in d["plans"]:
+    b = p["bound"]
+    assert list(b) == keys, list(b)
+    assert b["binding"] == "cpu_adam" and b["bound_s"] == b["cpu_adam_s"] and b["efficiency"] is None
+    psi = d["model"]["params"]
+    assert abs(b["adam_bytes"] - 28 * psi) < 1 and abs(b["host_to_gpu_bytes"] - 2 * psi) < 1
+    assert b["adam_threads"] == 62 and b["compute_device"] == "GPU"
+' --preset gpt2-124M --batch 4 --offload-optimizer cpu --platform h200x1
+check_json "no bound json without --platform" '
+assert d["platform"] is None and all(p["bound"] is None for p in d["plans"])
+' --params 7e9 --dp 1,8
 
 if [ "$FAILURES" -ne 0 ]; then
   echo "$FAILURES check(s) failed"

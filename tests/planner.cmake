@@ -8,6 +8,12 @@ target_link_libraries(test_planner PRIVATE starzero_catch_main starzero_models s
 # The prefix keeps every test case selectable with `ctest -R plan`.
 catch_discover_tests(test_planner TEST_PREFIX "planner/" PROPERTIES LABELS unit)
 
+# The step bound (sim/step_bound.hpp), the planner's work per step and rates per rank
+# (offload/step_work.hpp) and the models' FLOP counts, against figures written out in the test.
+add_executable(test_step_bound test_step_bound.cpp)
+target_link_libraries(test_step_bound PRIVATE starzero_catch_main starzero_models starzero_offload)
+catch_discover_tests(test_step_bound TEST_PREFIX "step_bound/" PROPERTIES LABELS unit)
+
 # The built `starzero plan` end to end: the seeds' 7B table, one-line errors with exit code 2,
 # valid JSON, the 70B on 4 x 80 GB verdict.
 add_test(NAME plan_cli

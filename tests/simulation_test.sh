@@ -6,6 +6,8 @@
 #   accepted, with its machine's figures.
 # - The prediction is deterministic: the same run twice gives the same step times.
 # - Durations follow the platform's roofline: an A100 step takes longer than an H200 step.
+# - The summary's step bound (and the trace report's) from the machine's figures; no simulated step
+#   beats it.
 # - Activation offload under a device memory limit (384 MiB: StarPU evicts) moves data both ways over PCIe, and the trace
 #   (simulated times) holds the activation_fetch tasks on the CUDA worker, each after its gate.
 # - A model whose host state is far larger than this machine's memory (llama3-8B under CPU offload:
@@ -47,6 +49,41 @@ python3 - "$(last_ms "$work/dir.log")" "$(last_ms "$work/h200.log")" <<'PY' || f
 import sys
 a100, h200 = map(float, sys.argv[1:])
 assert a100 > h200, (a100, h200)
+PY
+
+# The step bound (docs/simulation.md, "Step bound") of the bigger model with the optimizer on the
+# host of h200x1: each resource's time from figures written out here, the CPU AdamW (62 of 64 cores)
+# binds, and no simulated step beats its bound. The trace report's bound comes from the same
+# figures (step_bound.json) and the CUDA worker's tasks' FLOPs.
+"$sim" train "${bigger[@]}" --steps 4 --platform h200x1 --offload-optimizer cpu --trace "$work/bound" \
+  > "$work/bound.log" 2>&1 || { cat "$work/bound.log"; fail "bigger with the optimizer offloaded"; }
+"$sim" trace "$work/bound" --json > "$work/bound.json" || fail "trace report of the offloaded run"
+python3 - "$work/bound.log" "$work/bound.json" <<'PY' || fail "the step bound: $(grep -A6 '^step bound' "$work/bound.log")"
+import json, re, statistics, sys
+log = open(sys.argv[1]).read()
+L, C, T, B, Vp, N = 4, 512, 256, 8, 256, 8 * 256
+psi = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+flops = L * (72 * N * C * C + 14 * B * T * T * C) + 6 * N * Vp * C
+want = {"GPU compute": flops / (989e12 * 0.75), "CPU AdamW": 28 * psi / (62 * 307.2e9 / 64 * 0.8),
+        "PCIe host->GPU": 2 * psi / 55e9, "PCIe GPU->host": 2 * psi / 55e9, "disk": 0.0}
+lines = log[log.index("step bound per rank, from h200x1's figures"):].splitlines()
+for name, line in zip(want, lines[1:6]):
+    m = re.match(r"  %s +([0-9.e+-]+) s " % re.escape(name), line)
+    assert m, line
+    assert abs(float(m.group(1)) - want[name]) <= 5e-5 * want[name] + 5e-5, (name, m.group(1), want[name])
+assert lines[2].endswith("<- bound"), lines[2]
+m = re.fullmatch(r"steady step ([0-9.]+) s, bound ([0-9.e+-]+) s \(CPU AdamW\), efficiency ([0-9.]+) %", lines[6])
+assert m, lines[6]
+steps = [float(x) / 1e3 for x in re.findall(r"^step [2-4]/4 \|.*\| predicted ([0-9.]+) ms", log, re.M)]
+assert len(steps) == 3 and abs(float(m.group(1)) - statistics.median(steps)) <= 1e-4, (m.group(1), steps)
+assert float(m.group(3)) <= 100.0, "a simulated step beat its bound: " + lines[6]
+bound = json.load(open(sys.argv[2]))["bound"]
+assert bound["compute_device"] == "GPU" and bound["compute_from"] == "trace" and bound["adam_from"] == "trace", bound
+assert abs(bound["adam_bytes"] - 28 * psi) <= 1e-3 * 28 * psi, (bound["adam_bytes"], 28 * psi)
+# The tasks' declared FLOPs: the formula's matmuls and attention, plus the element-wise tasks it
+# leaves out (0.4 % here).
+assert flops <= bound["compute_flops"] <= 1.01 * flops, (bound["compute_flops"], flops)
+assert bound["efficiency"] <= 1.0 and bound["binding"] == "cpu_adam", bound
 PY
 
 # Activation offload under a device limit: write-backs and fetches cross PCIe; the fetch tasks

@@ -40,10 +40,11 @@ def records(path):
             rec[key] = value.strip()
     assert not rec, f"{path}: unterminated last record"
 
-def transfer_bytes(path):
-    # Links of types defined between memory managers (StarPU: F, PF, IF); byte counts of the
-    # links that both start and end.
-    types, started, total = set(), {}, 0
+def transfers_between(path, begin, end):
+    # Bytes per (source, destination) of the links that start in [begin, end) ms. The runs here have
+    # CPU workers only: memory manager mm0 is RAM, any other (mm1) the disk node, DISK0.
+    name = lambda container: "RAM" if container == "mm0" else "DISK0"
+    types, started, total = set(), {}, {}
     with open(path) as f:
         for line in f:
             w = line.split()
@@ -52,13 +53,22 @@ def transfer_bytes(path):
             if w[0] == "5" and w[3:5] == ["Mm", "Mm"]:
                 types.add(w[1])
             elif w[0] == "18" and w[2] in types:
-                started[w[2] + w[6]] = int(w[4])
+                started[w[2] + w[6]] = (float(w[1]), w[5], int(w[4]))
             elif w[0] == "19" and w[2] in types and (w[2] + w[6]) in started:
-                total += started.pop(w[2] + w[6])
+                start, src, size = started.pop(w[2] + w[6])
+                if begin <= start < end:
+                    link = (name(src), name(w[5]))
+                    total[link] = total.get(link, 0) + size
     return total
 
+def transfer_bytes(path):
+    # Links of types defined between memory managers (StarPU: F, PF, IF); byte counts of the
+    # links that both start and end.
+    return sum(transfers_between(path, -math.inf, math.inf).values())
+
 keys = {  # docs/trace-report.md
-    "": ["dir", "wall_s", "tasks_executed", "steady_from", "steps", "workers", "task_kinds", "transfers", "overlap"],
+    "": ["dir", "wall_s", "tasks_executed", "steady_from", "steps", "workers", "task_kinds", "transfers", "overlap",
+         "bound"],
     "steps": ["step", "tasks", "tasks_executed", "wall_s", "critical_path_s", "critical_path"],
     "workers": ["id", "name", "kind", "tasks", "window_s", "busy_s", "overhead_s", "idle_s", "sleeping_s",
                 "busy_fraction", "overhead_fraction", "idle_fraction", "steady_window_s", "steady_busy_s",
@@ -68,7 +78,53 @@ keys = {  # docs/trace-report.md
     "transfers": ["src", "dst", "bytes", "count", "time_s", "hidden_fraction"],
     "overlap": ["adam_tasks", "adam_s", "adam_concurrent_fraction", "collective_tasks", "collective_s",
                 "collective_concurrent_fraction"],
+    "bound": ["compute_s", "cpu_adam_s", "pcie_to_gpu_s", "pcie_to_host_s", "disk_s", "bound_s", "binding",
+              "steady_step_s", "efficiency", "compute_device", "compute_flops", "compute_flops_per_s", "adam_threads",
+              "adam_bytes", "adam_bytes_per_s", "host_to_gpu_bytes", "host_to_gpu_Bps", "gpu_to_host_bytes",
+              "gpu_to_host_Bps", "disk_read_bytes", "disk_read_Bps", "disk_write_bytes", "disk_write_Bps",
+              "rates_source", "steady_steps", "compute_from", "adam_from"],
 }
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+def check_bound(bound, ran, run_file, transfers_in_window, want, tag):
+    # The bound of steps 2 and 3 (docs/trace-report.md, "Bound"), from tasks.rec and step_bound.json.
+    try:
+        run = json.load(open(run_file))
+    except FileNotFoundError:
+        want(bound is None, f"{tag}a bound without {run_file}")
+        return
+    want(bound is not None, f"{tag}no bound beside {run_file}")
+    if bound is None:
+        return
+    want(list(bound) == keys["bound"], f"{tag}bound keys {list(bound)}")
+    steady = [t for t in ran if "Iteration" in t and int(t["Iteration"].split()[0]) >= 2]
+    begin = min(float(t["StartTime"]) for t in steady)
+    end = max(float(t["EndTime"]) for t in steady)
+    want(bound["steady_steps"] == 2, f"{tag}steady_steps {bound['steady_steps']}")
+    want(close(bound["steady_step_s"], (end - begin) / 2 / 1e3), f"{tag}steady_step_s {bound['steady_step_s']}")
+    compute = sum(float(t["GFlop"]) * 1e9 for t in steady if t.get("Model") != "adamw_cpu" and "GFlop" in t) / 2
+    want(bound["compute_from"] == "trace" and close(bound["compute_flops"], compute),
+         f"{tag}compute_flops {bound['compute_flops']}, tasks.rec's GFlop give {compute}")
+    adam = [t for t in steady if t.get("Model") == "adamw_cpu"]
+    adam_bytes = sum(int(size) * (mode.count("R") + mode.count("W"))
+                     for t in adam for size, mode in zip(t["Sizes"].split(), t["Modes"].split())) / 2
+    want(close(bound["adam_bytes"], adam_bytes if adam else run["planned_adam_bytes"]),
+         f"{tag}adam_bytes {bound['adam_bytes']}, tasks.rec's Sizes and Modes give {adam_bytes}")
+    want(bound["adam_from"] == ("trace" if adam else "plan"), f"{tag}adam_from {bound['adam_from']}")
+    for key in ("compute_flops_per_s", "adam_bytes_per_s", "host_to_gpu_Bps", "gpu_to_host_Bps", "disk_read_Bps",
+                "disk_write_Bps", "compute_device", "adam_threads", "rates_source"):
+        want(bound[key] == run[key], f"{tag}{key} {bound[key]} != step_bound.json's {run[key]}")
+    want(close(bound["compute_s"], bound["compute_flops"] / bound["compute_flops_per_s"]), f"{tag}compute_s")
+    disk = transfers_in_window(begin, end)
+    want(close(bound["disk_write_bytes"], disk.get(("RAM", "DISK0"), 0) / 2), f"{tag}disk_write_bytes")
+    want(close(bound["disk_read_bytes"], disk.get(("DISK0", "RAM"), 0) / 2), f"{tag}disk_read_bytes")
+    times = {k: bound[k + "_s"] for k in ("compute", "cpu_adam", "pcie_to_gpu", "pcie_to_host", "disk")}
+    known = {k: v for k, v in times.items() if v is not None}
+    want(bound["binding"] == max(known, key=known.get) and bound["bound_s"] == max(known.values()),
+         f"{tag}binding {bound['binding']} {bound['bound_s']} of {times}")
+    want(close(bound["efficiency"], bound["bound_s"] / bound["steady_step_s"]), f"{tag}efficiency")
 report = json.load(open(sys.argv[1]))
 dirs = sys.argv[2:]
 ranks = report["ranks"] if len(dirs) > 1 else [report]
@@ -122,6 +178,8 @@ for r, (rank, d) in enumerate(zip(ranks, dirs)):
     want(rank["overlap"]["adam_tasks"] > 0 and rank["overlap"]["adam_concurrent_fraction"] is not None, f"{tag}AdamW")
     collectives = len(dirs) > 1
     want((rank["overlap"]["collective_concurrent_fraction"] is not None) == collectives, f"{tag}collective fraction")
+    check_bound(rank["bound"], ran, d + "/step_bound.json",
+                lambda begin, end: transfers_between(d + "/paje.trace", begin, end), want, tag)
     paje_bytes = transfer_bytes(d + "/paje.trace")
     want(sum(t["bytes"] for t in rank["transfers"]) == paje_bytes,
          f"{tag}transfer bytes {sum(t['bytes'] for t in rank['transfers'])} != paje.trace's {paje_bytes}")
@@ -181,7 +239,8 @@ sys.exit(0 if t and t["bytes"] > 0 and t["count"] > 0 and 0 <= t["hidden_fractio
 PY
   # Markdown and the chart.
   "$starzero" trace "$work/trace" --svg "$work/chart.svg" > "$work/report.md" || fail "starzero trace --svg"
-  for section in "# Trace report" "## Steps" "## Workers" "## Task kinds" "## Transfers" "## Overlap" "## Critical paths"; do
+  for section in "# Trace report" "## Steps" "## Workers" "## Task kinds" "## Transfers" "## Overlap" "## Bound" \
+                 "## Critical paths"; do
     grep -q "^$section" "$work/report.md" || fail "markdown lacks '$section'"
   done
   expect_svg "$work/chart.svg"
@@ -209,6 +268,14 @@ PY
   cp -r "$work/trace" "$work/bad-paje"
   printf '18\t1.0\tF\n' >> "$work/bad-paje/paje.trace"
   expect_error 2 "paje.trace with a short link line" "$work/bad-paje"
+  cp -r "$work/trace" "$work/bad-bound"
+  sed -i 's/"compute_device": "CPU"/"compute_device": 7/' "$work/bad-bound/step_bound.json"
+  expect_error 2 "a malformed step_bound.json" "$work/bad-bound"
+  # Without the run's figures the report has no bound, and says why.
+  cp -r "$work/trace" "$work/no-bound"
+  rm "$work/no-bound/step_bound.json"
+  "$starzero" trace "$work/no-bound" > "$work/no-bound.md" || fail "starzero trace without step_bound.json"
+  grep -q "^No bound: no step_bound.json beside the trace" "$work/no-bound.md" || fail "no 'No bound' line"
   expect_error 2 "unknown flag" "$work/trace" --no-such-flag
   expect_error 2 "--steady-from past the last step" "$work/trace" --steady-from 4
   mkdir "$work/bin"

@@ -196,6 +196,36 @@ if want train; then
     fail "check 1: last validation loss '$val' is not a plausible loss"
   fi
   if grep -q '^sample: ' "$WORK/c1.out"; then pass "check 1: sample line"; else fail "check 1: no 'sample: ' line"; fi
+  # The step bound (docs/simulation.md, "Step bound"): measured peaks, one line per resource, the
+  # largest binds; the steady step is the median of steps 2..60 as their lines print them.
+  if python3 - "$WORK/c1.out" <<'PY'; then
+import re, statistics, sys
+out = open(sys.argv[1]).read()
+head = out.index("step bound per rank, from this machine's measured peaks")
+lines = out[head:].splitlines()[1:7]
+names = ["CPU compute", "CPU AdamW", "PCIe host->GPU", "PCIe GPU->host", "disk"]
+seconds = {}
+for name, line in zip(names, lines):
+    m = re.match(r"  %s +([0-9.e+-]+) s " % re.escape(name), line)
+    assert m, line
+    seconds[name] = float(m.group(1))
+assert seconds["CPU compute"] > 0 and seconds["CPU AdamW"] == 0, seconds  # no offload: no CPU AdamW
+assert all(seconds[n] == 0 for n in names[2:]), seconds
+binding = max(seconds, key=seconds.get)
+assert lines[names.index(binding)].endswith("<- bound"), lines
+m = re.fullmatch(r"steady step ([0-9.]+) s, bound ([0-9.e+-]+) s \((.+)\), efficiency ([0-9.]+) %", lines[5])
+assert m, lines[5]
+steady, bound, name, efficiency = float(m.group(1)), float(m.group(2)), m.group(3), float(m.group(4))
+steps = [float(x) / 1e3 for x in re.findall(r"^step (?:[2-9]|[1-9][0-9])/60 \|.*\| ([0-9.]+) ms \|", out, re.M)]
+assert len(steps) == 59, len(steps)
+assert abs(steady - statistics.median_low(steps)) <= 1e-4, (steady, statistics.median_low(steps))
+assert name == binding and bound == seconds[binding], (name, bound, seconds)
+assert abs(efficiency - 100 * bound / steady) <= 0.05 + 100 * bound * 5e-5 / steady**2, (efficiency, bound, steady)
+PY
+    pass "check 1: the step bound (CPU compute binds; steady step = the median; efficiency = bound / step)"
+  else
+    fail "check 1: the step bound lines: $(grep -A6 '^step bound' "$WORK/c1.out")"
+  fi
 
   # ---- 2. determinism: same seed -> same losses, other seed -> other losses ---------------------
   for prec in fp32 bf16; do
@@ -463,6 +493,21 @@ if want trace; then
     fi
   else
     fail "check 7: no $WORK/trace/paje.trace; stdout: $(tail -n 2 "$WORK/c7.out") stderr: $(tail -n 3 "$WORK/c7.err")"
+  fi
+  # The run leaves its step bound's figures for `starzero trace`; a one-step run has no steady step,
+  # so neither a bound nor the file.
+  if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["compute_device"] == "CPU" and d["steady_step_s"] > 0' \
+       "$WORK/trace/step_bound.json"; then
+    pass "check 7: step_bound.json beside the trace"
+  else
+    fail "check 7: no valid $WORK/trace/step_bound.json"
+  fi
+  sz c7one train "${SHAPE[@]}" "${RUN[@]}" --data "$TEXT" --steps 1 --val-every 0 --trace "$WORK/trace-one"
+  expect_ok c7one "check 7 (--trace, 1 step)"
+  if ! grep -q '^step bound' "$WORK/c7one.out" && [ ! -e "$WORK/trace-one/step_bound.json" ]; then
+    pass "check 7: one step: no bound, no step_bound.json"
+  else
+    fail "check 7: one step printed a bound or wrote step_bound.json"
   fi
 fi
 

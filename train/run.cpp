@@ -1,5 +1,6 @@
 #include "train/run.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "offload/engine.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/planner.hpp"
+#include "offload/step_work.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/activity.hpp"
 #include "runtime/disk.hpp"
@@ -19,8 +21,11 @@
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
+#include "sim/platform.hpp"
+#include "sim/step_bound.hpp"
 #include "train/checkpoint.hpp"
 #include "train/metrics.hpp"
+#include "train/peak_probes.hpp"
 #include "train/reports.hpp"
 #include "train/sharded_state.hpp"
 
@@ -257,9 +262,52 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
               s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
 }
 
-// The run on a started session; returns when every step, save and report is done.
-void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::optional<ResumeFiles>& resume,
-                      DataParallelRanks& ranks, RunState& run, const HostPlan& host, double start) {
+// The median of the steady steps' times (every step but the first: it also pays for allocations,
+// first touches and the performance models' first calibration); unset with one step.
+std::optional<double> steady_step_seconds(std::vector<double> steady) {
+  if (steady.empty()) return std::nullopt;
+  std::sort(steady.begin(), steady.end());
+  return steady[steady.size() / 2];
+}
+
+// The run's step bound (sim/step_bound.hpp): what its plan gives one step (offload/step_work.hpp)
+// at the simulated machine's rates, or at this machine's measured peaks (train/peak_probes.hpp;
+// only with a steady step, so that a one-step run does not pay for the probes). The leader's.
+std::optional<sim::RunBoundFigures> run_bound_figures(const ModelSpec& spec, const RunOptions& o, const RunState& run,
+                                                      const DataParallelRanks& ranks, const HostPlan& host,
+                                                      std::optional<double> steady_step_s) {
+  const Session& session = *run.session;
+  const bool gpu = session.cuda_workers() > 0;
+  const bool cpu_adam = o.offload_optimizer != OptimizerOffload::none;
+  sim::RunBoundFigures figures;
+  figures.steady_step_s = steady_step_s;
+  figures.planned =
+      plan_step_work(plan_input_of(spec, o, ranks.size(), run.model->micro_batch()), o.trainer.micro_batches, gpu);
+  if (const std::optional<sim::MachineSpec>& machine = sim::simulated_machine()) {
+    // At most the machine's cores: --adam-threads may ask for more threads than there are.
+    figures.rates = sim::rates_of_machine(*machine, o.precision != DType::f32,
+                                          gpu ? 0 : std::min(session.cpu_workers(), machine->cpus),
+                                          cpu_adam ? std::min(host.adam_threads, machine->cpus) : 0);
+  } else {
+    if (!steady_step_s) return std::nullopt;
+    // The AdamW's parameters per step: 12 FLOPs each.
+    figures.rates =
+        measured_rates(session, o.precision, cpu_adam ? host.adam_threads : 0, figures.planned.adam_flops / 12.0);
+  }
+  return figures;
+}
+
+void print_step_bound(const sim::RunBoundFigures& figures) {
+  const sim::StepBound bound = sim::step_bound(figures.planned, figures.rates);
+  for (const std::string& line : sim::bound_lines(bound, figures.rates, figures.steady_step_s, ""))
+    std::printf("%s\n", line.c_str());
+}
+
+// The run on a started session; returns when every step, save and report is done, with the
+// figures of its step bound (the leader's; unset on other ranks and for a real one-step run).
+std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, const RunOptions& o,
+                                                     const std::optional<ResumeFiles>& resume, DataParallelRanks& ranks,
+                                                     RunState& run, const HostPlan& host, double start) {
   EngineOptions engine_options = engine_options_of(o);
   engine_options.comm = ranks.engine_comm();
   engine_options.host_comm = ranks.uses_nccl() ? ranks.host_comm() : nullptr;
@@ -316,8 +364,10 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
                                   run.model->row_tokens(), o.trainer.steps, ranks.size(), o.stage, first_step});
   }
   const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
+  std::vector<double> steady_seconds;
   trainer.on_step = [&](const StepRecord& record) {
     progress("step " + std::to_string(record.step));
+    if (record.step > first_step) steady_seconds.push_back(record.seconds);
     // The steady steps' overhead: the first step's allocations and first touches left out.
     if (o.measurements && ranks.leader() && !simulation::enabled) {
       if (record.step == first_step)
@@ -360,7 +410,7 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
   if (o.offload_optimizer != OptimizerOffload::none || o.offload_params != ParamOffload::none)
     print_placement_report(engine, ranks);
   if (metrics) metrics->end(summary.steps, summary.train_seconds);
-  if (!ranks.leader()) return;
+  if (!ranks.leader()) return std::nullopt;
   if (const auto held = run.model->activation_bytes()) {
     const ActivationPolicy& a = o.activations;
     const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), a);
@@ -381,9 +431,13 @@ void train_on_session(const ModelSpec& spec, const RunOptions& o, const std::opt
     }
   }
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
+  const std::optional<sim::RunBoundFigures> bound =
+      run_bound_figures(spec, o, run, ranks, host, steady_step_seconds(std::move(steady_seconds)));
+  if (bound) print_step_bound(*bound);
   if (metrics)
     std::printf("metrics: %s (%zu lines; draw them with `starzero plot %s --out loss.svg`)\n", metrics->path().c_str(),
                 metrics->lines(), metrics->path().c_str());
+  return bound;
 }
 
 }  // namespace
@@ -419,19 +473,22 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
   }
   try {
     std::string fxt_file;
+    std::optional<sim::RunBoundFigures> bound;
     {
       RunState run;
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
       run.model = spec.build(options.precision, micro_batch,
                              options.tiles.value_or(auto_tiles(*run.session, micro_batch)), options.activations);
-      train_on_session(spec, options, resume, ranks, run, host, start);
+      bound = train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete
     if (!fxt_file.empty()) {
       const fs::path out = ranks.trace_dir(options.session.trace_dir);
       convert_fxt_trace(fxt_file, out.string());
       simulation::write_executed_durations(out.string());  // what each task was simulated for, if simulated
+      // For `starzero trace`'s bound: the rates this run used and what its plan gives one step.
+      if (bound) write_text_atomically(out / sim::kRunBoundFile, sim::run_bound_json(*bound));
       std::printf("trace: %s/paje.trace (open with ViTE)\n", out.c_str());
     }
     return 0;

@@ -1,0 +1,55 @@
+#include "offload/step_work.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "offload/host_plan.hpp"
+
+namespace starzero {
+
+sim::StepWork plan_step_work(const PlanInput& input, int micro_batches, bool on_gpu) {
+  if (micro_batches < 1) throw PlanError("micro-batches must be >= 1, got " + std::to_string(micro_batches));
+  const MemoryPlan plan = plan_memory(input);  // validates
+  const double K = micro_batches, psi = double(plan.params), p = precision_bytes(input.precision);
+  sim::StepWork work;
+  if (input.model && input.model->training_flops > 0) work.compute_flops = K * input.model->training_flops;
+  if (input.offload_optimizer != OptimizerOffload::none) {
+    // The parameters whose state this rank holds: all of them at ZeRO-0, a 1/N shard from ZeRO-1 on.
+    const double n = input.stage >= 1 ? psi / double(input.dp) : psi;
+    work.adam_bytes = n * (2.0 * p + 2.0 * input.k);
+    work.adam_flops = 12.0 * n;
+    if (on_gpu) {
+      work.gpu_to_host_bytes += p * n;  // the gradient shard comes down
+      work.host_to_gpu_bytes += p * n;  // the updated parameter shard goes up
+    }
+    if (input.offload_optimizer == OptimizerOffload::nvme)
+      work.disk_read_bytes = work.disk_write_bytes = plan.nvme_total();
+  }
+  if (on_gpu) {
+    // ZeRO-3 parameter offload: the shard goes up for the forward's and the backward's gathers.
+    if (input.offload_params == ParamOffload::cpu) work.host_to_gpu_bytes += K * 2.0 * plan.seeds.params;
+    // Activation offload: down after the forward, up before the backward.
+    work.gpu_to_host_bytes += K * plan.host_activations;
+    work.host_to_gpu_bytes += K * plan.host_activations;
+  }
+  return work;
+}
+
+sim::ResourceRates planned_rates(const sim::MachineSpec& machine, const PlanInput& input,
+                                 std::optional<int> adam_threads) {
+  validate(input);
+  const bool gpu = machine.gpus > 0;
+  // Ranks share a machine while it has a GPU for each; without GPUs each rank has a machine.
+  const std::int64_t ranks_here = gpu ? std::min<std::int64_t>(input.dp, machine.gpus) : 1;
+  const int cores = std::max(1, int(machine.cpus / ranks_here));
+  if (adam_threads && (*adam_threads < 1 || *adam_threads > cores))
+    throw std::invalid_argument("CPU AdamW threads must be 1.." + std::to_string(cores) + " (a rank's cores on " +
+                                machine.name + "), got " + std::to_string(*adam_threads));
+  const bool cpu_adam = input.offload_optimizer != OptimizerOffload::none;
+  const int threads = cpu_adam ? adam_threads.value_or(default_adam_threads(cores, gpu)) : 0;
+  const int compute_cores = gpu ? 0 : default_cpu_workers(cores, false, std::max(1, threads));
+  return sim::rates_of_machine(machine, input.precision != Precision::fp32, compute_cores, threads);
+}
+
+}  // namespace starzero
