@@ -3,27 +3,39 @@
 # parameters on a simulated H200 node with 32 CPU cores (starzero-sim, roofline durations for the
 # GPU), each plain, with --offload-optimizer cpu, and with the offloaded optimizer without
 # gradient clipping and with DeepSpeed's delayed parameter update. For each run: steady tokens/s
-# (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token), the
-# CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work, from the trace
-# report. Every run is B=8, T=1024, bf16, --recompute full (activation checkpointing, as the
-# ZeRO-Offload paper's runs), --sched dmda, roofline durations. A configuration whose state does
-# not fit the GPU is reported as such (exit 2 of the run).
+# (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token) and
+# MFU (of the bf16 peak, 989 TFLOP/s), the step's bound and step / bound (the trace report's
+# "Bound"), the CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work.
+# Every run is bf16, --recompute full (activation checkpointing, as the ZeRO-Offload paper's runs),
+# --sched dmda, roofline durations; B sequences of T tokens per step in micro-batches of MB
+# (--batch B --grad-accum B/MB). A configuration whose state does not fit the GPU is reported as
+# such (exit 2 of the run).
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
+#          [--batch B] [--micro-batch MB] [--seq T]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
 #   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default all)
+#   --batch, --micro-batch, --seq: default 8, 8, 1024
 set -euo pipefail
 sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
 cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
+batch=8 micro=8 seq=1024
 while [ $# -gt 0 ]; do
   case $1 in
     --cpus) cpus=${2:?}; shift 2 ;;
     --steps) steps=${2:?}; shift 2 ;;
     --models) models=${2:?}; shift 2 ;;
     --configs) configs=${2:?}; shift 2 ;;
+    --batch) batch=${2:?}; shift 2 ;;
+    --micro-batch) micro=${2:?}; shift 2 ;;
+    --seq) seq=${2:?}; shift 2 ;;
     *) echo "simulate-table: unknown option $1" >&2; exit 2 ;;
   esac
 done
+for n in "$batch" "$micro" "$seq"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "simulate-table: --batch, --micro-batch and --seq take positive integers" >&2; exit 2; }
+done
+[ $((batch % micro)) -eq 0 ] || { echo "simulate-table: --micro-batch $micro does not divide --batch $batch" >&2; exit 2; }
 declare -A shape=(
   [gpt2-124M]="--preset gpt2-124M"
   [gpt2-1558M]="--preset gpt2-1558M"
@@ -51,8 +63,8 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 PY
 IFS=, read -r -a chosen <<< "$models"
-echo "| model | configuration | tokens/s | TFLOP/s | GPU busy | CPU Adam hidden | step ms |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| model | configuration | B×T (micro-batch) | tokens/s | TFLOP/s | MFU | step ms | bound ms (resource) | step / bound | GPU busy | CPU Adam hidden |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in "${chosen[@]}"; do
   [ -n "${shape[$m]:-}" ] || { echo "simulate-table: unknown model $m" >&2; exit 2; }
   IFS=, read -r -a chosen_configs <<< "$configs"
@@ -61,10 +73,11 @@ for m in "${chosen[@]}"; do
     echo "simulate-table: $m, $c ..." >&2
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
-    "$sim" train "${flags[@]}" --batch 8 --seq 1024 --precision bf16 --recompute full --data "$text" --steps "$steps" --sched dmda \
+    "$sim" train "${flags[@]}" --max-seq "$seq" --batch "$batch" --grad-accum $((batch / micro)) --seq "$seq" \
+      --precision bf16 --recompute full --data "$text" --steps "$steps" --sched dmda \
       --platform "$work/platform" --trace "$work/t" > "$work/log" 2> "$work/err" || rc=$?
     if [ "$rc" -eq 2 ]; then
-      echo "| $m | $c | does not fit: $(sed 's/^[^:]*: error: //' "$work/err" | cut -c1-60)... | | | | |"
+      echo "| $m | $c | ${batch}×${seq} ($micro) | does not fit: $(grep -m1 'error: ' "$work/err" | sed 's/^[^:]*: error: //' | cut -c1-60)... | | | | | | | |"
       continue
     elif [ "$rc" -ne 0 ] && ! grep -q "^step $steps/$steps " "$work/log"; then
       cat "$work/log" "$work/err" >&2
@@ -72,12 +85,13 @@ for m in "${chosen[@]}"; do
     fi
     # A run that predicted every step but died at exit has no trace (written at shutdown).
     if [ "$rc" -eq 0 ]; then "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null; else echo '{}' > "$work/report.json"; fi
-    python3 - "$m" "$c" "$work/log" "$work/report.json" <<'PY'
+    python3 - "$m" "$c" "$work/log" "$work/report.json" "$batch" "$seq" "$micro" <<'PY'
 import json, re, statistics, sys
 model, config, log, report = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
+batch, seq, micro = map(int, sys.argv[5:8])
 ms = [float(x) for x in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.]+) ms", log, re.M)]
 step = statistics.median(ms[2:]) / 1e3
-tokens = 8 * 1024
+tokens = batch * seq
 params = float(re.search(r", (\d+) parameters", log).group(1))
 cuda = [w for w in report.get("workers", []) if w["kind"] == "cuda"]
 traced = bool(report)
@@ -87,7 +101,12 @@ hidden = "-" if config == "plain" else (f"{100 * hidden:.0f} %" if hidden is not
 if not traced:
     gpu_busy = hidden = "no trace (aborted at exit)"
 tflops = 6 * params * tokens / step / 1e12
-print(f"| {model} | {config} | {tokens / step:.0f} | {tflops:.1f} | {gpu_busy} | {hidden} | {step * 1e3:.1f} |")
+bound = report.get("bound") or {}
+names = {"compute": "GPU", "cpu_adam": "CPU AdamW", "pcie_to_gpu": "PCIe up", "pcie_to_host": "PCIe down", "disk": "disk"}
+bound_text = f"{1e3 * bound['bound_s']:.0f} ({names.get(bound['binding'], bound['binding'])})" if bound else "?"
+ratio = f"{step / bound['bound_s']:.2f}" if bound else "?"
+print(f"| {model} | {config} | {batch}×{seq} ({micro}) | {tokens / step:.0f} | {tflops:.1f} | {100 * tflops / 989:.1f} % | "
+      f"{step * 1e3:.1f} | {bound_text} | {ratio} | {gpu_busy} | {hidden} |")
 PY
   done
 done
