@@ -63,9 +63,9 @@ int run_step_bench(const cli::ArgParser& p) {
   const std::string precision = dtype == DType::f32 ? "fp32" : "bf16";
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
-  std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %d CPU + %d CUDA workers\n",
-              shape.to_string().c_str(), shape.param_count(), precision.c_str(), B, T, session.policy().c_str(),
-              session.cpu_workers(), session.cuda_workers());
+  std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %s\n", shape.to_string().c_str(),
+              shape.param_count(), precision.c_str(), B, T, session.policy().c_str(),
+              session.workers_summary().c_str());
 
   std::printf("peak probe: %d independent %dx%dx%d GEMMs, fastest of %d runs ...\n", std::max(1, 4 * workers),
               probe_size, probe_size, probe_size, kProbeRepeats);

@@ -212,6 +212,12 @@ PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_vie
   return *scheme;
 }
 
+CpuCompute parse_cpu_compute_flag(std::string_view flag, std::string_view text) {
+  const auto value = parse_cpu_compute(text);
+  if (!value) bad_value(flag, text, "is not one of on|off");
+  return *value;
+}
+
 std::string parse_choice(std::string_view flag, std::string_view text,
                          std::initializer_list<std::string_view> choices) {
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return std::string(text);
@@ -372,6 +378,9 @@ ArgParser& add_session_options(ArgParser& p) {
       .option("sched-gamma", "X", "dmda family: weight of energy (STARPU_SCHED_GAMMA, default 1000)")
       .option("cpu-workers", "N", "StarPU CPU workers (default: one per core)")
       .option("cuda-workers", "N", "StarPU CUDA workers (default: one per GPU)")
+      .option("cpu-compute", "on|off",
+              "with CUDA workers, whether CPU workers may also run the model's forward/backward tasks "
+              "(default off: on the GPU only; without a GPU they run on the CPU; docs/scheduling.md)")
       .option("platform", "NAME|DIR",
               simulation::enabled
                   ? "the simulated machine: h200x1 (default), h200x8, a100x1, this-machine (the committed "
@@ -398,6 +407,7 @@ SessionOptions session_options(const ArgParser& p) {
   options.sched_gamma = weight("sched-gamma");
   if (p.given("cpu-workers")) options.cpu_workers = int_option(p, "cpu-workers", 0, 0);
   if (p.given("cuda-workers")) options.cuda_workers = int_option(p, "cuda-workers", 0, 0);
+  if (const auto v = p.value("cpu-compute")) options.cpu_compute = parse_cpu_compute_flag("--cpu-compute", *v);
   options.trace_dir = p.value("trace").value_or("");
   return options;
 }

@@ -47,6 +47,8 @@ std::vector<std::int64_t> parse_count_list(std::string_view flag, std::string_vi
 std::vector<std::pair<int, int>> parse_pair_list(std::string_view flag, std::string_view text);
 // A --priorities scheme (runtime/priorities.hpp) by name.
 PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_view text);
+// A --cpu-compute value (runtime/placement.hpp): on or off.
+CpuCompute parse_cpu_compute_flag(std::string_view flag, std::string_view text);
 // One of `choices`, returned as given.
 std::string parse_choice(std::string_view flag, std::string_view text, std::initializer_list<std::string_view> choices);
 
@@ -100,7 +102,7 @@ DType precision_option(const ArgParser& p, std::string_view name, DType fallback
 // --offload-activations none|cpu; a window needs recomputation or offload (UsageError).
 ActivationPolicy activation_policy_option(const ArgParser& p);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
-// --cuda-workers.
+// --cuda-workers, --cpu-compute, ...
 ArgParser& add_session_options(ArgParser& p);
 // Reads them, and --trace when the sub-command registers it.
 SessionOptions session_options(const ArgParser& p);

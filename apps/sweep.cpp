@@ -1,4 +1,5 @@
-// `starzero sweep`: one training under each scheduling policy x priority scheme, repeated,
+// `starzero sweep`: one training under each scheduling policy x priority scheme x placement of
+// model tasks (--cpu-compute), repeated,
 // summarised from the runs' traces (profile/sweep.hpp); flags before `--`, the training after.
 #include <algorithm>
 #include <cstdio>
@@ -51,17 +52,20 @@ int sweep_main(int argc, char** argv) {
       .option("sched", "LIST",
               "scheduling policies, comma-separated (default lws,dmdas,prio); `--sched help` lists them")
       .option("priorities", "LIST", "priority schemes, comma-separated (default none,critical-path)")
+      .option("cpu-compute", "LIST",
+              "with a GPU, whether CPU workers may run model tasks: off, on or off,on (default off)")
       .option("repeat", "N", "runs per combination, the order reversed on every other repeat (default 3)")
       .option("ranks", "N", "run each training under `mpirun -np N` (default 1); rank 0's trace reports")
       .option("out", "DIR", "runs/ (traces and logs), sweep.json and sweep.svg (default sweep-out)")
       .flag("help", "show this help");
   const CommandHelp help{
       "starzero sweep", "starzero sweep [options] -- train [train options]",
-      "Runs the training once per scheduling policy and priority scheme (and repeat), each traced,\n"
-      "and prints per combination the median steady step time (min-max), tokens/s, the workers'\n"
-      "steady busy fraction, AdamW and collective overlap and GPU transfer bytes, from\n"
-      "`starzero trace --json` of each run. Writes the same as JSON (DIR/sweep.json) and a chart\n"
-      "(DIR/sweep.svg, gnuplot). The sweep sets --sched, --priorities, --trace and --quiet itself.\n",
+      "Runs the training once per scheduling policy, priority scheme and --cpu-compute value (and\n"
+      "repeat), each traced, and prints per combination the median steady step time (min-max),\n"
+      "tokens/s, the workers' steady busy fraction, AdamW and collective overlap and GPU transfer\n"
+      "bytes, from `starzero trace --json` of each run. Writes the same as JSON (DIR/sweep.json)\n"
+      "and a chart (DIR/sweep.svg, gnuplot). The sweep sets --sched, --priorities, --cpu-compute,\n"
+      "--trace and --quiet itself.\n",
       "  starzero sweep --sched lws,dmdas,prio --priorities none,critical-path --repeat 3 -- \\\n"
       "      train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 4 --val-every 0\n"};
   return run_command(help, parser, split, argv, [&](const cli::ArgParser& p) {
@@ -71,6 +75,7 @@ int sweep_main(int argc, char** argv) {
     o.program = std::filesystem::read_symlink("/proc/self/exe");
     o.policies = names_option(p, "sched", "lws,dmdas,prio");
     o.priorities = names_option(p, "priorities", "none,critical-path");
+    o.cpu_compute = names_option(p, "cpu-compute", "off");
     o.repeat = cli::int_option(p, "repeat", 3, 1);
     o.ranks = cli::int_option(p, "ranks", 1, 1);
     o.out_dir = p.value("out").value_or("sweep-out");
@@ -81,6 +86,7 @@ int sweep_main(int argc, char** argv) {
       if (!plugin && std::find(known.begin(), known.end(), policy) == known.end())
         throw UsageError("--sched: unknown scheduling policy '" + policy + "' (see --sched help)");
     for (const std::string& scheme : o.priorities) cli::parse_priority_scheme_flag("--priorities", scheme);
+    for (const std::string& value : o.cpu_compute) cli::parse_cpu_compute_flag("--cpu-compute", value);
     const auto rows =
         profile::run_sweep(o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     std::fputs(profile::sweep_table(rows).c_str(), stdout);

@@ -75,6 +75,11 @@ void parse_numbers(std::string_view text) {
     cli::parse_priority_scheme_flag("--x", text);
   } catch (const UsageError&) {
   }
+  try {
+    const CpuCompute value = cli::parse_cpu_compute_flag("--x", text);
+    FUZZ_CHECK(text == (value == CpuCompute::on ? "on" : "off"));
+  } catch (const UsageError&) {
+  }
   const std::string shown = cli::printable(text, 16);
   FUZZ_CHECK(shown.size() <= 19);
 }

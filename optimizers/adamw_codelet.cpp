@@ -160,6 +160,7 @@ Codelet<SumArgs> sum_of_squares_codelet({
     .buffers = {{STARPU_R, "grad"}, {STARPU_W, "sum"}},
     .cpu = sum_of_squares_cpu,
     .cuda = STARZERO_CUDA_FUNC(sum_of_squares_cuda_func),
+    .work = Work::support,
     .flops = [](const SumArgs& a, Handles h) { return 2.0 * double(slice_count(starpu_vector_get_nx(h[0]), a.slice)); },
     .bytes =
         [](const SumArgs& a, Handles h) {
@@ -173,6 +174,7 @@ Codelet<ClipArgs> clip_scale_codelet({
     .buffers = {{STARPU_W, "scale"}, {STARPU_W, "norm"}},
     .repeated = Buffer{STARPU_R, "partial_sum"},
     .cpu = clip_scale_cpu,
+    .work = Work::support,
     .flops = [](const ClipArgs&, Handles h) { return partial_sums(h, 2) + 4.0; },
     .bytes = [](const ClipArgs&, Handles h) { return 4.0 * double(h.size()); },
 });
@@ -182,6 +184,7 @@ Codelet<NoArgs> sum_scalars_codelet({
     .buffers = {{STARPU_W, "total"}},
     .repeated = Buffer{STARPU_R, "partial_sum"},
     .cpu = sum_scalars_cpu,
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles h) { return partial_sums(h, 1); },
     .bytes = [](const NoArgs&, Handles h) { return 4.0 * double(h.size()); },
 });
@@ -203,6 +206,7 @@ Codelet<AdamArgs> adamw_codelet({
                 {STARPU_R, "scale"}},
     .cpu = adamw_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(adamw_cuda_func),
+    .work = Work::support,
     .flops = [](const AdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
     .bytes = [](const AdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
 });
@@ -218,6 +222,7 @@ Codelet<CpuAdamArgs> adamw_offload_codelet({
                 {STARPU_R, "scale"},
                 {STARPU_RW, "pool"}},
     .cpu = adamw_offload_cpu_func,
+    .work = Work::support,
     .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
     .bytes = [](const CpuAdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
     .cores = [](const CpuAdamArgs& a) { return a.threads; },

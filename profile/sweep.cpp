@@ -105,23 +105,25 @@ void add_figures(nlohmann::json& out, const SweepFigures& f) {
 }  // namespace
 
 std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(const std::string&)>& progress) {
-  if (o.policies.empty() || o.priorities.empty())
-    throw std::invalid_argument("--sched and --priorities need at least one value");
+  if (o.policies.empty() || o.priorities.empty() || o.cpu_compute.empty())
+    throw std::invalid_argument("--sched, --priorities and --cpu-compute need at least one value");
   if (o.repeat < 1) throw std::invalid_argument("--repeat must be at least 1");
   if (o.ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
   for (const std::string& a : o.train_args)
-    for (const char* own : {"--sched", "--priorities", "--trace", "--quiet"})
+    for (const char* own : {"--sched", "--priorities", "--cpu-compute", "--trace", "--quiet"})
       if (a == own || a.starts_with(std::string(own) + "="))
         throw std::invalid_argument(std::string("the sweep sets ") + own + " itself; remove it from the train flags");
 
   std::vector<SweepRow> rows;
   for (const std::string& policy : o.policies)
-    for (const std::string& prio : o.priorities) {
-      SweepRow row;
-      row.policy = policy;
-      row.priorities = prio;
-      rows.push_back(std::move(row));
-    }
+    for (const std::string& prio : o.priorities)
+      for (const std::string& cpu_compute : o.cpu_compute) {
+        SweepRow row;
+        row.policy = policy;
+        row.priorities = prio;
+        row.cpu_compute = cpu_compute;
+        rows.push_back(std::move(row));
+      }
   std::filesystem::create_directories(o.out_dir / "runs");
   const std::size_t total = rows.size() * std::size_t(o.repeat);
   std::size_t done = 0;
@@ -130,7 +132,8 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
       SweepRow& row = rows[rep % 2 == 0 ? k : rows.size() - 1 - k];
       SweepRun run;
       run.repeat = rep + 1;
-      const std::string id = row.policy + "_" + row.priorities + "_r" + std::to_string(rep + 1);
+      const std::string id =
+          row.policy + "_" + row.priorities + "_cpu-" + row.cpu_compute + "_r" + std::to_string(rep + 1);
       run.trace_dir = o.out_dir / "runs" / id;
       std::filesystem::remove_all(run.trace_dir);
       std::vector<std::string> argv;
@@ -142,7 +145,8 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
       argv.push_back("train");
       argv.insert(argv.end(), o.train_args.begin(), o.train_args.end());
       for (const std::string& a : {std::string("--sched"), row.policy, std::string("--priorities"), row.priorities,
-                                   std::string("--trace"), run.trace_dir.string(), std::string("--quiet")})
+                                   std::string("--cpu-compute"), row.cpu_compute, std::string("--trace"),
+                                   run.trace_dir.string(), std::string("--quiet")})
         argv.push_back(a);
       const std::filesystem::path log = o.out_dir / "runs" / (id + ".log");
       if (const int rc = run_logged(argv, log); rc != 0)
@@ -162,9 +166,10 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
       read_report(nlohmann::json::parse(read_file(report)), run.figures);
       row.runs.push_back(run);
       char line[256];
-      std::snprintf(line, sizeof line, "sweep: [%zu/%zu] %s, priorities %s, run %d: %.1f ms/step, %.0f tok/s", ++done,
-                    total, row.policy.c_str(), row.priorities.c_str(), rep + 1, run.figures.step_s * 1e3,
-                    run.figures.tokens_per_s);
+      std::snprintf(line, sizeof line,
+                    "sweep: [%zu/%zu] %s, priorities %s, cpu compute %s, run %d: %.1f ms/step, %.0f tok/s", ++done,
+                    total, row.policy.c_str(), row.priorities.c_str(), row.cpu_compute.c_str(), rep + 1,
+                    run.figures.step_s * 1e3, run.figures.tokens_per_s);
       progress(line);
     }
   }
@@ -181,15 +186,15 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const std::function<void(
 
 std::string sweep_table(const std::vector<SweepRow>& rows) {
   std::string text =
-      "| policy | priorities | runs | step ms (median) | min–max | tokens/s | steady busy | AdamW overlap | "
-      "collective overlap | GPU transfer MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| policy | priorities | CPU compute | runs | step ms (median) | min–max | tokens/s | steady busy | "
+      "AdamW overlap | collective overlap | GPU transfer MB |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const SweepRow& r : rows) {
     const SweepFigures& m = r.median;
     char line[512];
-    std::snprintf(line, sizeof line, "| %s | %s | %zu | %.1f | %.1f–%.1f | %.0f | %s | %s | %s | %.1f |\n",
-                  r.policy.c_str(), r.priorities.c_str(), r.runs.size(), m.step_s * 1e3, r.step_min_s * 1e3,
-                  r.step_max_s * 1e3, m.tokens_per_s, fraction(m.steady_busy).c_str(), fraction(m.adam_overlap).c_str(),
-                  fraction(m.collective_overlap).c_str(), m.gpu_transfer_bytes / 1e6);
+    std::snprintf(line, sizeof line, "| %s | %s | %s | %zu | %.1f | %.1f–%.1f | %.0f | %s | %s | %s | %.1f |\n",
+                  r.policy.c_str(), r.priorities.c_str(), r.cpu_compute.c_str(), r.runs.size(), m.step_s * 1e3,
+                  r.step_min_s * 1e3, r.step_max_s * 1e3, m.tokens_per_s, fraction(m.steady_busy).c_str(),
+                  fraction(m.adam_overlap).c_str(), fraction(m.collective_overlap).c_str(), m.gpu_transfer_bytes / 1e6);
     text += line;
   }
   return text;
@@ -202,7 +207,7 @@ nlohmann::json sweep_json(const SweepOptions& o, const std::vector<SweepRow>& ro
   out["ranks"] = o.ranks;
   out["combinations"] = nlohmann::json::array();
   for (const SweepRow& r : rows) {
-    nlohmann::json combination = {{"policy", r.policy}, {"priorities", r.priorities}};
+    nlohmann::json combination = {{"policy", r.policy}, {"priorities", r.priorities}, {"cpu_compute", r.cpu_compute}};
     add_figures(combination, r.median);
     combination["step_min_s"] = r.step_min_s;
     combination["step_max_s"] = r.step_max_s;
@@ -226,23 +231,23 @@ void write_sweep_chart(const std::vector<SweepRow>& rows, const std::filesystem:
       const SweepRow& r = rows[i];
       data << i << ' ' << r.median.step_s * 1e3 << ' ' << r.step_min_s * 1e3 << ' ' << r.step_max_s * 1e3 << " \""
            << r.policy << "\\n"
-           << r.priorities << "\"\n";
+           << r.priorities << "\\ncpu " << r.cpu_compute << "\"\n";
     }
     if (!data.flush()) throw std::runtime_error("cannot write gnuplot's data in " + scratch.path().string());
   }
   const auto chart = scratch.path() / "chart.svg";
   std::ofstream script(scratch.path() / "chart.gp");
-  script
-      << "set terminal svg size " << std::max<std::size_t>(640, 110 * rows.size())
-      << ",480 noenhanced font 'Sans,10' background '#ffffff'\n"
-      << "set output " << gnuplot_quoted(chart.string()) << "\n"
-      << "set title 'starzero sweep: steady step time per policy and priority scheme (median, min-max over repeats)'\n"
-      << "set ylabel 'ms per step'\nset yrange [0:*]\nset grid ytics\nunset key\n"
-      << "set style fill solid 0.6 border -1\nset boxwidth 0.6\nset xtics rotate by -30\n"
-      << "cd " << gnuplot_quoted(scratch.path().string()) << "\n"
-      << "plot 'steps.dat' using 1:2:xtic(5) with boxes lc rgb '#4c72b0', \\\n"
-      << "     'steps.dat' using 1:2:3:4 with yerrorbars lc rgb '#000000' pt 7 ps 0.4\n"
-      << "unset output\n";
+  script << "set terminal svg size " << std::max<std::size_t>(640, 110 * rows.size())
+         << ",480 noenhanced font 'Sans,10' background '#ffffff'\n"
+         << "set output " << gnuplot_quoted(chart.string()) << "\n"
+         << "set title 'starzero sweep: steady step time per policy, priority scheme and CPU compute (median, min-max "
+            "over repeats)'\n"
+         << "set ylabel 'ms per step'\nset yrange [0:*]\nset grid ytics\nunset key\n"
+         << "set style fill solid 0.6 border -1\nset boxwidth 0.6\nset xtics rotate by -30\n"
+         << "cd " << gnuplot_quoted(scratch.path().string()) << "\n"
+         << "plot 'steps.dat' using 1:2:xtic(5) with boxes lc rgb '#4c72b0', \\\n"
+         << "     'steps.dat' using 1:2:3:4 with yerrorbars lc rgb '#000000' pt 7 ps 0.4\n"
+         << "unset output\n";
   script.close();
   if (!script) throw std::runtime_error("cannot write gnuplot's script in " + scratch.path().string());
   run_gnuplot(scratch.path() / "chart.gp", scratch.path() / "gnuplot.log");

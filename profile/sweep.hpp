@@ -1,9 +1,9 @@
 #pragma once
-// `starzero sweep`: the same training run under each combination of scheduling policy and
-// priority scheme, repeated, each run traced and read through `starzero trace --json`
-// (docs/trace-report.md), summarised per combination. Each run is its own process (StarPU
-// traces once per process); with ranks > 1 it runs under mpirun and rank 0's trace reports.
-// The table, JSON and chart: docs/scheduling.md.
+// `starzero sweep`: the same training run under each combination of scheduling policy, priority
+// scheme and placement of model tasks (--cpu-compute), repeated, each run traced and read
+// through `starzero trace --json` (docs/trace-report.md), summarised per combination. Each run is
+// its own process (StarPU traces once per process); with ranks > 1 it runs under mpirun and rank
+// 0's trace reports. The table, JSON and chart: docs/scheduling.md.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -15,13 +15,14 @@
 namespace starzero::profile {
 
 struct SweepOptions {
-  std::filesystem::path program;        // the starzero executable
-  std::vector<std::string> policies;    // --sched values
-  std::vector<std::string> priorities;  // --priorities values
-  int repeat = 1;                       // runs per combination
-  int ranks = 1;                        // > 1: every run under `mpirun -np ranks`
-  std::filesystem::path out_dir;        // runs/, sweep.json, sweep.svg
-  std::vector<std::string> train_args;  // the `train` flags after `--`
+  std::filesystem::path program;                // the starzero executable
+  std::vector<std::string> policies;            // --sched values
+  std::vector<std::string> priorities;          // --priorities values
+  std::vector<std::string> cpu_compute{"off"};  // --cpu-compute values
+  int repeat = 1;                               // runs per combination
+  int ranks = 1;                                // > 1: every run under `mpirun -np ranks`
+  std::filesystem::path out_dir;                // runs/, sweep.json, sweep.svg
+  std::vector<std::string> train_args;          // the `train` flags after `--`
 };
 
 // What one run measured, or (SweepRow::median) the medians over a combination's runs.
@@ -42,17 +43,17 @@ struct SweepRun {
 
 // The runs of one combination, their medians and the range of their step times.
 struct SweepRow {
-  std::string policy, priorities;
+  std::string policy, priorities, cpu_compute;
   std::vector<SweepRun> runs;
   SweepFigures median;
   double step_min_s = 0, step_max_s = 0;
 };
 
 // Checks the options (throws std::invalid_argument: empty lists, repeat < 1, train flags that
-// the sweep sets itself), then runs repeat x policies x priorities trainings, the order of the
-// combinations reversed on every other repeat so that drift on a noisy machine falls evenly.
-// `progress` gets one line per run. Throws std::runtime_error naming the run and its log when a
-// run fails; the runs before it stay in out_dir.
+// the sweep sets itself), then runs repeat x policies x priorities x cpu_compute trainings, the
+// order of the combinations reversed on every other repeat so that drift on a noisy machine falls
+// evenly. `progress` gets one line per run. Throws std::runtime_error naming the run and its log
+// when a run fails; the runs before it stay in out_dir.
 std::vector<SweepRow> run_sweep(const SweepOptions& options, const std::function<void(const std::string&)>& progress);
 
 std::string sweep_table(const std::vector<SweepRow>& rows);

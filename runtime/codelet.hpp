@@ -10,6 +10,10 @@
 // by declared meaning (TaskBuffers::get<T>("out")), so the order is written once, in the
 // declaration. How the tasks fit together: docs/architecture.md.
 //
+// Where its tasks may run: any worker its functions allow, except that a Work::model codelet's
+// tasks (the default) go to CUDA workers only when the session has some and --cpu-compute is off
+// (runtime/placement.hpp). Support codelets (optimizer, copies, fills) say `.work = Work::support`.
+//
 //   struct ScaleArgs { float alpha; };
 //   void scale_cpu(const TaskBuffers& b, const ScaleArgs& a) {
 //     float* x = b.get<float>("x");
@@ -27,6 +31,7 @@
 #include <starpu.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -41,6 +46,7 @@
 #include <vector>
 
 #include "runtime/activity.hpp"
+#include "runtime/placement.hpp"
 #include "runtime/priorities.hpp"
 #include "runtime/simulation.hpp"
 #include "runtime/task_name.hpp"
@@ -147,6 +153,9 @@ class Codelet {
     Function cpu = nullptr;            // null: no CPU implementation
     Function cuda = nullptr;           // null: none (always null in a build without CUDA)
     CudaLaunch cuda_launch = CudaLaunch::async;
+    // model: with a CUDA function, its tasks follow the session's placement of model tasks
+    // (runtime/placement.hpp); support: wherever the scheduler puts them.
+    Work work = Work::model;
     Cost flops = nullptr;  // required
     Cost bytes = nullptr;  // required
     // false: no performance model (marks never run; collectives wait on the other ranks)
@@ -199,6 +208,12 @@ class Codelet {
   const char* name() const { return declaration_.name; }
   std::span<const Buffer> buffers() const { return declaration_.buffers; }
   const std::optional<Buffer>& repeated() const { return declaration_.repeated; }
+  Work work() const { return declaration_.work; }
+  // The `where` of its tasks in the running session; 0: the codelet's own (every worker its
+  // functions allow). Only a model codelet that can run on CUDA is ever restricted.
+  std::uint32_t task_where() const {
+    return declaration_.work == Work::model && codelet_.cuda_funcs[0] ? session_model_where() : 0;
+  }
   double flops(const Args& args, Handles handles) const { return declaration_.flops(args, handles); }
   double bytes(const Args& args, Handles handles) const { return declaration_.bytes(args, handles); }
   // StarPU updates its own bookkeeping in the codelet and the model, hence non-const pointers.
@@ -293,6 +308,8 @@ void submit(const Codelet<Args>& codelet, const std::vector<starpu_data_handle_t
       STARPU_CALLBACK_WITH_ARG_NFREE, on_done_func, on_done.get(), STARPU_NAME, intern_task_name(task_name), 0);
   if (!task)
     throw std::runtime_error("building task " + std::string(task_name) + " (codelet " + codelet.name() + ") failed");
+  // Before the priorities: the critical path's expected duration is on the workers it may use.
+  if (const std::uint32_t where = codelet.task_where()) task->where = int32_t(where);
   TaskPriorities& priorities = TaskPriorities::instance();
   if (priorities.records()) {
     std::vector<starpu_data_access_mode> modes;

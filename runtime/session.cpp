@@ -212,6 +212,7 @@ Session::Session(const SessionOptions& options) {
   // Not in simulation: no kernel runs there, and cuBLAS would touch a GPU that is not there.
   if (!simulation::enabled && starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
   TaskPriorities::instance().configure(options.priorities);
+  set_session_model_where(model_task_where(options.cpu_compute, int(starpu_cuda_worker_get_count())));
   session_alive = true;
 }
 
@@ -220,11 +221,19 @@ Session::~Session() {
   if (!simulation::enabled && starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
   starpu_shutdown();
   TaskPriorities::instance().configure(PriorityScheme::none);
+  set_session_model_where(0);
   session_alive = false;
 }
 
 int Session::cpu_workers() const { return int(starpu_cpu_worker_get_count()); }
 int Session::cuda_workers() const { return int(starpu_cuda_worker_get_count()); }
+
+std::string Session::workers_summary() const {
+  std::string text = std::to_string(cpu_workers()) + " CPU + " + std::to_string(cuda_workers()) + " CUDA workers";
+  if (cuda_workers() > 0)
+    text += model_on_cuda_only() ? ", model tasks on CUDA workers only" : ", model tasks on CPU and CUDA workers";
+  return text;
+}
 
 std::size_t Session::cuda_memory_bytes() const {
   std::size_t smallest = 0;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/placement.hpp"
 #include "runtime/priorities.hpp"
 
 namespace starzero {
@@ -18,6 +19,9 @@ struct SessionOptions {
   // The dmda family's weights of expected compute time, transfer time and energy in its cost
   // (STARPU_SCHED_ALPHA / BETA / GAMMA); unset: StarPU's defaults (1, 1, 1000).
   std::optional<double> sched_alpha, sched_beta, sched_gamma;
+  // Whether CPU workers may run the model's compute tasks when the session has CUDA workers
+  // (runtime/placement.hpp; docs/scheduling.md). Without CUDA workers they run on CPU workers.
+  CpuCompute cpu_compute = CpuCompute::off;
   int cpu_workers = -1;   // -1: StarPU's default (one per core, minus one per CUDA worker)
   int cuda_workers = -1;  // -1: one per visible GPU; 0: none
   int cuda_device = -1;   // >= 0: one CUDA worker, on this device (one GPU per rank); -1: StarPU's choice
@@ -95,6 +99,10 @@ class Session {
   const std::string& policy() const { return policy_; }
   int cpu_workers() const;
   int cuda_workers() const;
+  // Whether the model's compute tasks run on CUDA workers only (CUDA workers and cpu_compute off).
+  bool model_on_cuda_only() const { return session_model_where() != 0; }
+  // "2 CPU + 1 CUDA workers", and with CUDA workers where the model's tasks run.
+  std::string workers_summary() const;
   // The memory StarPU may use on the smallest GPU of the session (after --cuda-mem-limit; the
   // simulated device's in simulation); 0 without CUDA workers.
   std::size_t cuda_memory_bytes() const;

@@ -113,6 +113,7 @@ CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Cod
       .buffers = std::move(buffers),
       .cpu = on_cpu<function>,
       .cuda = STARZERO_CUDA_FUNC(on_cuda<function>),
+      .work = Work::support,
       .flops = no_flops,
       .bytes = bytes,
       .history_model = false,

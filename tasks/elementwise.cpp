@@ -105,6 +105,7 @@ Codelet<AlphaArgs> axpy_codelet({
     .buffers = {{STARPU_R, "x"}, {STARPU_RW, "y"}},
     .cpu = axpy_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(axpy_cuda_func),
+    .work = Work::support,
     .flops = [](const AlphaArgs&, Handles h) { return 2.0 * elements(h); },
     .bytes = [](const AlphaArgs&, Handles h) { return 12.0 * elements(h); },
 });
@@ -114,6 +115,7 @@ Codelet<AlphaArgs> scale_codelet({
     .buffers = {{STARPU_RW, "x"}},
     .cpu = scale_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(scale_cuda_func),
+    .work = Work::support,
     .flops = [](const AlphaArgs&, Handles h) { return elements(h); },
     .bytes = [](const AlphaArgs&, Handles h) { return 8.0 * elements(h); },
 });
@@ -123,6 +125,7 @@ Codelet<StorageArgs> accumulate_codelet({
     .buffers = {{STARPU_R, "src"}, {STARPU_RW, "dst"}},
     .cpu = accumulate_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(accumulate_cuda_func),
+    .work = Work::support,
     .flops = [](const StorageArgs&, Handles h) { return elements(h); },
     .bytes = [](const StorageArgs& a, Handles h) { return 3.0 * elements(h) * double(dtype_size(a.dtype)); },
 });
@@ -132,6 +135,7 @@ Codelet<NoArgs> accumulate_widen_codelet({
     .buffers = {{STARPU_R, "src"}, {STARPU_RW, "dst"}},
     .cpu = accumulate_widen_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(accumulate_widen_cuda_func),
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles h) { return elements(h); },
     .bytes = [](const NoArgs&, Handles h) { return 10.0 * elements(h); },
 });
@@ -141,6 +145,7 @@ Codelet<NoArgs> narrow_codelet({
     .buffers = {{STARPU_R, "src"}, {STARPU_W, "dst"}},
     .cpu = narrow_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(narrow_cuda_func),
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return 6.0 * elements(h); },
 });
@@ -150,6 +155,7 @@ Codelet<NoArgs> copy_codelet({
     .buffers = {{STARPU_R, "src"}, {STARPU_W, "dst"}},
     .cpu = copy_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(copy_cuda_func),
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return 2.0 * size_of(h[0]); },
 });
@@ -159,6 +165,7 @@ Codelet<NoArgs> zero_codelet({
     .buffers = {{STARPU_W, "x"}},
     .cpu = zero_cpu_func,
     .cuda = STARZERO_CUDA_FUNC(zero_cuda_func),
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
 });
@@ -169,6 +176,7 @@ Codelet<NoArgs> zero_on_host_codelet({
     .name = "zero_on_host",
     .buffers = {{STARPU_W, "x"}},
     .cpu = zero_cpu_func,
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
 });

@@ -17,6 +17,7 @@ Codelet<NoArgs> hang_codelet({
     .name = "debug_hang",
     .buffers = {{STARPU_RW, "x"}},
     .cpu = hang_cpu,
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles) { return 0.0; },
 });

@@ -11,6 +11,7 @@ namespace {
 Codelet<NoArgs> mark_codelet({
     .name = "mark",
     .repeated = Buffer{STARPU_W, "marked"},
+    .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles) { return 0.0; },
     .history_model = false,

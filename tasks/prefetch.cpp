@@ -21,6 +21,7 @@ Codelet<NoArgs> fetch_on_cuda({
     .name = "activation_fetch_cuda",
     .repeated = Buffer{STARPU_R, "fetched"},
     .cuda = STARZERO_CUDA_FUNC(fetched),
+    .work = Work::support,
     .flops = no_flops,
     .bytes = fetched_bytes,
 });
@@ -28,6 +29,7 @@ Codelet<NoArgs> fetch_on_cpu({
     .name = "activation_fetch",
     .repeated = Buffer{STARPU_R, "fetched"},
     .cpu = fetched,
+    .work = Work::support,
     .flops = no_flops,
     .bytes = fetched_bytes,
 });

@@ -6,3 +6,6 @@ set_tests_properties(simulation PROPERTIES LABELS simulation TIMEOUT 900)
 # memory against the platform's, a model too large refused, the committed calibration.
 add_test(NAME simulation_properties COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/simulation_properties_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(simulation_properties PROPERTIES LABELS simulation TIMEOUT 900)
+# Placement with a GPU: no model compute task on a CPU worker by default, some with --cpu-compute on.
+add_test(NAME simulation_placement COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/placement_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(simulation_placement PROPERTIES LABELS simulation TIMEOUT 300)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `starzero sweep` end to end on a small GPT: the table, the JSON, the chart, the alternating
-# order of the runs, --ranks 2 under mpirun, and its usage errors.
+# order of the runs, --ranks 2 under mpirun, and its usage errors. (--cpu-compute off,on as a
+# dimension: placement_test.sh, on a simulated GPU.)
 # Usage: sweep_test.sh PATH/TO/starzero
 set -euo pipefail
 STARZERO=${1:?usage: sweep_test.sh STARZERO}
@@ -24,7 +25,8 @@ j = json.load(open(sys.argv[1]))
 combos = j["combinations"]
 assert len(combos) == 4, len(combos)
 for c in combos:
-    for k in ("policy", "priorities", "step_s", "step_min_s", "step_max_s", "tokens_per_s", "steady_busy_fraction",
+    assert c["cpu_compute"] == "off", c  # the default
+    for k in ("policy", "priorities", "cpu_compute", "step_s", "step_min_s", "step_max_s", "tokens_per_s", "steady_busy_fraction",
               "adam_concurrent_fraction", "collective_concurrent_fraction", "gpu_transfer_bytes", "runs"):
         assert k in c, k
     assert len(c["runs"]) == 2
@@ -60,6 +62,8 @@ bad() {
 bad "no training" --sched lws
 bad "not train" --sched lws -- eval --data x
 bad "train sets --sched" -- "${TRAIN[@]}" --sched dmdas
+bad "train sets --cpu-compute" -- "${TRAIN[@]}" --cpu-compute on
+bad "unknown --cpu-compute" --cpu-compute off,maybe -- "${TRAIN[@]}"
 bad "unknown policy" --sched lws,nope -- "${TRAIN[@]}"
 bad "unknown scheme" --priorities fast -- "${TRAIN[@]}"
 bad "empty name" --sched lws,,prio -- "${TRAIN[@]}"

@@ -1,7 +1,8 @@
 // runtime/codelet.hpp and the nn declarations (tasks/nn.hpp): the FLOP counts of matmul forward
 // and backward against their formulas on a non-square shape, the handle-count check of submit(),
 // and a submission end to end on CPU workers: buffers read by their declared meaning, a repeated
-// (variable-count) buffer, the on_ready / on_done callbacks and the priority option.
+// (variable-count) buffer, the on_ready / on_done callbacks and the priority option; where a
+// model codelet's tasks may run (runtime/placement.hpp) against a support codelet's.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -37,12 +38,14 @@ void axpy(const TaskBuffers& b, const AxpyArgs& a) {
   const float* x = b.get<const float>("x");
   for (std::size_t i = 0; i < b.elements("y"); ++i) y[i] += a.alpha * x[i];
 }
+double axpy_flops(const AxpyArgs&, Handles h) { return 2.0 * double(starpu_vector_get_nx(h[0])); }
+double axpy_bytes(const AxpyArgs&, Handles h) { return 3.0 * double(starpu_data_get_size(h[0])); }
 Codelet<AxpyArgs> test_axpy({
     .name = "test_axpy",
     .buffers = {{STARPU_R, "x"}, {STARPU_RW, "y"}},
     .cpu = axpy,
-    .flops = [](const AxpyArgs&, Handles h) { return 2.0 * double(starpu_vector_get_nx(h[0])); },
-    .bytes = [](const AxpyArgs&, Handles h) { return 3.0 * double(starpu_data_get_size(h[0])); },
+    .flops = axpy_flops,
+    .bytes = axpy_bytes,
 });
 
 // total[i] = Σ parts[k][i], any number of parts.
@@ -60,6 +63,27 @@ Codelet<NoArgs> test_sum({
     .cpu = sum_parts,
     .flops = [](const NoArgs&, Handles h) { return double(h.size() - 1); },
     .bytes = [](const NoArgs&, Handles h) { return 4.0 * double(h.size()); },
+});
+
+// The same function as a model kernel with a CUDA function (never run here).
+Codelet<AxpyArgs> test_model_axpy({
+    .name = "test_model_axpy",
+    .buffers = {{STARPU_R, "x"}, {STARPU_RW, "y"}},
+    .cpu = axpy,
+    .cuda = STARZERO_CUDA_FUNC(axpy),
+    .flops = axpy_flops,
+    .bytes = axpy_bytes,
+});
+// The same function declared as support work, with a CUDA function (never run here): what the
+// element-wise and optimizer codelets are.
+Codelet<AxpyArgs> test_support_axpy({
+    .name = "test_support_axpy",
+    .buffers = {{STARPU_R, "x"}, {STARPU_RW, "y"}},
+    .cpu = axpy,
+    .cuda = STARZERO_CUDA_FUNC(axpy),
+    .work = Work::support,
+    .flops = axpy_flops,
+    .bytes = axpy_bytes,
 });
 
 Tensor filled(std::size_t n, float value, const std::string& name) {
@@ -128,3 +152,61 @@ TEST_CASE("a declared codelet runs from its declaration on CPU workers") {
   auto tv = total.view(Access::read);
   for (float v : tv.as<float>()) CHECK(v == 6.0f);
 }
+
+TEST_CASE("a model codelet's tasks follow the session's placement; support and CPU-only codelets do not") {
+  CHECK(model_task_where(CpuCompute::off, 1) == STARPU_CUDA);
+  CHECK(model_task_where(CpuCompute::on, 1) == 0);
+  CHECK(model_task_where(CpuCompute::off, 0) == 0);
+  CHECK(model_task_where(CpuCompute::on, 0) == 0);
+  CHECK(parse_cpu_compute("off") == CpuCompute::off);
+  CHECK(parse_cpu_compute("on") == CpuCompute::on);
+  CHECK_FALSE(parse_cpu_compute("yes"));
+  CHECK(tasks::nn::layernorm_forward.work() == Work::model);
+
+  // Outside a session nothing is restricted.
+  REQUIRE(session_model_where() == 0);
+  CHECK(tasks::nn::layernorm_forward.task_where() == 0);
+  // What a session with a CUDA worker and --cpu-compute off sets.
+  set_session_model_where(STARPU_CUDA);
+#ifdef STARZERO_WITH_CUDA
+  CHECK(tasks::nn::layernorm_forward.task_where() == STARPU_CUDA);
+  CHECK(tasks::nn::attention_backward.task_where() == STARPU_CUDA);
+#else
+  CHECK(tasks::nn::layernorm_forward.task_where() == 0);  // no CUDA function: the CPU is the only choice
+#endif
+  CHECK(test_support_axpy.task_where() == 0);
+  CHECK(test_axpy.task_where() == 0);  // a model codelet without a CUDA function
+  set_session_model_where(0);
+}
+
+TEST_CASE("a CPU-only session runs model tasks on its CPU workers under either --cpu-compute") {
+  for (const CpuCompute cpu_compute : {CpuCompute::off, CpuCompute::on}) {
+    SessionOptions options;
+    options.cuda_workers = 0;
+    options.cpu_compute = cpu_compute;
+    Session session(options);
+    CHECK_FALSE(session.model_on_cuda_only());
+    CHECK(session_model_where() == 0);
+    CHECK(session.workers_summary() == std::to_string(session.cpu_workers()) + " CPU + 0 CUDA workers");
+  }
+}
+
+#ifdef STARZERO_WITH_CUDA
+TEST_CASE("submit() hands the session's placement to StarPU: a model task restricted to CUDA has no worker here") {
+  SessionOptions options;
+  options.cuda_workers = 0;
+  Session session(options);
+  // Pretend the session had a CUDA worker: StarPU itself must then refuse the task (no worker can
+  // run it), which shows the mask reaches the task and is not just computed.
+  set_session_model_where(STARPU_CUDA);
+  Tensor x = filled(8, 1.0f, "x"), y = filled(8, 1.0f, "y");
+  CHECK_THROWS_WITH(submit(test_model_axpy, {x.handle(), y.handle()}, AxpyArgs{1.0f}, "restricted"),
+                    Catch::Contains("restricted") && Catch::Contains("StarPU code"));
+  // A support task with the same functions still runs on the CPU workers.
+  submit(test_support_axpy, {x.handle(), y.handle()}, AxpyArgs{1.0f}, "support");
+  set_session_model_where(0);
+  session.wait_all();
+  auto yv = y.view(Access::read);
+  for (float v : yv.as<float>()) CHECK(v == 2.0f);
+}
+#endif

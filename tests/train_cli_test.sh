@@ -435,6 +435,7 @@ if want errors; then
   expect_usage_error "--tiles two" "${T6[@]}" --steps 2 --tiles two
   expect_usage_error "--tiles 5 for a micro-batch of 4" "${T6[@]}" --steps 2 --batch 4 --tiles 5
   expect_usage_error "--heads 3 with --channels 32" "${T6[@]}" --steps 2 --heads 3
+  expect_usage_error "--cpu-compute yes" "${T6[@]}" --steps 2 --cpu-compute yes
   expect_usage_error "--data missing file" "${T6[@]}" --steps 2 --data "$WORK/no-such-file.txt"
   expect_usage_error "--checkpoint-in missing file" "${T6[@]}" --steps 2 --checkpoint-in "$WORK/no-such.bin"
   for f in "$OUT" "$OUT.state"; do

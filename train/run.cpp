@@ -119,10 +119,9 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
   const Session& session = *run.session;
   const TrainerOptions& t = o.trainer;
   if constexpr (simulation::enabled) std::printf("%s\n", simulation::machine_description().c_str());
-  std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %d CPU + %d CUDA workers\n", o.program.c_str(),
-              spec.describe().c_str(), o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch,
-              run.model->row_tokens(), t.steps, session.policy().c_str(), session.cpu_workers(),
-              session.cuda_workers());
+  std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %s\n", o.program.c_str(), spec.describe().c_str(),
+              o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch, run.model->row_tokens(),
+              t.steps, session.policy().c_str(), session.workers_summary().c_str());
   if (ranks.is_simulated() && ranks.size() > 1) {
     const simulation::CollectiveLink& link = simulation::collective_link();
     std::printf(
