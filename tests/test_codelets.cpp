@@ -153,7 +153,7 @@ TEST_CASE("a declared codelet runs from its declaration on CPU workers") {
   for (float v : tv.as<float>()) CHECK(v == 6.0f);
 }
 
-TEST_CASE("a model codelet's tasks follow the session's placement; support and CPU-only codelets do not") {
+TEST_CASE("a model codelet's tasks follow the session's placement, support and CPU-only codelets' do not") {
   CHECK(model_task_where(CpuCompute::off, 1) == STARPU_CUDA);
   CHECK(model_task_where(CpuCompute::on, 1) == 0);
   CHECK(model_task_where(CpuCompute::off, 0) == 0);

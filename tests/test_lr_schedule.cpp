@@ -63,7 +63,7 @@ TEST_CASE("ds-warmup-cosine (WarmupCosineLR): ratios of lr, cosine to cos_min_ra
   CHECK(learning_rate(s, 30, 30) == Approx(1e-3 * 0.01));  // clamped at the floor
 }
 
-TEST_CASE("schedule names round-trip; unknown names are refused", "[lr]") {
+TEST_CASE("schedule names round-trip, unknown names are refused", "[lr]") {
   for (const LrScheduleKind k : {LrScheduleKind::cosine, LrScheduleKind::ds_warmup, LrScheduleKind::ds_warmup_decay,
                                  LrScheduleKind::ds_warmup_cosine}) {
     LrScheduleKind back = LrScheduleKind::cosine;
