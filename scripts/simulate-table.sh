@@ -6,20 +6,20 @@
 # (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token) and
 # MFU (of the bf16 peak, 989 TFLOP/s), the step's bound and step / bound (the trace report's
 # "Bound"), the CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work.
-# Every run is bf16, --recompute full (activation checkpointing, as the ZeRO-Offload paper's runs),
+# Every run is bf16, --recompute full unless asked (activation checkpointing, as the ZeRO-Offload paper's runs),
 # --sched dmda, roofline durations; B sequences of T tokens per step in micro-batches of MB
 # (--batch B --grad-accum B/MB). A configuration whose state does not fit the GPU is reported as
 # such (exit 2 of the run).
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
-#          [--batch B] [--micro-batch MB] [--seq T]
+#          [--batch B] [--micro-batch MB] [--seq T] [--recompute MODE]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
 #   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default all)
-#   --batch, --micro-batch, --seq: default 8, 8, 1024
+#   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
 sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
 cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
-batch=8 micro=8 seq=1024
+batch=8 micro=8 seq=1024 recompute=full
 while [ $# -gt 0 ]; do
   case $1 in
     --cpus) cpus=${2:?}; shift 2 ;;
@@ -29,12 +29,14 @@ while [ $# -gt 0 ]; do
     --batch) batch=${2:?}; shift 2 ;;
     --micro-batch) micro=${2:?}; shift 2 ;;
     --seq) seq=${2:?}; shift 2 ;;
+    --recompute) recompute=${2:?}; shift 2 ;;
     *) echo "simulate-table: unknown option $1" >&2; exit 2 ;;
   esac
 done
 for n in "$batch" "$micro" "$seq"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "simulate-table: --batch, --micro-batch and --seq take positive integers" >&2; exit 2; }
 done
+case $recompute in none | selective | full) ;; *) echo "simulate-table: --recompute none, selective or full" >&2; exit 2 ;; esac
 [ $((batch % micro)) -eq 0 ] || { echo "simulate-table: --micro-batch $micro does not divide --batch $batch" >&2; exit 2; }
 declare -A shape=(
   [gpt2-124M]="--preset gpt2-124M"
@@ -74,9 +76,10 @@ for m in "${chosen[@]}"; do
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
     "$sim" train "${flags[@]}" --max-seq "$seq" --batch "$batch" --grad-accum $((batch / micro)) --seq "$seq" \
-      --precision bf16 --recompute full --data "$text" --steps "$steps" --sched dmda \
+      --precision bf16 --recompute "$recompute" --data "$text" --steps "$steps" --sched dmda \
       --platform "$work/platform" --trace "$work/t" > "$work/log" 2> "$work/err" || rc=$?
     if [ "$rc" -eq 2 ]; then
+      [ "$recompute" = full ] || c="$c, --recompute $recompute"
       echo "| $m | $c | ${batch}×${seq} ($micro) | does not fit: $(grep -m1 'error: ' "$work/err" | sed 's/^[^:]*: error: //' | cut -c1-60)... | | | | | | | |"
       continue
     elif [ "$rc" -ne 0 ] && ! grep -q "^step $steps/$steps " "$work/log"; then
@@ -85,10 +88,12 @@ for m in "${chosen[@]}"; do
     fi
     # A run that predicted every step but died at exit has no trace (written at shutdown).
     if [ "$rc" -eq 0 ]; then "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null; else echo '{}' > "$work/report.json"; fi
-    python3 - "$m" "$c" "$work/log" "$work/report.json" "$batch" "$seq" "$micro" <<'PY'
+    python3 - "$m" "$c" "$work/log" "$work/report.json" "$batch" "$seq" "$micro" "$recompute" <<'PY'
 import json, re, statistics, sys
 model, config, log, report = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
 batch, seq, micro = map(int, sys.argv[5:8])
+if sys.argv[8] != "full":
+    config += f", --recompute {sys.argv[8]}"
 ms = [float(x) for x in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.]+) ms", log, re.M)]
 step = statistics.median(ms[2:]) / 1e3
 tokens = batch * seq
