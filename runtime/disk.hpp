@@ -21,7 +21,7 @@
 // StarPU also spills main-memory copies of tensors without a home (Tensor::transient) into the
 // directory, as NNN/NNN/STARPU_XXXXXX files that count against the capacity; it keeps freed
 // ones cached for reuse and removes them at starpu_shutdown.
-// Start the Session with SessionOptions::background_writeback = false: StarPU 1.3.10's background
+// Start the Session with SessionOptions::background_writeback = false (the default): StarPU 1.3.10's background
 // write-back to a disk node can leave requests queued at shutdown and abort there.
 // A HostView must acquire the handle on STARPU_MAIN_RAM (starpu_data_acquire_on_node):
 // starpu_data_acquire acquires on the home node, here the disk, where there is no pointer.

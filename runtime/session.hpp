@@ -28,10 +28,13 @@ struct SessionOptions {
   std::size_t cpu_memory_limit_mib = 0;   // 0: no limit (STARPU_LIMIT_CPU_MEM)
   std::size_t cuda_memory_limit_mib = 0;  // 0: no limit (STARPU_LIMIT_CUDA_MEM)
   // StarPU writes dirty buffers back to their home in the background when few are clean
-  // ("tidying"). With a disk node, StarPU 1.3.10 can leave such idle write-back requests queued
-  // at shutdown and abort (data_request.h:106, measured: 3 of 4 runs under load): false turns
-  // tidying off (STARPU_MINIMUM_CLEAN_BUFFERS=0); eviction then writes back on demand only.
-  bool background_writeback = true;
+  // ("tidying"). Off by default (STARPU_MINIMUM_CLEAN_BUFFERS=0; eviction then writes back on
+  // demand only): the plan keeps its buffers on the GPU for good, so tidying is traffic the design
+  // does not have (17 GB in step 1 of a simulated 7B without offload), and a buffer without a home
+  // got a host copy pinned for it inside a task (0.5 s for `probs` at T=4096). With a disk node it
+  // must stay off: StarPU 1.3.10 can leave idle write-back requests queued at shutdown and abort
+  // (data_request.h:106, measured: 3 of 4 runs under load).
+  bool background_writeback = false;
   // StarPU 1.3 frees a main-memory buffer as soon as its data dies (its allocation cache is for
   // GPUs and disks) and the next step allocates it again; glibc hands big blocks back to the
   // kernel (munmap) and every step then faults fresh pages in. true: glibc keeps freed blocks up

@@ -6,13 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
+#include <sstream>
 #include <string_view>
 #include <vector>
+
+#include "runtime/files.hpp"
 
 namespace starzero::simulation {
 
@@ -185,11 +187,9 @@ void write_executed_durations(const std::string& dir) {
   ExecutedDurations& d = executed_durations();
   const std::lock_guard lock(d.mutex);
   if (d.us_by_job.empty()) return;
-  const std::string path = dir + "/durations.rec";
-  std::ofstream out(path);
-  for (const auto& [job, us] : d.us_by_job) out << "JobId: " << job << "\nExecutedUs: " << us << "\n\n";
-  out.flush();
-  if (!out) throw std::runtime_error("cannot write " + path);
+  std::ostringstream text;
+  for (const auto& [job, us] : d.us_by_job) text << "JobId: " << job << "\nExecutedUs: " << us << "\n\n";
+  write_text_atomically(std::filesystem::path(dir) / "durations.rec", text.str());
 }
 
 void register_codelet(const char* symbol) { codelet_names().emplace_back(symbol); }

@@ -99,8 +99,8 @@ double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, d
 // `dir/durations.rec` (records "JobId: N" and "ExecutedUs: X", as tasks.rec's keys). `starzero
 // trace` compares each task's traced duration with it: a task that took longer spent the rest
 // inside the task on something else (allocating or pinning memory, evicting, waiting), which the
-// report names. Writes nothing when no task was simulated (a real run). Throws std::runtime_error
-// when the file cannot be written.
+// report names. Writes nothing when no task was simulated (a real run); otherwise atomically, as
+// write_text_atomically (runtime/files.hpp), which throws when the file cannot be written.
 void write_executed_durations(const std::string& dir);
 
 // How many duration estimates came from each source since the start (the schedulers ask several

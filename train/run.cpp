@@ -184,12 +184,6 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   const HostPlan host = plan_host(host_input, topology);
   session.cpu_workers = host.cpu_workers;
   if (o.offload_optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.host_mem_limit_mib;
-  // No tidying (SessionOptions::background_writeback): every buffer of the plan stays on the GPU
-  // for good, so writing dirty ones back to main memory is traffic the design does not have
-  // (17 GB in step 1 of a 7B model without offload), and a buffer without a home got a host copy
-  // pinned for it inside a task (0.5 s for `probs` at T=4096). Eviction still writes back on
-  // demand; a disk node needs it off anyway (runtime/disk.hpp).
-  session.background_writeback = false;
   run.session.emplace(session);
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
