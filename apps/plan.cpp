@@ -52,6 +52,9 @@ cli::ArgParser make_parser() {
       .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
       .option("k", "BYTES", "optimizer state bytes per parameter (default 12: fp32 master + Adam m, v)")
       .flag("fp32-grad-accum", "count an fp32 gradient accumulation buffer (+4Ψ, or +4Ψ/N at stages 2-3)")
+      .flag("speculative-update",
+            "count the speculative update's second set of optimizer state (+kΨ/N of host memory) where the "
+            "optimizer is offloaded to the CPU")
       .option("offload-optimizer", "WHERE", "none|cpu|nvme: where the optimizer state lives (default none)")
       .option("offload-params", "WHERE", "none|cpu: parameter shards in host memory (ZeRO-3 only)")
       .option("prefetch-depth", "W", "ZeRO-3 layers all-gathered ahead of the current one (default 1)")
@@ -290,6 +293,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
   }
   if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
   in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  in.speculative_update = p.flag_set("speculative-update");
   if (auto v = p.value("offload-optimizer")) {
     in.offload_optimizer =
         *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));

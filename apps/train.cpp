@@ -96,6 +96,9 @@ cli::ArgParser make_train_parser() {
       .option("delayed-update", "WARMUP",
               "one-step-delayed parameter update after WARMUP synchronous steps "
               "(ZeRO-Offload's DPU: changes the math; see README)")
+      .flag("speculative-update",
+            "--offload-optimizer cpu: each CPU AdamW runs as soon as its gradient is reduced and is committed, "
+            "re-run clipped or discarded once the global norm is known: exact, +12 bytes/param of host memory")
       .option("checkpoint-in", "FILE|DIR",
               "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
               "a --checkpoint-dir folder: its latest set")
@@ -207,6 +210,7 @@ void offload_options(const cli::ArgParser& p, RunOptions& o) {
     o.adam_threads = int_option(p, "adam-threads", 1, 1);
   }
   if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
+  o.speculative_update = p.flag_set("speculative-update");
 }
 
 RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {

@@ -31,6 +31,19 @@ std::string at(std::string_view what, int index) { return std::string(what) + "[
 
 }  // namespace
 
+void check_speculative_update(const EngineOptions& options) {
+  if (!options.speculative_update) return;
+  if (options.offload_optimizer != OptimizerOffload::cpu)
+    throw std::invalid_argument(
+        "--speculative-update is for the CPU AdamW in host memory: it needs --offload-optimizer cpu");
+  if (options.grad_clip <= 0)
+    throw std::invalid_argument(
+        "--speculative-update needs clipping (--grad-clip > 0): without it every AdamW already starts as soon as its "
+        "own gradient is reduced");
+  if (options.delayed_update_warmup >= 0)
+    throw std::invalid_argument("--speculative-update and --delayed-update cannot be combined: pick one");
+}
+
 // One layer's buffers, as its plan says (offload/layer_plan.hpp): param and grad always exist,
 // the optional ones where the plan has them.
 struct Engine::Layer {
@@ -41,6 +54,9 @@ struct Engine::Layer {
   std::optional<Tensor> param_next;    // delayed update: AdamW's output until it is published
   std::optional<Tensor> grad_accum;    // fp32 gradient accumulation: full, or the shard at 2-3
   Tensor master, m, v, sum_of_squares;
+  // The speculative update's second set of optimizer state. After each step's tasks are
+  // submitted the sets are swapped: master, m, v name the latest state.
+  std::optional<Tensor> master_next, m_next, v_next;
 
   Layer(Engine& engine, int layer)
       : plan(engine.layer_plan_input(layer)),
@@ -54,6 +70,22 @@ struct Engine::Layer {
                              LayerBuffer::grad_partial, LayerBuffer::grad_accum})
       if (plan.has(role))
         optional_tensor(role).emplace(engine.allocate(plan.buffer(role), at(layer_buffer_name(role), layer)));
+    if (plan.has(LayerBuffer::optimizer_state_next)) {
+      const PlannedBuffer& next = plan.buffer(LayerBuffer::optimizer_state_next);
+      master_next.emplace(engine.allocate(next, at("master_next", layer)));
+      m_next.emplace(engine.allocate(next, at("adam_m_next", layer)));
+      v_next.emplace(engine.allocate(next, at("adam_v_next", layer)));
+    }
+  }
+
+  bool speculative() const { return master_next.has_value(); }
+  optim::AdamWStateHandles state() const { return {master.handle(), m.handle(), v.handle()}; }
+  optim::AdamWStateHandles next_state() const { return {master_next->handle(), m_next->handle(), v_next->handle()}; }
+  // The step's result is in the second set now: it becomes the state.
+  void adopt_next_state() {
+    std::swap(master, *master_next);
+    std::swap(m, *m_next);
+    std::swap(v, *v_next);
   }
 
   std::size_t count() const { return plan.count(); }
@@ -130,7 +162,8 @@ Engine::Engine(Model& model, const EngineOptions& options)
       grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")),
       grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")),
       unclipped_scale_(Tensor::host(DType::f32, 1, "unclipped_scale")),
-      unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")) {
+      unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")),
+      commit_counts_(Tensor::host(DType::f32, 3, "adamw_commit_counts")) {
   if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
   if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
   if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
@@ -139,6 +172,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
+  check_speculative_update(options);
   for (const auto& [step, layer] : options.nan_gradients)
     if (layer < 0 || layer >= model.layers() || model.dtype() != DType::f32)
       throw std::invalid_argument("NaN gradients (testing) need an fp32 model and a layer in 0.." +
@@ -186,6 +220,10 @@ Engine::Engine(Model& model, const EngineOptions& options)
     zero(layer.m.handle(), "zero_adam_m");
     zero(layer.v.handle(), "zero_adam_v");
   }
+  if (options.speculative_update) {
+    auto counts = commit_counts_.view(Access::write);
+    std::fill(counts.as<float>().begin(), counts.as<float>().end(), 0.0f);
+  }
   // The fp32 master of a GPU-side optimizer starts in its home in main memory: send it to the GPU
   // now, behind step 1. (Fetched by the first AdamW instead, it crossed PCIe during step 2's
   // forward: 26.8 GB for a 7B model, 0.5 s of step 2.)
@@ -228,6 +266,7 @@ LayerPlanInput Engine::layer_plan_input(int layer) const {
   input.offload_optimizer = options_.offload_optimizer;
   input.offload_params = options_.offload_params;
   input.delayed_update = options_.delayed_update_warmup >= 0;
+  input.speculative_update = options_.speculative_update;
   input.fp32_grad_accum = options_.fp32_grad_accum;
   input.dtype = model_.dtype();
   input.params = model_.layer_params(layer);
@@ -395,7 +434,8 @@ void Engine::submit_forward_walk() {
   }
 }
 
-void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch) {
+void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
+                                  const optim::AdamWHyper* speculative) {
   recently_reduced_.clear();
   for (int l = model_.layers() - 1; l >= 0; --l) {
     for (int g = 0; g < model_.layers(); ++g)
@@ -404,7 +444,11 @@ void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch)
     model_.submit_backward(l, *handles_);
     release(l, "bwd");
     for (int g = 0; g < model_.layers(); ++g)
-      if (last_toucher_[std::size_t(g)] == l) reduce_gradient(g, first_micro_batch, last_micro_batch);
+      if (last_toucher_[std::size_t(g)] == l) {
+        reduce_gradient(g, first_micro_batch, last_micro_batch);
+        // The speculative AdamW of a group is ready once its reduced gradient is.
+        if (speculative && last_micro_batch) submit_speculative_update(g, *speculative);
+      }
   }
 }
 
@@ -437,10 +481,19 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   const std::optional<optim::AdamWHyper> previous = std::exchange(pending_update_, std::nullopt);
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *previous, true);
+  optim::AdamWHyper hyper = options_.adam;
+  hyper.lr = lr;
+  hyper.step = step;
+  // The speculative AdamW multiplies the summed gradient by the unclipped scale: it does not wait
+  // for the norm.
+  const bool speculative = options_.speculative_update;
+  if (speculative)
+    optim::submit_clip_scale({}, 0.0f, float(ranks_ * micro_batches), unclipped_scale_.handle(),
+                             unclipped_norm_.handle(), "unclipped_scale");
   for (int m = 0; m < micro_batches; ++m) {
     if (load_micro_batch) load_micro_batch(m);
     submit_forward_walk();
-    submit_backward_walk(m == 0, m == micro_batches - 1);
+    submit_backward_walk(m == 0, m == micro_batches - 1, speculative ? &hyper : nullptr);
   }
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
@@ -455,9 +508,6 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
 
   submit_grad_norm(micro_batches);
 
-  optim::AdamWHyper hyper = options_.adam;
-  hyper.lr = lr;
-  hyper.step = step;
   if (options_.delayed_update_warmup >= 0 && step > options_.delayed_update_warmup) {
     pending_update_ = hyper;  // submitted at the start of the next step (or by flush)
     return;
@@ -466,11 +516,61 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   // submitted in forward order, the next step's forward (layer 0 first) starts while the later
   // layers update. Without clipping each waits only for its own gradient, which the backward
   // finishes from the last layer down.
+  // The speculative update commits instead, in the same order: each layer's parameters are
+  // published, and its next forward runs, once its own commit is done.
   for (int i = 0; i < model_.layers(); ++i) {
     const int l = options_.grad_clip > 0 ? i : model_.layers() - 1 - i;
-    submit_update(l, hyper, false);
+    Layer& layer = layers_[std::size_t(l)];
+    if (layer.speculative())
+      submit_commit(l, hyper);
+    else
+      submit_update(l, hyper, false);
     submit_publish(l, false);
   }
+  for (Layer& layer : layers_)
+    if (layer.speculative()) layer.adopt_next_state();
+  speculative_steps_ += speculative ? 1 : 0;
+}
+
+// The speculative AdamW of one layer: from its state into the second set, with the unclipped
+// scale, writing the parameters where the synchronous update does.
+void Engine::submit_speculative_update(int l, const optim::AdamWHyper& hyper) {
+  Layer& layer = layers_[std::size_t(l)];
+  if (!layer.speculative()) return;  // a device AdamW: it waits for the norm
+  const UpdatePlan& update = layer.plan.update();
+  optim::submit_adamw_cpu_speculative(layer.tensor(update.grad.buffer).handle(), layer.state(), layer.next_state(),
+                                      layer.tensor(update.target.buffer).handle(), unclipped_scale_.handle(),
+                                      model_.dtype(), hyper,
+                                      {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
+                                      at("adamw", l));
+}
+
+// Its commit, once the clip scale is known: the second set and the parameters end as the
+// synchronous AdamW would leave them (optimizers/adamw_codelet.hpp).
+void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
+  Layer& layer = layers_[std::size_t(l)];
+  const UpdatePlan& update = layer.plan.update();
+  optim::submit_adamw_commit(clip_scale_.handle(), unclipped_scale_.handle(),
+                             layer.tensor(update.grad.buffer).handle(), layer.state(), layer.next_state(),
+                             layer.tensor(update.target.buffer).handle(), commit_counts_.handle(),
+                             model_.dtype(), hyper,
+                             {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
+                             at("adamw_commit", l));
+}
+
+Engine::CommitCounts Engine::commits() const {
+  if (speculative_steps_ == 0) return {};
+  const std::vector<float> counts = read_f32(commit_counts_);
+  return {std::int64_t(counts[std::size_t(optim::CommitOutcome::adopted)]),
+          std::int64_t(counts[std::size_t(optim::CommitOutcome::rerun)]),
+          std::int64_t(counts[std::size_t(optim::CommitOutcome::discarded)])};
+}
+
+int Engine::last_step_rollbacks() const {
+  if (speculative_steps_ == 0) return 0;
+  const float scale = read_f32(clip_scale_).at(0), unclipped = read_f32(unclipped_scale_).at(0);
+  if (scale == unclipped || optim::skips_update(scale)) return 0;
+  return int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
 }
 
 // Global gradient norm over the reduced gradients: each rank's part (the slice AdamW reads),

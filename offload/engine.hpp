@@ -74,6 +74,7 @@
 #include "offload/model.hpp"
 #include "offload/placement.hpp"
 #include "optimizers/adamw.hpp"
+#include "optimizers/adamw_codelet.hpp"
 #include "runtime/comm.hpp"
 #include "runtime/ledger.hpp"
 #include "runtime/tensor.hpp"
@@ -106,6 +107,11 @@ struct EngineOptions {
   int host_numa_node = -1;                           // where pinned host buffers live (-1: not bound)
   int adam_threads = 1;                              // CPU AdamW threads under optimizer offload
   int delayed_update_warmup = -1;                    // < 0: no delayed update; else synchronous steps before it
+  // Exact clipping without the wait (offload_optimizer cpu, grad_clip > 0): each CPU AdamW runs as
+  // soon as its gradient is reduced, from one set of optimizer state into a second, and a commit
+  // after the norm adopts it, re-runs it clipped or discards it (docs/architecture.md, "Exact
+  // clipping"). Bit-identical to the synchronous update; 12 more bytes per parameter on the host.
+  bool speculative_update = false;
   // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
   // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
   bool fp32_grad_accum = false;
@@ -120,6 +126,10 @@ struct EngineOptions {
 struct LayerOptimizerState {
   std::vector<float> master, m, v;
 };
+
+// std::invalid_argument (one line, naming the flags) when the speculative update is asked for where
+// it cannot work: without the CPU AdamW in host memory, without clipping, with the delayed update.
+void check_speculative_update(const EngineOptions& options);
 
 class Engine {
  public:
@@ -139,6 +149,15 @@ class Engine {
   // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
   void flush();
   bool has_pending_update() const { return pending_update_.has_value(); }
+  // The speculative update: what every commit so far did, layer by layer (waits for them); all
+  // zero without it. Clipping is global: a clipped step re-runs every CPU-updated layer.
+  struct CommitCounts {
+    std::int64_t adopted = 0, rerun = 0, discarded = 0;
+  };
+  CommitCounts commits() const;
+  // The layers the last step's commits re-run (rolled back), from its clip scale: 0 when it was
+  // not clipped, or skipped, or without the speculative update. Waits for the norm only.
+  int last_step_rollbacks() const;
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
   // Zeroed gradients, forward and backward of the current micro-batch: no reduction, no update.
@@ -199,7 +218,10 @@ class Engine {
   // A layer's full values into the copies the model reads (parameter shard, full parameters).
   void write_model_params(Layer& layer, std::span<const float> values);
   void submit_forward_walk();
-  void submit_backward_walk(bool first_micro_batch, bool last_micro_batch);
+  // speculative: the step's AdamW hyperparameters when each layer's speculative AdamW follows
+  // its reduction (the last micro-batch).
+  void submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
+                            const optim::AdamWHyper* speculative = nullptr);
   std::vector<int> uses(int layer) const;  // its own group and the groups it shares
   void submit_window_mark(int layer, int delta, const std::string& name);
   void gather(int layer, const char* pass);
@@ -215,6 +237,8 @@ class Engine {
   Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
   void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
   void submit_publish(int layer, bool delayed);
+  void submit_speculative_update(int layer, const optim::AdamWHyper& hyper);
+  void submit_commit(int layer, const optim::AdamWHyper& hyper);
 
   Model& model_;
   EngineOptions options_;
@@ -224,9 +248,12 @@ class Engine {
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;
   Tensor clip_scale_, grad_norm_, grad_sumsq_total_;
-  Tensor unclipped_scale_, unclipped_norm_;             // grad_clip <= 0: 1/(ranks·micro-batches), no norm
+  Tensor unclipped_scale_, unclipped_norm_;             // 1/(ranks·micro-batches), no norm: grad_clip <= 0,
+                                                        // and the speculative AdamW
+  Tensor commit_counts_;                                // the speculative update's commits, by outcome
   std::optional<Tensor> cpu_adam_token_;                // optimizer offload: one CPU AdamW at a time
   std::optional<optim::AdamWHyper> pending_update_;     // delayed update not yet submitted
+  int speculative_steps_ = 0;                           // steps submitted with the speculative update
   std::vector<Tensor> window_slots_;                    // ZeRO-3 prefetch window tokens
   std::uint64_t gathers_ = 0;                           // ZeRO-3 gathers submitted (selects the window slot)
   std::vector<int> first_toucher_, last_toucher_;       // per group: backward layers touching it

@@ -17,6 +17,7 @@ namespace starzero {
 struct HostPlanInput {
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;
+  bool speculative_update = false;     // its second optimizer state is in `memory`: named when short
   std::optional<int> adam_threads;     // asked for (>= 1); default: the cores the GPU worker leaves
   int gpu = -1;                        // this rank's GPU in the topology; -1: none
   int ranks_here = 1;                  // ranks on this machine (they share its cores and memory)

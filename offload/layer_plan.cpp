@@ -30,6 +30,7 @@ std::string_view layer_buffer_name(LayerBuffer buffer) {
     case LayerBuffer::grad_partial: return "grad_partial";
     case LayerBuffer::grad_accum: return "grad_accum";
     case LayerBuffer::optimizer_state: return "optimizer_state";
+    case LayerBuffer::optimizer_state_next: return "optimizer_state_next";
   }
   return "?";
 }
@@ -43,6 +44,12 @@ void validate(const LayerPlanInput& in) {
     throw std::invalid_argument("parameter offload needs ZeRO stage 3");
   if (!(in.optimizer_bytes_per_param >= 0) || !std::isfinite(in.optimizer_bytes_per_param))
     throw std::invalid_argument("optimizer bytes per parameter must be >= 0");
+  if (in.speculative_update && in.offload_optimizer == OptimizerOffload::nvme)
+    throw std::invalid_argument(
+        "the speculative update needs the optimizer state in host memory (--offload-optimizer cpu): on NVMe its commit "
+        "would read both sets of state from disk every step");
+  if (in.speculative_update && in.delayed_update)
+    throw std::invalid_argument("the speculative update and the delayed update are two answers to one question: pick one");
 }
 
 MemoryPlace place_of(BufferHome home) {
@@ -98,7 +105,7 @@ void LayerPlan::plan_buffers() {
   const bool grad_shard = z.shard_grads || (z.sharded && offloaded);
   const BufferHome next_home = offloaded ? BufferHome::pinned_host : BufferHome::device;
 
-  buffers_.reserve(8);  // every LayerBuffer at most once: the references below stay valid
+  buffers_.reserve(9);  // every LayerBuffer at most once: the references below stay valid
   using C = MemoryCategory;
   if (z.shard_params) {
     add(LayerBuffer::param, Extent::full, dtype, BufferHome::transient, Lifetime::per_use, C::params);
@@ -126,6 +133,11 @@ void LayerPlan::plan_buffers() {
                                                                                    : BufferHome::device;
   add(LayerBuffer::optimizer_state, optimizer_extent, DType::f32, state_home, Lifetime::held, C::optimizer)
       .bytes_per_element = input_.optimizer_bytes_per_param;
+  // The speculative update's second set: a step reads one set and writes the other (the CPU
+  // AdamW only; a device AdamW waits for the norm as before).
+  if (input_.speculative_update && offloaded)
+    add(LayerBuffer::optimizer_state_next, optimizer_extent, DType::f32, state_home, Lifetime::held, C::optimizer)
+        .bytes_per_element = input_.optimizer_bytes_per_param;
 
   if (param_shard) {
     PlannedBuffer& shard =

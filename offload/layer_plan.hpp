@@ -43,6 +43,9 @@ struct LayerPlanInput {
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 only
   bool delayed_update = false;
+  // --speculative-update: a CPU AdamW runs before the global norm is known, from one set of
+  // optimizer state into a second one (optimizer_state_next), and a commit fixes it up after.
+  bool speculative_update = false;
   bool fp32_grad_accum = false;
   DType dtype = DType::f32;               // the model's: parameters and gradients
   std::size_t params = 0;                 // this layer's parameters
@@ -63,6 +66,7 @@ enum class LayerBuffer : std::uint8_t {
   grad_partial,     // ZeRO-2/3: a later micro-batch's reduced shard, then added to grad_shard
   grad_accum,       // fp32 gradient accumulation: full at stages 0-1, the shard at 2-3
   optimizer_state,  // AdamW's master, m and v: three f32 tensors of `elements` each
+  optimizer_state_next,  // the speculative update's second set of them (steps alternate)
 };
 std::string_view layer_buffer_name(LayerBuffer buffer);  // "param", "param_shard", ...
 

@@ -98,6 +98,9 @@ LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi) {
   layer.offload_optimizer = in.offload_optimizer;
   layer.offload_params = in.offload_params;
   layer.fp32_grad_accum = in.fp32_grad_accum;
+  // Its second set of optimizer state exists where a CPU AdamW runs (the fit check's other rows
+  // have none).
+  layer.speculative_update = in.speculative_update && in.offload_optimizer == OptimizerOffload::cpu;
   layer.dtype = storage_dtype(in.precision);
   layer.params = std::size_t(psi);
   layer.optimizer_bytes_per_param = in.k;

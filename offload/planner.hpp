@@ -72,6 +72,9 @@ struct PlanInput {
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;  // cpu only with stage 3
   std::int64_t prefetch_depth = 1;                   // W >= 0: ZeRO-3 layers gathered ahead of the current one
+  // --speculative-update: a second set of optimizer state (k bytes per parameter) in host memory,
+  // where the optimizer is offloaded to the CPU (ignored elsewhere).
+  bool speculative_update = false;
 };
 
 void validate(const PlanInput& input);              // throws PlanError

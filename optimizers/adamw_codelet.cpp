@@ -121,6 +121,52 @@ void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
                          b.get<bf16>("param_out"), a.hyper, a.numa_node);
 }
 
+// The speculative update (docs/architecture.md, "Exact clipping"): the state is read from the
+// "*_from" buffers and written to the others.
+AdamWStateIn state_from(const TaskBuffers& b) {
+  return {b.get<const float>("master_from"), b.get<const float>("m_from"), b.get<const float>("v_from")};
+}
+
+void adamw_from(const CpuAdamState& s, const AdamWStateIn& from, const TaskBuffers& b, const CpuAdamArgs& a) {
+  constexpr std::size_t chunk = 1 << 16;  // as adamw_offload_cpu_func
+  if (a.dtype == DType::f32)
+    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const float>("grad"), s.scale, from, s.master, s.m, s.v,
+                         b.get<float>("param_out"), a.hyper, a.numa_node);
+  else
+    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const bf16>("grad"), s.scale, from, s.master, s.m, s.v,
+                         b.get<bf16>("param_out"), a.hyper, a.numa_node);
+}
+
+// Before the norm is known: the step with the unclipped scale (the mean over ranks and
+// micro-batches only), into the other set of buffers.
+void adamw_speculative_func(const TaskBuffers& b, const CpuAdamArgs& a) {
+  adamw_from(cpu_adam_state(b), state_from(b), b, a);
+}
+
+// Once the clip scale is known. Equal to the unclipped one: the speculative result is the step
+// (adopted, nothing to do). Finite: the step again from the old state with it (rolled back).
+// Not finite: the step is skipped, so the new set gets the old state and the parameter copy the
+// old master weights, as a synchronous AdamW leaves them.
+void adamw_commit_func(const TaskBuffers& b, const CpuAdamArgs& a) {
+  const CpuAdamState s = cpu_adam_state(b);
+  const AdamWStateIn from = state_from(b);
+  float* counts = b.get<float>("counts");
+  if (s.scale == *b.get<const float>("unclipped_scale")) {
+    counts[int(CommitOutcome::adopted)] += 1;
+    return;
+  }
+  if (!skips_update(s.scale)) {
+    adamw_from(s, from, b, a);
+    counts[int(CommitOutcome::rerun)] += 1;
+    return;
+  }
+  std::copy_n(from.master, s.n, s.master);
+  std::copy_n(from.m, s.n, s.m);
+  std::copy_n(from.v, s.n, s.v);
+  write_unchanged_params(s, b, "param_out", 0, a.dtype);
+  counts[int(CommitOutcome::discarded)] += 1;
+}
+
 #ifdef STARZERO_WITH_CUDA
 void sum_of_squares_cuda_func(const TaskBuffers& b, const SumArgs& a) {
   cudaStream_t stream = starpu_cuda_get_local_stream();
@@ -228,6 +274,49 @@ Codelet<CpuAdamArgs> adamw_offload_codelet({
     .cores = [](const CpuAdamArgs& a) { return a.threads; },
 });
 
+// The speculative AdamW: the same work as adamw_cpu, its state read from one set of buffers and
+// written (W: nothing fetched) to the other.
+Codelet<CpuAdamArgs> adamw_speculative_codelet({
+    .name = "adamw_cpu_speculative",
+    .buffers = {{STARPU_R, "grad"},
+                {STARPU_R, "master_from"},
+                {STARPU_R, "m_from"},
+                {STARPU_R, "v_from"},
+                {STARPU_W, "master"},
+                {STARPU_W, "m"},
+                {STARPU_W, "v"},
+                {STARPU_W, "param_out"},
+                {STARPU_R, "scale"},
+                {STARPU_RW, "pool"}},
+    .cpu = adamw_speculative_func,
+    .work = Work::support,
+    .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[4])); },
+    .bytes = [](const CpuAdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[4]), a.dtype); },
+    .cores = [](const CpuAdamArgs& a) { return a.threads; },
+});
+
+// The commit. Its cost is costed as the common case, no clipping: two scalars read. (A rollback
+// costs another AdamW; history-based models learn the mix, the roofline cannot know it.)
+Codelet<CpuAdamArgs> adamw_commit_codelet({
+    .name = "adamw_commit",
+    .buffers = {{STARPU_R, "scale"},
+                {STARPU_R, "unclipped_scale"},
+                {STARPU_R, "grad"},
+                {STARPU_R, "master_from"},
+                {STARPU_R, "m_from"},
+                {STARPU_R, "v_from"},
+                {STARPU_RW, "master"},
+                {STARPU_RW, "m"},
+                {STARPU_RW, "v"},
+                {STARPU_RW, "param_out"},
+                {STARPU_RW, "pool"},
+                {STARPU_RW, "counts"}},
+    .cpu = adamw_commit_func,
+    .work = Work::support,
+    .flops = [](const CpuAdamArgs&, Handles) { return 1.0; },
+    .bytes = [](const CpuAdamArgs&, Handles) { return 12.0; },
+});
+
 }  // namespace
 
 bool skips_update(float scale) { return std::isnan(scale); }
@@ -265,6 +354,32 @@ void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, st
   if (starpu_vector_get_nx(grad) != n || starpu_vector_get_nx(param_out) != n)
     throw std::invalid_argument("submit_adamw_cpu " + name + ": gradient, state and parameter sizes differ");
   submit(adamw_offload_codelet, {grad, master, m, v, param_out, scale, pool.token},
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
+}
+
+void submit_adamw_cpu_speculative(starpu_data_handle_t grad, const AdamWStateHandles& from,
+                                  const AdamWStateHandles& to, starpu_data_handle_t param_out,
+                                  starpu_data_handle_t unclipped_scale, DType dtype, const AdamWHyper& hyper,
+                                  const CpuAdamPool& pool, const std::string& name) {
+  if (!pool.token || pool.threads < 1) throw std::invalid_argument("submit_adamw_cpu_speculative: no CPU Adam pool");
+  const std::size_t n = starpu_vector_get_nx(to.master);
+  for (starpu_data_handle_t h : {grad, param_out, to.m, to.v, from.master, from.m, from.v})
+    if (starpu_vector_get_nx(h) != n)
+      throw std::invalid_argument("submit_adamw_cpu_speculative " + name + ": gradient, state and parameter sizes differ");
+  submit(adamw_speculative_codelet,
+         {grad, from.master, from.m, from.v, to.master, to.m, to.v, param_out, unclipped_scale, pool.token},
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
+}
+
+void submit_adamw_commit(starpu_data_handle_t clip_scale, starpu_data_handle_t unclipped_scale,
+                         starpu_data_handle_t grad, const AdamWStateHandles& from, const AdamWStateHandles& to,
+                         starpu_data_handle_t param_out, starpu_data_handle_t counts, DType dtype,
+                         const AdamWHyper& hyper, const CpuAdamPool& pool, const std::string& name) {
+  if (!pool.token || pool.threads < 1) throw std::invalid_argument("submit_adamw_commit: no CPU Adam pool");
+  if (starpu_vector_get_nx(counts) != 3) throw std::invalid_argument("submit_adamw_commit: counts take 3 values");
+  submit(adamw_commit_codelet,
+         {clip_scale, unclipped_scale, grad, from.master, from.m, from.v, to.master, to.m, to.v, param_out, pool.token,
+          counts},
          CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
 }
 

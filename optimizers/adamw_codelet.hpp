@@ -54,4 +54,29 @@ void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, st
                       starpu_data_handle_t v, starpu_data_handle_t param_out, starpu_data_handle_t scale, DType dtype,
                       const AdamWHyper& hyper, const CpuAdamPool& pool, const std::string& name);
 
+// The speculative update (--speculative-update, docs/architecture.md "Exact clipping"): a
+// layer's optimizer state lives in two sets of buffers, and a step reads one and writes the other.
+struct AdamWStateHandles {
+  starpu_data_handle_t master = nullptr, m = nullptr, v = nullptr;
+};
+// AdamW before the global norm is known: the CPU step from `from` into `to` with the unclipped
+// scale (1 / (ranks·micro-batches)), writing the parameter copy; ready as soon as the layer's
+// reduced gradient is.
+void submit_adamw_cpu_speculative(starpu_data_handle_t grad, const AdamWStateHandles& from,
+                                  const AdamWStateHandles& to, starpu_data_handle_t param_out,
+                                  starpu_data_handle_t unclipped_scale, DType dtype, const AdamWHyper& hyper,
+                                  const CpuAdamPool& pool, const std::string& name);
+// What a commit did: it adds 1 to counts[outcome] (fp32 [3], exact to 2^24 commits).
+enum class CommitOutcome : int {
+  adopted = 0,    // the clip scale equals the unclipped one: the speculative result is the step
+  rerun = 1,      // clipped: the step re-run from `from` with the clip scale (a rollback)
+  discarded = 2,  // non-finite norm: `to` and the parameter copy get the old state (step skipped)
+};
+// After clip_scale: one of the three, so that `to` and `param_out` hold exactly what a synchronous
+// AdamW (submit_adamw_cpu) on `from` would have left.
+void submit_adamw_commit(starpu_data_handle_t clip_scale, starpu_data_handle_t unclipped_scale,
+                         starpu_data_handle_t grad, const AdamWStateHandles& from, const AdamWStateHandles& to,
+                         starpu_data_handle_t param_out, starpu_data_handle_t counts, DType dtype,
+                         const AdamWHyper& hyper, const CpuAdamPool& pool, const std::string& name);
+
 }  // namespace starzero::optim

@@ -58,18 +58,20 @@ Consts make_consts(const AdamWHyper& h, float grad_scale) {
 
 // ---------------------------------------------------------------------------------------------
 // Scalar: the reference order of operations. Also the tail of the vector paths.
+// The state is read from `in` and written to master, m, v: the same arrays (in place), or the
+// other set of a speculative update. Element i is read before it is written, so both are safe.
 template <class G, class P>
-inline void adamw_scalar(std::size_t begin, std::size_t end, const G* grad, float* master, float* m, float* v, P* param,
-                         const Consts& c) {
+inline void adamw_scalar(std::size_t begin, std::size_t end, const G* grad, const AdamWStateIn& in, float* master,
+                         float* m, float* v, P* param, const Consts& c) {
   for (std::size_t i = begin; i < end; ++i) {
     const float g = to_float(grad[i]) * c.scale;
-    const float mi = c.b1 * m[i] + c.omb1 * g;
-    const float vi = c.b2 * v[i] + c.omb2 * g * g;
+    const float mi = c.b1 * in.m[i] + c.omb1 * g;
+    const float vi = c.b2 * in.v[i] + c.omb2 * g * g;
     m[i] = mi;
     v[i] = vi;
     const float m_hat = mi / c.bc1;
     const float v_hat = vi / c.bc2;
-    float w = master[i];
+    float w = in.master[i];
     w -= c.lrwd * w;
     w -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
     master[i] = w;
@@ -176,8 +178,8 @@ template <std::size_t lanes>
 // adamw_scalar's operations in its order, on `lanes` elements at a time; the scalar path does the
 // tail.
 template <std::size_t lanes, class G, class P>
-[[gnu::always_inline]] inline void adamw_vector(std::size_t n, const G* grad, float* master, float* m, float* v,
-                                                P* param, const Consts& c) {
+[[gnu::always_inline]] inline void adamw_vector(std::size_t n, const G* grad, const AdamWStateIn& in, float* master,
+                                                float* m, float* v, P* param, const Consts& c) {
   using F = Floats<lanes>;
   const F b1 = broadcast<lanes>(c.b1), omb1 = broadcast<lanes>(c.omb1);
   const F b2 = broadcast<lanes>(c.b2), omb2 = broadcast<lanes>(c.omb2);
@@ -187,19 +189,19 @@ template <std::size_t lanes, class G, class P>
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const F g = load<lanes>(grad + i) * scale;
-    const F mi = b1 * load<lanes>(m + i) + omb1 * g;
-    const F vi = b2 * load<lanes>(v + i) + omb2 * g * g;
+    const F mi = b1 * load<lanes>(in.m + i) + omb1 * g;
+    const F vi = b2 * load<lanes>(in.v + i) + omb2 * g * g;
     store<lanes>(m + i, mi);
     store<lanes>(v + i, vi);
     const F m_hat = mi / bc1;
     const F v_hat = vi / bc2;
-    F w = load<lanes>(master + i);
+    F w = load<lanes>(in.master + i);
     w -= lrwd * w;
     w -= lr * m_hat / (sqrt(v_hat) + eps);
     store<lanes>(master + i, w);
     if (param) store<lanes>(param + i, w);
   }
-  adamw_scalar(i, n, grad, master, m, v, param, c);
+  adamw_scalar(i, n, grad, in, master, m, v, param, c);
 }
 
 template <std::size_t lanes, class S, class D>
@@ -210,14 +212,14 @@ template <std::size_t lanes, class S, class D>
 }
 
 template <class G, class P>
-SZ_AVX2 [[gnu::flatten]] void adamw_avx2(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
-                                         const Consts& c) {
-  adamw_vector<8>(n, grad, master, m, v, param, c);
+SZ_AVX2 [[gnu::flatten]] void adamw_avx2(std::size_t n, const G* grad, const AdamWStateIn& in, float* master,
+                                         float* m, float* v, P* param, const Consts& c) {
+  adamw_vector<8>(n, grad, in, master, m, v, param, c);
 }
 template <class G, class P>
-SZ_AVX512 [[gnu::flatten]] void adamw_avx512(std::size_t n, const G* grad, float* master, float* m, float* v, P* param,
-                                             const Consts& c) {
-  adamw_vector<16>(n, grad, master, m, v, param, c);
+SZ_AVX512 [[gnu::flatten]] void adamw_avx512(std::size_t n, const G* grad, const AdamWStateIn& in, float* master,
+                                             float* m, float* v, P* param, const Consts& c) {
+  adamw_vector<16>(n, grad, in, master, m, v, param, c);
 }
 template <class S, class D>
 SZ_AVX2 [[gnu::flatten]] void cast_avx2(std::size_t n, const S* src, D* dst) {
@@ -230,14 +232,14 @@ SZ_AVX512 [[gnu::flatten]] void cast_avx512(std::size_t n, const S* src, D* dst)
 
 // ---------------------------------------------------------------------------------------------
 template <class G, class P>
-void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, float* master, float* m, float* v, P* param,
-           const AdamWHyper& hyper) {
+void fused(SimdPath path, std::size_t n, const G* grad, float grad_scale, const AdamWStateIn& in, float* master,
+           float* m, float* v, P* param, const AdamWHyper& hyper) {
   require_simd_path(path);
   const Consts c = make_consts(hyper, grad_scale);
   switch (path) {
-    case SimdPath::avx512: adamw_avx512(n, grad, master, m, v, param, c); return;
-    case SimdPath::avx2: adamw_avx2(n, grad, master, m, v, param, c); return;
-    case SimdPath::scalar: adamw_scalar(0, n, grad, master, m, v, param, c); return;
+    case SimdPath::avx512: adamw_avx512(n, grad, in, master, m, v, param, c); return;
+    case SimdPath::avx2: adamw_avx2(n, grad, in, master, m, v, param, c); return;
+    case SimdPath::scalar: adamw_scalar(0, n, grad, in, master, m, v, param, c); return;
   }
 }
 
@@ -282,12 +284,14 @@ void for_chunks(int threads, std::size_t chunk, std::size_t n, const Body& body,
 
 template <class G, class P>
 void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const G* grad, float grad_scale,
-                    float* master, float* m, float* v, P* param, const AdamWHyper& hyper, int numa_node) {
+                    const AdamWStateIn& in, float* master, float* m, float* v, P* param, const AdamWHyper& hyper,
+                    int numa_node) {
   require_simd_path(path);
   for_chunks(
       threads, chunk, n,
       [&](std::size_t b, std::size_t e) {
-        fused(path, e - b, grad + b, grad_scale, master + b, m + b, v + b, param ? param + b : nullptr, hyper);
+        const AdamWStateIn chunk_in{in.master + b, in.m + b, in.v + b};
+        fused(path, e - b, grad + b, grad_scale, chunk_in, master + b, m + b, v + b, param ? param + b : nullptr, hyper);
       },
       numa_node);
 }
@@ -296,22 +300,34 @@ void fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n
 
 void adamw_fused(SimdPath path, std::size_t n, const bf16* grad, float grad_scale, float* master, float* m, float* v,
                  bf16* param, const AdamWHyper& hyper) {
-  fused(path, n, grad, grad_scale, master, m, v, param, hyper);
+  fused(path, n, grad, grad_scale, AdamWStateIn{master, m, v}, master, m, v, param, hyper);
 }
 void adamw_fused(SimdPath path, std::size_t n, const float* grad, float grad_scale, float* master, float* m, float* v,
                  float* param, const AdamWHyper& hyper) {
-  fused(path, n, grad, grad_scale, master, m, v, param, hyper);
+  fused(path, n, grad, grad_scale, AdamWStateIn{master, m, v}, master, m, v, param, hyper);
 }
 
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
                           float grad_scale, float* master, float* m, float* v, bf16* param, const AdamWHyper& hyper,
                           int numa_node) {
-  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, AdamWStateIn{master, m, v}, master, m, v, param, hyper,
+                 numa_node);
+}
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
+                          float grad_scale, const AdamWStateIn& from, float* master, float* m, float* v, bf16* param,
+                          const AdamWHyper& hyper, int numa_node) {
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, from, master, m, v, param, hyper, numa_node);
 }
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
                           float grad_scale, float* master, float* m, float* v, float* param, const AdamWHyper& hyper,
                           int numa_node) {
-  fused_parallel(path, threads, chunk, n, grad, grad_scale, master, m, v, param, hyper, numa_node);
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, AdamWStateIn{master, m, v}, master, m, v, param, hyper,
+                 numa_node);
+}
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
+                          float grad_scale, const AdamWStateIn& from, float* master, float* m, float* v, float* param,
+                          const AdamWHyper& hyper, int numa_node) {
+  fused_parallel(path, threads, chunk, n, grad, grad_scale, from, master, m, v, param, hyper, numa_node);
 }
 
 void cast_bf16_to_f32(SimdPath path, std::size_t n, const bf16* src, float* dst) { cast(path, n, src, dst); }

@@ -1,8 +1,9 @@
 #pragma once
 // Fused CPU AdamW for ZeRO-Offload: one pass that reads the gradient (bf16 or fp32), updates the
-// fp32 master weights and the moments m, v in place, and writes the parameter copy (bf16, round to
-// nearest even, NaN stays NaN: runtime/dtype.hpp float_to_bf16). 28 bytes per parameter with a
-// bf16 gradient and parameter, which makes it memory-bound.
+// fp32 master weights and the moments m, v (in place, or from one set of buffers into another),
+// and writes the parameter copy (bf16, round to nearest even, NaN stays NaN: runtime/dtype.hpp
+// float_to_bf16). 28 bytes per parameter with a bf16 gradient and parameter, which makes it
+// memory-bound.
 //
 // Three code paths, chosen at run time from the CPU (never -march=native): scalar, AVX2 and
 // AVX-512 (F+BW). Each one performs exactly the operations of the plain kernel adamw_cpu
@@ -44,6 +45,21 @@ void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::si
 void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
                           float grad_scale, float* master, float* m, float* v, float* param, const AdamWHyper& hyper,
                           int numa_node = -1);
+
+// The speculative update's form: the state is read from `from` and written to master, m, v (the
+// other set of buffers), with the same arithmetic, so the result is bit-identical to the in-place
+// step on a copy of `from`. from and the outputs may also be the same arrays.
+struct AdamWStateIn {
+  const float* master;
+  const float* m;
+  const float* v;
+};
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const bf16* grad,
+                          float grad_scale, const AdamWStateIn& from, float* master, float* m, float* v, bf16* param,
+                          const AdamWHyper& hyper, int numa_node = -1);
+void adamw_fused_parallel(SimdPath path, int threads, std::size_t chunk, std::size_t n, const float* grad,
+                          float grad_scale, const AdamWStateIn& from, float* master, float* m, float* v, float* param,
+                          const AdamWHyper& hyper, int numa_node = -1);
 
 // Element-type casts with the same paths (bf16 -> fp32 exact; fp32 -> bf16 as float_to_bf16), used
 // by the unfused three-pass pipeline the benchmark compares against.

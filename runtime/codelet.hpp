@@ -173,10 +173,10 @@ class Codelet {
     const Declaration& d = declaration_;
     if (!d.flops || !d.bytes)
       throw std::logic_error(std::string("codelet ") + d.name + " lacks its FLOP or byte count");
-    if (d.buffers.size() > STARPU_NMAXBUFS)
-      throw std::logic_error(std::string("codelet ") + d.name + " has more buffers than STARPU_NMAXBUFS");
     codelet_.name = d.name;
-    if (d.repeated) {
+    // More buffers than StarPU's static array holds (STARPU_NMAXBUFS, 8 in Debian's build): the
+    // modes come with each task instead (describe() gives them all), as for a repeated buffer.
+    if (d.repeated || d.buffers.size() > STARPU_NMAXBUFS) {
       codelet_.nbuffers = STARPU_VARIABLE_NBUFFERS;
     } else {
       codelet_.nbuffers = int(d.buffers.size());

@@ -204,25 +204,12 @@ cmp -s "$work/delay_saved.bin" "$work/delay_resumed.bin" || fail "delayed update
 overlap() {  # overlap NAME CLIP
   "$starzero" "${common[@]}" --steps 1 --offload-optimizer cpu --cpu-workers 2 --grad-clip "$2" \
     --trace "$work/$1" > "$work/$1.log" 2>&1 || { tail -n 20 "$work/$1.log"; fail "$1: traced run"; return 1; }
-  python3 - "$work/$1/tasks.rec" "$2" $L <<'EOF'
+  PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")" python3 - "$work/$1/tasks.rec" "$2" $L <<'EOF'
 import sys
-records, task = [], {}
-for line in open(sys.argv[1]):
-    line = line.rstrip("\n")
-    if not line:
-        if task: records.append(task); task = {}
-        continue
-    key, _, value = line.partition(": ")
-    task[key] = value
-if task: records.append(task)
-by_id = {r["JobId"]: r for r in records if "JobId" in r}
+import tasks_rec
+by_id = tasks_rec.read(sys.argv[1])
 clip, L = float(sys.argv[2]), int(sys.argv[3])
-def ancestors(job):
-    seen, todo = set(), [job]
-    while todo:
-        for dep in by_id.get(todo.pop(), {}).get("DependsOn", "").split():
-            if dep not in seen: seen.add(dep); todo.append(dep)
-    return seen
+ancestors = lambda job: tasks_rec.ancestors(by_id, job)
 encoder = [j for j, r in by_id.items() if r.get("Name") == "encoder_bwd"]
 assert len(encoder) == 1, encoder
 adam = {int(r["Name"][6:-1]): j for j, r in by_id.items() if r.get("Name", "").startswith("adamw[")}

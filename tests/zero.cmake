@@ -12,3 +12,7 @@ set_tests_properties(zero_checkpoints PROPERTIES TIMEOUT 300 LABELS mpi)
 # fallback, the delayed update and impossible configurations.
 add_test(NAME offload COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(offload PROPERTIES TIMEOUT 900 LABELS mpi)
+# --speculative-update: bit-identical to the synchronous update (clipped and unclipped steps, bf16,
+# accumulation, 2 ranks at ZeRO-1/3, a NaN step, resume), its graph, counts and bad input.
+add_test(NAME speculative COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/speculative_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(speculative PROPERTIES TIMEOUT 900 LABELS mpi)

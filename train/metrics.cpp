@@ -84,6 +84,7 @@ void MetricsLog::step(const StepRecord& r, const PeakBytes& peaks) {
                   {"step_seconds", r.seconds},
                   {"tokens_per_second", r.tokens_per_second},
                   {"skipped", r.skipped},
+                  {"rollbacks", r.rollbacks},
                   {"peak_bytes", {{"device", peaks.device}, {"host", peaks.host}, {"disk", peaks.disk}, {"rss", peaks.rss}}}}
                  .dump());
 }

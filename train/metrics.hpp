@@ -3,7 +3,8 @@
 // leader and flushed line by line, so a killed run leaves every line it finished.
 //   {"event":"start", ...}       the run: model, precision, batch, steps, ranks, stage, first step
 //   {"event":"step", ...}        step, loss, lr, grad_norm, step_seconds, tokens_per_second,
-//                                skipped (a non-finite gradient norm: no update) and
+//                                skipped (a non-finite gradient norm: no update), rollbacks
+//                                (--speculative-update: AdamW tasks the clipping re-ran) and
 //                                peak_bytes {device, host, disk, rss}: the largest over the ranks
 //   {"event":"validation", ...}  step, loss (and accuracy when the model has one)
 //   {"event":"end", ...}         steps done, training seconds

@@ -41,6 +41,8 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+EngineOptions engine_options_of(const RunOptions& o);
+
 // Input that cannot work, before anything starts.
 void check_options(const RunOptions& o, int world) {
   const TrainerOptions& t = o.trainer;
@@ -55,6 +57,7 @@ void check_options(const RunOptions& o, int world) {
         "--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
   if (o.offload_params != ParamOffload::none && o.stage != 3)
     throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
+  check_speculative_update(engine_options_of(o));
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
@@ -91,6 +94,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.offload_optimizer = o.offload_optimizer;
   e.offload_params = o.offload_params;
   e.delayed_update_warmup = o.delayed_update_warmup;
+  e.speculative_update = o.speculative_update;
   return e;
 }
 
@@ -103,6 +107,7 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.offload_optimizer = o.offload_optimizer;
   input.offload_params = o.offload_params;
   input.prefetch_depth = o.prefetch_depth;
+  input.speculative_update = o.speculative_update;
   return input;
 }
 
@@ -141,7 +146,8 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
           : "";
   const std::string delayed = o.delayed_update_warmup >= 0
                                   ? ", delayed update after " + std::to_string(o.delayed_update_warmup) + " steps"
-                                  : "";
+                              : o.speculative_update ? ", speculative update (exact)"
+                                                     : "";
   std::printf("offload: optimizer %s%s, parameters %s, CPU AdamW %d thread(s) (%s), host memory on NUMA node %s%s\n",
               std::string(offload_name(o.offload_optimizer)).c_str(), nvme.c_str(),
               std::string(offload_name(o.offload_params)).c_str(), host.adam_threads,
@@ -172,6 +178,7 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   HostPlanInput host_input;
   host_input.offload_optimizer = o.offload_optimizer;
   host_input.offload_params = o.offload_params;
+  host_input.speculative_update = o.speculative_update;
   host_input.adam_threads = o.adam_threads;
   host_input.gpu = rank_gpu;
   // Simulated ranks share the machine while it has a GPU for each; beyond, each machine holds as
@@ -253,6 +260,19 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               s.steps, s.first_loss, s.last_loss, s.last_validation ? fixed(*s.last_validation, 6).c_str() : "none",
               s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+}
+
+// The speculative update's commits as they ran (each rank's own; the same on every rank).
+void print_speculative_report(const Engine& engine, const TrainingSummary& s) {
+  const Engine::CommitCounts commits = engine.commits();
+  std::printf(
+      "speculative update: %d of %d steps clipped and rolled back; commits: %lld adopted, %lld re-run clipped, "
+      "%lld discarded (non-finite norm)\n",
+      s.rolled_back_steps, s.steps, (long long)commits.adopted, (long long)commits.rerun,
+      (long long)commits.discarded);
+  if (commits.rerun != s.rolled_back_layers)
+    throw std::logic_error("speculative update: " + std::to_string(commits.rerun) + " commits re-ran AdamW, but the " +
+                           "clip scales said " + std::to_string(s.rolled_back_layers));
 }
 
 // The median of the steady steps' times (every step but the first: it also pays for allocations,
@@ -424,6 +444,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     }
   }
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
+  if (o.speculative_update && !simulation::enabled) print_speculative_report(engine, summary);
   const std::optional<sim::RunBoundFigures> bound =
       run_bound_figures(spec, o, run, ranks, host, steady_step_seconds(std::move(steady_seconds)));
   if (bound) print_step_bound(*bound);

@@ -60,6 +60,7 @@ struct RunOptions {
   std::size_t host_mem_limit_mib = 1024;  // offload_optimizer nvme
   std::optional<int> adam_threads;        // default: the host plan's
   int delayed_update_warmup = -1;         // < 0: no delayed update
+  bool speculative_update = false;        // exact clipping, CPU AdamW during the backward (engine.hpp)
   // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
   std::optional<int> tiles;
   // What the model keeps of the activations for the backward, what it recomputes.

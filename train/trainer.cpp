@@ -90,17 +90,22 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
     const bool skipped = !check_gradient_norm(step, norm);
-    char line[256];
+    // A simulation has no norm: nothing is clipped there.
+    const int rollbacks = simulation::enabled ? 0 : engine_.last_step_rollbacks();
+    summary.rolled_back_steps += rollbacks > 0 ? 1 : 0;
+    summary.rolled_back_layers += rollbacks;
+    const std::string rolled_back = rollbacks > 0 ? " | rollback: " + std::to_string(rollbacks) + " AdamW re-run" : "";
+    char line[320];
     if constexpr (simulation::enabled)
       std::snprintf(line, sizeof line, "step %llu/%llu | lr %.2e | predicted %.1f ms | %.0f tok/s",
                     (unsigned long long)step, (unsigned long long)last_step, lr, seconds * 1e3,
                     tokens_per_step / seconds);
     else
-      std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
+      std::snprintf(line, sizeof line, "step %llu/%llu | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s%s",
                     (unsigned long long)step, (unsigned long long)last_step, loss, lr, norm, seconds * 1e3,
-                    tokens_per_step / seconds, skipped ? " | skipped" : "");
+                    tokens_per_step / seconds, skipped ? " | skipped" : "", rolled_back.c_str());
     report_step(step - first_step + 1, std::uint64_t(options_.steps), line);
-    if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds, skipped});
+    if (on_step) on_step(StepRecord{step, loss, lr, norm, seconds, tokens_per_step / seconds, skipped, rollbacks});
     if (options_.val_every > 0 && (step % std::uint64_t(options_.val_every) == 0 || step == last_step)) {
       if (const auto validation = validate()) {
         summary.last_validation = validation->loss;

@@ -41,6 +41,9 @@ struct TrainingSummary {
   std::optional<double> last_accuracy;  // when the model reports accuracy
   double train_seconds = 0;
   CommStats last_step_traffic{};  // what the engine's collectives sent in the last step
+  // The speculative update: steps whose clipping re-ran the AdamW (rolled back), and the layers re-run.
+  int rolled_back_steps = 0;
+  std::int64_t rolled_back_layers = 0;
 };
 
 // What one optimizer step did, as observers (the metrics file) see it on every rank.
@@ -52,6 +55,7 @@ struct StepRecord {
   double seconds = 0;   // wall time of the step, submission to the norm
   double tokens_per_second = 0;
   bool skipped = false;  // non-finite gradient norm: the update was skipped
+  int rollbacks = 0;     // the speculative update: layers whose AdamW the clipping re-ran
 };
 
 class Trainer {

@@ -1,0 +1,29 @@
+"""StarPU's task records (tasks.rec of a traced run), for the shell tests' graph checks."""
+
+
+def read(path):
+    """The records, each a dict of its fields, keyed by JobId."""
+    records, task = [], {}
+    for line in open(path):
+        line = line.rstrip("\n")
+        if not line:
+            if task:
+                records.append(task)
+                task = {}
+            continue
+        key, _, value = line.partition(": ")
+        task[key] = value
+    if task:
+        records.append(task)
+    return {r["JobId"]: r for r in records if "JobId" in r}
+
+
+def ancestors(by_id, job):
+    """Every task `job` depends on, directly or not (DependsOn)."""
+    seen, todo = set(), [job]
+    while todo:
+        for dep in by_id.get(todo.pop(), {}).get("DependsOn", "").split():
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
