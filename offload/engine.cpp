@@ -22,6 +22,7 @@
 #include "tasks/elementwise.hpp"
 #include "tasks/faults.hpp"
 #include "tasks/marks.hpp"
+#include "tasks/prefetch.hpp"
 
 namespace starzero {
 
@@ -446,17 +447,24 @@ void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
     for (int g = 0; g < model_.layers(); ++g)
       if (last_toucher_[std::size_t(g)] == l) {
         reduce_gradient(g, first_micro_batch, last_micro_batch);
-        // The speculative AdamW of a group is ready once its reduced gradient is.
-        if (speculative && last_micro_batch) submit_speculative_update(g, *speculative);
+        if (last_micro_batch) {
+          fetch_gradient_to_host(g);
+          // The speculative AdamW of a group is ready once its reduced gradient is.
+          if (speculative) submit_speculative_update(g, *speculative);
+        }
       }
   }
 }
 
-void Engine::submit_forward() { submit_forward_walk(); }
+void Engine::submit_forward() {
+  resolve_speculation();
+  submit_forward_walk();
+}
 
 void Engine::submit_gradients() {
   if (zero_.shard_grads)
     throw std::logic_error("submit_gradients: full gradients are not kept at ZeRO-2/3 with several ranks");
+  resolve_speculation();
   submit_forward_walk();
   submit_backward_walk(true, true);
 }
@@ -481,6 +489,7 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   const std::optional<optim::AdamWHyper> previous = std::exchange(pending_update_, std::nullopt);
   if (previous)
     for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *previous, true);
+  resolve_speculation();  // the previous step's, if the caller has not read its norm yet
   optim::AdamWHyper hyper = options_.adam;
   hyper.lr = lr;
   hyper.step = step;
@@ -516,20 +525,71 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   // submitted in forward order, the next step's forward (layer 0 first) starts while the later
   // layers update. Without clipping each waits only for its own gradient, which the backward
   // finishes from the last layer down.
-  // The speculative update commits instead, in the same order: each layer's parameters are
-  // published, and its next forward runs, once its own commit is done.
+  // (A speculative layer's update and publish are submitted already: resolve_speculation fixes
+  // them up if the step turns out clipped.)
   for (int i = 0; i < model_.layers(); ++i) {
     const int l = options_.grad_clip > 0 ? i : model_.layers() - 1 - i;
     Layer& layer = layers_[std::size_t(l)];
-    if (layer.speculative())
-      submit_commit(l, hyper);
-    else
-      submit_update(l, hyper, false);
+    if (layer.speculative()) continue;
+    submit_update(l, hyper, false);
     submit_publish(l, false);
+    send_update_to_device(l);
   }
+  if (!speculative) return;
+  // From here on master, m, v name the step's result; the old state is in the second set until
+  // the next step overwrites it.
   for (Layer& layer : layers_)
     if (layer.speculative()) layer.adopt_next_state();
-  speculative_steps_ += speculative ? 1 : 0;
+  unresolved_ = hyper;
+  ++speculative_steps_;
+}
+
+// The CPU AdamW reads the reduced gradient on the host: a fetch task brings it down as soon as it
+// is complete, not when the AdamW task starts, which the CPU Adam pool serialises: fetched then,
+// each layer's transfer stalled the pool (11 ms per layer of a 13B model on the simulated H200,
+// 0.45 s a step). (StarPU's own asynchronous prefetch was tried first: in the simulated runs its
+// requests were served only once the step's norm was read, too late.)
+void Engine::fetch_gradient_to_host(int group) {
+  Layer& layer = layers_[std::size_t(group)];
+  if (layer.plan.update().kernel != UpdateKernel::cpu || starpu_cuda_worker_get_count() == 0) return;
+  tasks::submit_fetch_to_host({layer.tensor(layer.plan.update().grad.buffer).handle()}, at("fetch_grad", group));
+}
+
+// Likewise the CPU AdamW's parameters go up once written, where the model reads them directly (no
+// collective publishes them): fetched by the next forward instead, its tasks waited for PCIe.
+void Engine::send_update_to_device(int l) {
+  Layer& layer = layers_[std::size_t(l)];
+  if (layer.plan.update().kernel != UpdateKernel::cpu || starpu_cuda_worker_get_count() == 0) return;
+  if (layer.plan.publish(false).how != Publish::none) return;
+  tasks::submit_fetch({layer.tensor(layer.plan.update().target.buffer).handle()}, {}, at("fetch_param", l),
+                      starpu_sched_get_min_priority());
+}
+
+// The speculative update's commit, once the norm is known (the caller waited for it, or this
+// waits): not clipped, the speculative result is the step and nothing is submitted; clipped or
+// not finite, every speculative layer gets an adamw_commit task that re-runs its AdamW from the
+// old state with the clip scale or restores the old state, then its publish again. The next
+// step's tasks, submitted after this, read what the commits write. A simulation computes no norm:
+// it runs the common case, nothing clipped.
+void Engine::resolve_speculation() const {
+  if (!unresolved_) return;
+  const optim::AdamWHyper hyper = *std::exchange(unresolved_, std::nullopt);
+  const int layers = int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
+  last_rollbacks_ = 0;
+  if (simulation::enabled || read_f32(clip_scale_).at(0) == read_f32(unclipped_scale_).at(0)) {
+    decisions_.adopted += layers;
+    return;
+  }
+  const bool skipped = optim::skips_update(read_f32(clip_scale_).at(0));
+  (skipped ? decisions_.discarded : decisions_.rerun) += layers;
+  if (!skipped) last_rollbacks_ = layers;
+  auto& self = const_cast<Engine&>(*this);  // tasks only: no member the caller sees changes
+  for (int l = 0; l < model_.layers(); ++l) {
+    if (!layers_[std::size_t(l)].speculative()) continue;
+    self.submit_commit(l, hyper);
+    self.submit_publish(l, false);
+    self.send_update_to_device(l);
+  }
 }
 
 // The speculative AdamW of one layer: from its state into the second set, with the unclipped
@@ -543,15 +603,18 @@ void Engine::submit_speculative_update(int l, const optim::AdamWHyper& hyper) {
                                       model_.dtype(), hyper,
                                       {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
                                       at("adamw", l));
+  // Published as if it were the step (the common case): a clipped step publishes again.
+  submit_publish(l, false);
+  send_update_to_device(l);
 }
 
-// Its commit, once the clip scale is known: the second set and the parameters end as the
-// synchronous AdamW would leave them (optimizers/adamw_codelet.hpp).
+// Its commit when the step was clipped or not finite: the new set (master, m, v since the swap)
+// and the parameters end as the synchronous AdamW would leave them (optimizers/adamw_codelet.hpp).
 void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
   Layer& layer = layers_[std::size_t(l)];
   const UpdatePlan& update = layer.plan.update();
   optim::submit_adamw_commit(clip_scale_.handle(), unclipped_scale_.handle(),
-                             layer.tensor(update.grad.buffer).handle(), layer.state(), layer.next_state(),
+                             layer.tensor(update.grad.buffer).handle(), layer.next_state(), layer.state(),
                              layer.tensor(update.target.buffer).handle(), commit_counts_.handle(),
                              model_.dtype(), hyper,
                              {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
@@ -559,18 +622,21 @@ void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
 }
 
 Engine::CommitCounts Engine::commits() const {
+  resolve_speculation();
   if (speculative_steps_ == 0) return {};
   const std::vector<float> counts = read_f32(commit_counts_);
-  return {std::int64_t(counts[std::size_t(optim::CommitOutcome::adopted)]),
-          std::int64_t(counts[std::size_t(optim::CommitOutcome::rerun)]),
-          std::int64_t(counts[std::size_t(optim::CommitOutcome::discarded)])};
+  const CommitCounts ran{0, std::int64_t(counts[std::size_t(optim::CommitOutcome::rerun)]),
+                         std::int64_t(counts[std::size_t(optim::CommitOutcome::discarded)])};
+  // The commit tasks decide again from the same two scales: they must agree with the engine.
+  if (counts[std::size_t(optim::CommitOutcome::adopted)] != 0 || ran.rerun != decisions_.rerun ||
+      ran.discarded != decisions_.discarded)
+    throw std::logic_error("speculative update: the commit tasks did not do what the engine decided");
+  return decisions_;
 }
 
 int Engine::last_step_rollbacks() const {
-  if (speculative_steps_ == 0) return 0;
-  const float scale = read_f32(clip_scale_).at(0), unclipped = read_f32(unclipped_scale_).at(0);
-  if (scale == unclipped || optim::skips_update(scale)) return 0;
-  return int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
+  resolve_speculation();
+  return last_rollbacks_;
 }
 
 // Global gradient norm over the reduced gradients: each rank's part (the slice AdamW reads),
@@ -601,6 +667,7 @@ void Engine::submit_grad_norm(int micro_batches) {
 }
 
 void Engine::flush() {
+  resolve_speculation();
   if (!pending_update_) return;
   for (int l = model_.layers() - 1; l >= 0; --l) submit_update(l, *pending_update_, true);
   for (int l = model_.layers() - 1; l >= 0; --l) submit_publish(l, true);
@@ -682,6 +749,7 @@ float Engine::last_grad_norm() const {
 }
 
 std::vector<std::vector<float>> Engine::master_params() const {
+  resolve_speculation();
   // Direct collectives below must not run while collective tasks use the communicator.
   if (sharded()) starpu_task_wait_for_all();
   std::vector<std::vector<float>> out;
@@ -718,6 +786,7 @@ void Engine::write_model_params(Layer& layer, std::span<const float> values) {
 }
 
 void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
+  resolve_speculation();
   if (values.size() != layers_.size()) throw std::invalid_argument("set_master_params: wrong number of layers");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = layers_[l];
@@ -732,6 +801,7 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
 // workers sleep); otherwise a copy of each layer, of which every buffer takes its part. The
 // destination may be asked for different layers from several threads at once.
 void Engine::load_master_params(const std::function<void(const LayerValues& destination)>& fill) {
+  resolve_speculation();
   const bool in_place = !sharded() && options_.offload_optimizer != OptimizerOffload::nvme;
   std::deque<Tensor::HostView> masters;
   if (in_place)
@@ -762,6 +832,7 @@ void Engine::load_master_params(const std::function<void(const LayerValues& dest
 }
 
 std::vector<LayerOptimizerState> Engine::optimizer_state() const {
+  resolve_speculation();
   std::vector<LayerOptimizerState> out;
   for (const Layer& layer : layers_) {
     LayerOptimizerState state{read_f32(layer.master), read_f32(layer.m), read_f32(layer.v)};
@@ -773,6 +844,7 @@ std::vector<LayerOptimizerState> Engine::optimizer_state() const {
 }
 
 void Engine::set_optimizer_state(const std::vector<LayerOptimizerState>& state) {
+  resolve_speculation();
   if (state.size() != layers_.size()) throw std::invalid_argument("set_optimizer_state: wrong number of layers");
   if (sharded()) starpu_task_wait_for_all();
   for (std::size_t l = 0; l < layers_.size(); ++l) {

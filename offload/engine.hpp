@@ -149,14 +149,16 @@ class Engine {
   // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
   void flush();
   bool has_pending_update() const { return pending_update_.has_value(); }
-  // The speculative update: what every commit so far did, layer by layer (waits for them); all
-  // zero without it. Clipping is global: a clipped step re-runs every CPU-updated layer.
+  // The speculative update: what every commit so far did, layer by layer: adopted (nothing to
+  // do), re-run clipped, discarded (non-finite norm). All zero without it. Clipping is global: a
+  // clipped step re-runs every CPU-updated layer. Waits for the commit tasks, and checks that they
+  // did what the engine decided (std::logic_error otherwise).
   struct CommitCounts {
     std::int64_t adopted = 0, rerun = 0, discarded = 0;
   };
   CommitCounts commits() const;
-  // The layers the last step's commits re-run (rolled back), from its clip scale: 0 when it was
-  // not clipped, or skipped, or without the speculative update. Waits for the norm only.
+  // The layers whose AdamW the last step's clipping re-ran (rolled back): 0 when it was not
+  // clipped, or skipped, or without the speculative update. Waits for the norm only.
   int last_step_rollbacks() const;
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
@@ -239,6 +241,11 @@ class Engine {
   void submit_publish(int layer, bool delayed);
   void submit_speculative_update(int layer, const optim::AdamWHyper& hyper);
   void submit_commit(int layer, const optim::AdamWHyper& hyper);
+  // Once the last speculative step's norm is known (waits for it): its commits, where needed.
+  // Every reader of parameters or optimizer state and every submission calls it first.
+  void resolve_speculation() const;
+  void fetch_gradient_to_host(int group);
+  void send_update_to_device(int layer);
 
   Model& model_;
   EngineOptions options_;
@@ -254,6 +261,12 @@ class Engine {
   std::optional<Tensor> cpu_adam_token_;                // optimizer offload: one CPU AdamW at a time
   std::optional<optim::AdamWHyper> pending_update_;     // delayed update not yet submitted
   int speculative_steps_ = 0;                           // steps submitted with the speculative update
+  // A speculative step whose commit is not decided yet (its hyperparameters), what the commits
+  // decided so far, and how many layers the last step re-ran. (Mutable: the const readers of
+  // state resolve first.)
+  mutable std::optional<optim::AdamWHyper> unresolved_;
+  mutable CommitCounts decisions_;
+  mutable int last_rollbacks_ = 0;
   std::vector<Tensor> window_slots_;                    // ZeRO-3 prefetch window tokens
   std::uint64_t gathers_ = 0;                           // ZeRO-3 gathers submitted (selects the window slot)
   std::vector<int> first_toucher_, last_toucher_;       // per group: backward layers touching it

@@ -2,7 +2,7 @@
 # The predicted table of README.md ("What one H200 would do"): GPT models of 124M to 13B
 # parameters on a simulated H200 node with 32 CPU cores (starzero-sim, roofline durations for the
 # GPU), each plain, with --offload-optimizer cpu, and with the offloaded optimizer without
-# gradient clipping and with DeepSpeed's delayed parameter update. For each run: steady tokens/s
+# gradient clipping, with DeepSpeed's delayed parameter update and with the speculative update. For each run: steady tokens/s
 # (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token) and
 # MFU (of the bf16 peak, 989 TFLOP/s), the step's bound and step / bound (the trace report's
 # "Bound"), the CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work.
@@ -13,12 +13,13 @@
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
 #          [--batch B] [--micro-batch MB] [--seq T] [--recompute MODE]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
-#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default all)
+#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed,
+#              offload-speculative (default all)
 #   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
 sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
-cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
+cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed,offload-speculative
 batch=8 micro=8 seq=1024 recompute=full
 while [ $# -gt 0 ]; do
   case $1 in
@@ -49,6 +50,7 @@ declare -A mode=(
   [offload]="--offload-optimizer cpu"
   [offload-noclip]="--offload-optimizer cpu --grad-clip 0"
   [offload-delayed]="--offload-optimizer cpu --delayed-update 1"
+  [offload-speculative]="--offload-optimizer cpu --speculative-update"
 )
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
