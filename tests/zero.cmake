@@ -12,3 +12,7 @@ set_tests_properties(zero_checkpoints PROPERTIES TIMEOUT 300 LABELS mpi)
 # fallback, the delayed update and impossible configurations.
 add_test(NAME offload COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(offload PROPERTIES TIMEOUT 900 LABELS mpi)
+# The optimizer state split between device and host (--offload-optimizer-fraction): bitwise equal
+# to all-CPU AdamW, the layers of the rule in the banner and the placement report, bad values.
+add_test(NAME offload_fraction COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_fraction_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(offload_fraction PROPERTIES TIMEOUT 900 LABELS mpi)
