@@ -13,7 +13,8 @@
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
 #          [--batch B] [--micro-batch MB] [--seq T] [--recompute MODE]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
-#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default all)
+#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default: these
+#     four) and offload-auto (--offload-optimizer-fraction auto: the state the GPU holds stays there)
 #   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
 sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
@@ -49,6 +50,7 @@ declare -A mode=(
   [offload]="--offload-optimizer cpu"
   [offload-noclip]="--offload-optimizer cpu --grad-clip 0"
   [offload-delayed]="--offload-optimizer cpu --delayed-update 1"
+  [offload-auto]="--offload-optimizer cpu --offload-optimizer-fraction auto"
 )
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
