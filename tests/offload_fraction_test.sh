@@ -3,8 +3,8 @@
 # this CPU-only machine, where the device AdamW is its CPU implementation (the fused SIMD kernel
 # of the CPU AdamW: optimizers/adamw_codelet.cpp):
 #  1. a split state trains bit for bit as all-CPU AdamW (F = 1): byte-identical checkpoints and
-#     .state files on one rank (fp32 and bf16, with clipping and without, the NVMe tier, GPT and
-#     Llama 3), and the same parameters on two ranks at ZeRO-1, 2 and 3; F = 0 too;
+#     .state files on one rank (fp32 and bf16, with clipping and without, the delayed update, the
+#     NVMe tier, GPT and Llama 3), and the same parameters on two ranks at ZeRO-1, 2 and 3; F = 0 too;
 #  2. the split follows the rule (the last layers holding at least F·Ψ are offloaded), the banner
 #     and the placement report name both sides, and the bytes each place holds for good equal
 #     the rule's layers and `starzero plan`'s figures (plan+pad);
@@ -43,6 +43,9 @@ run zero1 1 --offload-optimizer cpu --offload-optimizer-fraction 0 && identical 
 run noclip_all 1 --offload-optimizer cpu --grad-clip 0
 run noclip_half 1 --offload-optimizer cpu --offload-optimizer-fraction 0.3 --grad-clip 0 \
   && identical noclip_all noclip_half "--grad-clip 0, F = 0.3"
+run delayed_all 1 --offload-optimizer cpu --delayed-update 1
+run delayed_half 1 --offload-optimizer cpu --delayed-update 1 --offload-optimizer-fraction 0.5 \
+  && identical delayed_all delayed_half "--delayed-update 1, F = 0.5"
 run bf16_all 1 --offload-optimizer cpu --precision bf16
 run bf16_half 1 --offload-optimizer cpu --precision bf16 --offload-optimizer-fraction 0.5 \
   && identical bf16_all bf16_half "bf16, F = 0.5"
