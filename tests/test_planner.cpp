@@ -11,6 +11,7 @@
 
 #include "apps/cli.hpp"
 #include "models/gpt_layout.hpp"
+#include "models/llama_layout.hpp"
 #include "offload/footprint.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/layer_plan.hpp"
@@ -1091,16 +1092,20 @@ TEST_CASE("optimizer split: the last layers holding at least F of the parameters
   CHECK_THROWS_AS(split(std::nan("")), std::invalid_argument);
 }
 
-TEST_CASE("GPT footprints list the engine's layers", "[planner][split]") {
-  const ModelFootprint f = gpt2_124m();
-  REQUIRE(f.layer_params.size() == 14);  // embedding, 12 blocks, final layernorm
-  const GptLayout layout(gpt2_124m_shape());
-  std::int64_t sum = 0;
-  for (int l = 0; l < layout.layers(); ++l) {
-    CHECK(f.layer_params[std::size_t(l)] == std::int64_t(layout.layer_params(l)));
-    sum += f.layer_params[std::size_t(l)];
-  }
-  CHECK(sum == f.params);
+TEST_CASE("GPT and Llama 3 footprints list the engine's layers", "[planner][split]") {
+  const auto same_layers = [](const ModelFootprint& f, const auto& layout) {
+    REQUIRE(f.layer_params.size() == std::size_t(layout.layers()));
+    std::int64_t sum = 0;
+    for (int l = 0; l < layout.layers(); ++l) {
+      CHECK(f.layer_params[std::size_t(l)] == std::int64_t(layout.layer_params(l)));
+      sum += f.layer_params[std::size_t(l)];
+    }
+    CHECK(sum == f.params);
+  };
+  same_layers(gpt2_124m(), GptLayout(gpt2_124m_shape()));  // embedding, 12 blocks, final layernorm
+  CHECK(gpt2_124m().layer_params.size() == 14);
+  const LlamaShape llama = llama_preset("llama3-tiny");
+  same_layers(llama_footprint(llama, 1), LlamaLayout(llama));  // embedding, blocks, head
 }
 
 TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[planner][split]") {
