@@ -360,6 +360,21 @@ ActivationPolicy activation_policy_option(const ArgParser& p) {
   return policy;
 }
 
+OffloadFraction offload_fraction_option(const ArgParser& p, OptimizerOffload offload) {
+  constexpr std::string_view flag = "offload-optimizer-fraction";
+  const auto v = p.value(flag);
+  if (!v) return {};
+  if (offload == OptimizerOffload::none)
+    throw UsageError("--offload-optimizer-fraction is for --offload-optimizer cpu|nvme (the share of the state offloaded)");
+  if (*v == "auto") return {1.0, true};
+  // Digits, a point and an exponent only: "0.5", "1", "2.5e-1" (parse_number's suffixes are counts).
+  if (v->empty() || v->find_first_not_of("0123456789.eE-+") != std::string::npos)
+    bad_value(flag, *v, "is not a number in [0, 1] or auto");
+  const double value = parse_number("--" + std::string(flag), *v);
+  if (!(value <= 1.0)) bad_value(flag, *v, "is not in [0, 1] (the share of the parameters whose state is offloaded)");
+  return {value, false};
+}
+
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback) {
   const auto v = p.value(name);
   if (!v) return fallback;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "offload/footprint.hpp"
+#include "offload/placement.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/session.hpp"
 
@@ -101,6 +102,10 @@ DType precision_option(const ArgParser& p, std::string_view name, DType fallback
 // --recompute none|selective|full, --recompute-window W (default: none, window 1) and
 // --offload-activations none|cpu; a window needs recomputation or offload (UsageError).
 ActivationPolicy activation_policy_option(const ArgParser& p);
+// --offload-optimizer-fraction F|auto (default 1: all of the state) for `offload`, what
+// --offload-optimizer chose: F a number in [0, 1] (no count suffix) or `auto`; given without
+// optimizer offload, UsageError.
+OffloadFraction offload_fraction_option(const ArgParser& p, OptimizerOffload offload);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers, --cpu-compute, ...
 ArgParser& add_session_options(ArgParser& p);

@@ -187,6 +187,9 @@ void zero(Section& top, Builder& b, std::vector<std::string>& ignored, const std
     b.set("offload-optimizer", device, "zero_optimization.offload_optimizer.device");
     if (const auto path = os.text("nvme_path"); path && device == "nvme")
       b.set("nvme-path", *path, "zero_optimization.offload_optimizer.nvme_path");
+    // DeepSpeed's share of the state updated by the CPU Adam (ZeRO-Offload++).
+    if (const auto ratio = os.number("ratio", 0, 1); ratio && device != "none")
+      b.set("offload-optimizer-fraction", Section::format(*ratio), "zero_optimization.offload_optimizer.ratio");
     if (const auto pin = os.boolean("pin_memory"); pin && !*pin)
       ignored.push_back("zero_optimization.offload_optimizer.pin_memory=false (host state is always pinned)");
   }

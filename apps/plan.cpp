@@ -56,6 +56,9 @@ cli::ArgParser make_parser() {
             "count the speculative update's second set of optimizer state (+kΨ/N of host memory) where the "
             "optimizer is offloaded to the CPU")
       .option("offload-optimizer", "WHERE", "none|cpu|nvme: where the optimizer state lives (default none)")
+      .option("offload-optimizer-fraction", "F|auto",
+              "  with --offload-optimizer: the state of the last layers holding F of the parameters offloaded, the "
+              "rest on the GPU (default 1); auto: as much on the GPU as --gpu-mem (or --platform's GPU) holds")
       .option("offload-params", "WHERE", "none|cpu: parameter shards in host memory (ZeRO-3 only)")
       .option("prefetch-depth", "W", "ZeRO-3 layers all-gathered ahead of the current one (default 1)")
       .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
@@ -298,6 +301,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
     in.offload_optimizer =
         *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
   }
+  in.offload_fraction = cli::offload_fraction_option(p, in.offload_optimizer);
   if (auto v = p.value("offload-params")) {
     in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));
   }
@@ -324,6 +328,13 @@ PlanRequest read_args(const cli::ArgParser& p) {
     if (!a.machine) throw UsageError("--adam-threads needs --platform (the threads' share of its memory bandwidth)");
     a.adam_threads = cli::int_option(p, "adam-threads", 1, 1, sim::kMaxCpus);
   }
+  // auto fills the GPU: --gpu-mem, else the --platform's GPU.
+  if (a.limits.gpu_bytes)
+    a.auto_gpu_bytes = a.limits.gpu_bytes;
+  else if (a.machine && a.machine->gpus > 0)
+    a.auto_gpu_bytes = a.machine->gpu_memory_bytes;
+  if (in.offload_fraction.automatic && !a.auto_gpu_bytes)
+    throw UsageError("--offload-optimizer-fraction auto needs the GPU's memory: --gpu-mem, or --platform with a GPU");
   a.json = p.flag_set("json");
   // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
   if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
@@ -359,8 +370,9 @@ struct MaxModelSettings {
   MemoryLimits limits;
 };
 MaxModelSettings max_model_settings(const cli::ArgParser& p) {
-  for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer", "offload-params",
-                           "json", "recompute", "recompute-window", "offload-activations"})
+  for (const char* flag : {"params", "layers", "hidden", "heads", "stage", "offload-optimizer",
+                           "offload-optimizer-fraction", "offload-params", "json", "recompute", "recompute-window",
+                           "offload-activations"})
     if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
   for (const char* flag : {"platform", "adam-threads"})
     if (p.given(flag)) throw UsageError(std::string("--") + flag + ": --max-model prints no step bound");

@@ -94,6 +94,20 @@ std::string k_text(double k) { return strf("%g", k); }
 
 std::string stage_name(int stage) { return "ZeRO-" + std::to_string(stage); }
 
+// ", optimizer state fraction 0.5" (or auto) when --offload-optimizer-fraction splits the state.
+std::string fraction_text(const PlanInput& in) {
+  if (in.offload_optimizer == OptimizerOffload::none) return "";
+  if (in.offload_fraction.automatic) return ", optimizer state fraction auto";
+  if (in.offload_fraction.value == 1) return "";
+  return strf(", optimizer state fraction %g", in.offload_fraction.value);
+}
+
+// " (F = 0.514)": an option's offloaded share when it is not all of the state.
+std::string split_note(const MemoryPlan& plan, OptimizerOffload opt) {
+  if (opt == OptimizerOffload::none || plan.optimizer_split.offloaded_params == plan.params) return "";
+  return strf(" (F = %.3g)", plan.optimizer_split.fraction());
+}
+
 std::string option_name(int stage, OptimizerOffload opt, ParamOffload par) {
   std::string s = stage_name(stage);
   if (opt != OptimizerOffload::none) s += " + offload optimizer " + std::string(offload_name(opt));
@@ -160,6 +174,7 @@ Results compute(const PlanRequest& a) {
       PlanInput in = a.base;
       in.dp = dp;
       in.stage = stage;
+      in = resolve_offload_fraction(in, a.auto_gpu_bytes);  // auto: per row, what its GPU holds
       Row row{dp, stage, plan_memory(in), plan_communication(in), std::nullopt};
       if (a.machine) {
         try {
@@ -262,7 +277,7 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
   if (in.fp32_grad_accum) out += "fp32 gradient accumulation buffer: counted under gradients\n";
   if (offload) {
     out += "offload: optimizer " + std::string(offload_name(in.offload_optimizer)) + ", parameters " +
-           std::string(offload_name(in.offload_params)) + "\n";
+           std::string(offload_name(in.offload_params)) + fraction_text(in) + "\n";
   }
   out += "GB = 1e9 bytes; N = data-parallel degree (dp); all memory is per rank.\n\n";
 
@@ -290,6 +305,31 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
 // model shape.
 const ActivationPolicy* activation_policy(const PlanRequest& a) {
   return a.gpt ? &a.gpt->activations : a.llama ? &a.llama->activations : nullptr;
+}
+
+// Under optimizer offload with a fraction: each row's split of the optimizer state, the layers
+// (the footprint's, 0 = the embedding) and bytes per rank on each side.
+void print_optimizer_split(const PlanRequest& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  if (!in.offload_fraction.automatic && in.offload_fraction.value == 1) return;
+  out += "Optimizer state split (--offload-optimizer-fraction " +
+         (in.offload_fraction.automatic ? "auto: as much on the GPU as " + gb_exact(*a.auto_gpu_bytes) +
+                                              " GB holds beside the rest, less " +
+                                              strf("%g", 100 * kAutoGpuMargin) + " %"
+                                        : strf("%g", in.offload_fraction.value)) +
+         "): the last layers' state offloaded (CPU AdamW),\nthe first layers' on the GPU (device AdamW); "
+         "GB per rank:\n";
+  const std::string where = in.offload_optimizer == OptimizerOffload::nvme ? "NVMe" : "host";
+  out += "  " + rpad("dp", 6) + "  " + pad("stage", 8) + rpad("F", 8) + rpad("GPU GB", 12) + rpad(where + " GB", 12) +
+         "  layers\n";
+  for (const Row& row : r.rows) {
+    const OptimizerSplit& split = row.mem.optimizer_split;
+    const double on_host = in.offload_optimizer == OptimizerOffload::nvme ? row.mem.nvme.optimizer
+                                                                          : row.mem.host.optimizer;
+    out += "  " + rpad(std::to_string(row.dp), 6) + "  " + pad(stage_name(row.stage), 8) +
+           rpad(strf("%.4g", split.fraction()), 8) + rpad(gb_exact(row.mem.gpu.optimizer), 12) +
+           rpad(gb_exact(on_host), 12) + "  " + describe_split(split, where) + "\n";
+  }
 }
 
 // Breakdown per dp, stages as columns.
@@ -391,6 +431,7 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            "that goes up (" +
            std::to_string(prec) + "Ψ/N bytes each; " + std::to_string(prec) +
            "Ψ at ZeRO-0), the ZeRO-Offload minimum transfer.\n";
+    print_optimizer_split(a, r, out);
   }
   if (in.offload_params == ParamOffload::cpu) {
     out +=
@@ -457,7 +498,8 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
         verdict = std::string("no (") + (o.fits_gpu ? "" : "GPU") + (!o.fits_gpu && !o.fits_host ? ", " : "") +
                   (o.fits_host ? "" : "host") + ")";
       }
-      out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params), 52) +
+      out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params) +
+                            split_note(o.plan, o.offload_optimizer), 52) +
              rpad(gb_exact(o.plan.gpu_total()), 14) + rpad(gb_exact(o.plan.host_total()), 14) +
              rpad(gb_exact(o.plan.nvme_total()), 14) + "  " + verdict + "\n";
     }
@@ -575,6 +617,8 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
          ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
          ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
          ", \"offload_optimizer\": " + json_string(offload_name(in.offload_optimizer)) +
+         ", \"offload_optimizer_fraction\": " +
+         (in.offload_fraction.automatic ? json_string("auto") : json_number(in.offload_fraction.value)) +
          ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
          ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) + ", \"bytes_unit\": \"byte\"},\n";
   out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
@@ -591,6 +635,13 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
            ", \"nvme\": " + json_split(m.nvme) +
            ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
+           ",\n     \"optimizer_split\": {\"fraction\": " + json_number(m.optimizer_split.fraction()) +
+           ", \"offloaded_params\": " + json_number(double(m.optimizer_split.offloaded_params)) +
+           ", \"device_params\": " + json_number(double(m.optimizer_split.device_params())) +
+           ", \"layers\": " + std::to_string(m.optimizer_split.layers) +
+           ", \"first_offloaded_layer\": " +
+           (m.optimizer_split.layers > 0 ? std::to_string(m.optimizer_split.first_offloaded) : std::string("null")) +
+           "}" +
            ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
            ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
            ", \"ring_elements\": " + json_number(row.comm.ring_elements) +

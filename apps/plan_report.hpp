@@ -47,6 +47,9 @@ struct PlanRequest {
   // --adam-threads (default: the host plan's).
   std::optional<sim::MachineSpec> machine;
   std::optional<int> adam_threads;
+  // The GPU memory per rank that --offload-optimizer-fraction auto fills: --gpu-mem, else the
+  // --platform's GPU; each row resolves auto against it.
+  std::optional<double> auto_gpu_bytes;
   bool json = false;
 };
 

@@ -89,6 +89,10 @@ cli::ArgParser make_train_parser() {
       .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
       .option("offload-optimizer", "WHERE",
               "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
+      .option("offload-optimizer-fraction", "F|auto",
+              "--offload-optimizer cpu|nvme: offload the state of the last layers holding F of the parameters "
+              "(rounded up to whole layers), the first ones keep it on the GPU and run the device AdamW; "
+              "auto: as much on the GPU as its memory holds beside the rest (default 1: all)")
       .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
       .option("host-mem-limit", "MiB", "--offload-optimizer nvme: host memory StarPU may use before it evicts to disk")
       .option("offload-params", "WHERE", "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory")
@@ -194,6 +198,7 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
 void offload_options(const cli::ArgParser& p, RunOptions& o) {
   o.offload_optimizer = *optimizer_offload_from_name(
       cli::parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu", "nvme"}));
+  o.offload_optimizer_fraction = cli::offload_fraction_option(p, o.offload_optimizer);
   o.offload_params = *param_offload_from_name(
       cli::parse_choice("--offload-params", p.value("offload-params").value_or("none"), {"none", "cpu"}));
   if (o.offload_optimizer == OptimizerOffload::nvme) {

@@ -31,6 +31,7 @@ cli::ArgParser make_parser() {
       .option("ranks", "LIST", "rank counts")
       .option("precision", "P", "fp32 or bf16")
       .option("accumulate", "N|auto", "micro-batches per step")
+      .option("offload-optimizer-fraction", "F|auto", "share of the optimizer state offloaded")
       .option("trace", "DIR", "trace directory")
       .flag("verbose", "print more")
       .flag("resume", "resume from the checkpoint");
@@ -112,6 +113,10 @@ void use_accessors(const cli::ArgParser& p) {
   call([&] {
     const float lr = cli::real_option(p, "lr", 3e-4);
     FUZZ_CHECK(std::isfinite(lr) && lr >= 0);
+  });
+  call([&] {
+    const OffloadFraction f = cli::offload_fraction_option(p, OptimizerOffload::cpu);
+    FUZZ_CHECK(f.value >= 0 && f.value <= 1);
   });
   call([&] { cli::precision_option(p, "precision", DType::f32); });
   call([&] {

@@ -316,6 +316,11 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
   footprint.layer_kinds = {{"embedding", per_kind[std::size_t(GptLayerKind::embedding)]},
                            {"block", per_kind[std::size_t(GptLayerKind::block)]},
                            {"final layernorm", per_kind[std::size_t(GptLayerKind::final_layernorm)]}};
+  // The engine's layers: the embedding, the blocks, the final layernorm (GptLayout's order).
+  footprint.layer_params.push_back(per_kind[std::size_t(GptLayerKind::embedding)]);
+  footprint.layer_params.insert(footprint.layer_params.end(), std::size_t(shape.layers),
+                                per_kind[std::size_t(GptLayerKind::block)]);
+  footprint.layer_params.push_back(per_kind[std::size_t(GptLayerKind::final_layernorm)]);
   std::int64_t activation_total = 0;  // checked here so that activation_elements() cannot wrap
   for (const ActivationDef& def : kActivations) {
     const std::int64_t count = sizes.elements(def.dims);

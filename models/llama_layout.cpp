@@ -366,6 +366,10 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, cons
   ModelFootprint f;
   f.params = total_params(shape);
   f.layer_kinds = {{"embedding", per_kind[0]}, {"block", per_kind[1]}, {"head", per_kind[2]}};
+  // The engine's layers: the embedding, the blocks, the head (LlamaLayout's order).
+  f.layer_params.push_back(per_kind[0]);
+  f.layer_params.insert(f.layer_params.end(), std::size_t(shape.layers), per_kind[1]);
+  f.layer_params.push_back(per_kind[2]);
   const std::int64_t N = checked_mul(batch, T), L = shape.layers, C = shape.channels, Q = shape.qkv_channels(),
                      H = shape.ffn_hidden, V = shape.vocab;
   const std::int64_t att_lse = checked_mul(N, shape.heads);

@@ -31,6 +31,7 @@ class MlpSpec final : public ModelSpec {
     f.layer_kinds = {{"embedding", std::int64_t(shape_.layer_params(0))},
                      {"block", std::int64_t(shape_.layer_params(1))},
                      {"classifier", std::int64_t(shape_.layer_params(shape_.blocks + 1))}};
+    for (int l = 0; l < shape_.layers(); ++l) f.layer_params.push_back(std::int64_t(shape_.layer_params(l)));
     f.activation_tensors = {{"embedded", B * C}, {"h", K * B * C}, {"g", K * B * C}, {"out", K * B * C},
                             {"logits", B * V},   {"probs", B * V}, {"losses", B}};
     // The matmuls' FLOPs (tasks/nn.hpp): K blocks of C×C and the classifier C×V, forward 2·B·in·out

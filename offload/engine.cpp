@@ -174,6 +174,8 @@ Engine::Engine(Model& model, const EngineOptions& options)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
   check_speculative_update(options);
+  if (options.offload_optimizer == OptimizerOffload::none && options.offload_optimizer_fraction != 1.0)
+    throw std::invalid_argument("an offloaded fraction of the optimizer state needs optimizer offload");
   for (const auto& [step, layer] : options.nan_gradients)
     if (layer < 0 || layer >= model.layers() || model.dtype() != DType::f32)
       throw std::invalid_argument("NaN gradients (testing) need an fp32 model and a layer in 0.." +
@@ -188,6 +190,12 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
   zero_ = ZeroState::of(options.stage, ranks_);
+  {
+    std::vector<std::int64_t> layer_params;
+    for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
+    optimizer_split_ = split_optimizer_state(
+        layer_params, options.offload_optimizer == OptimizerOffload::none ? 0.0 : options.offload_optimizer_fraction);
+  }
   if (zero_.collectives) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
   const int L = model.layers();
@@ -264,7 +272,8 @@ LayerPlanInput Engine::layer_plan_input(int layer) const {
   input.stage = options_.stage;
   input.ranks = ranks_;
   input.rank = rank_;
-  input.offload_optimizer = options_.offload_optimizer;
+  // Per layer: the last layers' state offloaded, the first ones' on the device (optimizer_split.hpp).
+  input.offload_optimizer = optimizer_split_.offloaded(layer) ? options_.offload_optimizer : OptimizerOffload::none;
   input.offload_params = options_.offload_params;
   input.delayed_update = options_.delayed_update_warmup >= 0;
   input.speculative_update = options_.speculative_update;

@@ -58,6 +58,10 @@
 //                           by the CPU Adam task and evicted under the host-memory limit.
 //   offload_params cpu:     (stage 3) parameter shards in pinned host memory, fetched per layer by
 //                           the all-gathers inside the prefetch window.
+//   offload_optimizer_fraction F: only the last layers holding F·Ψ are offloaded as above; the
+//                           first ones keep their state on the device and run the device AdamW
+//                           (offload/optimizer_split.hpp: the rule and why). Each layer's plan
+//                           says which: LayerPlanInput::offload_optimizer is per layer.
 // Delayed update (ZeRO-Offload's DPU; it changes the math): after `delayed_update_warmup` steps,
 // the gradient of step t is applied during step t+1 (its AdamW runs beside step t+1's forward and
 // backward, which still use the parameters from before that update), and published once step
@@ -72,6 +76,7 @@
 
 #include "offload/layer_plan.hpp"
 #include "offload/model.hpp"
+#include "offload/optimizer_split.hpp"
 #include "offload/placement.hpp"
 #include "optimizers/adamw.hpp"
 #include "optimizers/adamw_codelet.hpp"
@@ -102,6 +107,10 @@ struct EngineOptions {
   int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
                            // grad_window reductions earlier is gone (bounds live full grads)
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  // Under optimizer offload, the share F of the parameters whose state is offloaded: the last
+  // layers holding at least F·Ψ (offload/optimizer_split.hpp). 1: every layer. Must be 1 without
+  // optimizer offload; `auto` is resolved before (train/run.cpp).
+  double offload_optimizer_fraction = 1.0;
   ParamOffload offload_params = ParamOffload::none;  // stage 3 only
   DiskNode* nvme = nullptr;                          // the disk node for offload_optimizer nvme (outlives the engine)
   int host_numa_node = -1;                           // where pinned host buffers live (-1: not bound)
@@ -208,7 +217,10 @@ class Engine {
   const ZeroState& zero_state() const { return zero_; }
   const LayerPlan& layer_plan(int layer) const;
   bool fp32_grad_accum() const { return options_.fp32_grad_accum; }
-  bool optimizer_offloaded() const { return options_.offload_optimizer != OptimizerOffload::none; }
+  // Whether some layer's optimizer state is offloaded (there is a CPU AdamW), and whose.
+  bool optimizer_offloaded() const { return optimizer_split_.offloaded_params > 0; }
+  const OptimizerSplit& optimizer_split() const { return optimizer_split_; }
+  std::string layer_name(int layer) const { return model_.layer_name(layer); }
   const MemoryLedger& ledger() const { return ledger_; }
   DType model_dtype() const { return model_.dtype(); }
 
@@ -251,6 +263,7 @@ class Engine {
   EngineOptions options_;
   int ranks_ = 1, rank_ = 0;
   ZeroState zero_;
+  OptimizerSplit optimizer_split_;  // whose optimizer state is offloaded (before layers_: they read it)
   std::vector<Layer> layers_;
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;

@@ -51,6 +51,9 @@ struct ModelFootprint {
   std::int64_t params = 0;  // Ψ
   // One entry per kind of layer (e.g. "embedding", "block", "final layernorm"): its elements.
   std::vector<NamedCount> layer_kinds;
+  // Every layer's parameters in forward order, as the engine's layers (Model::layer_params); they
+  // add up to Ψ. Empty: not known (the optimizer offload fraction then splits Ψ, not layers).
+  std::vector<std::int64_t> layer_params;
   // One micro-batch's activation tensors, in elements (all layers together).
   std::vector<NamedCount> activation_tensors;
   // What the model's buffers for one micro-batch take, in bytes, when it knows (0: unknown; the

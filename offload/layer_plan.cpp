@@ -125,7 +125,8 @@ void LayerPlan::plan_buffers() {
                                                                          : BufferHome::transient;
   PlannedBuffer& grad = add(LayerBuffer::grad, Extent::full, dtype, grad_home,
                             z.shard_grads ? Lifetime::per_use : Lifetime::held, C::grads);
-  if (!z.shard_grads) grad.held_at.push_back(MemoryPlace::device);
+  // (Homed in main memory for split pieces, the device copy is the home itself: counted once.)
+  if (!z.shard_grads && grad_home != BufferHome::device) grad.held_at.push_back(MemoryPlace::device);
   // (Offloaded without a shard, its pinned home is the host copy the CPU AdamW reads.)
 
   const BufferHome state_home = input_.offload_optimizer == OptimizerOffload::nvme ? BufferHome::disk

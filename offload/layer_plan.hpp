@@ -40,6 +40,8 @@ struct LayerPlanInput {
   int stage = 0;
   std::int64_t ranks = 1;
   std::int64_t rank = 0;
+  // This layer's: with --offload-optimizer-fraction some layers offload and others do not
+  // (offload/optimizer_split.hpp); the planner plans the two shares as two layers.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 only
   bool delayed_update = false;

@@ -11,6 +11,15 @@ namespace starzero {
 enum class OptimizerOffload { none, cpu, nvme };
 enum class ParamOffload { none, cpu };  // cpu: ZeRO-3 only
 
+// --offload-optimizer-fraction: under optimizer offload, the share F of the parameters whose
+// optimizer state is offloaded (offload/optimizer_split.hpp picks the layers; the others keep it
+// on the device and run the device AdamW), or auto: as much state on the GPU as its memory holds
+// beside everything else the plan puts there (offload/planner.hpp, auto_offload_fraction).
+struct OffloadFraction {
+  double value = 1;        // F in [0, 1]; 1: all of it, what --offload-optimizer alone does
+  bool automatic = false;  // auto: resolved against the GPU's memory before anything is placed
+};
+
 // "none", "cpu", "nvme": the spelling of the command-line flags.
 inline std::string_view offload_name(OptimizerOffload o) {
   switch (o) {

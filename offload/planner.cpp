@@ -74,6 +74,17 @@ void validate(const PlanInput& in) {
     throw PlanError("parameter offload needs ZeRO-3 (parameters are sharded only there), got stage " +
                     std::to_string(in.stage));
   }
+  if (!(in.offload_fraction.value >= 0 && in.offload_fraction.value <= 1))
+    throw PlanError("the offloaded fraction of the optimizer state must be in [0, 1], got " +
+                    std::to_string(in.offload_fraction.value));
+  if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
+  if (in.model && !in.model->layer_params.empty()) {
+    std::int64_t sum = 0;
+    for (std::int64_t count : in.model->layer_params) sum += count;
+    if (sum != in.model->params)
+      throw PlanError("the model footprint's layers hold " + std::to_string(sum) + " parameters, not its " +
+                      std::to_string(in.model->params));
+  }
 }
 
 std::int64_t model_params(const PlanInput& in) {
@@ -88,14 +99,15 @@ namespace {
 // The engine's storage type of the precision: only its size matters here (fp16 is 2 bytes, as bf16).
 DType storage_dtype(Precision p) { return p == Precision::fp32 ? DType::f32 : DType::bf16; }
 
-// The plan of one layer holding all Ψ parameters on rank 0 of N: its held buffers, unpadded, are
-// the seeds' figures placed.
-LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi) {
+// The plan of one layer holding `psi` parameters on rank 0 of N, its optimizer state offloaded
+// as `offload` says: with all Ψ parameters its held buffers, unpadded, are the seeds' figures
+// placed; a split optimizer state is two such layers, the offloaded share and the rest.
+LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffload offload) {
   LayerPlanInput layer;
   layer.stage = in.stage;
   layer.ranks = in.dp;
   layer.rank = 0;
-  layer.offload_optimizer = in.offload_optimizer;
+  layer.offload_optimizer = offload;
   layer.offload_params = in.offload_params;
   layer.fp32_grad_accum = in.fp32_grad_accum;
   // Its second set of optimizer state exists where a CPU AdamW runs (the fit check's other rows
@@ -128,6 +140,16 @@ void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum) {
   }
 }
 
+OptimizerSplit optimizer_split_of(const PlanInput& in) {
+  const std::int64_t psi = model_params(in);
+  const bool offloaded = in.offload_optimizer != OptimizerOffload::none;
+  if (offloaded && in.offload_fraction.automatic)
+    throw PlanError("--offload-optimizer-fraction auto must be resolved against the GPU's memory first");
+  const double fraction = offloaded ? in.offload_fraction.value : 0.0;
+  if (in.model && !in.model->layer_params.empty()) return split_optimizer_state(in.model->layer_params, fraction);
+  return split_optimizer_state(psi, fraction);
+}
+
 MemoryPlan plan_memory(const PlanInput& in) {
   const std::int64_t psi_count = model_params(in);
   const double psi = double(psi_count);
@@ -138,15 +160,20 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.dp = in.dp;
   p.stage = in.stage;
   p.seeds = seeds_bytes(psi, in.dp, in.stage, in.k, in.fp32_grad_accum, prec);
+  p.optimizer_split = optimizer_split_of(in);
+  const std::int64_t offloaded = p.optimizer_split.offloaded_params;
   PlacedBytes placed;
-  add_placed_bytes(whole_model_layer(in, psi_count), false, placed);
+  // All or nothing offloaded: one layer of Ψ, the seeds' figures exactly; else the two shares.
+  if (offloaded > 0) add_placed_bytes(whole_model_layer(in, offloaded, in.offload_optimizer), false, placed);
+  if (offloaded < psi_count)
+    add_placed_bytes(whole_model_layer(in, psi_count - offloaded, OptimizerOffload::none), false, placed);
   p.gpu = placed.gpu;
   p.host = placed.host;
   p.nvme = placed.nvme;
 
-  if (in.offload_optimizer != OptimizerOffload::none) {
-    // This rank's gradient shard comes down, its updated parameter shard goes up.
-    p.offload_transfer_bytes += 2 * (prec * psi / double(optimizer_divisor(in.stage, in.dp)));
+  if (offloaded > 0) {
+    // This rank's gradient shard of the offloaded share comes down, its updated parameter shard goes up.
+    p.offload_transfer_bytes += 2 * (prec * double(offloaded) / double(optimizer_divisor(in.stage, in.dp)));
   }
   if (in.offload_params == ParamOffload::cpu) {
     // Each layer's shard goes up for the forward and again for the backward all-gather.
@@ -161,6 +188,33 @@ MemoryPlan plan_memory(const PlanInput& in) {
   }
   p.temporaries = zero3_temporaries(in, prec);
   return p;
+}
+
+double auto_offload_fraction(const PlanInput& input, double gpu_bytes) {
+  if (!(gpu_bytes > 0) || !std::isfinite(gpu_bytes)) throw PlanError("the GPU's memory must be > 0 bytes");
+  PlanInput all = input, none = input;
+  all.offload_fraction = {1.0, false};
+  none.offload_fraction = {0.0, false};
+  const MemoryPlan with_all = plan_memory(all), with_none = plan_memory(none);
+  const double psi = double(with_all.params);
+  // The state's GPU bytes per parameter: k, or k/N once sharded (the two plans differ by it alone).
+  const double per_param = (with_none.gpu_total() - with_all.gpu_total()) / psi;
+  if (!(per_param > 0)) return 1.0;  // no state on the GPU to place (k = 0)
+  double windows = 0;
+  if (input.stage >= 2 && input.dp > 1 && input.model)
+    windows = double(input.grad_window + 1) * double(input.model->largest_layer().count) *
+              precision_bytes(input.precision);
+  const double left = gpu_bytes * (1.0 - kAutoGpuMargin) - with_all.gpu_total() - windows;
+  const double on_gpu = std::clamp(std::floor(left / per_param), 0.0, psi);
+  return std::clamp(1.0 - on_gpu / psi, 0.0, 1.0);
+}
+
+PlanInput resolve_offload_fraction(PlanInput input, std::optional<double> gpu_bytes) {
+  if (!input.offload_fraction.automatic || input.offload_optimizer == OptimizerOffload::none) return input;
+  if (!gpu_bytes)
+    throw PlanError("--offload-optimizer-fraction auto needs the GPU's memory (--gpu-mem, or --platform with a GPU)");
+  input.offload_fraction = {auto_offload_fraction(input, *gpu_bytes), false};
+  return input;
 }
 
 double gpu_floor_bytes(const PlanInput& input) {
@@ -227,7 +281,8 @@ void check_limits(const MemoryLimits& limits) {
   }
 }
 
-FitOption evaluate(const PlanInput& input, const MemoryLimits& limits) {
+FitOption evaluate(const PlanInput& given, const MemoryLimits& limits) {
+  const PlanInput input = resolve_offload_fraction(given, limits.gpu_bytes);
   FitOption o;
   o.stage = input.stage;
   o.offload_optimizer = input.offload_optimizer;

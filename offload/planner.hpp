@@ -21,6 +21,10 @@
 //   gradient and parameter copies, so the GPU figure is the seeds' figure minus the optimizer
 //   state. Offloading parameters (ZeRO-3 only) moves the parameter shard precision·Ψ/N to host
 //   memory; with optimizer offload too, that shard and the staging copy are the same buffer.
+//   --offload-optimizer-fraction F offloads only the state of the last layers holding F·Ψ
+//   (offload/optimizer_split.hpp: whole layers when the footprint lists them, else F·Ψ exactly):
+//   the placement is then the sum of two plans, F·Ψ parameters offloaded and (1-F)·Ψ not, and
+//   the staging copies and their transfers are those of the offloaded share only.
 // - activations (model footprint only): one micro-batch's activation buffers as the model
 //   allocates them (ModelFootprint::activation_bytes_2/4, under its recomputation policy), or,
 //   when the model does not give them, its activation tensors at the precision's bytes per
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "offload/footprint.hpp"
+#include "offload/optimizer_split.hpp"
 #include "offload/placement.hpp"
 
 namespace starzero {
@@ -70,8 +75,14 @@ struct PlanInput {
   double k = 12;  // optimizer state bytes per parameter
   bool fp32_grad_accum = false;
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  // Under optimizer offload, the share of Ψ whose state is offloaded (ignored without it). An
+  // automatic one must be resolved first (resolve_offload_fraction): plan_memory refuses it.
+  OffloadFraction offload_fraction;
   ParamOffload offload_params = ParamOffload::none;  // cpu only with stage 3
   std::int64_t prefetch_depth = 1;                   // W >= 0: ZeRO-3 layers gathered ahead of the current one
+  // ZeRO-2/3: full gradients alive beyond the one computed (--grad-window). Counted only by
+  // auto_offload_fraction: the placement leaves these transient gradients out.
+  std::int64_t grad_window = 2;
   // --speculative-update: a second set of optimizer state (k bytes per parameter) in host memory,
   // where the optimizer is offloaded to the CPU (ignored elsewhere).
   bool speculative_update = false;
@@ -100,6 +111,8 @@ struct MemoryPlan {
   std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
                                       // unknown for ZeRO-3 without a footprint
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
+  // Whose optimizer state is offloaded: none without optimizer offload, every layer at F = 1.
+  OptimizerSplit optimizer_split;
   double gpu_static() const { return gpu.total(); }
   double gpu_total() const;  // static + activations + temporaries (the known ones)
   double host_total() const { return host.total() + host_activations; }
@@ -107,6 +120,25 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const PlanInput& input);
+
+// The layers (or parameters) whose optimizer state `input` offloads (validated; its fraction
+// resolved): offload/optimizer_split.hpp's rule over the footprint's layers, or F·Ψ without them.
+OptimizerSplit optimizer_split_of(const PlanInput& input);
+
+// --offload-optimizer-fraction auto on a GPU of gpu_bytes per rank: F such that the optimizer
+// state left on the GPU fits beside what else the plan puts there. The GPU's memory, less a
+// margin of kAutoGpuMargin of it (what no plan counts: the CUDA context, kernel workspaces,
+// allocator fragmentation), less the plan with all of the state offloaded (parameters,
+// gradients, staging copies on the device, one micro-batch's activations, the ZeRO-3 prefetch
+// window) and, at ZeRO-2/3 with N > 1, the gradient window ((grad_window + 1) full gradients of
+// the largest layer), is what the state may take; divided by the state's GPU bytes per parameter
+// (k, or k/N from ZeRO-1 on) it gives the parameters that keep their state on the GPU, rounded
+// down, and F = 1 - those / Ψ (at least 0, at most 1). The layers follow from F as for any F.
+inline constexpr double kAutoGpuMargin = 0.05;
+double auto_offload_fraction(const PlanInput& input, double gpu_bytes);
+// `input` with an automatic fraction replaced by auto_offload_fraction on gpu_bytes; PlanError
+// when it is automatic and gpu_bytes is not given. Unchanged otherwise.
+PlanInput resolve_offload_fraction(PlanInput input, std::optional<double> gpu_bytes);
 
 // What one layer's plan holds for good, per place (GPU = the device, host, NVMe = the disk node)
 // and category, added to `sum`: `padded` as the engine allocates it (its ledger), else the
@@ -171,7 +203,9 @@ struct FitReport {
 // Offload cost rank used for the recommendation (0 = nothing offloaded).
 int offload_rank(OptimizerOffload optimizer, ParamOffload params);
 
-// Evaluates every combination at base.dp; base's stage and offload fields are ignored.
+// Evaluates every combination at base.dp; base's stage and offload fields are ignored, but not
+// its offload fraction: every option with optimizer offload offloads that share (an automatic
+// one resolved per option against limits.gpu_bytes, which it then needs: PlanError).
 // Limits must be positive when given (PlanError otherwise).
 FitReport check_fit(const PlanInput& base, const MemoryLimits& limits);
 

@@ -11,12 +11,13 @@ namespace starzero {
 sim::StepWork plan_step_work(const PlanInput& input, int micro_batches, bool on_gpu) {
   if (micro_batches < 1) throw PlanError("micro-batches must be >= 1, got " + std::to_string(micro_batches));
   const MemoryPlan plan = plan_memory(input);  // validates
-  const double K = micro_batches, psi = double(plan.params), p = precision_bytes(input.precision);
+  const double K = micro_batches, p = precision_bytes(input.precision);
   sim::StepWork work;
   if (input.model && input.model->training_flops > 0) work.compute_flops = K * input.model->training_flops;
-  if (input.offload_optimizer != OptimizerOffload::none) {
-    // The parameters whose state this rank holds: all of them at ZeRO-0, a 1/N shard from ZeRO-1 on.
-    const double n = input.stage >= 1 ? psi / double(input.dp) : psi;
+  if (const double offloaded = double(plan.optimizer_split.offloaded_params); offloaded > 0) {
+    // The parameters whose offloaded state this rank holds: all of the offloaded share at ZeRO-0, a
+    // 1/N shard of it from ZeRO-1 on. (The device AdamW of the rest is left out, as without offload.)
+    const double n = input.stage >= 1 ? offloaded / double(input.dp) : offloaded;
     work.adam_bytes = n * (2.0 * p + 2.0 * input.k);
     work.adam_flops = 12.0 * n;
     if (on_gpu) {

@@ -15,8 +15,10 @@ namespace starzero {
 // per rank:
 //   compute      K × the footprint's training_flops (unknown without a model footprint or when
 //                the model declares none);
-//   CPU AdamW    under optimizer offload, for the n = Ψ (ZeRO-0) or Ψ/N parameters of the rank's
-//                state: bytes n·(2p + 2k) (gradient read, state read and written, parameter
+//   CPU AdamW    under optimizer offload, for the n = Ψ' (ZeRO-0) or Ψ'/N parameters of the rank's
+//                offloaded state, Ψ' the offloaded share (all of Ψ unless --offload-optimizer-fraction
+//                keeps some on the GPU, whose device AdamW is not counted, as without offload):
+//                bytes n·(2p + 2k) (gradient read, state read and written, parameter
 //                written; 28 per parameter in bf16 with k = 12, as the adamw_cpu codelet declares)
 //                and FLOPs 12·n;
 //   PCIe         on a GPU only (on_gpu): under optimizer offload p·n bytes each way (the gradient

@@ -1,4 +1,4 @@
-// CUDA AdamW (same math as adamw_cpu) and the sum of squares for global-norm clipping.
+// CUDA AdamW (adamw_cpu's operations, bit for bit) and the sum of squares for global-norm clipping.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -28,14 +28,20 @@ __global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_sca
       store(param + i, master[i]);
       continue;
     }
-    const float g = load(grad[i]) * scale;
-    const float mi = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g;
-    const float vi = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;
+    // adamw_cpu's operations in its order, each rounded on its own: the _rn intrinsics are never
+    // contracted into FMAs (nvcc fuses a * b + c by default) and divide and take the square root
+    // correctly rounded, as the CPU does, so the device AdamW gives the CPU AdamW's bits and a
+    // split optimizer state (--offload-optimizer-fraction) trains as all-CPU AdamW does.
+    const float g = __fmul_rn(load(grad[i]), scale);
+    const float mi = __fadd_rn(__fmul_rn(hyper.beta1, m[i]), __fmul_rn(__fsub_rn(1.0f, hyper.beta1), g));
+    const float vi =
+        __fadd_rn(__fmul_rn(hyper.beta2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, hyper.beta2), g), g));
     m[i] = mi;
     v[i] = vi;
     float w = master[i];
-    w -= hyper.lr * hyper.weight_decay * w;
-    w -= hyper.lr * (mi / bias_correction1) / (sqrtf(vi / bias_correction2) + hyper.eps);
+    w = __fsub_rn(w, __fmul_rn(__fmul_rn(hyper.lr, hyper.weight_decay), w));
+    const float m_hat = __fdiv_rn(mi, bias_correction1), v_hat = __fdiv_rn(vi, bias_correction2);
+    w = __fsub_rn(w, __fdiv_rn(__fmul_rn(hyper.lr, m_hat), __fadd_rn(__fsqrt_rn(v_hat), hyper.eps)));
     master[i] = w;
     store(param + i, w);
   }

@@ -261,12 +261,12 @@ if [ $built = 1 ]; then
     say "warning: unresolved libraries of test_gpt_kernels_cuda:"
     ldd "$build/tests/test_gpt_kernels_cuda" | grep "not found" >&2 || true
   fi
-  step "kernels_cuda (CUDA vs CPU kernels, memory-efficient attention included)" "$logs/kernels_cuda.log" \
+  step "kernels_cuda (CUDA vs CPU kernels, memory-efficient attention and AdamW bit for bit included)" "$logs/kernels_cuda.log" \
     ctest --test-dir "$build" -R '^kernels_cuda$' --no-tests=error --output-on-failure -V --timeout 600 || true
   step "kernels_llama_cuda (Llama 3 CUDA vs CPU kernels)" "$logs/kernels_llama_cuda.log" \
     ctest --test-dir "$build" -R '^kernels_llama_cuda$' --no-tests=error --output-on-failure -V --timeout 600 || true
 else
-  skip "kernels_cuda (CUDA vs CPU kernels, memory-efficient attention included)" "not built"
+  skip "kernels_cuda (CUDA vs CPU kernels, memory-efficient attention and AdamW bit for bit included)" "not built"
   skip "kernels_llama_cuda (Llama 3 CUDA vs CPU kernels)" "not built"
 fi
 

@@ -13,13 +13,14 @@
 # Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
 #          [--batch B] [--micro-batch MB] [--seq T] [--recompute MODE]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
-#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed,
-#              offload-speculative (default all)
+#   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default: these
+#     four), offload-auto (--offload-optimizer-fraction auto: the state the GPU holds stays there),
+#     offload-speculative (--speculative-update) and offload-speculative-auto (both)
 #   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
 sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
-cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed,offload-speculative
+cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
 batch=8 micro=8 seq=1024 recompute=full
 while [ $# -gt 0 ]; do
   case $1 in
@@ -51,6 +52,8 @@ declare -A mode=(
   [offload-noclip]="--offload-optimizer cpu --grad-clip 0"
   [offload-delayed]="--offload-optimizer cpu --delayed-update 1"
   [offload-speculative]="--offload-optimizer cpu --speculative-update"
+  [offload-auto]="--offload-optimizer cpu --offload-optimizer-fraction auto"
+  [offload-speculative-auto]="--offload-optimizer cpu --speculative-update --offload-optimizer-fraction auto"
 )
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,10 +1,10 @@
-# CUDA kernels against the CPU ones (tasks/nn_kernels.hpp). The executable is built whenever CUDA
+# CUDA kernels against the CPU ones (tasks/nn_kernels.hpp, and the AdamW of optimizers/). The executable is built whenever CUDA
 # is on, so it always compiles; it needs an NVIDIA GPU to pass (without one it fails, saying why),
 # so its CTest entry only exists with -DSTARZERO_GPU_TESTS=ON (scripts/gpu-check.sh sets it).
 if(STARZERO_WITH_CUDA)
   option(STARZERO_GPU_TESTS "Register tests that need a CUDA GPU" OFF)
   add_executable(test_gpt_kernels_cuda test_gpt_kernels_cuda.cpp)
-  target_link_libraries(test_gpt_kernels_cuda PRIVATE starzero_catch_main starzero_tasks CUDA::cudart CUDA::cublas)
+  target_link_libraries(test_gpt_kernels_cuda PRIVATE starzero_catch_main starzero_tasks starzero_optimizers CUDA::cudart CUDA::cublas)
   if(STARZERO_GPU_TESTS)
     add_test(NAME kernels_cuda COMMAND test_gpt_kernels_cuda)
     set_tests_properties(kernels_cuda PROPERTIES TIMEOUT 300 LABELS "cuda;gpu")

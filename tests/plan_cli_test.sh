@@ -125,6 +125,12 @@ bad_cases=(
   "--params 7e9 --k abc"
   "--params 7e9 --precision fp8"
   "--params 7e9 --offload-optimizer gpu"
+  "--params 7e9 --offload-optimizer cpu --offload-optimizer-fraction 1.5"
+  "--params 7e9 --offload-optimizer cpu --offload-optimizer-fraction -0.5"
+  "--params 7e9 --offload-optimizer cpu --offload-optimizer-fraction half"
+  "--params 7e9 --offload-optimizer cpu --offload-optimizer-fraction auto"
+  "--params 7e9 --offload-optimizer-fraction 0.5"
+  "--params 7e9 --offload-optimizer none --offload-optimizer-fraction 0.5"
   "--params 7e9 --offload-params cpu"
   "--params 7e9 --stage 2 --offload-params cpu"
   "--params 7e9 --gpu-mem 80XB"
@@ -438,6 +444,34 @@ for p in d["plans"]:
     assert abs(b["adam_bytes"] - 28 * psi) < 1 and abs(b["host_to_gpu_bytes"] - 2 * psi) < 1
     assert b["adam_threads"] == 62 and b["compute_device"] == "GPU"
 ' --preset gpt2-124M --batch 4 --offload-optimizer cpu --platform h200x1
+# --offload-optimizer-fraction: a share of the state on each side, by whole layers from the last,
+# counted in the placement, the fit check and the bound (the CPU AdamW of the offloaded share only).
+check_json "offload fraction json" '
+p = d["plans"][0]
+s = p["optimizer_split"]
+assert d["settings"]["offload_optimizer_fraction"] == 0.5
+# gpt2-124M: embedding 39,419,904, 12 blocks of 7,087,872, lnf 1,536: F·Ψ = 62,237,952 needs 9 blocks.
+assert s["layers"] == 14 and s["first_offloaded_layer"] == 4, s
+assert s["offloaded_params"] == 1536 + 9 * 7087872 and s["device_params"] == 39419904 + 3 * 7087872, s
+assert p["host"]["optimizer"] == 12 * s["offloaded_params"] and p["gpu"]["optimizer"] == 12 * s["device_params"]
+assert abs(p["bound"]["adam_bytes"] - 28 * s["offloaded_params"]) < 1
+assert abs(p["bound"]["host_to_gpu_bytes"] - 2 * s["offloaded_params"]) < 1
+' --preset gpt2-124M --batch 4 --stage 0 --offload-optimizer cpu --offload-optimizer-fraction 0.5 --platform h200x1
+check_json "offload fraction auto json" '
+one, four = d["plans"]
+assert 0 < one["optimizer_split"]["fraction"] < 1, one  # a 1.5B does not fit 20 GB with its state
+assert four["optimizer_split"]["fraction"] == 0, four  # on 4 ranks its ZeRO-1 shard does: nothing offloaded
+for p in d["plans"]:
+    assert p["gpu"]["total"] <= 0.95 * 20e9, p["gpu"]
+assert d["settings"]["offload_optimizer_fraction"] == "auto"
+for o in d["fit"]["per_dp"][0]["options"]:
+    if o["offload_optimizer"] != "none":
+        assert o["gpu_total"] <= 0.95 * 20e9, o
+' --preset gpt2-1558M --batch 1 --recompute full --dp 1,4 --stage 1 --offload-optimizer cpu --offload-optimizer-fraction auto --gpu-mem 20GB
+run --preset gpt2-124M --batch 4 --stage 0 --offload-optimizer cpu --offload-optimizer-fraction 0.5
+expect_text 'Optimizer state split (--offload-optimizer-fraction 0.5)' "the split section"
+expect_text 'layers 4-13 on the host (CPU AdamW; 63792384 of 124475904 parameters' "the split's layers"
+expect_text 'layers 0-3 on the device (device AdamW)' "the split's device layers"
 check_json "no bound json without --platform" '
 assert d["platform"] is None and all(p["bound"] is None for p in d["plans"])
 ' --params 7e9 --dp 1,8

@@ -4,7 +4,8 @@
 # exactness, so every check is against the synchronous run (the same flags without it):
 #  1. byte-identical checkpoints (parameters and the .state optimizer file) with a --grad-clip
 #     that clips some steps and not others (the step lines must show both kinds), for the fp32
-#     GPT and llama3-tiny, bf16, --grad-accum, 2 ranks at ZeRO-1 and ZeRO-3, and a NaN gradient
+#     GPT and llama3-tiny, bf16, --grad-accum, 2 ranks at ZeRO-1 and ZeRO-3, part of the state
+#     on the device (--offload-optimizer-fraction), and a NaN gradient
 #     (the step is skipped: the commit discards);
 #  2. a run saved mid-way and resumed ends with the synchronous run's checkpoint;
 #  3. the graph: the AdamW of the top layers no longer waits for the embedding's backward (the
@@ -79,6 +80,11 @@ for stage in 1 3; do
   pair "gpt_zero$stage" 2 "${common[@]}" --grad-clip 2.4 --stage $stage
   both_kinds "gpt_zero$stage"
 done
+# Half the state on the "device" (--offload-optimizer-fraction): those layers update after the
+# norm, the others speculatively.
+pair gpt_split 1 "${common[@]}" --grad-clip 2.4 --offload-optimizer-fraction 0.5
+both_kinds gpt_split
+pair gpt_split_zero1 2 "${common[@]}" --grad-clip 2.4 --offload-optimizer-fraction 0.5 --stage 1
 pair gpt_zero2_accum 2 "${common[@]}" --grad-clip 2.4 --stage 2 --grad-accum 2
 # A NaN gradient at step 3: the step is skipped, the speculative result discarded.
 pair gpt_nan 1 "${common[@]}" --grad-clip 2.4 --debug-nan-gradient 3:1

@@ -11,10 +11,13 @@
 
 #include "apps/cli.hpp"
 #include "models/gpt_layout.hpp"
+#include "models/llama_layout.hpp"
 #include "offload/footprint.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/layer_plan.hpp"
+#include "offload/optimizer_split.hpp"
 #include "offload/planner.hpp"
+#include "offload/step_work.hpp"
 #include "temp_dir.hpp"
 
 using namespace starzero;
@@ -1055,4 +1058,188 @@ TEST_CASE("largest_fitting: per option, the size that fits with the next one not
   // Optimizer offload fits more layers than none at ZeRO-0 (option 0: none, option 1: cpu).
   CHECK(fits[1].size > fits[0].size);
   CHECK(fits[0].size > 0);
+}
+
+// ---- The optimizer state split (--offload-optimizer-fraction) -------------------------------------
+
+TEST_CASE("optimizer split: the last layers holding at least F of the parameters", "[planner][split]") {
+  const std::vector<std::int64_t> layers = {100, 10, 10, 10, 1};  // Ψ = 131, forward order
+  const auto split = [&](double f) { return split_optimizer_state(layers, f); };
+  CHECK(split(1).first_offloaded == 0);
+  CHECK(split(1).offloaded_params == 131);
+  CHECK(split(0).first_offloaded == 5);  // none
+  CHECK(split(0).offloaded_params == 0);
+  CHECK(split(0).device_params() == 131);
+  // 0.05·131 = 6.55: the last layer (1) is fewer, the last two (11) reach it.
+  CHECK(split(0.05).first_offloaded == 3);
+  CHECK(split(0.05).offloaded_params == 11);
+  // 0.2·131 = 26.2: 1 + 10 + 10 + 10 = 31 (layers 1-4).
+  CHECK(split(0.2).first_offloaded == 1);
+  CHECK(split(0.2).offloaded_params == 31);
+  CHECK(split(0.2).offloaded(1));
+  CHECK_FALSE(split(0.2).offloaded(0));
+  CHECK(split(0.2).offloaded_layers() == 4);
+  // A fraction that is exactly a run of last layers, as a ratio: that run, not one layer more.
+  CHECK(split(31.0 / 131.0).first_offloaded == 1);
+  CHECK(split(21.0 / 131.0).offloaded_params == 21);
+  CHECK(split(1e-9).offloaded_params == 1);  // any share at all: the last layer
+  CHECK(split(0.2).fraction() == 31.0 / 131.0);
+  // Without layers: round(F·Ψ).
+  CHECK(split_optimizer_state(std::int64_t(1000), 0.25).offloaded_params == 250);
+  CHECK(split_optimizer_state(std::int64_t(1000), 0.25).layers == 0);
+  CHECK_THROWS_AS(split(1.5), std::invalid_argument);
+  CHECK_THROWS_AS(split(-0.1), std::invalid_argument);
+  CHECK_THROWS_AS(split(std::nan("")), std::invalid_argument);
+}
+
+TEST_CASE("GPT and Llama 3 footprints list the engine's layers", "[planner][split]") {
+  const auto same_layers = [](const ModelFootprint& f, const auto& layout) {
+    REQUIRE(f.layer_params.size() == std::size_t(layout.layers()));
+    std::int64_t sum = 0;
+    for (int l = 0; l < layout.layers(); ++l) {
+      CHECK(f.layer_params[std::size_t(l)] == std::int64_t(layout.layer_params(l)));
+      sum += f.layer_params[std::size_t(l)];
+    }
+    CHECK(sum == f.params);
+  };
+  same_layers(gpt2_124m(), GptLayout(gpt2_124m_shape()));  // embedding, 12 blocks, final layernorm
+  CHECK(gpt2_124m().layer_params.size() == 14);
+  const LlamaShape llama = llama_preset("llama3-tiny");
+  same_layers(llama_footprint(llama, 1), LlamaLayout(llama));  // embedding, blocks, head
+}
+
+TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[planner][split]") {
+  PlanInput in = input7b(8, 2);
+  in.offload_optimizer = OptimizerOffload::cpu;
+  const MemoryPlan all = plan_memory(in);
+  in.offload_fraction = {1.0, false};
+  const MemoryPlan one = plan_memory(in);  // F = 1 is what --offload-optimizer alone plans
+  CHECK(one.gpu.total() == all.gpu.total());
+  CHECK(one.host.total() == all.host.total());
+  CHECK(one.offload_transfer_bytes == all.offload_transfer_bytes);
+  CHECK(one.optimizer_split.offloaded_params == kPsi7B);
+
+  // F = 0.25 of 7e9 (no layers: exactly 1.75e9 parameters) at ZeRO-2 on 8 ranks, bf16.
+  in.offload_fraction = {0.25, false};
+  const MemoryPlan q = plan_memory(in);
+  CHECK(q.optimizer_split.offloaded_params == 1'750'000'000);
+  CHECK(q.gpu.params == 14e9);
+  CHECK(q.gpu.grads == Approx(14e9 / 8));
+  CHECK(q.gpu.optimizer == Approx(12 * 5.25e9 / 8));
+  CHECK(q.host.optimizer == Approx(12 * 1.75e9 / 8));
+  CHECK(q.host.grads == Approx(2 * 1.75e9 / 8));   // the offloaded share's gradient shard
+  CHECK(q.host.params == Approx(2 * 1.75e9 / 8));  // and its updated parameter shard
+  CHECK(q.offload_transfer_bytes == Approx(2 * 2 * 1.75e9 / 8));
+
+  // F = 0: the state stays on the GPU, as without offload.
+  in.offload_fraction = {0.0, false};
+  const MemoryPlan none = plan_memory(in);
+  PlanInput plain = input7b(8, 2);
+  CHECK(none.gpu.total() == plan_memory(plain).gpu.total());
+  CHECK(none.host.total() == 0);
+  CHECK(none.offload_transfer_bytes == 0);
+  CHECK(none.optimizer_split.offloaded_params == 0);
+
+  // Without optimizer offload the fraction is not used.
+  plain.offload_fraction = {0.5, false};
+  CHECK(plan_memory(plain).host.total() == 0);
+
+  // The CPU AdamW and the PCIe transfers of the step bound: the offloaded share only.
+  in.offload_fraction = {0.25, false};
+  const sim::StepWork w = plan_step_work(in);
+  const double n = 1.75e9 / 8;  // this rank's offloaded parameters
+  CHECK(w.adam_bytes == Approx(28 * n));
+  CHECK(w.adam_flops == Approx(12 * n));
+  CHECK(w.gpu_to_host_bytes == Approx(2 * n));
+  CHECK(w.host_to_gpu_bytes == Approx(2 * n));
+
+  in.offload_fraction = {1.5, false};
+  CHECK_THROWS_AS(plan_memory(in), PlanError);
+  in.offload_fraction = {1.0, true};  // auto, not resolved
+  CHECK_THROWS_AS(plan_memory(in), PlanError);
+  CHECK_THROWS_AS(resolve_offload_fraction(in, std::nullopt), PlanError);
+}
+
+TEST_CASE("optimizer offload of a fraction of GPT-2 124M: whole layers from the last", "[planner][split]") {
+  PlanInput in;
+  in.model = gpt2_124m();
+  in.precision = Precision::fp32;
+  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload_fraction = {0.5, false};
+  const MemoryPlan p = plan_memory(in);
+  // Layers: embedding 50304·768 + 1024·768 = 39,419,904; 12 blocks of 7,087,872; final layernorm 1,536.
+  // Ψ/2 = 62,237,952: the final layernorm and 9 blocks (63,792,384) are the first run to reach it.
+  CHECK(p.optimizer_split.layers == 14);
+  CHECK(p.optimizer_split.first_offloaded == 4);
+  CHECK(p.optimizer_split.offloaded_params == 1536 + 9 * 7'087'872);
+  CHECK(p.host.optimizer == 12.0 * (1536 + 9 * 7'087'872));
+  CHECK(p.gpu.optimizer == 12.0 * (39'419'904 + 3 * 7'087'872));
+  CHECK(p.host.grads == 4.0 * (1536 + 9 * 7'087'872));  // ZeRO-0: the offloaded layers' full gradient
+}
+
+TEST_CASE("offload fraction auto: the most state that fits the GPU beside the rest", "[planner][split]") {
+  PlanInput in;
+  in.model = gpt2_124m(8);
+  in.offload_optimizer = OptimizerOffload::cpu;
+  for (const auto& [dp, stage] : {std::pair<std::int64_t, int>{1, 0}, {8, 1}, {8, 2}, {8, 3}}) {
+    in.dp = dp;
+    in.stage = stage;
+    PlanInput all = in;
+    all.offload_fraction = {1.0, false};
+    const double rest = plan_memory(all).gpu_total();  // everything offloaded
+    const double per_param = stage >= 1 ? 12.0 / double(dp) : 12.0;
+    const double windows = stage >= 2 ? 3.0 * 39'419'904 * 2 : 0.0;  // (2 + 1) embeddings, bf16
+    // A GPU whose room (after the margin) holds the state of 60 M parameters.
+    const double gpu = (rest + windows + per_param * 60e6) / (1 - kAutoGpuMargin);
+    in.offload_fraction = {1.0, true};
+    const PlanInput resolved = resolve_offload_fraction(in, gpu);
+    CHECK_FALSE(resolved.offload_fraction.automatic);
+    CHECK(resolved.offload_fraction.value == Approx(1 - 60e6 / double(in.model->params)).epsilon(1e-6));
+    const MemoryPlan p = plan_memory(resolved);
+    INFO("dp " << dp << " stage " << stage << ": " << p.optimizer_split.device_params() << " on the GPU");
+    // Fits, and keeps as many whole first layers on the GPU as fit: the embedding and 2 blocks.
+    CHECK(p.gpu_total() + windows <= gpu * (1 - kAutoGpuMargin));
+    CHECK(p.optimizer_split.first_offloaded == 3);
+    CHECK(p.optimizer_split.device_params() == 39'419'904 + 2 * 7'087'872);
+    CHECK(p.optimizer_split.device_params() + 7'087'872 > 60'000'000);
+  }
+  // Room for everything: nothing offloaded; no room: all of it.
+  CHECK(auto_offload_fraction(in, 1e15) == 0.0);
+  CHECK(auto_offload_fraction(in, 1e6) == 1.0);
+  // The fit check resolves auto per option against --gpu-mem.
+  in.dp = 1;
+  in.stage = 0;
+  in.offload_fraction = {1.0, false};
+  const double room = plan_memory(in).gpu_total() / (1 - kAutoGpuMargin) + 1e9;  // 1 GB for state
+  in.offload_fraction = {1.0, true};
+  const FitReport fit = check_fit(in, MemoryLimits{room, std::nullopt});
+  bool some_split = false;
+  for (const FitOption& o : fit.options)
+    if (o.offload_optimizer != OptimizerOffload::none) {
+      CHECK(o.plan.optimizer_split.fraction() < 1.0);
+      some_split = true;
+    }
+  CHECK(some_split);
+  CHECK_THROWS_AS(check_fit(in, MemoryLimits{std::nullopt, 1e12}), PlanError);
+}
+
+TEST_CASE("cli: --offload-optimizer-fraction", "[planner][cli]") {
+  const auto parse = [](const char* value, OptimizerOffload offload) {
+    cli::ArgParser p("starzero test");
+    p.option("offload-optimizer-fraction", "F", "fraction");
+    Argv a{"test", "--offload-optimizer-fraction", value};
+    p.parse(a.argc(), a.argv());
+    return cli::offload_fraction_option(p, offload);
+  };
+  CHECK(parse("0.5", OptimizerOffload::cpu).value == 0.5);
+  CHECK_FALSE(parse("0.5", OptimizerOffload::cpu).automatic);
+  CHECK(parse("0", OptimizerOffload::nvme).value == 0.0);
+  CHECK(parse("1", OptimizerOffload::cpu).value == 1.0);
+  CHECK(parse("auto", OptimizerOffload::cpu).automatic);
+  for (const char* bad : {"1.5", "-0.5", "abc", "1K", "nan", "", "0.5x"})
+    CHECK_THROWS_WITH(parse(bad, OptimizerOffload::cpu), Catch::Contains("--offload-optimizer-fraction"));
+  CHECK_THROWS_WITH(parse("0.5", OptimizerOffload::none), Catch::Contains("--offload-optimizer cpu|nvme"));
+  cli::ArgParser p("starzero test");
+  p.option("offload-optimizer-fraction", "F", "fraction");
+  CHECK(cli::offload_fraction_option(p, OptimizerOffload::none).value == 1.0);  // not given: all
 }

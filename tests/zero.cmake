@@ -16,3 +16,7 @@ set_tests_properties(offload PROPERTIES TIMEOUT 900 LABELS mpi)
 # accumulation, 2 ranks at ZeRO-1/3, a NaN step, resume), its graph, counts and bad input.
 add_test(NAME speculative COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/speculative_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(speculative PROPERTIES TIMEOUT 900 LABELS mpi)
+# The optimizer state split between device and host (--offload-optimizer-fraction): bitwise equal
+# to all-CPU AdamW, the layers of the rule in the banner and the placement report, bad values.
+add_test(NAME offload_fraction COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_fraction_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(offload_fraction PROPERTIES TIMEOUT 900 LABELS mpi)

@@ -20,6 +20,13 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   input.precision = engine.model_dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
   input.fp32_grad_accum = options.fp32_grad_accum;
   input.offload_optimizer = options.offload_optimizer;
+  // The engine's split exactly: its offloaded layers' share of Ψ (padded or not), which the
+  // planner, given no layers, offloads as round(F·Ψ) parameters.
+  const OptimizerSplit& split = engine.optimizer_split();
+  std::size_t offloaded = 0;
+  for (int l = split.first_offloaded; l < split.layers; ++l)
+    offloaded += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
+  input.offload_fraction = {double(offloaded) / double(input.params), false};
   input.offload_params = options.offload_params;
   input.prefetch_depth = options.prefetch_depth;
   return input;
@@ -124,6 +131,20 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
                   (long long)row[0], (long long)row[1], (long long)row[2], planned[place]->params,
                   planned[place]->grads, planned[place]->optimizer, planned_pad[place]->total());
     }
+  // Whose optimizer state the device and host rows above hold.
+  if (engine.options().offload_optimizer != OptimizerOffload::none) {
+    const OptimizerSplit& split = engine.optimizer_split();
+    const auto names = [&](int first, int last) {
+      return first == last ? engine.layer_name(first) : engine.layer_name(first) + " .. " + engine.layer_name(last);
+    };
+    std::printf("  optimizer state: %s\n",
+                describe_split(split, engine.options().offload_optimizer == OptimizerOffload::nvme ? "disk" : "host")
+                    .c_str());
+    if (split.offloaded_layers() > 0)
+      std::printf("    offloaded (CPU AdamW): %s\n", names(split.first_offloaded, split.layers - 1).c_str());
+    if (split.first_offloaded > 0)
+      std::printf("    on the device (device AdamW): %s\n", names(0, split.first_offloaded - 1).c_str());
+  }
   const HostMemoryStats pins = host_memory_stats();
   std::printf(
       "  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "

@@ -60,6 +60,11 @@ void check_options(const RunOptions& o, int world) {
   check_speculative_update(engine_options_of(o));
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
+  if (const OffloadFraction& f = o.offload_optimizer_fraction; !(f.value >= 0 && f.value <= 1))
+    throw std::invalid_argument("--offload-optimizer-fraction must be in [0, 1] or auto");
+  if (o.offload_optimizer == OptimizerOffload::none &&
+      (o.offload_optimizer_fraction.automatic || o.offload_optimizer_fraction.value != 1))
+    throw std::invalid_argument("--offload-optimizer-fraction is for --offload-optimizer cpu|nvme");
   if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
     throw std::invalid_argument("--save-every needs --checkpoint-out or --checkpoint-dir");
   if (o.keep_checkpoints != 0 && !o.checkpoint_dir)
@@ -92,6 +97,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.fp32_grad_accum = o.fp32_grad_accum;
   e.nan_gradients = o.nan_gradients;
   e.offload_optimizer = o.offload_optimizer;
+  e.offload_optimizer_fraction = o.offload_optimizer_fraction.value;  // resolved by start_session
   e.offload_params = o.offload_params;
   e.delayed_update_warmup = o.delayed_update_warmup;
   e.speculative_update = o.speculative_update;
@@ -105,9 +111,11 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.stage = o.stage;
   input.precision = o.precision == DType::f32 ? Precision::fp32 : Precision::bf16;
   input.offload_optimizer = o.offload_optimizer;
+  input.offload_fraction = o.offload_optimizer_fraction;
   input.offload_params = o.offload_params;
   input.prefetch_depth = o.prefetch_depth;
   input.speculative_update = o.speculative_update;
+  input.grad_window = o.grad_window;
   return input;
 }
 
@@ -153,10 +161,16 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
               std::string(offload_name(o.offload_params)).c_str(), host.adam_threads,
               std::string(optim::simd_path_name(optim::best_simd_path())).c_str(),
               host.numa_node < 0 ? "any" : std::to_string(host.numa_node).c_str(), delayed.c_str());
+  if (o.offload_optimizer != OptimizerOffload::none)
+    std::printf("optimizer state: %s\n",
+                describe_split(run.engine->optimizer_split(),
+                               o.offload_optimizer == OptimizerOffload::nvme ? "NVMe" : "host")
+                    .c_str());
 }
 
-// Starts StarPU (and NCCL, the disk node) for this rank as the host plan says.
-HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelRanks& ranks, RunState& run,
+// Starts StarPU (and NCCL, the disk node) for this rank as the host plan says, and resolves
+// --offload-optimizer-fraction auto in `o` from the GPU's memory.
+HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& ranks, RunState& run,
                        int micro_batch) {
   SessionOptions session = o.session;
   session.trace_rank = ranks.rank();
@@ -187,11 +201,30 @@ HostPlan start_session(const ModelSpec& spec, const RunOptions& o, DataParallelR
   host_input.cpu_workers = session.cpu_workers;
   host_input.nvme_path = o.nvme_path;
   host_input.host_mem_limit_mib = o.host_mem_limit_mib;
-  host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
+  // Until the GPU's memory is known, auto plans for all of the state on the host: the most host
+  // memory it can take.
+  PlanInput planned = plan_input_of(spec, o, ranks.size(), micro_batch);
+  if (planned.offload_fraction.automatic) planned.offload_fraction = {1.0, false};
+  host_input.memory = plan_memory(planned);
   const HostPlan host = plan_host(host_input, topology);
   session.cpu_workers = host.cpu_workers;
   if (o.offload_optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.host_mem_limit_mib;
   run.session.emplace(session);
+  if (o.offload_optimizer_fraction.automatic) {
+    // auto (offload/planner.hpp): as much state on the GPU as its memory holds beside the rest of
+    // the plan; without a GPU, all of it offloaded (as --offload-optimizer alone).
+    const std::size_t device = run.session->cuda_memory_bytes();
+    o.offload_optimizer_fraction = {device > 0 ? auto_offload_fraction(planned, double(device)) : 1.0, false};
+    host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
+    if (ranks.leader())
+      std::printf("--offload-optimizer-fraction auto: F = %.4g of the parameters offloaded (%s)\n",
+                  o.offload_optimizer_fraction.value,
+                  device > 0 ? ("the state of the rest fits the GPU's " + fixed(double(device) / 1e9, 1) +
+                                " GB beside the plan's other bytes and a " + fixed(100 * kAutoGpuMargin, 0) +
+                                " % margin")
+                                   .c_str()
+                             : "no GPU: all of it, as --offload-optimizer alone");
+  }
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
   // What every step needs on the device for good (parameters, gradients, optimizer state: the plan's

@@ -55,6 +55,9 @@ struct RunOptions {
   int simulate_ranks = 0;
   // Offload.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
+  // The share of the optimizer state offloaded (offload/optimizer_split.hpp); auto is resolved
+  // once StarPU has started, from the GPU's memory (all of it without a GPU).
+  OffloadFraction offload_optimizer_fraction;
   ParamOffload offload_params = ParamOffload::none;
   std::filesystem::path nvme_path;        // offload_optimizer nvme
   std::size_t host_mem_limit_mib = 1024;  // offload_optimizer nvme
