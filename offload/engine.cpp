@@ -534,12 +534,17 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   // submitted in forward order, the next step's forward (layer 0 first) starts while the later
   // layers update. Without clipping each waits only for its own gradient, which the backward
   // finishes from the last layer down.
-  // (A speculative layer's update and publish are submitted already: resolve_speculation fixes
-  // them up if the step turns out clipped.)
+  // (A speculative layer's update is submitted already: resolve_speculation fixes it up if the
+  // step turns out clipped. Its all-gather (ZeRO-1/2) comes here all the same, in this order with
+  // the other collectives: submitted during the backward, it would hold back the reductions of the
+  // layers below until the CPU AdamW is done.)
   for (int i = 0; i < model_.layers(); ++i) {
     const int l = options_.grad_clip > 0 ? i : model_.layers() - 1 - i;
     Layer& layer = layers_[std::size_t(l)];
-    if (layer.speculative()) continue;
+    if (layer.speculative()) {
+      submit_publish(l, false);
+      continue;
+    }
     submit_update(l, hyper, false);
     submit_publish(l, false);
     send_update_to_device(l);
@@ -612,8 +617,7 @@ void Engine::submit_speculative_update(int l, const optim::AdamWHyper& hyper) {
                                       model_.dtype(), hyper,
                                       {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
                                       at("adamw", l));
-  // Published as if it were the step (the common case): a clipped step publishes again.
-  submit_publish(l, false);
+  // Sent up as if it were the step (the common case): a clipped step sends it again.
   send_update_to_device(l);
 }
 
