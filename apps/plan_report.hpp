@@ -47,6 +47,7 @@ struct PlanRequest {
   // --adam-threads (default: the host plan's).
   std::optional<sim::MachineSpec> machine;
   std::optional<int> adam_threads;
+  int micro_batches = 1;  // --grad-accum: micro-batches per step in the step bound
   bool json = false;
 };
 

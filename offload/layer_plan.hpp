@@ -41,7 +41,7 @@ struct LayerPlanInput {
   std::int64_t ranks = 1;
   std::int64_t rank = 0;
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 only
+  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 with several ranks; any stage with one
   bool delayed_update = false;
   bool fp32_grad_accum = false;
   DType dtype = DType::f32;               // the model's: parameters and gradients
@@ -107,8 +107,17 @@ enum class ParamAccess : std::uint8_t {
   resident,          // held in full on the device
   gathered_per_use,  // ZeRO-3: all-gathered from the shards before each forward and backward,
                      // freed after (inside the prefetch window)
-  fetched_per_use,   // one rank with the parameters in pinned host memory: fetched for each use,
-                     // the device copy dropped after
+  fetched_per_use,   // one rank with the parameters in pinned host memory: fetched for each use
+                     // inside the prefetch window, the device copy dropped after
+};
+
+// Where the full gradient is while the backward accumulates into it.
+enum class GradAccess : std::uint8_t {
+  resident,  // held on the device for the whole run (stages 0-1, one rank)
+  per_use,   // ZeRO-2/3: allocated before the layer's backward, freed after its reduce-scatter
+  streamed,  // one rank with parameters and optimizer offloaded: homed in pinned host memory;
+             // on the device only around each micro-batch's backward of the layer (fetched back
+             // for a later micro-batch), inside the gradient window, then written home
 };
 
 // How the full gradient becomes the reduced gradient the update reads.
@@ -182,6 +191,7 @@ class LayerPlan {
   std::vector<HeldCopy> held_copies() const;
 
   ParamAccess param_access() const { return param_access_; }
+  GradAccess grad_access() const { return grad_access_; }
   GradReduction grad_reduction() const { return grad_reduction_; }
   // ZeRO-2/3 reduce after every micro-batch (the full gradient is freed each time); ZeRO-0/1
   // reduce the accumulated gradient once, after the last.
@@ -202,6 +212,7 @@ class LayerPlan {
   std::size_t shard_ = 0;
   std::vector<PlannedBuffer> buffers_;
   ParamAccess param_access_ = ParamAccess::resident;
+  GradAccess grad_access_ = GradAccess::resident;
   GradReduction grad_reduction_ = GradReduction::none;
   Fp32Accumulation fp32_accumulation_ = Fp32Accumulation::none;
   UpdatePlan update_;

@@ -12,3 +12,7 @@ set_tests_properties(zero_checkpoints PROPERTIES TIMEOUT 300 LABELS mpi)
 # fallback, the delayed update and impossible configurations.
 add_test(NAME offload COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/offload_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(offload PROPERTIES TIMEOUT 900 LABELS mpi)
+# One rank with the whole model on the host (--offload-params cpu at any stage): identical training,
+# the device windows against the planner.
+add_test(NAME one_rank_offload COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/one_rank_offload_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(one_rank_offload PROPERTIES TIMEOUT 600 LABELS mpi)

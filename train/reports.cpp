@@ -22,6 +22,7 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   input.offload_optimizer = options.offload_optimizer;
   input.offload_params = options.offload_params;
   input.prefetch_depth = options.prefetch_depth;
+  input.grad_window = options.grad_window;
   return input;
 }
 
@@ -124,6 +125,18 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
                   (long long)row[0], (long long)row[1], (long long)row[2], planned[place]->params,
                   planned[place]->grads, planned[place]->optimizer, planned_pad[place]->total());
     }
+  // One rank with the parameters on the host: what the windows let onto the device at once.
+  if (engine.layer_plan(0).param_access() == ParamAccess::fetched_per_use) {
+    const EngineOptions& options = engine.options();
+    std::printf("  device in flight (one rank, parameters on the host): parameters peak %lld bytes, %lld layers "
+                "(prefetch window W+1 = %d)",
+                (long long)ledger.peak(MemoryCategory::temporaries),
+                (long long)ledger.peak_items(MemoryCategory::temporaries), options.prefetch_depth + 1);
+    if (engine.layer_plan(0).grad_access() == GradAccess::streamed)
+      std::printf("; gradients streamed, peak %lld bytes (gradient window G = %d)",
+                  (long long)ledger.peak(MemoryCategory::grads), options.grad_window);
+    std::printf("\n");
+  }
   const HostMemoryStats pins = host_memory_stats();
   std::printf(
       "  pinned host memory: %s pinned, %s pageable (fallbacks: %zu); device = the GPU, or the same RAM on a "

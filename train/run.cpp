@@ -53,8 +53,10 @@ void check_options(const RunOptions& o, int world) {
   if (o.fp32_grad_accum && o.precision != DType::bf16)
     throw std::invalid_argument(
         "--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
-  if (o.offload_params != ParamOffload::none && o.stage != 3)
-    throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
+  // One rank shards nothing, so every stage may keep its parameters on the host; with several only ZeRO-3.
+  if (o.offload_params != ParamOffload::none && o.stage != 3 && world > 1)
+    throw std::invalid_argument(
+        "--offload-params cpu needs --stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
@@ -103,6 +105,7 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.offload_optimizer = o.offload_optimizer;
   input.offload_params = o.offload_params;
   input.prefetch_depth = o.prefetch_depth;
+  input.grad_window = o.grad_window;
   return input;
 }
 
