@@ -294,8 +294,9 @@ void Engine::submit_window_mark(int layer, int delta, const std::string& name) {
 
 // Unshard, once the window slot is free (the release of the gather W+1 before this one): ZeRO-3
 // all-gathers the full parameters a layer needs; one rank with the parameters on the host fetches
-// them to the device, a task that becomes ready W+1 layers ahead so the copy runs beside compute
-// (left to the layer's own tasks, StarPU would copy only once they are ready, in their way).
+// them to the device, a task that becomes ready W+1 layers ahead and takes no worker, so the copy
+// runs beside compute (left to the layer's own tasks, StarPU would copy only once they are ready,
+// with the GPU waiting; a fetch task on the CUDA worker would hold the compute queued behind it).
 void Engine::gather(int layer, const char* pass) {
   const ParamAccess access = layers_[std::size_t(layer)].plan.param_access();
   if (access == ParamAccess::resident) return;
@@ -303,7 +304,7 @@ void Engine::gather(int layer, const char* pass) {
   if (access == ParamAccess::fetched_per_use) {
     std::vector<starpu_data_handle_t> params;
     for (int g : uses(layer)) params.push_back(layers_[std::size_t(g)].param.handle());
-    tasks::submit_fetch(params, {}, at(std::string("param_fetch_") + pass, layer));
+    tasks::submit_move_to_device(params, at(std::string("param_fetch_") + pass, layer));
     return;
   }
   for (int g : uses(layer)) {
@@ -369,7 +370,7 @@ void Engine::stream_gradients_in(int layer, bool first_micro_batch) {
     if (first_toucher_[std::size_t(g)] == layer && (first_micro_batch || group.grad_accum))
       tasks::submit_zero(group.grad.handle(), at("zero_grad", g));
     else
-      tasks::submit_fetch({group.grad.handle()}, {}, at("grad_fetch", g));
+      tasks::submit_move_to_device({group.grad.handle()}, at("grad_fetch", g));
   }
 }
 
