@@ -354,10 +354,10 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
 
 // Streamed gradients (one rank, parameters and optimizer on the host; GradAccess::streamed): every
 // group a layer's backward touches comes to the device before it, once the gradient written home
-// grad_window gradients earlier (counted across micro-batches and steps) is gone: zeroed there where the step (with the fp32 buffer:
-// the micro-batch) first touches it, else fetched back from its host home, where the earlier
-// micro-batches' or layers' sum is. The marks only order (they move and change no data) and keep
-// the ledger's count of gradients in flight.
+// grad_window gradients earlier (counted across micro-batches and steps) is gone: zeroed there
+// where the step (with the fp32 buffer: the micro-batch) first touches it, else fetched back from
+// its host home, where the earlier micro-batches' or layers' sum is. The marks only order (they
+// move and change no data) and keep the ledger's count of gradients in flight.
 void Engine::stream_gradients_in(int layer, bool first_micro_batch) {
   for (int g : uses(layer)) {
     Layer& group = layers_[std::size_t(g)];
@@ -407,7 +407,6 @@ void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_
     reduce_into_shard_each_micro_batch(group, first_micro_batch, last_micro_batch);
     return;
   }
-
   if (!last_micro_batch) return;  // reduced once, accumulated
   switch (plan.grad_reduction()) {
     case GradReduction::none: return;
