@@ -83,7 +83,9 @@ cli::ArgParser make_train_parser() {
               "none (default) or cpu: what the blocks keep lives in pinned host memory between forward and "
               "backward, W + 1 blocks on the device")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
-      .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
+      .option("prefetch-depth", "W",
+              "ZeRO-3 (one rank with --offload-params cpu: any stage): layers all-gathered (fetched) ahead "
+              "(default 1; at most W+1 live)")
       .flag("fp32-grad-accum",
             "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
       .option("grad-window", "G",
