@@ -59,14 +59,20 @@ cli::ArgParser make_parser() {
       .option("offload-optimizer-fraction", "F|auto",
               "  with --offload-optimizer: the state of the last layers holding F of the parameters offloaded, the "
               "rest on the GPU (default 1); auto: as much on the GPU as --gpu-mem (or --platform's GPU) holds")
-      .option("offload-params", "WHERE", "none|cpu: parameter shards in host memory (ZeRO-3 only)")
-      .option("prefetch-depth", "W", "ZeRO-3 layers all-gathered ahead of the current one (default 1)")
+      .option("offload-params", "WHERE",
+              "none|cpu: parameter shards in host memory (ZeRO-3; at dp 1 any stage: the whole model, and with "
+              "--offload-optimizer the gradients too, streamed)")
+      .option("prefetch-depth", "W",
+              "ZeRO-3 layers all-gathered (dp 1 with --offload-params: fetched) ahead of the current one (default 1)")
+      .option("grad-window", "G",
+              "dp 1 with --offload-params cpu and --offload-optimizer: gradients on the GPU at once (default 2)")
       .option("gpu-mem", "SIZE", "GPU memory per rank for the fit check: 80GB, 24GiB, 80e9")
       .option("host-mem", "SIZE", "host memory per rank for the fit check")
       .option("platform", "NAME|DIR",
               "the step bound of each row on this machine: h200x1, h200x8, a100x1, or a `starzero platform "
               "--out` folder")
       .option("adam-threads", "N", "  the CPU AdamW's threads under optimizer offload (default: as starzero train)")
+      .option("grad-accum", "K", "  micro-batches per step in the step bound (default 1; --batch is one micro-batch)")
       .flag("json", "print machine-readable JSON on stdout instead of tables")
       .flag("max-model",
             "the largest GPT (layers L, hidden 64·L, heads L, --vocab/--seq/--batch) that fits "
@@ -305,10 +311,16 @@ PlanRequest read_args(const cli::ArgParser& p) {
   if (auto v = p.value("offload-params")) {
     in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));
   }
-  if (in.offload_params == ParamOffload::cpu && !(a.stages.size() == 1 && a.stages[0] == 3)) {
-    throw UsageError("--offload-params cpu needs --stage 3 (parameters are sharded only by ZeRO-3)");
+  // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
+  const bool one_rank = std::all_of(a.dps.begin(), a.dps.end(), [](std::int64_t dp) { return dp == 1; });
+  if (in.offload_params == ParamOffload::cpu && !one_rank && !(a.stages.size() == 1 && a.stages[0] == 3)) {
+    throw UsageError("--offload-params cpu needs --stage 3 at dp > 1 (parameters are sharded only by ZeRO-3)");
   }
   if (auto v = p.value("prefetch-depth")) in.prefetch_depth = cli::parse_count("prefetch-depth", *v);
+  if (auto v = p.value("grad-window")) {
+    in.grad_window = cli::parse_count("grad-window", *v);
+    if (in.grad_window < 1) throw UsageError("--grad-window must be >= 1");
+  }
   if (auto v = p.value("gpu-mem")) {
     a.limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
     if (*a.limits.gpu_bytes <= 0) throw UsageError("--gpu-mem: '" + cli::printable(*v) + "' must be > 0");
@@ -335,6 +347,10 @@ PlanRequest read_args(const cli::ArgParser& p) {
     a.auto_gpu_bytes = a.machine->gpu_memory_bytes;
   if (in.offload_fraction.automatic && !a.auto_gpu_bytes)
     throw UsageError("--offload-optimizer-fraction auto needs the GPU's memory: --gpu-mem, or --platform with a GPU");
+  if (p.given("grad-accum")) {
+    if (!a.machine) throw UsageError("--grad-accum needs --platform (it sets the micro-batches of the step bound)");
+    a.micro_batches = int(cli::int_option(p, "grad-accum", 1, 1, 1 << 20));
+  }
   a.json = p.flag_set("json");
   // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
   if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
@@ -374,7 +390,7 @@ MaxModelSettings max_model_settings(const cli::ArgParser& p) {
                            "offload-optimizer-fraction", "offload-params", "json", "recompute", "recompute-window",
                            "offload-activations"})
     if (p.given(flag)) throw UsageError(std::string("--max-model searches over --") + flag + " itself: leave it out");
-  for (const char* flag : {"platform", "adam-threads"})
+  for (const char* flag : {"platform", "adam-threads", "grad-accum"})
     if (p.given(flag)) throw UsageError(std::string("--") + flag + ": --max-model prints no step bound");
   if (!p.given("gpu-mem") && !p.given("host-mem")) throw UsageError("--max-model needs --gpu-mem and/or --host-mem");
   MaxModelSettings m;
@@ -386,6 +402,10 @@ MaxModelSettings max_model_settings(const cli::ArgParser& p) {
     base.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
   if (auto v = p.value("k")) base.k = cli::parse_number("k", *v);
   if (auto v = p.value("prefetch-depth")) base.prefetch_depth = cli::parse_count("prefetch-depth", *v);
+  if (auto v = p.value("grad-window")) {
+    base.grad_window = cli::parse_count("grad-window", *v);
+    if (base.grad_window < 1) throw UsageError("--grad-window must be >= 1");
+  }
   const std::vector<std::int64_t> dps =
       p.given("dp") ? cli::parse_count_list("dp", *p.value("dp")) : std::vector<std::int64_t>{1};
   if (dps.size() != 1 || dps[0] < 1) throw UsageError("--max-model takes one --dp N");

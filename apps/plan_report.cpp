@@ -1,6 +1,7 @@
 // The `starzero plan` report: formatting, every row computed first, then the human tables or JSON.
 #include "apps/plan_report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -179,7 +180,7 @@ Results compute(const PlanRequest& a) {
       if (a.machine) {
         try {
           RowBound b;
-          b.work = plan_step_work(in, 1, a.machine->gpus > 0);
+          b.work = plan_step_work(in, a.micro_batches, a.machine->gpus > 0);
           b.rates = planned_rates(*a.machine, in, a.adam_threads);
           b.bound = sim::step_bound(b.work, b.rates);
           row.bound = std::move(b);
@@ -348,7 +349,19 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
         all_kept ? "" : strf(", window %d", policy->window).c_str(), all_kept && a.llama ? ", all kept" : "");
   }
   const bool activations_offloaded = policy && policy->offload == ActivationOffload::cpu;
-  const std::size_t label_w = std::max<std::size_t>(34, activations_label.size() + 2), col_w = 14;
+  // Columns as wide as the widest figure of any row, plus two blanks (a host total of a 70B model
+  // in exact GB is 14 characters: with a fixed width the columns ran together).
+  std::size_t widest = 0;
+  for (const Row& row : r.rows) {
+    const MemoryPlan& m = row.mem;
+    for (double v : {m.gpu.params, m.gpu.grads, m.gpu.optimizer, m.gpu.total(), m.activations.value_or(0.0),
+                     m.temporaries.value_or(0.0), m.grads_in_flight.value_or(0.0), m.gpu_total(), m.host.params,
+                     m.host.grads, m.host.optimizer, m.host_total(), m.host_activations, m.nvme_total(),
+                     m.offload_transfer_bytes})
+      widest = std::max(widest, gb_exact(v).size());
+  }
+  const std::size_t label_w = std::max<std::size_t>(34, activations_label.size() + 2),
+                    col_w = std::max<std::size_t>(14, widest + 2);
   for (std::int64_t dp : a.dps) {
     out += "Breakdown at dp " + std::to_string(dp) + ", GB (exact):\n";
     out += "  " + pad("", label_w);
@@ -365,8 +378,14 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
     if (in.model) {
       line(activations_label, [](const MemoryPlan& m) { return gb_exact(*m.activations); });
-      line(strf("      ZeRO-3 full layers (W+1=%lld)", (long long)(in.prefetch_depth + 1)),
+      const bool fetched = in.offload_params == ParamOffload::cpu &&
+                           std::find(a.dps.begin(), a.dps.end(), 1) != a.dps.end();
+      line(strf(fetched ? "      ZeRO-3 full layers / fetched (W+1=%lld)" : "      ZeRO-3 full layers (W+1=%lld)",
+                (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
+      if (fetched && in.offload_optimizer != OptimizerOffload::none)
+        line(strf("      gradients in flight (G=%lld)", (long long)in.grad_window),
+             [](const MemoryPlan& m) { return gb_exact(*m.grads_in_flight); });
       line("      total", [](const MemoryPlan& m) { return gb_exact(m.gpu_total()); });
     }
     if (activations_offloaded)
@@ -436,7 +455,13 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
   if (in.offload_params == ParamOffload::cpu) {
     out +=
         "Parameter offload: the ZeRO-3 parameter shard lives in host memory; the GPU keeps only the\n"
-        "full layers being computed and prefetched.\n";
+        "full layers being computed and prefetched. At dp 1 (any stage) the whole model lives there and\n"
+        "the same window of layers is fetched to the GPU, the device copy dropped after use.\n";
+    if (in.offload_optimizer != OptimizerOffload::none)
+      out += "With the optimizer offloaded too, at dp 1 the full gradients live in host memory: each layer's\n"
+             "comes to the GPU for its backward (zeroed there, or fetched back for a later micro-batch) and\n"
+             "goes home after it; at most G = " + std::to_string(in.grad_window) +
+             " (the gradient window) × largest layer are on the GPU.\n";
   }
   out +=
       "Never counted, and left however large dp gets: the full gradient of the layer being\n"
@@ -491,7 +516,15 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
                     "unknown).\n";
   for (const FitReport& f : r.fits) {
     out += "  dp " + std::to_string(f.dp) + ":\n";
-    out += "    " + pad("option", 52) + rpad("GPU GB", 14) + rpad("host GB", 14) + rpad("NVMe GB", 14) + "  fits\n";
+    // Each number column as wide as its widest figure (at least 12), two blanks between columns.
+    std::size_t gpu_w = 12, host_w = 12, nvme_w = 12;
+    for (const FitOption& o : f.options) {
+      gpu_w = std::max(gpu_w, gb_exact(o.plan.gpu_total()).size());
+      host_w = std::max(host_w, gb_exact(o.plan.host_total()).size());
+      nvme_w = std::max(nvme_w, gb_exact(o.plan.nvme_total()).size());
+    }
+    out += "    " + pad("option", 52) + rpad("GPU GB", gpu_w + 2) + rpad("host GB", host_w + 2) +
+           rpad("NVMe GB", nvme_w + 2) + "  fits\n";
     for (const FitOption& o : f.options) {
       std::string verdict = "yes";
       if (!o.fits()) {
@@ -500,8 +533,8 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
       }
       out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params) +
                             split_note(o.plan, o.offload_optimizer), 52) +
-             rpad(gb_exact(o.plan.gpu_total()), 14) + rpad(gb_exact(o.plan.host_total()), 14) +
-             rpad(gb_exact(o.plan.nvme_total()), 14) + "  " + verdict + "\n";
+             rpad(gb_exact(o.plan.gpu_total()), gpu_w + 2) + rpad(gb_exact(o.plan.host_total()), host_w + 2) +
+             rpad(gb_exact(o.plan.nvme_total()), nvme_w + 2) + "  " + verdict + "\n";
     }
     out += "    verdict: " + fit_verdict(f) + "\n";
   }
@@ -528,8 +561,9 @@ void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) 
   const sim::MachineSpec& m = *a.machine;
   const RowBound& first = *r.rows.front().bound;
   const sim::ResourceRates& rates = first.rates;
-  out += strf("\nStep bound per rank and step (one micro-batch) on %s: %d CPU cores, %d GPU(s)\n", m.name.c_str(),
-              m.cpus, m.gpus);
+  out += strf("\nStep bound per rank and step (%s) on %s: %d CPU cores, %d GPU(s)\n",
+              a.micro_batches == 1 ? "one micro-batch" : strf("%d micro-batches", a.micro_batches).c_str(),
+              m.name.c_str(), m.cpus, m.gpus);
   out += "  rates: " + rates.source + ":\n    " + rates.compute_device + " compute " +
          strf("%.4g TFLOP/s", rates.compute_flops_per_s / 1e12);
   if (a.base.offload_optimizer != OptimizerOffload::none)
@@ -546,7 +580,8 @@ void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) 
     out += strf(
         "  compute: %.4g FLOP per micro-batch, %.3gΨ per token: the matmuls and attention of the model's\n"
         "  tasks, recomputation included\n",
-        *first.work.compute_flops, *first.work.compute_flops / tokens / double(r.params));
+        *first.work.compute_flops / a.micro_batches, *first.work.compute_flops / a.micro_batches / tokens /
+                                                           double(r.params));
   } else {
     out += "  compute: unknown without a model shape (--layers ... or --preset): its time is left out\n";
   }
@@ -620,7 +655,9 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
          ", \"offload_optimizer_fraction\": " +
          (in.offload_fraction.automatic ? json_string("auto") : json_number(in.offload_fraction.value)) +
          ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
-         ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) + ", \"bytes_unit\": \"byte\"},\n";
+         ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) +
+         ", \"grad_window\": " + std::to_string(in.grad_window) + ", \"micro_batches\": " +
+         std::to_string(a.micro_batches) + ", \"bytes_unit\": \"byte\"},\n";
   out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
   out += "  \"plans\": [";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
@@ -631,7 +668,8 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            ", \"static\": " + json_split(m.seeds) + ",\n     \"gpu\": {\"params\": " + json_number(m.gpu.params) +
            ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
            ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
-           ", \"temporaries\": " + json_number(m.temporaries) + ", \"total\": " + json_number(m.gpu_total()) +
+           ", \"temporaries\": " + json_number(m.temporaries) +
+           ", \"grads_in_flight\": " + json_number(m.grads_in_flight) + ", \"total\": " + json_number(m.gpu_total()) +
            "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
            ", \"nvme\": " + json_split(m.nvme) +
            ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +

@@ -50,6 +50,7 @@ struct PlanRequest {
   // The GPU memory per rank that --offload-optimizer-fraction auto fills: --gpu-mem, else the
   // --platform's GPU; each row resolves auto against it.
   std::optional<double> auto_gpu_bytes;
+  int micro_batches = 1;  // --grad-accum: micro-batches per step in the step bound
   bool json = false;
 };
 

@@ -83,10 +83,14 @@ cli::ArgParser make_train_parser() {
               "none (default) or cpu: what the blocks keep lives in pinned host memory between forward and "
               "backward, W + 1 blocks on the device")
       .option("grad-accum", "K", "split each step's batch into K micro-batches whose gradients add up (default 1)")
-      .option("prefetch-depth", "W", "ZeRO-3: layers all-gathered ahead (default 1; at most W+1 live)")
+      .option("prefetch-depth", "W",
+              "ZeRO-3 (one rank with --offload-params cpu: any stage): layers all-gathered (fetched) ahead "
+              "(default 1; at most W+1 live)")
       .flag("fp32-grad-accum",
             "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
-      .option("grad-window", "G", "ZeRO-2/3: full gradients alive at once beyond the one computed (default 2)")
+      .option("grad-window", "G",
+              "full gradients alive at once: ZeRO-2/3 beyond the one computed; one rank with --offload-params "
+              "cpu and --offload-optimizer, on the device (default 2)")
       .option("offload-optimizer", "WHERE",
               "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
       .option("offload-optimizer-fraction", "F|auto",
@@ -95,7 +99,9 @@ cli::ArgParser make_train_parser() {
               "auto: as much on the GPU as its memory holds beside the rest (default 1: all)")
       .option("nvme-path", "DIR", "--offload-optimizer nvme: folder for the optimizer state files")
       .option("host-mem-limit", "MiB", "--offload-optimizer nvme: host memory StarPU may use before it evicts to disk")
-      .option("offload-params", "WHERE", "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory")
+      .option("offload-params", "WHERE",
+              "none (default) or cpu: ZeRO-3 parameter shards in pinned host memory; with one rank (any "
+              "--stage) the whole model, fetched per layer, and with --offload-optimizer its gradients too")
       .option("adam-threads", "T", "CPU AdamW threads under offload (default: cores left by the GPU workers, else 1)")
       .option("delayed-update", "WARMUP",
               "one-step-delayed parameter update after WARMUP synchronous steps "

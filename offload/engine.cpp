@@ -168,8 +168,6 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
   if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
   if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
-  if (options.offload_params != ParamOffload::none && options.stage != 3)
-    throw std::invalid_argument("parameter offload needs ZeRO stage 3 (stages 0-2 keep full parameters on the device)");
   if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
@@ -187,6 +185,11 @@ Engine::Engine(Model& model, const EngineOptions& options)
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
   }
+  // With one rank nothing is sharded and every stage is the same: the parameters may live on the host
+  // at any stage. With several, only ZeRO-3 shards them.
+  if (options.offload_params != ParamOffload::none && options.stage != 3 && ranks_ > 1)
+    throw std::invalid_argument(
+        "parameter offload needs ZeRO stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
   zero_ = ZeroState::of(options.stage, ranks_);
@@ -204,6 +207,15 @@ Engine::Engine(Model& model, const EngineOptions& options)
   split_gradients();
   handles_ = std::make_unique<Handles>(layers_);
 
+  // A streamed gradient comes in only once the one written home grad_window earlier is gone, so
+  // every group a layer touches must fit the window at once.
+  if (layers_.front().plan.grad_access() == GradAccess::streamed)
+    for (int l = 0; l < L; ++l)
+      if (uses(l).size() > std::size_t(options.grad_window))
+        throw std::invalid_argument("gradient window " + std::to_string(options.grad_window) + ": layer " +
+                                    std::to_string(l) + " touches " + std::to_string(uses(l).size()) +
+                                    " parameter groups, which stream in together; use --grad-window " +
+                                    std::to_string(uses(l).size()) + " or more");
   // Which backward layers touch each group's gradient: its own and those sharing it.
   first_toucher_.resize(std::size_t(L));
   last_toucher_.resize(std::size_t(L));
@@ -243,7 +255,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
         starpu_data_prefetch_on_node(layer.master.handle(), gpu, 1);
   }
   add_held_bytes_to_ledger();
-  if (zero_.shard_params)
+  if (zero_.shard_params || layers_.front().plan.param_access() == ParamAccess::fetched_per_use)
     for (int slot = 0; slot <= options.prefetch_depth; ++slot)
       window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
 }
@@ -328,11 +340,21 @@ void Engine::submit_window_mark(int layer, int delta, const std::string& name) {
       name);
 }
 
-// ZeRO-3 (unshard): all-gather the full parameters a layer needs, once the window slot is free
-// (the release of the gather W+1 before this one).
+// Unshard, once the window slot is free (the release of the gather W+1 before this one): ZeRO-3
+// all-gathers the full parameters a layer needs; one rank with the parameters on the host fetches
+// them to the device, a task that becomes ready W+1 layers ahead and takes no worker, so the copy
+// runs beside compute (left to the layer's own tasks, StarPU would copy only once they are ready,
+// with the GPU waiting; a fetch task on the CUDA worker would hold the compute queued behind it).
 void Engine::gather(int layer, const char* pass) {
-  if (layers_[std::size_t(layer)].plan.param_access() != ParamAccess::gathered_per_use) return;
+  const ParamAccess access = layers_[std::size_t(layer)].plan.param_access();
+  if (access == ParamAccess::resident) return;
   submit_window_mark(layer, +1, at(std::string("window_") + pass, layer));
+  if (access == ParamAccess::fetched_per_use) {
+    std::vector<starpu_data_handle_t> params;
+    for (int g : uses(layer)) params.push_back(layers_[std::size_t(g)].param.handle());
+    tasks::submit_move_to_device(params, at(std::string("param_fetch_") + pass, layer));
+    return;
+  }
   for (int g : uses(layer)) {
     Layer& l = layers_[std::size_t(g)];
     tasks::submit_all_gather(*order_, l.param_shard->handle(), l.param.handle(), l.count(), model_.dtype(),
@@ -345,7 +367,9 @@ void Engine::gather(int layer, const char* pass) {
 void Engine::release(int layer, const char* pass) {
   switch (layers_[std::size_t(layer)].plan.param_access()) {
     case ParamAccess::resident: return;
-    case ParamAccess::fetched_per_use:
+    case ParamAccess::fetched_per_use:  // the host copy stays valid: the device copy goes first
+      submit_window_mark(layer, -1, at(std::string("release_") + pass, layer));
+      ++gathers_;
       for (int g : uses(layer)) starpu_data_wont_use(layers_[std::size_t(g)].param.handle());
       return;
     case ParamAccess::gathered_per_use:
@@ -358,9 +382,11 @@ void Engine::release(int layer, const char* pass) {
 
 // A full gradient held for good is zeroed for the step (and for every micro-batch when the fp32
 // buffer accumulates); one allocated per use (ZeRO-2/3) comes to life just before its group's
-// first backward, and only once the full gradient freed grad_window reductions ago is gone.
+// first backward, and only once the full gradient freed grad_window reductions ago is gone. A
+// streamed one is zeroed on the device by stream_gradients_in.
 void Engine::allocate_gradient(int group, bool first_micro_batch) {
   Layer& layer = layers_[std::size_t(group)];
+  if (layer.plan.grad_access() == GradAccess::streamed) return;
   const bool per_use = layer.plan.buffer(LayerBuffer::grad).lifetime == Lifetime::per_use;
   if (!per_use && !first_micro_batch && !layer.grad_accum) return;
   if (per_use) {
@@ -372,6 +398,45 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
         handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); }, at("grad_alloc", group));
   }
   tasks::submit_zero(layer.grad.handle(), at("zero_grad", group));
+}
+
+// Streamed gradients (one rank, parameters and optimizer on the host; GradAccess::streamed): every
+// group a layer's backward touches comes to the device before it, once the gradient written home
+// grad_window gradients earlier (counted across micro-batches and steps) is gone: zeroed there
+// where the step (with the fp32 buffer: the micro-batch) first touches it, else fetched back from
+// its host home, where the earlier micro-batches' or layers' sum is. The marks only order (they
+// move and change no data) and keep the ledger's count of gradients in flight.
+void Engine::stream_gradients_in(int layer, bool first_micro_batch) {
+  for (int g : uses(layer)) {
+    Layer& group = layers_[std::size_t(g)];
+    if (group.plan.grad_access() != GradAccess::streamed) continue;
+    std::vector<starpu_data_handle_t> handles{group.grad.handle()};
+    if (streamed_out_.size() == std::size_t(options_.grad_window)) handles.push_back(streamed_out_.front());
+    const auto bytes = std::int64_t(group.grad.bytes());
+    tasks::submit_mark(
+        handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); }, at("grad_alloc", g));
+    if (first_toucher_[std::size_t(g)] == layer && (first_micro_batch || group.grad_accum))
+      tasks::submit_zero(group.grad.handle(), at("zero_grad", g));
+    else
+      tasks::submit_move_to_device({group.grad.handle()}, at("grad_fetch", g));
+  }
+}
+
+// After the layer's backward (and the fp32 accumulation): StarPU writes each streamed gradient home
+// (where the CPU AdamW, or the next toucher, reads it) and its device copy is the first to go.
+void Engine::stream_gradients_out(int layer) {
+  for (int g : uses(layer)) {
+    Layer& group = layers_[std::size_t(g)];
+    if (group.plan.grad_access() != GradAccess::streamed) continue;
+    const auto bytes = std::int64_t(group.grad.bytes());
+    tasks::submit_mark(
+        {group.grad.handle()}, [this, bytes] { ledger_.remove(MemoryCategory::grads, bytes); }, at("grad_free", g));
+    starpu_data_wont_use(group.grad.handle());
+    // The window runs on across micro-batches and steps (the next one's first gradients would
+    // otherwise come in beside this one's last).
+    streamed_out_.push_back(group.grad.handle());
+    if (streamed_out_.size() > std::size_t(options_.grad_window)) streamed_out_.pop_front();
+  }
 }
 
 void Engine::reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch) {
@@ -450,6 +515,7 @@ void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
   for (int l = model_.layers() - 1; l >= 0; --l) {
     for (int g = 0; g < model_.layers(); ++g)
       if (first_toucher_[std::size_t(g)] == l) allocate_gradient(g, first_micro_batch);
+    stream_gradients_in(l, first_micro_batch);
     gather(l, "bwd");
     model_.submit_backward(l, *handles_);
     release(l, "bwd");
@@ -462,6 +528,7 @@ void Engine::submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
           if (speculative) submit_speculative_update(g, *speculative);
         }
       }
+    stream_gradients_out(l);
   }
 }
 

@@ -56,8 +56,13 @@
 //                           way; at stages 1-2 an all-gather then rebuilds the full parameters.
 //   offload_optimizer nvme: master/m/v homed on a StarPU disk node (out-of-core), fetched to RAM
 //                           by the CPU Adam task and evicted under the host-memory limit.
-//   offload_params cpu:     (stage 3) parameter shards in pinned host memory, fetched per layer by
-//                           the all-gathers inside the prefetch window.
+//   offload_params cpu:     ZeRO-3: parameter shards in pinned host memory, fetched per layer by
+//                           the all-gathers inside the prefetch window. One rank (any stage): the
+//                           full parameters in pinned host memory, fetched to the device per layer
+//                           inside the same window, the device copy dropped after; with the
+//                           optimizer offloaded too, the full gradients are streamed: homed on the
+//                           host, on the device only around each backward that accumulates into
+//                           them, inside the gradient window (grad_window).
 //   offload_optimizer_fraction F: only the last layers holding F·Ψ are offloaded as above; the
 //                           first ones keep their state on the device and run the device AdamW
 //                           (offload/optimizer_split.hpp: the rule and why). Each layer's plan
@@ -67,6 +72,7 @@
 // backward, which still use the parameters from before that update), and published once step
 // t+1's backward is done with the parameters. flush() applies a pending update.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -105,13 +111,14 @@ struct EngineOptions {
   Communicator* host_comm = nullptr;
   int prefetch_depth = 1;  // ZeRO-3: layers gathered ahead of the one being computed
   int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
-                           // grad_window reductions earlier is gone (bounds live full grads)
+                           // grad_window reductions earlier is gone (bounds live full grads);
+                           // streamed gradients (one rank) likewise, counted per group
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
   // Under optimizer offload, the share F of the parameters whose state is offloaded: the last
   // layers holding at least F·Ψ (offload/optimizer_split.hpp). 1: every layer. Must be 1 without
   // optimizer offload; `auto` is resolved before (train/run.cpp).
   double offload_optimizer_fraction = 1.0;
-  ParamOffload offload_params = ParamOffload::none;  // stage 3 only
+  ParamOffload offload_params = ParamOffload::none;  // stage 3 with several ranks; any stage with one
   DiskNode* nvme = nullptr;                          // the disk node for offload_optimizer nvme (outlives the engine)
   int host_numa_node = -1;                           // where pinned host buffers live (-1: not bound)
   int adam_threads = 1;                              // CPU AdamW threads under optimizer offload
@@ -241,6 +248,8 @@ class Engine {
   void gather(int layer, const char* pass);
   void release(int layer, const char* pass);
   void allocate_gradient(int group, bool first_micro_batch);
+  void stream_gradients_in(int layer, bool first_micro_batch);
+  void stream_gradients_out(int layer);
   void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
   void reduce_into_shard_each_micro_batch(int group, bool first_micro_batch, bool last_micro_batch);
   void submit_grad_norm(int micro_batches);
@@ -284,6 +293,7 @@ class Engine {
   std::uint64_t gathers_ = 0;                           // ZeRO-3 gathers submitted (selects the window slot)
   std::vector<int> first_toucher_, last_toucher_;       // per group: backward layers touching it
   std::vector<starpu_data_handle_t> recently_reduced_;  // ZeRO-2/3: full gradients just freed
+  std::deque<starpu_data_handle_t> streamed_out_;       // streamed gradients: the last grad_window written home
   MemoryLedger ledger_;
 };
 

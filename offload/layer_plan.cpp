@@ -40,8 +40,9 @@ namespace {
 void validate(const LayerPlanInput& in) {
   if (in.rank < 0 || in.rank >= in.ranks)
     throw std::invalid_argument("rank " + std::to_string(in.rank) + " outside 0.." + std::to_string(in.ranks - 1));
-  if (in.offload_params != ParamOffload::none && in.stage != 3)
-    throw std::invalid_argument("parameter offload needs ZeRO stage 3");
+  // With several ranks only ZeRO-3 shards the parameters; with one, every stage is the same.
+  if (in.offload_params != ParamOffload::none && in.stage != 3 && in.ranks > 1)
+    throw std::invalid_argument("parameter offload needs ZeRO stage 3 with several ranks");
   if (!(in.optimizer_bytes_per_param >= 0) || !std::isfinite(in.optimizer_bytes_per_param))
     throw std::invalid_argument("optimizer bytes per parameter must be >= 0");
   if (in.speculative_update && in.offload_optimizer == OptimizerOffload::nvme)
@@ -103,13 +104,16 @@ void LayerPlan::plan_buffers() {
   const bool param_next = delayed && (!z.sharded || z.shard_params);
   // A separate gradient shard: ZeRO-2/3, and ZeRO-1 under offload (only the shard goes down).
   const bool grad_shard = z.shard_grads || (z.sharded && offloaded);
+  // One rank with parameters and optimizer on the host: the full gradient lives there too and is on
+  // the device only while a backward accumulates into it (GradAccess::streamed).
+  const bool streamed_grad = !z.collectives && params_on_host && offloaded;
   const BufferHome next_home = offloaded ? BufferHome::pinned_host : BufferHome::device;
 
   buffers_.reserve(9);  // every LayerBuffer at most once: the references below stay valid
   using C = MemoryCategory;
   if (z.shard_params) {
     add(LayerBuffer::param, Extent::full, dtype, BufferHome::transient, Lifetime::per_use, C::params);
-  } else if (params_on_host) {  // one rank at ZeRO-3: the whole model on the host
+  } else if (params_on_host) {  // one rank, any stage: the whole model on the host
     add(LayerBuffer::param, Extent::full, dtype, BufferHome::pinned_host, Lifetime::held, C::params);
   } else {
     PlannedBuffer& param = add(LayerBuffer::param, Extent::full, dtype, BufferHome::device, Lifetime::held, C::params);
@@ -125,9 +129,11 @@ void LayerPlan::plan_buffers() {
                                                                          : BufferHome::transient;
   PlannedBuffer& grad = add(LayerBuffer::grad, Extent::full, dtype, grad_home,
                             z.shard_grads ? Lifetime::per_use : Lifetime::held, C::grads);
-  // (Homed in main memory for split pieces, the device copy is the home itself: counted once.)
-  if (!z.shard_grads && grad_home != BufferHome::device) grad.held_at.push_back(MemoryPlace::device);
-  // (Offloaded without a shard, its pinned home is the host copy the CPU AdamW reads.)
+  // (Homed in main memory for split pieces, the device copy is the home itself: counted once.
+  // Offloaded without a shard, its pinned home is the host copy the CPU AdamW reads. Streamed, the
+  // device copy is in flight only: the ledger follows it as the graph runs.)
+  if (!z.shard_grads && !streamed_grad && grad_home != BufferHome::device)
+    grad.held_at.push_back(MemoryPlace::device);
 
   const BufferHome state_home = input_.offload_optimizer == OptimizerOffload::nvme ? BufferHome::disk
                                 : offloaded                                        ? BufferHome::pinned_host
@@ -171,6 +177,9 @@ void LayerPlan::plan_operations() {
   param_access_ = z.shard_params                               ? ParamAccess::gathered_per_use
                   : input_.offload_params == ParamOffload::cpu ? ParamAccess::fetched_per_use
                                                                : ParamAccess::resident;
+  grad_access_ = z.shard_grads                                                  ? GradAccess::per_use
+                 : param_access_ == ParamAccess::fetched_per_use && offloaded ? GradAccess::streamed
+                                                                               : GradAccess::resident;
 
   if (!z.collectives)
     grad_reduction_ = GradReduction::none;

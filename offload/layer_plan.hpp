@@ -43,7 +43,7 @@ struct LayerPlanInput {
   // This layer's: with --offload-optimizer-fraction some layers offload and others do not
   // (offload/optimizer_split.hpp); the planner plans the two shares as two layers.
   OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 only
+  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 with several ranks; any stage with one
   bool delayed_update = false;
   // --speculative-update: a CPU AdamW runs before the global norm is known, from one set of
   // optimizer state into a second one (optimizer_state_next), and a commit fixes it up after.
@@ -113,8 +113,17 @@ enum class ParamAccess : std::uint8_t {
   resident,          // held in full on the device
   gathered_per_use,  // ZeRO-3: all-gathered from the shards before each forward and backward,
                      // freed after (inside the prefetch window)
-  fetched_per_use,   // one rank with the parameters in pinned host memory: fetched for each use,
-                     // the device copy dropped after
+  fetched_per_use,   // one rank with the parameters in pinned host memory: fetched for each use
+                     // inside the prefetch window, the device copy dropped after
+};
+
+// Where the full gradient is while the backward accumulates into it.
+enum class GradAccess : std::uint8_t {
+  resident,  // held on the device for the whole run (stages 0-1, one rank)
+  per_use,   // ZeRO-2/3: allocated before the layer's backward, freed after its reduce-scatter
+  streamed,  // one rank with parameters and optimizer offloaded: homed in pinned host memory;
+             // on the device only around each micro-batch's backward of the layer (fetched back
+             // for a later micro-batch), inside the gradient window, then written home
 };
 
 // How the full gradient becomes the reduced gradient the update reads.
@@ -188,6 +197,7 @@ class LayerPlan {
   std::vector<HeldCopy> held_copies() const;
 
   ParamAccess param_access() const { return param_access_; }
+  GradAccess grad_access() const { return grad_access_; }
   GradReduction grad_reduction() const { return grad_reduction_; }
   // ZeRO-2/3 reduce after every micro-batch (the full gradient is freed each time); ZeRO-0/1
   // reduce the accumulated gradient once, after the last.
@@ -208,6 +218,7 @@ class LayerPlan {
   std::size_t shard_ = 0;
   std::vector<PlannedBuffer> buffers_;
   ParamAccess param_access_ = ParamAccess::resident;
+  GradAccess grad_access_ = GradAccess::resident;
   GradReduction grad_reduction_ = GradReduction::none;
   Fp32Accumulation fp32_accumulation_ = Fp32Accumulation::none;
   UpdatePlan update_;

@@ -70,8 +70,10 @@ void validate(const PlanInput& in) {
   if (in.prefetch_depth < 0) {
     throw PlanError("prefetch depth must be >= 0, got " + std::to_string(in.prefetch_depth));
   }
-  if (in.offload_params != ParamOffload::none && in.stage != 3) {
-    throw PlanError("parameter offload needs ZeRO-3 (parameters are sharded only there), got stage " +
+  if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
+  // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
+  if (in.offload_params != ParamOffload::none && in.stage != 3 && in.dp > 1) {
+    throw PlanError("parameter offload needs ZeRO-3 with dp > 1 (parameters are sharded only there), got stage " +
                     std::to_string(in.stage));
   }
   if (!(in.offload_fraction.value >= 0 && in.offload_fraction.value <= 1))
@@ -92,7 +94,9 @@ std::int64_t model_params(const PlanInput& in) {
   return in.model ? in.model->params : in.params;
 }
 
-double MemoryPlan::gpu_total() const { return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0); }
+double MemoryPlan::gpu_total() const {
+  return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0) + grads_in_flight.value_or(0.0);
+}
 
 namespace {
 
@@ -120,10 +124,19 @@ LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffl
 }
 
 std::optional<double> zero3_temporaries(const PlanInput& in, int prec) {
-  if (in.stage < 3) return 0.0;
+  const bool fetched = in.dp == 1 && in.offload_params == ParamOffload::cpu;  // from host memory, any stage
+  if (in.stage < 3 && !fetched) return 0.0;
+  if (in.dp == 1 && !fetched) return 0.0;  // the "shard" is the whole model
   if (!in.model) return std::nullopt;
-  if (in.dp == 1 && in.offload_params == ParamOffload::none) return 0.0;  // the "shard" is the whole model
   return double(in.prefetch_depth + 1) * double(in.model->largest_layer().count) * prec;
+}
+
+// The full gradients on the GPU when they are streamed (the layer plan's GradAccess::streamed):
+// the gradient window's G groups at most, each no larger than the largest layer.
+std::optional<double> streamed_gradients(const PlanInput& in, const LayerPlan& plan, int prec) {
+  if (plan.grad_access() != GradAccess::streamed) return 0.0;
+  if (!in.model) return std::nullopt;
+  return double(in.grad_window) * double(in.model->largest_layer().count) * prec;
 }
 
 }  // namespace
@@ -164,21 +177,34 @@ MemoryPlan plan_memory(const PlanInput& in) {
   const std::int64_t offloaded = p.optimizer_split.offloaded_params;
   PlacedBytes placed;
   // All or nothing offloaded: one layer of Ψ, the seeds' figures exactly; else the two shares.
-  if (offloaded > 0) add_placed_bytes(whole_model_layer(in, offloaded, in.offload_optimizer), false, placed);
-  if (offloaded < psi_count)
-    add_placed_bytes(whole_model_layer(in, psi_count - offloaded, OptimizerOffload::none), false, placed);
+  std::optional<LayerPlan> offloaded_share, kept_share;
+  if (offloaded > 0) {
+    offloaded_share.emplace(whole_model_layer(in, offloaded, in.offload_optimizer));
+    add_placed_bytes(*offloaded_share, false, placed);
+  }
+  if (offloaded < psi_count) {
+    kept_share.emplace(whole_model_layer(in, psi_count - offloaded, OptimizerOffload::none));
+    add_placed_bytes(*kept_share, false, placed);
+  }
+  const LayerPlan& whole = offloaded_share ? *offloaded_share : *kept_share;
   p.gpu = placed.gpu;
   p.host = placed.host;
   p.nvme = placed.nvme;
 
   if (offloaded > 0) {
-    // This rank's gradient shard of the offloaded share comes down, its updated parameter shard goes up.
-    p.offload_transfer_bytes += 2 * (prec * double(offloaded) / double(optimizer_divisor(in.stage, in.dp)));
+    // This rank's gradient shard of the offloaded share comes down, its updated parameter shard
+    // goes up (at dp 1 with the parameters on the host, the next forward's fetch below brings them).
+    const double shard = prec * double(offloaded) / double(optimizer_divisor(in.stage, in.dp));
+    const bool params_fetched = in.dp == 1 && in.offload_params == ParamOffload::cpu;
+    p.offload_transfer_bytes += params_fetched ? shard : 2 * shard;
   }
   if (in.offload_params == ParamOffload::cpu) {
     // Each layer's shard goes up for the forward and again for the backward all-gather.
     p.offload_transfer_bytes += 2 * p.seeds.params;
   }
+  // Streamed gradients also come back up for every later micro-batch's backward (not counted here:
+  // this is one micro-batch's traffic, as the step bound's).
+  p.grads_in_flight = streamed_gradients(in, whole, prec);
   if (in.model) {
     const std::int64_t buffers = prec == 4 ? in.model->activation_bytes_4 : in.model->activation_bytes_2;
     p.activations = buffers > 0 ? double(buffers) : double(in.model->activation_elements()) * prec;

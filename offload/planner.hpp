@@ -25,6 +25,12 @@
 //   (offload/optimizer_split.hpp: whole layers when the footprint lists them, else F·Ψ exactly):
 //   the placement is then the sum of two plans, F·Ψ parameters offloaded and (1-F)·Ψ not, and
 //   the staging copies and their transfers are those of the offloaded share only.
+//   memory; with optimizer offload too, that shard and the staging copy are the same buffer. At
+//   dp = 1 (any stage: nothing is sharded) it moves the whole model's parameters to host memory,
+//   and with optimizer offload too the full gradients' home as well: the GPU holds only the
+//   parameters of the prefetch window (below) and the gradients in flight, G × largest layer ×
+//   precision bytes, G = gradient window (each layer's gradient goes home after its backward and
+//   comes back for the next micro-batch's: 2 + 2 bytes per parameter and micro-batch on PCIe).
 // - activations (model footprint only): one micro-batch's activation buffers as the model
 //   allocates them (ModelFootprint::activation_bytes_2/4, under its recomputation policy), or,
 //   when the model does not give them, its activation tensors at the precision's bytes per
@@ -33,7 +39,8 @@
 //   cross the bus twice per micro-batch (offload_transfer_bytes).
 // - ZeRO-3 temporaries (model footprint only): the full parameters of the layers being computed
 //   and prefetched, (W + 1) × largest layer × precision bytes, W = prefetch depth. At dp = 1
-//   without parameter offload the shard is the whole model, nothing is gathered: 0.
+//   without parameter offload the shard is the whole model, nothing is gathered: 0; with it, the
+//   same window of layers fetched from host memory.
 // Not counted anywhere (they remain however large dp is): the transient full gradient of the
 // layer being reduce-scattered (stages 2-3), communication buckets, kernel workspaces, CUDA
 // context and allocator fragmentation.
@@ -53,7 +60,7 @@
 namespace starzero {
 
 // Invalid planner input: params <= 0, dp <= 0, stage outside 0..3, k < 0, parameter offload
-// outside ZeRO-3, a footprint without parameters, ... The message is one line.
+// outside ZeRO-3 at dp > 1, a footprint without parameters, ... The message is one line.
 class PlanError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
@@ -78,10 +85,10 @@ struct PlanInput {
   // Under optimizer offload, the share of Ψ whose state is offloaded (ignored without it). An
   // automatic one must be resolved first (resolve_offload_fraction): plan_memory refuses it.
   OffloadFraction offload_fraction;
-  ParamOffload offload_params = ParamOffload::none;  // cpu only with stage 3
+  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 when dp > 1; any stage at dp 1
   std::int64_t prefetch_depth = 1;                   // W >= 0: ZeRO-3 layers gathered ahead of the current one
-  // ZeRO-2/3: full gradients alive beyond the one computed (--grad-window). Counted only by
-  // auto_offload_fraction: the placement leaves these transient gradients out.
+  // G >= 1 (--grad-window): ZeRO-2/3 full gradients alive beyond the one computed (counted by
+  // auto_offload_fraction), and at dp 1 with both offloads the gradients streamed at once.
   std::int64_t grad_window = 2;
   // --speculative-update: a second set of optimizer state (k bytes per parameter) in host memory,
   // where the optimizer is offloaded to the CPU (ignored elsewhere).
@@ -108,13 +115,16 @@ struct MemoryPlan {
   ByteSplit nvme;                     // placed: NVMe
   std::optional<double> activations;  // GPU bytes of one micro-batch; unknown without a footprint
   double host_activations = 0;        // of them, the blocks' kept ones offloaded to host memory instead
-  std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU; 0 for stages 0-2;
-                                      // unknown for ZeRO-3 without a footprint
+  std::optional<double> temporaries;  // ZeRO-3 full layers on the GPU, or at dp 1 the parameters
+                                      // fetched from the host; 0 otherwise; unknown without a footprint
+  std::optional<double> grads_in_flight;  // dp 1 with parameters and optimizer on the host: the
+                                          // streamed gradients on the GPU; 0 otherwise; unknown
+                                          // without a footprint
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
   // Whose optimizer state is offloaded: none without optimizer offload, every layer at F = 1.
   OptimizerSplit optimizer_split;
   double gpu_static() const { return gpu.total(); }
-  double gpu_total() const;  // static + activations + temporaries (the known ones)
+  double gpu_total() const;  // static + activations + temporaries + gradients in flight (the known ones)
   double host_total() const { return host.total() + host_activations; }
   double nvme_total() const { return nvme.total(); }
 };
@@ -190,7 +200,8 @@ struct FitOption {
 struct FitReport {
   std::int64_t dp = 1;
   // Every valid combination: stages 0..3 × optimizer none/cpu/nvme, plus parameter offload
-  // cpu at stage 3; stage-major, least offload first.
+  // cpu at stage 3 (at dp 1 every stage is the same, so it stays listed there only); stage-major,
+  // least offload first.
   std::vector<FitOption> options;
   // The option to use: among those that fit, the least offload (none < optimizer cpu <
   // parameters cpu < both cpu < optimizer nvme < nvme + parameters cpu), then the least

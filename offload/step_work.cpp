@@ -21,14 +21,20 @@ sim::StepWork plan_step_work(const PlanInput& input, int micro_batches, bool on_
     work.adam_bytes = n * (2.0 * p + 2.0 * input.k);
     work.adam_flops = 12.0 * n;
     if (on_gpu) {
-      work.gpu_to_host_bytes += p * n;  // the gradient shard comes down
-      work.host_to_gpu_bytes += p * n;  // the updated parameter shard goes up
+      // One rank with the parameters on the host (any stage): the next forward's fetch brings the
+      // updated parameters up, and the full gradients are streamed: home after every micro-batch's
+      // backward, back up for every later one's.
+      const bool streamed = input.dp == 1 && input.offload_params == ParamOffload::cpu;
+      work.gpu_to_host_bytes += (streamed ? K : 1.0) * p * n;  // the gradient shard comes down
+      work.host_to_gpu_bytes += streamed ? (K - 1) * p * n     // the gradient goes back up
+                                         : p * n;              // the updated parameter shard goes up
     }
     if (input.offload_optimizer == OptimizerOffload::nvme)
       work.disk_read_bytes = work.disk_write_bytes = plan.nvme_total();
   }
   if (on_gpu) {
-    // ZeRO-3 parameter offload: the shard goes up for the forward's and the backward's gathers.
+    // Parameter offload: the shard (at dp 1 the whole model) goes up for the forward's and the
+    // backward's gathers (at dp 1: fetches).
     if (input.offload_params == ParamOffload::cpu) work.host_to_gpu_bytes += K * 2.0 * plan.seeds.params;
     // Activation offload: down after the forward, up before the backward.
     work.gpu_to_host_bytes += K * plan.host_activations;

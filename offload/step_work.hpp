@@ -23,7 +23,9 @@ namespace starzero {
 //                and FLOPs 12·n;
 //   PCIe         on a GPU only (on_gpu): under optimizer offload p·n bytes each way (the gradient
 //                shard down, the updated parameter shard up); under parameter offload the shard
-//                p·Ψ/N up twice per micro-batch (forward and backward gathers); under activation
+//                p·Ψ/N up twice per micro-batch (forward and backward gathers); at dp 1 with both
+//                offloaded, the gradient p·Ψ down every micro-batch and back up for every one but
+//                the first (streamed), and no separate parameter upload; under activation
 //                offload the offloaded activations down and up once per micro-batch;
 //   disk         under NVMe optimizer offload, the state on the disk node read and written once.
 // The PCIe bytes at K = 1 add up to MemoryPlan::offload_transfer_bytes.

@@ -1,5 +1,8 @@
 #include "tasks/prefetch.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "runtime/codelet.hpp"
 
 namespace starzero::tasks {
@@ -46,7 +49,29 @@ Codelet<NoArgs> fetch_to_host({
     .bytes = no_flops,
 });
 
+// No function: its tasks run on no worker. submit_move_to_device names the memory node of each
+// buffer, where StarPU then fetches it before ending the task; no performance model is needed.
+Codelet<NoArgs> move_to_device({
+    .name = "move_to_device",
+    .repeated = Buffer{STARPU_R, "moved"},
+    .work = Work::support,
+    .flops = no_flops,
+    .bytes = [](const NoArgs&, Handles) { return 0.0; },
+    .history_model = false,
+});
+
 }  // namespace
+
+void submit_move_to_device(const std::vector<starpu_data_handle_t>& handles, const std::string& name) {
+  if (starpu_cuda_worker_get_count() == 0) return;
+  if (handles.size() > STARPU_NMAXBUFS)
+    throw std::invalid_argument("task " + name + ": at most " + std::to_string(STARPU_NMAXBUFS) + " handles to move");
+  const unsigned gpu = starpu_worker_get_memory_node(starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0));
+  starpu_codelet* codelet = move_to_device.starpu();
+  codelet->specific_nodes = 1;
+  for (int& node : codelet->nodes) node = int(gpu);
+  submit(move_to_device, handles, NoArgs{}, name);
+}
 
 void submit_write_back(const std::vector<starpu_data_handle_t>& handles) {
   for (starpu_data_handle_t h : handles) starpu_data_wont_use(h);

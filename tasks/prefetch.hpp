@@ -25,4 +25,12 @@ void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::v
 // (the CPU AdamW's gradient: offload/engine.cpp).
 void submit_fetch_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name);
 
+// The same without a worker: a task that runs nowhere (STARPU_NOWHERE) but names the first CUDA
+// worker's memory node for each handle (the codelet's specific nodes), so StarPU copies the
+// handles there and then ends it. A fetch task on the CUDA worker holds that worker's queue while
+// its data crosses PCIe (a 70B layer: 31 ms of a 55 GB/s link), with the compute behind it
+// waiting; this one takes no worker at all. Without a CUDA worker there is nothing to move:
+// nothing is submitted. At most STARPU_NMAXBUFS handles.
+void submit_move_to_device(const std::vector<starpu_data_handle_t>& handles, const std::string& name);
+
 }  // namespace starzero::tasks

@@ -219,6 +219,14 @@ rc=0
 [ "$rc" -eq 2 ] && grep -q "offload-optimizer cpu" "$work/big.err" || { cat "$work/big.err"; fail "a model too large: exit $rc"; }
 "$sim" train "${big[@]}" --stage 3 --offload-optimizer cpu --offload-params cpu > "$work/big-off.log" 2>&1 \
   || { cat "$work/big-off.log"; fail "the model too large, offloaded"; }
+# One rank at ZeRO-0: the whole model on the host, the gradients streamed; the device holds none of
+# the model states for good, only the two windows (their peaks are W+1 and G blocks of 12C² + 13C).
+"$sim" train "${big[@]}" --offload-optimizer cpu --offload-params cpu > "$work/big-one.log" 2>&1 \
+  || { cat "$work/big-one.log"; fail "the model too large, on the host at ZeRO-0"; }
+block=$(( (12 * 2048 * 2048 + 13 * 2048) * 2 ))
+grep -qE "^ +0 +device +0 +0 +0 \|" "$work/big-one.log" \
+  && grep -q "parameters peak $((2 * block)) bytes, 2 layers (prefetch window W+1 = 2); gradients streamed, peak $((2 * block)) bytes" "$work/big-one.log" \
+  || { cat "$work/big-one.log"; fail "one rank on the host: the device windows"; }
 
 # ---- this-machine: the committed calibration -----------------------------------------------------------
 "$sim" train --preset tiny --batch 8 --seq 64 --data "$work/text.txt" --steps 3 --sched lws --platform this-machine \

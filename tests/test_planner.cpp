@@ -448,11 +448,21 @@ TEST_CASE("fit check prefers no offload, then less communication, then less memo
   CHECK(offload_rank(OptimizerOffload::cpu, ParamOffload::cpu) <
         offload_rank(OptimizerOffload::nvme, ParamOffload::none));
 
-  // Nothing fits: 1 GB for 7B at dp 1.
+  // 1 GB of GPU for 7B at dp 1: only the whole model on the host fits, parameters, gradients (streamed)
+  // and optimizer state; without a model shape its windows on the GPU are unknown, the model states there 0.
   limits.gpu_bytes = 1e9;
-  const FitReport none = check_fit(input7b(1, 0), limits);
-  CHECK_FALSE(none.recommended.has_value());
-  CHECK(none.min_dp_without_offload[3] == 112);  // 112e9/N <= 1e9
+  const FitReport host_only = check_fit(input7b(1, 0), limits);
+  REQUIRE(host_only.recommended.has_value());
+  const FitOption& all_host = host_only.options[*host_only.recommended];
+  CHECK(all_host.offload_optimizer == OptimizerOffload::cpu);
+  CHECK(all_host.offload_params == ParamOffload::cpu);
+  CHECK(all_host.plan.gpu.total() == 0);
+  CHECK(all_host.plan.host.total() == 16 * 7e9);
+  CHECK_FALSE(all_host.plan.grads_in_flight.has_value());
+  CHECK(host_only.min_dp_without_offload[3] == 112);  // 112e9/N <= 1e9
+  // Nothing fits: 1 GB of host memory too.
+  limits.host_bytes = 1e9;
+  CHECK_FALSE(check_fit(input7b(1, 0), limits).recommended.has_value());
 }
 
 TEST_CASE("fit check with a GPT config counts activations and temporaries", "[planner][fit]") {
@@ -676,15 +686,34 @@ TEST_CASE("layer plan: optimizer and parameter offload", "[planner][layer_plan]"
   CHECK(LayerPlan(in).buffer(LB::optimizer_state).home == BufferHome::disk);
   CHECK(LayerPlan(in).buffer(LB::optimizer_state).held_at == Places{MemoryPlace::disk});
 
-  // One rank at ZeRO-3 with the parameters on the host: fetched for each use.
-  LayerPlanInput one = layer10(3, 1);
-  one.offload_params = ParamOffload::cpu;
-  const LayerPlan fetched(one);
-  CHECK(fetched.param_access() == ParamAccess::fetched_per_use);
-  CHECK(fetched.buffer(LB::param).home == BufferHome::pinned_host);
-  CHECK(fetched.buffer(LB::param).held_at == Places{MemoryPlace::host});
-  one.stage = 2;
-  CHECK_THROWS_AS(LayerPlan(one), std::invalid_argument);
+  // One rank with the parameters on the host, at any stage (nothing is sharded): fetched for each
+  // use; the gradient stays on the device unless the optimizer is offloaded too.
+  for (int stage = 0; stage <= 3; ++stage) {
+    LayerPlanInput one = layer10(stage, 1);
+    one.offload_params = ParamOffload::cpu;
+    const LayerPlan fetched(one);
+    CHECK(fetched.param_access() == ParamAccess::fetched_per_use);
+    CHECK(fetched.grad_access() == GradAccess::resident);
+    CHECK(fetched.buffer(LB::param).home == BufferHome::pinned_host);
+    CHECK(fetched.buffer(LB::param).held_at == Places{MemoryPlace::host});
+    CHECK(fetched.buffer(LB::grad).held_at == Places{MemoryPlace::device});
+    // With the optimizer offloaded, the gradient is streamed: its home on the host is the only
+    // copy held for good (the device copy is in flight, counted by the ledger as the graph runs).
+    one.offload_optimizer = OptimizerOffload::cpu;
+    const LayerPlan streamed(one);
+    CHECK(streamed.grad_access() == GradAccess::streamed);
+    CHECK(streamed.buffer(LB::grad).home == BufferHome::pinned_host);
+    CHECK(streamed.buffer(LB::grad).held_at == Places{MemoryPlace::host});
+    CHECK(same_slice(streamed.update().grad, LB::grad, 0, 10));
+    CHECK(same_slice(streamed.update().target, LB::param, 0, 10));
+    CHECK(streamed.publish(false).how == Publish::none);
+  }
+  // Several ranks: only ZeRO-3 shards the parameters.
+  LayerPlanInput two = layer10(2, 2);
+  two.offload_params = ParamOffload::cpu;
+  CHECK_THROWS_AS(LayerPlan(two), std::invalid_argument);
+  two.stage = 3;
+  CHECK(LayerPlan(two).grad_access() == GradAccess::per_use);
 }
 
 TEST_CASE("layer plan: delayed update and fp32 gradient accumulation", "[planner][layer_plan]") {
@@ -730,7 +759,7 @@ TEST_CASE("planner placement is the layer plan's, and padded layers sum to the p
     for (int stage = 0; stage <= 3; ++stage) {
       for (OptimizerOffload opt : {OptimizerOffload::none, OptimizerOffload::cpu, OptimizerOffload::nvme}) {
         for (ParamOffload par : {ParamOffload::none, ParamOffload::cpu}) {
-          if (par == ParamOffload::cpu && stage != 3) continue;
+          if (par == ParamOffload::cpu && stage != 3 && N > 1) continue;  // one rank: any stage
           for (bool accum : {false, true}) {
             INFO("N " << N << " stage " << stage << " optimizer " << offload_name(opt) << " params "
                       << offload_name(par) << " fp32 accum " << accum);
@@ -1242,4 +1271,49 @@ TEST_CASE("cli: --offload-optimizer-fraction", "[planner][cli]") {
   cli::ArgParser p("starzero test");
   p.option("offload-optimizer-fraction", "F", "fraction");
   CHECK(cli::offload_fraction_option(p, OptimizerOffload::none).value == 1.0);  // not given: all
+}
+
+TEST_CASE("one rank with the whole model on the host: the GPU holds the windows and the activations",
+          "[planner][layer_plan]") {
+  // A footprint of Ψ = 1000 + 3·2000 + 500 with blocks of 2000 the largest layer.
+  ModelFootprint f;
+  f.params = 7500;
+  f.layer_kinds = {{"embedding", 1000}, {"block", 2000}, {"head", 500}};
+  f.activation_bytes_2 = 300;
+  for (int stage = 0; stage <= 3; ++stage) {
+    PlanInput in;
+    in.model = f;
+    in.stage = stage;
+    in.offload_optimizer = OptimizerOffload::cpu;
+    in.offload_params = ParamOffload::cpu;
+    in.prefetch_depth = 2;
+    in.grad_window = 3;
+    const MemoryPlan p = plan_memory(in);
+    INFO("stage " << stage);
+    CHECK(p.gpu.total() == 0);
+    CHECK(*p.temporaries == 3 * 2000 * 2);      // W + 1 layers fetched
+    CHECK(*p.grads_in_flight == 3 * 2000 * 2);  // G gradients streamed
+    CHECK(p.gpu_total() == 300 + 2 * 3 * 2000 * 2);
+    CHECK(p.host.params == 2 * 7500);
+    CHECK(p.host.grads == 2 * 7500);
+    CHECK(p.host.optimizer == 12 * 7500);
+    // The gradient comes down; the parameters go up for forward and backward (the update's own
+    // upload is the next forward's fetch).
+    CHECK(p.offload_transfer_bytes == 2 * 7500 + 2 * 2 * 7500);
+    // Without the optimizer offloaded the gradients stay on the GPU.
+    in.offload_optimizer = OptimizerOffload::none;
+    const MemoryPlan resident = plan_memory(in);
+    CHECK(*resident.grads_in_flight == 0);
+    CHECK(resident.gpu.grads == 2 * 7500);
+    CHECK(resident.gpu.optimizer == 12 * 7500);
+  }
+  PlanInput bad;
+  bad.params = 100;
+  bad.grad_window = 0;
+  CHECK_THROWS_AS(plan_memory(bad), PlanError);
+  bad.grad_window = 1;
+  bad.dp = 2;
+  bad.stage = 2;
+  bad.offload_params = ParamOffload::cpu;
+  CHECK_THROWS_AS(plan_memory(bad), PlanError);
 }

@@ -213,6 +213,23 @@ TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_boun
   CHECK(w.adam_bytes == Approx(28 * shard));
   CHECK_THROWS_AS(plan_step_work(in, 0), PlanError);
 
+  // One rank with the whole model on the host (any stage): the parameters up twice per micro-batch,
+  // no separate upload of the update; the gradients streamed: down every micro-batch, back up for
+  // every one but the first.
+  PlanInput one;
+  one.params = 1'000'000;
+  one.stage = 1;
+  one.offload_optimizer = OptimizerOffload::cpu;
+  one.offload_params = ParamOffload::cpu;
+  w = plan_step_work(one);
+  CHECK(w.host_to_gpu_bytes == Approx(2 * 2e6));
+  CHECK(w.gpu_to_host_bytes == Approx(2e6));
+  CHECK(w.host_to_gpu_bytes + w.gpu_to_host_bytes == Approx(plan_memory(one).offload_transfer_bytes));
+  w = plan_step_work(one, 4);
+  CHECK(w.host_to_gpu_bytes == Approx(4 * 2 * 2e6 + 3 * 2e6));
+  CHECK(w.gpu_to_host_bytes == Approx(4 * 2e6));
+  CHECK(w.adam_bytes == Approx(28 * 1e6));
+
   // Activation offload and the model's FLOPs, from a footprint written here.
   PlanInput model;
   ModelFootprint f;

@@ -29,6 +29,7 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   input.offload_fraction = {double(offloaded) / double(input.params), false};
   input.offload_params = options.offload_params;
   input.prefetch_depth = options.prefetch_depth;
+  input.grad_window = options.grad_window;
   return input;
 }
 
@@ -144,6 +145,18 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
       std::printf("    offloaded (CPU AdamW): %s\n", names(split.first_offloaded, split.layers - 1).c_str());
     if (split.first_offloaded > 0)
       std::printf("    on the device (device AdamW): %s\n", names(0, split.first_offloaded - 1).c_str());
+  }
+  // One rank with the parameters on the host: what the windows let onto the device at once.
+  if (engine.layer_plan(0).param_access() == ParamAccess::fetched_per_use) {
+    const EngineOptions& options = engine.options();
+    std::printf("  device in flight (one rank, parameters on the host): parameters peak %lld bytes, %lld layers "
+                "(prefetch window W+1 = %d)",
+                (long long)ledger.peak(MemoryCategory::temporaries),
+                (long long)ledger.peak_items(MemoryCategory::temporaries), options.prefetch_depth + 1);
+    if (engine.layer_plan(0).grad_access() == GradAccess::streamed)
+      std::printf("; gradients streamed, peak %lld bytes (gradient window G = %d)",
+                  (long long)ledger.peak(MemoryCategory::grads), options.grad_window);
+    std::printf("\n");
   }
   const HostMemoryStats pins = host_memory_stats();
   std::printf(

@@ -55,8 +55,10 @@ void check_options(const RunOptions& o, int world) {
   if (o.fp32_grad_accum && o.precision != DType::bf16)
     throw std::invalid_argument(
         "--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
-  if (o.offload_params != ParamOffload::none && o.stage != 3)
-    throw std::invalid_argument("--offload-params cpu needs --stage 3 (stages 0-2 keep full parameters on the device)");
+  // One rank shards nothing, so every stage may keep its parameters on the host; with several only ZeRO-3.
+  if (o.offload_params != ParamOffload::none && o.stage != 3 && world > 1)
+    throw std::invalid_argument(
+        "--offload-params cpu needs --stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
   check_speculative_update(engine_options_of(o));
   if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
