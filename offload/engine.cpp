@@ -625,25 +625,26 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   ++speculative_steps_;
 }
 
-// The CPU AdamW reads the reduced gradient on the host: a fetch task brings it down as soon as it
-// is complete, not when the AdamW task starts, which the CPU Adam pool serialises: fetched then,
-// each layer's transfer stalled the pool (11 ms per layer of a 13B model on the simulated H200,
-// 0.45 s a step). (StarPU's own asynchronous prefetch was tried first: in the simulated runs its
-// requests were served only once the step's norm was read, too late.)
+// The CPU AdamW reads the reduced gradient on the host: a task that runs nowhere brings it down as
+// soon as it is complete, not when the AdamW task starts, which the CPU Adam pool serialises:
+// fetched then, each layer's transfer stalled the pool (11 ms per layer of a 13B model on the
+// simulated H200, 0.45 s a step). (StarPU's own asynchronous prefetch was tried first: in the
+// simulated runs its requests were served only once the GPU had nothing else to do.)
 void Engine::fetch_gradient_to_host(int group) {
   Layer& layer = layers_[std::size_t(group)];
   if (layer.plan.update().kernel != UpdateKernel::cpu || starpu_cuda_worker_get_count() == 0) return;
-  tasks::submit_fetch_to_host({layer.tensor(layer.plan.update().grad.buffer).handle()}, at("fetch_grad", group));
+  tasks::submit_move_to_host({layer.tensor(layer.plan.update().grad.buffer).handle()}, at("fetch_grad", group));
 }
 
-// Likewise the CPU AdamW's parameters go up once written, where the model reads them directly (no
-// collective publishes them): fetched by the next forward instead, its tasks waited for PCIe.
+// Likewise the CPU AdamW's parameters go up once written, where the model reads them in place (no
+// collective publishes them, and they are not fetched per use): left to the next forward, its
+// tasks waited for PCIe; a fetch task on the CUDA worker held the compute queued behind it.
 void Engine::send_update_to_device(int l) {
   Layer& layer = layers_[std::size_t(l)];
   if (layer.plan.update().kernel != UpdateKernel::cpu || starpu_cuda_worker_get_count() == 0) return;
-  if (layer.plan.publish(false).how != Publish::none) return;
-  tasks::submit_fetch({layer.tensor(layer.plan.update().target.buffer).handle()}, {}, at("fetch_param", l),
-                      starpu_sched_get_min_priority());
+  if (layer.plan.publish(false).how != Publish::none || layer.plan.param_access() == ParamAccess::fetched_per_use)
+    return;
+  tasks::submit_move_to_device({layer.tensor(layer.plan.update().target.buffer).handle()}, at("fetch_param", l));
 }
 
 // The speculative update's commit, once the norm is known (the caller waited for it, or this

@@ -37,16 +37,14 @@ Codelet<NoArgs> fetch_on_cpu({
     .bytes = fetched_bytes,
 });
 
-// Bringing data to main memory: the transfer is StarPU's, before the task; the task itself touches
-// nothing (costed at zero bytes: on one CPU core the roofline of the fetched bytes was 60 ms per
-// 13B-model layer, which held the CPU workers the CPU AdamW needed).
-Codelet<NoArgs> fetch_to_host({
-    .name = "fetch_to_host",
-    .repeated = Buffer{STARPU_R, "fetched"},
-    .cpu = fetched,
+// The same towards main memory (its own codelet: StarPU reads the nodes from the codelet).
+Codelet<NoArgs> move_to_host({
+    .name = "move_to_host",
+    .repeated = Buffer{STARPU_R, "moved"},
     .work = Work::support,
     .flops = no_flops,
-    .bytes = no_flops,
+    .bytes = [](const NoArgs&, Handles) { return 0.0; },
+    .history_model = false,
 });
 
 // No function: its tasks run on no worker. submit_move_to_device names the memory node of each
@@ -78,15 +76,19 @@ void submit_write_back(const std::vector<starpu_data_handle_t>& handles) {
 }
 
 void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::vector<starpu_data_handle_t>& gates,
-                  const std::string& name, int priority) {
+                  const std::string& name) {
   std::vector<starpu_data_handle_t> all = handles;
   all.insert(all.end(), gates.begin(), gates.end());
-  submit(starpu_cuda_worker_get_count() > 0 ? fetch_on_cuda : fetch_on_cpu, all, NoArgs{}, name,
-         TaskOptions{.priority = priority});
+  submit(starpu_cuda_worker_get_count() > 0 ? fetch_on_cuda : fetch_on_cpu, all, NoArgs{}, name);
 }
 
-void submit_fetch_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name) {
-  submit(fetch_to_host, handles, NoArgs{}, name);
+void submit_move_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name) {
+  if (handles.size() > STARPU_NMAXBUFS)
+    throw std::invalid_argument("task " + name + ": at most " + std::to_string(STARPU_NMAXBUFS) + " handles to move");
+  starpu_codelet* codelet = move_to_host.starpu();
+  codelet->specific_nodes = 1;
+  for (int& node : codelet->nodes) node = STARPU_MAIN_RAM;
+  submit(move_to_host, handles, NoArgs{}, name);
 }
 
 }  // namespace starzero::tasks

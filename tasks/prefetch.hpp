@@ -17,13 +17,12 @@ void submit_write_back(const std::vector<starpu_data_handle_t>& handles);
 // A task that reads `handles` and computes nothing, on a CUDA worker when there is one (else on
 // a CPU worker): StarPU brings the handles to that device before it runs, so the tasks after it
 // find them there. Its place in the graph is its dependencies: it runs after the writers of every
-// handle, `gates` included (handles it reads only to wait for their writers). `priority`: its
-// StarPU priority (a scheduler that sorts by priority runs compute first while the data moves).
+// handle, `gates` included (handles it reads only to wait for their writers).
 void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::vector<starpu_data_handle_t>& gates,
-                  const std::string& name, int priority = 0);
-// The same on a CPU worker always: the handles come to main memory once their writers are done
-// (the CPU AdamW's gradient: offload/engine.cpp).
-void submit_fetch_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name);
+                  const std::string& name);
+// As submit_move_to_device, towards main memory: the handles come there once their writers are
+// done, and no worker is taken (the CPU AdamW's gradient: offload/engine.cpp).
+void submit_move_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name);
 
 // The same without a worker: a task that runs nowhere (STARPU_NOWHERE) but names the first CUDA
 // worker's memory node for each handle (the codelet's specific nodes), so StarPU copies the
