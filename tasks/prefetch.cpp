@@ -65,9 +65,12 @@ void submit_move_to_device(const std::vector<starpu_data_handle_t>& handles, con
   if (handles.size() > STARPU_NMAXBUFS)
     throw std::invalid_argument("task " + name + ": at most " + std::to_string(STARPU_NMAXBUFS) + " handles to move");
   const unsigned gpu = starpu_worker_get_memory_node(starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0));
+  // Set once (StarPU reads the codelet of earlier tasks meanwhile); a later session has the same node.
   starpu_codelet* codelet = move_to_device.starpu();
-  codelet->specific_nodes = 1;
-  for (int& node : codelet->nodes) node = int(gpu);
+  if (!codelet->specific_nodes || codelet->nodes[0] != int(gpu)) {
+    for (int& node : codelet->nodes) node = int(gpu);
+    codelet->specific_nodes = 1;
+  }
   submit(move_to_device, handles, NoArgs{}, name);
 }
 
