@@ -88,9 +88,12 @@ void submit_fetch(const std::vector<starpu_data_handle_t>& handles, const std::v
 void submit_move_to_host(const std::vector<starpu_data_handle_t>& handles, const std::string& name) {
   if (handles.size() > STARPU_NMAXBUFS)
     throw std::invalid_argument("task " + name + ": at most " + std::to_string(STARPU_NMAXBUFS) + " handles to move");
+  // Set once, as move_to_device's.
   starpu_codelet* codelet = move_to_host.starpu();
-  codelet->specific_nodes = 1;
-  for (int& node : codelet->nodes) node = STARPU_MAIN_RAM;
+  if (!codelet->specific_nodes) {
+    for (int& node : codelet->nodes) node = STARPU_MAIN_RAM;
+    codelet->specific_nodes = 1;
+  }
   submit(move_to_host, handles, NoArgs{}, name);
 }
 
