@@ -622,7 +622,6 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   for (Layer& layer : layers_)
     if (layer.speculative()) layer.adopt_next_state();
   unresolved_ = hyper;
-  ++speculative_steps_;
 }
 
 // The CPU AdamW reads the reduced gradient on the host: a task that runs nowhere brings it down as
@@ -658,11 +657,12 @@ void Engine::resolve_speculation() const {
   const optim::AdamWHyper hyper = *std::exchange(unresolved_, std::nullopt);
   const int layers = int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
   last_rollbacks_ = 0;
-  if (simulation::enabled || read_f32(clip_scale_).at(0) == read_f32(unclipped_scale_).at(0)) {
+  const float scale = simulation::enabled ? 0.0f : read_f32(clip_scale_).at(0);
+  if (simulation::enabled || scale == read_f32(unclipped_scale_).at(0)) {
     decisions_.adopted += layers;
     return;
   }
-  const bool skipped = optim::skips_update(read_f32(clip_scale_).at(0));
+  const bool skipped = optim::skips_update(scale);
   (skipped ? decisions_.discarded : decisions_.rerun) += layers;
   if (!skipped) last_rollbacks_ = layers;
   auto& self = const_cast<Engine&>(*this);  // tasks only: no member the caller sees changes
@@ -683,7 +683,7 @@ void Engine::submit_speculative_update(int l, const optim::AdamWHyper& hyper) {
   optim::submit_adamw_cpu_speculative(layer.tensor(update.grad.buffer).handle(), layer.state(), layer.next_state(),
                                       layer.tensor(update.target.buffer).handle(), unclipped_scale_.handle(),
                                       model_.dtype(), hyper,
-                                      {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
+                                      cpu_adam_pool(),
                                       at("adamw", l));
   // Sent up as if it were the step (the common case): a clipped step sends it again.
   send_update_to_device(l);
@@ -698,13 +698,13 @@ void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
                              layer.tensor(update.grad.buffer).handle(), layer.next_state(), layer.state(),
                              layer.tensor(update.target.buffer).handle(), commit_counts_.handle(),
                              model_.dtype(), hyper,
-                             {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node},
+                             cpu_adam_pool(),
                              at("adamw_commit", l));
 }
 
 Engine::CommitCounts Engine::commits() const {
   resolve_speculation();
-  if (speculative_steps_ == 0) return {};
+  if (!options_.speculative_update) return {};
   const std::vector<float> counts = read_f32(commit_counts_);
   const CommitCounts ran{0, std::int64_t(counts[std::size_t(optim::CommitOutcome::rerun)]),
                          std::int64_t(counts[std::size_t(optim::CommitOutcome::discarded)])};
@@ -769,7 +769,7 @@ void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) 
   switch (update.kernel) {
     case UpdateKernel::cpu:  // whole buffers: the gradient shard down, the parameter shard up
       optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), param, scale, dtype,
-                              hyper, {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node}, name);
+                              hyper, cpu_adam_pool(), name);
       return;
     case UpdateKernel::device:
       optim::submit_adamw(grad, update.grad.offset, layer.master.handle(), layer.m.handle(), layer.v.handle(), param,

@@ -260,6 +260,9 @@ class Engine {
   Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
   void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
   void submit_publish(int layer, bool delayed);
+  optim::CpuAdamPool cpu_adam_pool() const {
+    return {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node};
+  }
   void submit_speculative_update(int layer, const optim::AdamWHyper& hyper);
   void submit_commit(int layer, const optim::AdamWHyper& hyper);
   // Once the last speculative step's norm is known (waits for it): its commits, where needed.
@@ -282,7 +285,6 @@ class Engine {
   Tensor commit_counts_;                                // the speculative update's commits, by outcome
   std::optional<Tensor> cpu_adam_token_;                // optimizer offload: one CPU AdamW at a time
   std::optional<optim::AdamWHyper> pending_update_;     // delayed update not yet submitted
-  int speculative_steps_ = 0;                           // steps submitted with the speculative update
   // A speculative step whose commit is not decided yet (its hyperparameters), what the commits
   // decided so far, and how many layers the last step re-ran. (Mutable: the const readers of
   // state resolve first.)

@@ -106,35 +106,30 @@ void adamw_cpu_func(const TaskBuffers& b, const AdamArgs& a) {
                 b.get<bf16>("param", a.param_offset), a.hyper);
 }
 
-void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
-  const CpuAdamState s = cpu_adam_state(b);
-  if (skips_update(s.scale)) {
-    write_unchanged_params(s, b, "param_out", 0, a.dtype);
-    return;
-  }
-  constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
-  if (a.dtype == DType::f32)
-    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const float>("grad"), s.scale, s.master, s.m, s.v,
-                         b.get<float>("param_out"), a.hyper, a.numa_node);
-  else
-    adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const bf16>("grad"), s.scale, s.master, s.m, s.v,
-                         b.get<bf16>("param_out"), a.hyper, a.numa_node);
-}
-
-// The speculative update (docs/architecture.md, "Exact clipping"): the state is read from the
-// "*_from" buffers and written to the others.
-AdamWStateIn state_from(const TaskBuffers& b) {
-  return {b.get<const float>("master_from"), b.get<const float>("m_from"), b.get<const float>("v_from")};
-}
-
+// The CPU step from `from` into the buffers of `s` (the same arrays for the in-place step).
 void adamw_from(const CpuAdamState& s, const AdamWStateIn& from, const TaskBuffers& b, const CpuAdamArgs& a) {
-  constexpr std::size_t chunk = 1 << 16;  // as adamw_offload_cpu_func
+  constexpr std::size_t chunk = 1 << 16;  // 64 Ki elements: ~1.8 MB of traffic per chunk
   if (a.dtype == DType::f32)
     adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const float>("grad"), s.scale, from, s.master, s.m, s.v,
                          b.get<float>("param_out"), a.hyper, a.numa_node);
   else
     adamw_fused_parallel(s.path, a.threads, chunk, s.n, b.get<const bf16>("grad"), s.scale, from, s.master, s.m, s.v,
                          b.get<bf16>("param_out"), a.hyper, a.numa_node);
+}
+
+void adamw_offload_cpu_func(const TaskBuffers& b, const CpuAdamArgs& a) {
+  const CpuAdamState s = cpu_adam_state(b);
+  if (skips_update(s.scale)) {
+    write_unchanged_params(s, b, "param_out", 0, a.dtype);
+    return;
+  }
+  adamw_from(s, AdamWStateIn{s.master, s.m, s.v}, b, a);
+}
+
+// The speculative update (docs/architecture.md, "Exact clipping"): the state is read from the
+// "*_from" buffers and written to the others.
+AdamWStateIn state_from(const TaskBuffers& b) {
+  return {b.get<const float>("master_from"), b.get<const float>("m_from"), b.get<const float>("v_from")};
 }
 
 // Before the norm is known: the step with the unclipped scale (the mean over ranks and

@@ -93,7 +93,6 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
     // A simulation has no norm: nothing is clipped there.
     const int rollbacks = simulation::enabled ? 0 : engine_.last_step_rollbacks();
     summary.rolled_back_steps += rollbacks > 0 ? 1 : 0;
-    summary.rolled_back_layers += rollbacks;
     const std::string rolled_back = rollbacks > 0 ? " | rollback: " + std::to_string(rollbacks) + " AdamW re-run" : "";
     char line[320];
     if constexpr (simulation::enabled)

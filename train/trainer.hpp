@@ -41,9 +41,8 @@ struct TrainingSummary {
   std::optional<double> last_accuracy;  // when the model reports accuracy
   double train_seconds = 0;
   CommStats last_step_traffic{};  // what the engine's collectives sent in the last step
-  // The speculative update: steps whose clipping re-ran the AdamW (rolled back), and the layers re-run.
+  // The speculative update: steps whose clipping re-ran the AdamW (rolled back).
   int rolled_back_steps = 0;
-  std::int64_t rolled_back_layers = 0;
 };
 
 // What one optimizer step did, as observers (the metrics file) see it on every rank.
