@@ -683,8 +683,7 @@ void Engine::submit_speculative_update(int l, const optim::AdamWHyper& hyper) {
   optim::submit_adamw_cpu_speculative(layer.tensor(update.grad.buffer).handle(), layer.state(), layer.next_state(),
                                       layer.tensor(update.target.buffer).handle(), unclipped_scale_.handle(),
                                       model_.dtype(), hyper,
-                                      cpu_adam_pool(),
-                                      at("adamw", l));
+                                      cpu_adam_pool(l), at("adamw", l));
   // Sent up as if it were the step (the common case): a clipped step sends it again.
   send_update_to_device(l);
 }
@@ -698,8 +697,7 @@ void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
                              layer.tensor(update.grad.buffer).handle(), layer.next_state(), layer.state(),
                              layer.tensor(update.target.buffer).handle(), commit_counts_.handle(),
                              model_.dtype(), hyper,
-                             cpu_adam_pool(),
-                             at("adamw_commit", l));
+                             cpu_adam_pool(l), at("adamw_commit", l));
 }
 
 Engine::CommitCounts Engine::commits() const {
@@ -769,7 +767,7 @@ void Engine::submit_update(int l, const optim::AdamWHyper& hyper, bool delayed) 
   switch (update.kernel) {
     case UpdateKernel::cpu:  // whole buffers: the gradient shard down, the parameter shard up
       optim::submit_adamw_cpu(grad, layer.master.handle(), layer.m.handle(), layer.v.handle(), param, scale, dtype,
-                              hyper, cpu_adam_pool(), name);
+                              hyper, cpu_adam_pool(l, delayed), name);
       return;
     case UpdateKernel::device:
       optim::submit_adamw(grad, update.grad.offset, layer.master.handle(), layer.m.handle(), layer.v.handle(), param,

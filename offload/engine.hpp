@@ -260,8 +260,12 @@ class Engine {
   Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
   void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
   void submit_publish(int layer, bool delayed);
-  optim::CpuAdamPool cpu_adam_pool() const {
-    return {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node};
+  // The pool as layer l's AdamW takes it. First the layer whose update is waited for first
+  // (docs/architecture.md, "The CPU AdamW pool"): the next forward reads the parameters from
+  // layer 0 up; a delayed update's gradients are overwritten by the backward from the top down.
+  optim::CpuAdamPool cpu_adam_pool(int layer, bool delayed = false) const {
+    const int turn = delayed ? layer : model_.layers() - 1 - layer;
+    return {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node, turn};
   }
   void submit_speculative_update(int layer, const optim::AdamWHyper& hyper);
   void submit_commit(int layer, const optim::AdamWHyper& hyper);

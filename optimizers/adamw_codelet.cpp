@@ -252,7 +252,11 @@ Codelet<AdamArgs> adamw_codelet({
     .bytes = [](const AdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
 });
 
-// ZeRO-Offload's CPU step; "pool" is the CPU Adam pool's token (one such task at a time).
+// The CPU Adam pool's token (one task holding it at a time): COMMUTE, so that the tasks take it in
+// priority order (CpuAdamPool::turn) rather than in submission order.
+constexpr auto kPoolTurn = starpu_data_access_mode(STARPU_RW | STARPU_COMMUTE);
+
+// ZeRO-Offload's CPU step; "pool" is the CPU Adam pool's token.
 Codelet<CpuAdamArgs> adamw_offload_codelet({
     .name = "adamw_cpu",
     .buffers = {{STARPU_R, "grad"},
@@ -261,7 +265,7 @@ Codelet<CpuAdamArgs> adamw_offload_codelet({
                 {STARPU_RW, "v"},
                 {STARPU_W, "param_out"},
                 {STARPU_R, "scale"},
-                {STARPU_RW, "pool"}},
+                {kPoolTurn, "pool"}},
     .cpu = adamw_offload_cpu_func,
     .work = Work::support,
     .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
@@ -282,7 +286,7 @@ Codelet<CpuAdamArgs> adamw_speculative_codelet({
                 {STARPU_W, "v"},
                 {STARPU_W, "param_out"},
                 {STARPU_R, "scale"},
-                {STARPU_RW, "pool"}},
+                {kPoolTurn, "pool"}},
     .cpu = adamw_speculative_func,
     .work = Work::support,
     .flops = [](const CpuAdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[4])); },
@@ -304,7 +308,7 @@ Codelet<CpuAdamArgs> adamw_commit_codelet({
                 {STARPU_RW, "m"},
                 {STARPU_RW, "v"},
                 {STARPU_RW, "param_out"},
-                {STARPU_RW, "pool"},
+                {kPoolTurn, "pool"},
                 {STARPU_RW, "counts"}},
     .cpu = adamw_commit_func,
     .work = Work::support,
@@ -349,7 +353,7 @@ void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, st
   if (starpu_vector_get_nx(grad) != n || starpu_vector_get_nx(param_out) != n)
     throw std::invalid_argument("submit_adamw_cpu " + name + ": gradient, state and parameter sizes differ");
   submit(adamw_offload_codelet, {grad, master, m, v, param_out, scale, pool.token},
-         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name, {.priority = pool.turn});
 }
 
 void submit_adamw_cpu_speculative(starpu_data_handle_t grad, const AdamWStateHandles& from,
@@ -363,7 +367,7 @@ void submit_adamw_cpu_speculative(starpu_data_handle_t grad, const AdamWStateHan
       throw std::invalid_argument("submit_adamw_cpu_speculative " + name + ": gradient, state and parameter sizes differ");
   submit(adamw_speculative_codelet,
          {grad, from.master, from.m, from.v, to.master, to.m, to.v, param_out, unclipped_scale, pool.token},
-         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name, {.priority = pool.turn});
 }
 
 void submit_adamw_commit(starpu_data_handle_t clip_scale, starpu_data_handle_t unclipped_scale,
@@ -375,7 +379,7 @@ void submit_adamw_commit(starpu_data_handle_t clip_scale, starpu_data_handle_t u
   submit(adamw_commit_codelet,
          {clip_scale, unclipped_scale, grad, from.master, from.m, from.v, to.master, to.m, to.v, param_out, pool.token,
           counts},
-         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name);
+         CpuAdamArgs{hyper, dtype, pool.threads, pool.numa_node}, name, {.priority = pool.turn});
 }
 
 }  // namespace starzero::optim

@@ -49,6 +49,10 @@ struct CpuAdamPool {
   starpu_data_handle_t token = nullptr;
   int threads = 1;
   int numa_node = -1;  // the threads run on this NUMA node's cores (where the state is pinned)
+  // Of the tasks waiting for the token, the one with the highest turn takes it next (the token is
+  // taken in STARPU_COMMUTE mode: no order among them from their submission). The submitted
+  // task's StarPU priority; under --priorities critical_path, the scheme's rank replaces it.
+  int turn = 0;
 };
 void submit_adamw_cpu(starpu_data_handle_t grad, starpu_data_handle_t master, starpu_data_handle_t m,
                       starpu_data_handle_t v, starpu_data_handle_t param_out, starpu_data_handle_t scale, DType dtype,

@@ -229,6 +229,27 @@ EOF
 overlap trace_clip 1 || fail "exact clipping: some AdamW does not wait for the whole backward"
 overlap trace_noclip 0 || fail "--grad-clip 0: AdamW still waits for the whole backward"
 
+# --- 4c. the CPU AdamW pool's turns: the tasks waiting for it take it layer by layer in the order
+#     their update is waited for (offload/engine.hpp cpu_adam_pool): from layer 0 up when the next
+#     forward waits (one of them, the first to be ready, may go before the rest); from the top down
+#     for a delayed update, whose gradients the next backward overwrites from the top down.
+turns() {  # turns NAME ascending|descending FLAGS...
+  local name=$1 direction=$2; shift 2
+  "$starzero" "${common[@]}" --steps 3 --offload-optimizer cpu --cpu-workers 2 "$@" \
+    --trace "$work/$name" > "$work/$name.log" 2>&1 || { tail -n 20 "$work/$name.log"; fail "$name: traced run"; return 1; }
+  PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")" python3 - "$work/$name/tasks.rec" "$direction" <<'EOF'
+import sys
+import tasks_rec
+orders = tasks_rec.update_order(tasks_rec.read(sys.argv[1]))
+print(f"  AdamW start order per step ({sys.argv[2]} expected): {orders}")
+assert len(orders) >= 2, orders
+sign = 1 if sys.argv[2] == "ascending" else -1
+sys.exit(0 if all(sorted(o[1:], key=lambda l: sign * l) == o[1:] for o in orders.values()) else 1)
+EOF
+}
+turns turns_sync ascending || fail "synchronous CPU AdamW: the pool is not taken from layer 0 up"
+turns turns_delayed descending --delayed-update 0 || fail "delayed CPU AdamW: the pool is not taken from the top down"
+
 # --- 5. impossible configurations: exit 2, one line, before training ---------------------------
 expect_usage() {  # expect_usage PATTERN ARGS...
   local pattern=$1; shift

@@ -12,6 +12,8 @@
 #   (simulated times) holds the activation_fetch tasks on the CUDA worker, each after its gate.
 # - A model whose host state is far larger than this machine's memory (llama3-8B under CPU offload:
 #   128 GB) simulates: its host buffers are folded, so it takes address space, not memory.
+# - With the speculative update, the CPU AdamW pool goes from layer 0 up once the backward ends,
+#   and the predicted step is shorter than the synchronous one.
 # - starzero-sim sweep compares policies on the simulated machine.
 # - What a simulation cannot do exits 2: saves, validation, an unknown machine.
 # Usage: simulation_test.sh STARZERO_SIM
@@ -84,6 +86,25 @@ assert abs(bound["adam_bytes"] - 28 * psi) <= 1e-3 * 28 * psi, (bound["adam_byte
 # leaves out (0.4 % here).
 assert flops <= bound["compute_flops"] <= 1.01 * flops, (bound["compute_flops"], flops)
 assert bound["efficiency"] <= 1.0 and bound["binding"] == "cpu_adam", bound
+PY
+
+# The same run with the speculative update: each layer's CPU AdamW starts once its gradient is
+# reduced, and the layers still waiting for the pool when the backward ends take it from layer 0 up
+# (CpuAdamPool::turn), so that the next forward starts on the first one done: here layer 1's
+# gradient arrives before layer 0's and its AdamW still runs after layer 0's, every step. The
+# predicted step is shorter than the synchronous one.
+"$sim" train "${bigger[@]}" --steps 4 --platform h200x1 --offload-optimizer cpu --speculative-update \
+  --trace "$work/speculative" > "$work/speculative.log" 2>&1 || { cat "$work/speculative.log"; fail "speculative update"; }
+PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")" python3 - "$work/speculative/tasks.rec" "$work/bound.log" \
+  "$work/speculative.log" <<'PY' || fail "speculative update: the CPU AdamW pool's turns or the step"
+import re, sys
+import tasks_rec
+orders = tasks_rec.update_order(tasks_rec.read(sys.argv[1]))
+print(f"  speculative AdamW start order per step: {orders}")
+assert len(orders) == 4 and all(o.index(0) < o.index(1) for o in orders.values()), orders
+sync, spec = (float(re.search(r"^steady step ([0-9.]+) s", open(f).read(), re.M).group(1)) for f in sys.argv[2:])
+print(f"  steady step: synchronous {sync} s, speculative {spec} s (predicted)")
+assert spec < sync, (spec, sync)
 PY
 
 # Activation offload under a device limit: write-backs and fetches cross PCIe; the fetch tasks

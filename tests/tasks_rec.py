@@ -27,3 +27,13 @@ def ancestors(by_id, job):
                 seen.add(dep)
                 todo.append(dep)
     return seen
+
+
+def update_order(by_id, name="adamw"):
+    """Per iteration, the layers of the tasks named `name`[l] in the order they started."""
+    runs = {}
+    for r in by_id.values():
+        if r.get("Name", "").startswith(name + "[") and "StartTime" in r:
+            layer = int(r["Name"][len(name) + 1:-1])
+            runs.setdefault(int(r.get("Iteration", 0)), []).append((float(r["StartTime"]), layer))
+    return {it: [layer for _, layer in sorted(starts)] for it, starts in sorted(runs.items())}
