@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The predicted table of README.md ("What one H200 would do"): GPT models of 124M to 13B
+# The predicted table of docs/manual.md ("What one H200 would do"; README.md shows it condensed): GPT models of 124M to 13B
 # parameters on a simulated H200 node with 32 CPU cores (starzero-sim, roofline durations for the
 # GPU), each plain, with --offload-optimizer cpu, and with the offloaded optimizer without
 # gradient clipping, with DeepSpeed's delayed parameter update and with the speculative update. For each run: steady tokens/s
