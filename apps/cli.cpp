@@ -360,19 +360,37 @@ ActivationPolicy activation_policy_option(const ArgParser& p) {
   return policy;
 }
 
+namespace {
+
+// F|auto: a share of the parameters in [0, 1], or auto (resolved later).
+OffloadFraction fraction_or_auto(std::string_view flag, const std::string& v, const std::string& what) {
+  if (v == "auto") return {1.0, true};
+  // Digits, a point and an exponent only: "0.5", "1", "2.5e-1" (parse_number's suffixes are counts).
+  if (v.empty() || v.find_first_not_of("0123456789.eE-+") != std::string::npos)
+    bad_value(flag, v, "is not a number in [0, 1] or auto");
+  const double value = parse_number("--" + std::string(flag), v);
+  if (!(value <= 1.0)) bad_value(flag, v, "is not in [0, 1] (" + what + ")");
+  return {value, false};
+}
+
+}  // namespace
+
 OffloadFraction offload_fraction_option(const ArgParser& p, OptimizerOffload offload) {
   constexpr std::string_view flag = "offload-optimizer-fraction";
   const auto v = p.value(flag);
   if (!v) return {};
   if (offload == OptimizerOffload::none)
     throw UsageError("--offload-optimizer-fraction is for --offload-optimizer cpu|nvme (the share of the state offloaded)");
-  if (*v == "auto") return {1.0, true};
-  // Digits, a point and an exponent only: "0.5", "1", "2.5e-1" (parse_number's suffixes are counts).
-  if (v->empty() || v->find_first_not_of("0123456789.eE-+") != std::string::npos)
-    bad_value(flag, *v, "is not a number in [0, 1] or auto");
-  const double value = parse_number("--" + std::string(flag), *v);
-  if (!(value <= 1.0)) bad_value(flag, *v, "is not in [0, 1] (the share of the parameters whose state is offloaded)");
-  return {value, false};
+  return fraction_or_auto(flag, *v, "the share of the parameters whose state is offloaded");
+}
+
+OffloadFraction speculative_fraction_option(const ArgParser& p, bool speculative_update) {
+  constexpr std::string_view flag = "speculative-fraction";
+  const auto v = p.value(flag);
+  if (!v) return {};
+  if (!speculative_update)
+    throw UsageError("--speculative-fraction is for --speculative-update (the share of the CPU AdamW run speculatively)");
+  return fraction_or_auto(flag, *v, "the share of the parameters whose CPU AdamW is speculative");
 }
 
 DType precision_option(const ArgParser& p, std::string_view name, DType fallback) {

@@ -106,6 +106,8 @@ ActivationPolicy activation_policy_option(const ArgParser& p);
 // --offload-optimizer chose: F a number in [0, 1] (no count suffix) or `auto`; given without
 // optimizer offload, UsageError.
 OffloadFraction offload_fraction_option(const ArgParser& p, OptimizerOffload offload);
+// --speculative-fraction F|auto (default 1): UsageError without --speculative-update.
+OffloadFraction speculative_fraction_option(const ArgParser& p, bool speculative_update);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers, --cpu-compute, ...
 ArgParser& add_session_options(ArgParser& p);

@@ -55,6 +55,9 @@ cli::ArgParser make_parser() {
       .flag("speculative-update",
             "count the speculative update's second set of optimizer state (+kΨ/N of host memory) where the "
             "optimizer is offloaded to the CPU")
+      .option("speculative-fraction", "F|auto",
+              "  with --speculative-update: only the last CPU-updated layers holding F of the parameters are "
+              "speculative, the rest update after the norm (default 1); auto: as many as --host-mem holds")
       .option("offload-optimizer", "WHERE", "none|cpu|nvme: where the optimizer state lives (default none)")
       .option("offload-optimizer-fraction", "F|auto",
               "  with --offload-optimizer: the state of the last layers holding F of the parameters offloaded, the "
@@ -308,6 +311,7 @@ PlanRequest read_args(const cli::ArgParser& p) {
         *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
   }
   in.offload_fraction = cli::offload_fraction_option(p, in.offload_optimizer);
+  in.speculative_fraction = cli::speculative_fraction_option(p, in.speculative_update);
   if (auto v = p.value("offload-params")) {
     in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));
   }
@@ -345,6 +349,8 @@ PlanRequest read_args(const cli::ArgParser& p) {
     a.auto_gpu_bytes = a.limits.gpu_bytes;
   else if (a.machine && a.machine->gpus > 0)
     a.auto_gpu_bytes = a.machine->gpu_memory_bytes;
+  if (in.speculative_fraction.automatic && !a.limits.host_bytes)
+    throw UsageError("--speculative-fraction auto needs the host's memory: --host-mem");
   if (in.offload_fraction.automatic && !a.auto_gpu_bytes)
     throw UsageError("--offload-optimizer-fraction auto needs the GPU's memory: --gpu-mem, or --platform with a GPU");
   if (p.given("grad-accum")) {

@@ -176,6 +176,7 @@ Results compute(const PlanRequest& a) {
       in.dp = dp;
       in.stage = stage;
       in = resolve_offload_fraction(in, a.auto_gpu_bytes);  // auto: per row, what its GPU holds
+      in = resolve_speculative_fraction(in, a.limits.host_bytes);  // and what its host holds
       Row row{dp, stage, plan_memory(in), plan_communication(in), std::nullopt};
       if (a.machine) {
         try {
@@ -333,6 +334,25 @@ void print_optimizer_split(const PlanRequest& a, const Results& r, std::string& 
   }
 }
 
+// Under --speculative-update: each row's speculative layers (a second set of optimizer state in
+// host memory) and those left synchronous.
+void print_speculative_split(const PlanRequest& a, const Results& r, std::string& out) {
+  const PlanInput& in = a.base;
+  if (!in.speculative_update || in.offload_optimizer != OptimizerOffload::cpu) return;
+  out += "Speculative update (--speculative-fraction " +
+         (in.speculative_fraction.automatic ? "auto: as much as " + gb_exact(*a.limits.host_bytes) + " GB of host holds"
+                                            : strf("%g", in.speculative_fraction.value)) +
+         "):\nthe last CPU-updated layers' AdamW runs during the backward (a second set of optimizer state\n"
+         "on the host); the other CPU layers' waits for the norm:\n";
+  out += "  " + rpad("dp", 6) + "  " + pad("stage", 8) + rpad("F", 8) + rpad("host GB", 16) + "  layers\n";
+  for (const Row& row : r.rows) {
+    const OptimizerSplit& split = row.mem.speculative_split;
+    out += "  " + rpad(std::to_string(row.dp), 6) + "  " + pad(stage_name(row.stage), 8) +
+           rpad(strf("%.4g", split.fraction()), 8) + rpad(gb_exact(row.mem.host_total()), 16) + "  " +
+           describe_speculative_split(split, row.mem.optimizer_split) + "\n";
+  }
+}
+
 // Breakdown per dp, stages as columns.
 void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
@@ -451,6 +471,7 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            std::to_string(prec) + "Ψ/N bytes each; " + std::to_string(prec) +
            "Ψ at ZeRO-0), the ZeRO-Offload minimum transfer.\n";
     print_optimizer_split(a, r, out);
+    print_speculative_split(a, r, out);
   }
   if (in.offload_params == ParamOffload::cpu) {
     out +=
@@ -654,6 +675,8 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
          ", \"offload_optimizer\": " + json_string(offload_name(in.offload_optimizer)) +
          ", \"offload_optimizer_fraction\": " +
          (in.offload_fraction.automatic ? json_string("auto") : json_number(in.offload_fraction.value)) +
+         ", \"speculative_update\": " + json_bool(in.speculative_update) + ", \"speculative_fraction\": " +
+         (in.speculative_fraction.automatic ? json_string("auto") : json_number(in.speculative_fraction.value)) +
          ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
          ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) +
          ", \"grad_window\": " + std::to_string(in.grad_window) + ", \"micro_batches\": " +
@@ -679,6 +702,10 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
            ", \"layers\": " + std::to_string(m.optimizer_split.layers) +
            ", \"first_offloaded_layer\": " +
            (m.optimizer_split.layers > 0 ? std::to_string(m.optimizer_split.first_offloaded) : std::string("null")) +
+           "}" + ",\n     \"speculative_split\": {\"fraction\": " + json_number(m.speculative_split.fraction()) +
+           ", \"speculative_params\": " + json_number(double(m.speculative_split.offloaded_params)) +
+           ", \"first_speculative_layer\": " +
+           (m.speculative_split.layers > 0 ? std::to_string(m.speculative_split.first_offloaded) : std::string("null")) +
            "}" +
            ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
            ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +

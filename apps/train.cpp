@@ -105,10 +105,14 @@ cli::ArgParser make_train_parser() {
       .option("adam-threads", "T", "CPU AdamW threads under offload (default: cores left by the GPU workers, else 1)")
       .option("delayed-update", "WARMUP",
               "one-step-delayed parameter update after WARMUP synchronous steps "
-              "(ZeRO-Offload's DPU: changes the math; see README)")
+              "(ZeRO-Offload's DPU: changes the math; docs/architecture.md)")
       .flag("speculative-update",
             "--offload-optimizer cpu: each CPU AdamW runs as soon as its gradient is reduced and is committed, "
             "re-run clipped or discarded once the global norm is known: exact, +12 bytes/param of host memory")
+      .option("speculative-fraction", "F|auto",
+              "--speculative-update: only the last CPU-updated layers holding F of the parameters are speculative "
+              "(+12 bytes/param for those), the others update after the norm; auto: as many as host memory holds "
+              "(default 1: all)")
       .option("checkpoint-in", "FILE|DIR",
               "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
               "a --checkpoint-dir folder: its latest set")
@@ -222,6 +226,7 @@ void offload_options(const cli::ArgParser& p, RunOptions& o) {
   }
   if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
   o.speculative_update = p.flag_set("speculative-update");
+  o.speculative_fraction = cli::speculative_fraction_option(p, o.speculative_update);
 }
 
 RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {

@@ -172,6 +172,8 @@ Engine::Engine(Model& model, const EngineOptions& options)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
   check_speculative_update(options);
+  if (!(options.speculative_fraction >= 0 && options.speculative_fraction <= 1))
+    throw std::invalid_argument("the speculative fraction must be in [0, 1]");
   if (options.offload_optimizer == OptimizerOffload::none && options.offload_optimizer_fraction != 1.0)
     throw std::invalid_argument("an offloaded fraction of the optimizer state needs optimizer offload");
   for (const auto& [step, layer] : options.nan_gradients)
@@ -198,6 +200,11 @@ Engine::Engine(Model& model, const EngineOptions& options)
     for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
     optimizer_split_ = split_optimizer_state(
         layer_params, options.offload_optimizer == OptimizerOffload::none ? 0.0 : options.offload_optimizer_fraction);
+    // The last layers again, no more than the offloaded ones: a subset of them.
+    speculative_split_ = split_optimizer_state(
+        layer_params, options.speculative_update
+                          ? std::min(optimizer_split_.fraction(), options.speculative_fraction)
+                          : 0.0);
   }
   if (zero_.collectives) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
@@ -288,7 +295,7 @@ LayerPlanInput Engine::layer_plan_input(int layer) const {
   input.offload_optimizer = optimizer_split_.offloaded(layer) ? options_.offload_optimizer : OptimizerOffload::none;
   input.offload_params = options_.offload_params;
   input.delayed_update = options_.delayed_update_warmup >= 0;
-  input.speculative_update = options_.speculative_update;
+  input.speculative_update = options_.speculative_update && speculative_split_.offloaded(layer);
   input.fp32_grad_accum = options_.fp32_grad_accum;
   input.dtype = model_.dtype();
   input.params = model_.layer_params(layer);

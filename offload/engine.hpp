@@ -128,6 +128,10 @@ struct EngineOptions {
   // after the norm adopts it, re-runs it clipped or discards it (docs/architecture.md, "Exact
   // clipping"). Bit-identical to the synchronous update; 12 more bytes per parameter on the host.
   bool speculative_update = false;
+  // Of the CPU-updated layers, the last ones holding this share of the parameters are speculative
+  // (the offloaded share's rule, offload/optimizer_split.hpp); the others update after the norm,
+  // without a second set. 1: all of them.
+  double speculative_fraction = 1.0;
   // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
   // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
   bool fp32_grad_accum = false;
@@ -227,6 +231,8 @@ class Engine {
   // Whether some layer's optimizer state is offloaded (there is a CPU AdamW), and whose.
   bool optimizer_offloaded() const { return optimizer_split_.offloaded_params > 0; }
   const OptimizerSplit& optimizer_split() const { return optimizer_split_; }
+  // Whose CPU AdamW is speculative: the last of optimizer_split's layers (none without it).
+  const OptimizerSplit& speculative_split() const { return speculative_split_; }
   std::string layer_name(int layer) const { return model_.layer_name(layer); }
   const MemoryLedger& ledger() const { return ledger_; }
   DType model_dtype() const { return model_.dtype(); }
@@ -280,6 +286,7 @@ class Engine {
   int ranks_ = 1, rank_ = 0;
   ZeroState zero_;
   OptimizerSplit optimizer_split_;  // whose optimizer state is offloaded (before layers_: they read it)
+  OptimizerSplit speculative_split_;  // whose CPU AdamW is speculative (before layers_ too)
   std::vector<Layer> layers_;
   std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;

@@ -52,7 +52,8 @@ void check_host_memory(const HostPlanInput& in) {
                                 " rank(s) on this machine need " + format_bytes(host_needed) + " each, " +
                                 format_bytes(available) + " is available (MemAvailable); use more ranks, " +
                                 (nvme ? "a smaller --host-mem-limit" : "--offload-optimizer nvme") +
-                                (in.speculative_update ? ", no --speculative-update (it doubles the optimizer state)"
+                                (in.speculative_update ? ", --speculative-fraction auto or no --speculative-update (it doubles "
+                                                         "the optimizer state)"
                                                        : "") +
                                 ", or a smaller model");
 }

@@ -64,4 +64,19 @@ std::string describe_split(const OptimizerSplit& split, const std::string& host)
   return text;
 }
 
+std::string describe_speculative_split(const OptimizerSplit& speculative, const OptimizerSplit& offloaded) {
+  char share[96];
+  std::snprintf(share, sizeof share, "%lld of %lld parameters, F = %.4g", (long long)speculative.offloaded_params,
+                (long long)speculative.params, speculative.fraction());
+  if (speculative.layers == 0) return std::string(share) + " speculative";
+  std::string text = speculative.offloaded_layers() > 0
+                         ? layer_range(speculative.first_offloaded, speculative.layers - 1) + " speculative (" +
+                               share + ")"
+                         : "no layer speculative (" + std::string(share) + ")";
+  if (offloaded.first_offloaded < speculative.first_offloaded)
+    text += ", " + layer_range(offloaded.first_offloaded, speculative.first_offloaded - 1) +
+            " synchronous (CPU AdamW after the norm)";
+  return text;
+}
+
 }  // namespace starzero

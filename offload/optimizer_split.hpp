@@ -51,4 +51,9 @@ OptimizerSplit split_optimizer_state(std::int64_t params, double fraction);
 // state is ("host", "NVMe").
 std::string describe_split(const OptimizerSplit& split, const std::string& host = "host");
 
+// --speculative-fraction: the speculative layers (a split by the same rule, inside `offloaded`'s
+// layers) and the offloaded ones left synchronous: "layers 30-41 speculative (…), 1-29
+// synchronous"; without layers, the parameter counts only.
+std::string describe_speculative_split(const OptimizerSplit& speculative, const OptimizerSplit& offloaded);
+
 }  // namespace starzero

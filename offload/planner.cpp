@@ -79,6 +79,8 @@ void validate(const PlanInput& in) {
   if (!(in.offload_fraction.value >= 0 && in.offload_fraction.value <= 1))
     throw PlanError("the offloaded fraction of the optimizer state must be in [0, 1], got " +
                     std::to_string(in.offload_fraction.value));
+  if (!(in.speculative_fraction.value >= 0 && in.speculative_fraction.value <= 1))
+    throw PlanError("the speculative fraction must be in [0, 1], got " + std::to_string(in.speculative_fraction.value));
   if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
   if (in.model && !in.model->layer_params.empty()) {
     std::int64_t sum = 0;
@@ -104,9 +106,10 @@ namespace {
 DType storage_dtype(Precision p) { return p == Precision::fp32 ? DType::f32 : DType::bf16; }
 
 // The plan of one layer holding `psi` parameters on rank 0 of N, its optimizer state offloaded
-// as `offload` says: with all Ψ parameters its held buffers, unpadded, are the seeds' figures
-// placed; a split optimizer state is two such layers, the offloaded share and the rest.
-LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffload offload) {
+// as `offload` says (`speculative`: with the second set of optimizer state): with all Ψ
+// parameters its held buffers, unpadded, are the seeds' figures placed; a split optimizer state is
+// two or three such layers: the offloaded share (speculative or not) and the rest.
+LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffload offload, bool speculative) {
   LayerPlanInput layer;
   layer.stage = in.stage;
   layer.ranks = in.dp;
@@ -114,9 +117,8 @@ LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffl
   layer.offload_optimizer = offload;
   layer.offload_params = in.offload_params;
   layer.fp32_grad_accum = in.fp32_grad_accum;
-  // Its second set of optimizer state exists where a CPU AdamW runs (the fit check's other rows
-  // have none).
-  layer.speculative_update = in.speculative_update && in.offload_optimizer == OptimizerOffload::cpu;
+  // Its second set of optimizer state exists where a speculative CPU AdamW runs.
+  layer.speculative_update = speculative;
   layer.dtype = storage_dtype(in.precision);
   layer.params = std::size_t(psi);
   layer.optimizer_bytes_per_param = in.k;
@@ -174,19 +176,26 @@ MemoryPlan plan_memory(const PlanInput& in) {
   p.stage = in.stage;
   p.seeds = seeds_bytes(psi, in.dp, in.stage, in.k, in.fp32_grad_accum, prec);
   p.optimizer_split = optimizer_split_of(in);
+  p.speculative_split = speculative_split_of(in);
   const std::int64_t offloaded = p.optimizer_split.offloaded_params;
+  const std::int64_t speculative = p.speculative_split.offloaded_params;
   PlacedBytes placed;
-  // All or nothing offloaded: one layer of Ψ, the seeds' figures exactly; else the two shares.
-  std::optional<LayerPlan> offloaded_share, kept_share;
-  if (offloaded > 0) {
-    offloaded_share.emplace(whole_model_layer(in, offloaded, in.offload_optimizer));
+  // All or nothing offloaded: one layer of Ψ, the seeds' figures exactly; else the shares:
+  // offloaded and speculative, offloaded and synchronous, kept on the device.
+  std::optional<LayerPlan> speculative_share, offloaded_share, kept_share;
+  if (speculative > 0) {
+    speculative_share.emplace(whole_model_layer(in, speculative, in.offload_optimizer, true));
+    add_placed_bytes(*speculative_share, false, placed);
+  }
+  if (offloaded > speculative) {
+    offloaded_share.emplace(whole_model_layer(in, offloaded - speculative, in.offload_optimizer, false));
     add_placed_bytes(*offloaded_share, false, placed);
   }
   if (offloaded < psi_count) {
-    kept_share.emplace(whole_model_layer(in, psi_count - offloaded, OptimizerOffload::none));
+    kept_share.emplace(whole_model_layer(in, psi_count - offloaded, OptimizerOffload::none, false));
     add_placed_bytes(*kept_share, false, placed);
   }
-  const LayerPlan& whole = offloaded_share ? *offloaded_share : *kept_share;
+  const LayerPlan& whole = speculative_share ? *speculative_share : offloaded_share ? *offloaded_share : *kept_share;
   p.gpu = placed.gpu;
   p.host = placed.host;
   p.nvme = placed.nvme;
@@ -214,6 +223,63 @@ MemoryPlan plan_memory(const PlanInput& in) {
   }
   p.temporaries = zero3_temporaries(in, prec);
   return p;
+}
+
+OptimizerSplit speculative_split_of(const PlanInput& in) {
+  const std::int64_t psi = model_params(in);
+  const bool cpu_adamw = in.speculative_update && in.offload_optimizer == OptimizerOffload::cpu;
+  if (cpu_adamw && in.speculative_fraction.automatic)
+    throw PlanError("--speculative-fraction auto must be resolved against the host's memory first");
+  // The offloaded layers are the last ones holding at least F_offload·Ψ, so the last ones holding
+  // at least min(F_offload, F)·Ψ are among them.
+  const double fraction =
+      cpu_adamw ? std::min(optimizer_split_of(in).fraction(), in.speculative_fraction.value) : 0.0;
+  if (in.model && !in.model->layer_params.empty()) return split_optimizer_state(in.model->layer_params, fraction);
+  return split_optimizer_state(psi, fraction);
+}
+
+double auto_speculative_fraction(const PlanInput& input, double host_bytes) {
+  if (!(host_bytes > 0) || !std::isfinite(host_bytes)) throw PlanError("the host's memory must be > 0 bytes");
+  PlanInput probe = input;
+  const auto fits = [&](double fraction) {
+    probe.speculative_fraction = {fraction, false};
+    return plan_memory(probe).host_total() <= host_bytes;
+  };
+  if (fits(1.0)) return 1.0;
+  const std::int64_t psi = model_params(input);
+  double best = 0.0;
+  if (input.model && !input.model->layer_params.empty()) {
+    // Whole layers from the last one down, as long as they fit.
+    std::int64_t taken = 0;
+    const std::vector<std::int64_t>& layers = input.model->layer_params;
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      taken += *layer;
+      const double fraction = double(taken) / double(psi);
+      if (!fits(fraction)) break;
+      best = fraction;
+    }
+    return best;
+  }
+  // F·Ψ continuous: the host total grows linearly in F.
+  if (!fits(0.0)) return 0.0;
+  probe.speculative_fraction = {0.0, false};
+  const double without = plan_memory(probe).host_total();
+  probe.speculative_fraction = {1.0, false};
+  const double per_param = (plan_memory(probe).host_total() - without) / double(psi);
+  if (!(per_param > 0)) return 1.0;
+  best = std::floor((host_bytes - without) / per_param) / double(psi);
+  return std::clamp(best, 0.0, 1.0);
+}
+
+PlanInput resolve_speculative_fraction(PlanInput input, std::optional<double> host_bytes) {
+  if (!input.speculative_fraction.automatic) return input;
+  if (!input.speculative_update || input.offload_optimizer != OptimizerOffload::cpu) {
+    input.speculative_fraction = {1.0, false};
+    return input;
+  }
+  if (!host_bytes) throw PlanError("--speculative-fraction auto needs the host's memory (--host-mem)");
+  input.speculative_fraction = {auto_speculative_fraction(input, *host_bytes), false};
+  return input;
 }
 
 double auto_offload_fraction(const PlanInput& input, double gpu_bytes) {
@@ -308,7 +374,8 @@ void check_limits(const MemoryLimits& limits) {
 }
 
 FitOption evaluate(const PlanInput& given, const MemoryLimits& limits) {
-  const PlanInput input = resolve_offload_fraction(given, limits.gpu_bytes);
+  const PlanInput input =
+      resolve_speculative_fraction(resolve_offload_fraction(given, limits.gpu_bytes), limits.host_bytes);
   FitOption o;
   o.stage = input.stage;
   o.offload_optimizer = input.offload_optimizer;

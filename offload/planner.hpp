@@ -25,6 +25,9 @@
 //   (offload/optimizer_split.hpp: whole layers when the footprint lists them, else F·Ψ exactly):
 //   the placement is then the sum of two plans, F·Ψ parameters offloaded and (1-F)·Ψ not, and
 //   the staging copies and their transfers are those of the offloaded share only.
+//   --speculative-update adds a second set of optimizer state (kΨ/N) in host memory for the
+//   CPU-updated layers, or with --speculative-fraction F for the last of them holding F·Ψ only
+//   (the offloaded share is then planned as two: speculative and synchronous).
 //   memory; with optimizer offload too, that shard and the staging copy are the same buffer. At
 //   dp = 1 (any stage: nothing is sharded) it moves the whole model's parameters to host memory,
 //   and with optimizer offload too the full gradients' home as well: the GPU holds only the
@@ -93,6 +96,11 @@ struct PlanInput {
   // --speculative-update: a second set of optimizer state (k bytes per parameter) in host memory,
   // where the optimizer is offloaded to the CPU (ignored elsewhere).
   bool speculative_update = false;
+  // --speculative-fraction: of the CPU-updated layers, the last ones holding this share of Ψ are
+  // speculative (the same rule as the offloaded share, so they are a subset of it); the rest update
+  // synchronously, without a second set. An automatic one must be resolved first
+  // (resolve_speculative_fraction) against the host's memory.
+  OffloadFraction speculative_fraction;
 };
 
 void validate(const PlanInput& input);              // throws PlanError
@@ -123,6 +131,9 @@ struct MemoryPlan {
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
   // Whose optimizer state is offloaded: none without optimizer offload, every layer at F = 1.
   OptimizerSplit optimizer_split;
+  // Whose CPU AdamW is speculative (a second set of state on the host): none without
+  // --speculative-update or a CPU AdamW; its layers are the last of optimizer_split's.
+  OptimizerSplit speculative_split;
   double gpu_static() const { return gpu.total(); }
   double gpu_total() const;  // static + activations + temporaries + gradients in flight (the known ones)
   double host_total() const { return host.total() + host_activations; }
@@ -149,6 +160,20 @@ double auto_offload_fraction(const PlanInput& input, double gpu_bytes);
 // `input` with an automatic fraction replaced by auto_offload_fraction on gpu_bytes; PlanError
 // when it is automatic and gpu_bytes is not given. Unchanged otherwise.
 PlanInput resolve_offload_fraction(PlanInput input, std::optional<double> gpu_bytes);
+
+// The layers (or parameters) whose CPU AdamW `input` makes speculative (validated; both fractions
+// resolved): the last ones holding min(offloaded, speculative fraction) of Ψ.
+OptimizerSplit speculative_split_of(const PlanInput& input);
+
+// --speculative-fraction auto on a host of host_bytes per rank: the largest share whose second
+// set of optimizer state still fits. Candidates are whole layers from the last one down (F·Ψ
+// continuous without the footprint's layers); the plan's host total, as plan_memory counts it,
+// must be at most host_bytes. 0 when not even one layer fits (every CPU AdamW synchronous); 1
+// when all of them do. Needs a resolved offload fraction.
+double auto_speculative_fraction(const PlanInput& input, double host_bytes);
+// `input` with an automatic speculative fraction replaced by auto_speculative_fraction on
+// host_bytes; PlanError when it is automatic and host_bytes is not given. Unchanged otherwise.
+PlanInput resolve_speculative_fraction(PlanInput input, std::optional<double> host_bytes);
 
 // What one layer's plan holds for good, per place (GPU = the device, host, NVMe = the disk node)
 // and category, added to `sum`: `padded` as the engine allocates it (its ledger), else the

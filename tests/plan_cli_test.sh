@@ -136,6 +136,9 @@ bad_cases=(
   "--params 7e9 --offload-optimizer cpu --offload-optimizer-fraction auto"
   "--params 7e9 --offload-optimizer-fraction 0.5"
   "--params 7e9 --offload-optimizer none --offload-optimizer-fraction 0.5"
+  "--params 7e9 --offload-optimizer cpu --speculative-fraction 0.5"
+  "--params 7e9 --offload-optimizer cpu --speculative-update --speculative-fraction 2"
+  "--params 7e9 --offload-optimizer cpu --speculative-update --speculative-fraction auto"
   "--params 7e9 --dp 8 --offload-params cpu"
   "--params 7e9 --dp 1,8 --stage 2 --offload-params cpu"
   "--params 7e9 --grad-window 0"
@@ -514,6 +517,23 @@ for l in rows:
     fields = re.split(r"\s{2,}", l.strip())
     assert len(fields) == 5 and all(re.fullmatch(r"[0-9.]+", f) for f in fields[1:4]), fields
 PY
+# --speculative-fraction auto: the last layers whose second set of optimizer state still fits the
+# host (llama3-70B on one GPU with 1.5 TB: all of it would take 1975.5 GB).
+check_json "llama3-70B speculative on 1.5 TB" '
+p = d["plans"][0]
+s, o = p["speculative_split"], p["optimizer_split"]
+assert d["settings"]["speculative_update"] and d["settings"]["speculative_fraction"] == "auto"
+assert 0 < s["fraction"] < 1 and s["first_speculative_layer"] > o["first_offloaded_layer"] == 0, (s, o)
+assert p["host"]["total"] <= 1.5e12, p["host"]
+# One more layer (a block: 856,039,424 parameters, 12 bytes each) would not fit.
+assert p["host"]["total"] + 12 * 856039424 > 1.5e12, p["host"]
+assert p["host"]["optimizer"] == 12 * (d["model"]["params"] + s["speculative_params"]), p["host"]
+' --model llama3 --preset llama3-70B --seq 8192 --batch 2 --recompute full --stage 3 --offload-optimizer cpu \
+  --offload-params cpu --gpu-mem 141GB --host-mem 1.5TB --speculative-update --speculative-fraction auto
+run --model llama3 --preset llama3-70B --seq 8192 --batch 2 --recompute full --stage 3 --offload-optimizer cpu \
+  --offload-params cpu --gpu-mem 141GB --host-mem 1.5TB --speculative-update --speculative-fraction auto
+expect_text 'layers 47-81 speculative (30142930944 of 70553706496 parameters, F = 0.4272), layers 0-46 synchronous' \
+  "the speculative layers"
 run --params 7e9 --stage 2 --offload-params cpu --offload-optimizer cpu
 if [ "$RC" -eq 0 ]; then pass "dp 1, ZeRO-2 with --offload-params cpu"; else fail "dp 1, ZeRO-2: exit $RC"; fi
 

@@ -5,7 +5,8 @@
 #  1. byte-identical checkpoints (parameters and the .state optimizer file) with a --grad-clip
 #     that clips some steps and not others (the step lines must show both kinds), for the fp32
 #     GPT and llama3-tiny, bf16, --grad-accum, 2 ranks at ZeRO-1 and ZeRO-3, part of the state
-#     on the device (--offload-optimizer-fraction), and a NaN gradient
+#     on the device (--offload-optimizer-fraction), only the last layers speculative
+#     (--speculative-fraction, 1 and 2 ranks), and a NaN gradient
 #     (the step is skipped: the commit discards);
 #  2. a run saved mid-way and resumed ends with the synchronous run's checkpoint;
 #  3. the graph: the AdamW of the top layers no longer waits for the embedding's backward (the
@@ -39,12 +40,13 @@ run() {
 # step_lines LOG: the step lines a run printed (under mpirun a \r-separated progress bar).
 step_lines() { tr '\r' '\n' < "$1" | sed 's/^\[[#.]*\] //; s/\x1b\[K//g' | grep '^step [0-9]' || true; }
 
-# pair NAME NP ARGS...: the synchronous and the speculative run; their checkpoints and losses
-# must be the same bytes. Prints how many steps each kind of commit had.
+# pair NAME NP ARGS...: the synchronous and the speculative run (with "${spec_extra[@]}" too);
+# their checkpoints and losses must be the same bytes. Prints how many steps each kind of commit had.
+spec_extra=()
 pair() {
   local name=$1 np=$2; shift 2
   run "${name}_sync" "$np" "$@" || return 0
-  run "${name}_spec" "$np" "$@" --speculative-update || return 0
+  run "${name}_spec" "$np" "$@" --speculative-update "${spec_extra[@]}" || return 0
   local a="$work/${name}_sync" b="$work/${name}_spec"
   cmp -s "$a.bin" "$b.bin" || fail "$name: the speculative update changed the parameters"
   for state in "$a".bin*.state; do
@@ -86,6 +88,25 @@ pair gpt_split 1 "${common[@]}" --grad-clip 2.4 --offload-optimizer-fraction 0.5
 both_kinds gpt_split
 pair gpt_split_zero1 2 "${common[@]}" --grad-clip 2.4 --offload-optimizer-fraction 0.5 --stage 1
 pair gpt_zero2_accum 2 "${common[@]}" --grad-clip 2.4 --stage 2 --grad-accum 2
+# Only the last layers speculative (--speculative-fraction): the others' CPU AdamW waits for the
+# norm, as synchronous; a clipped step re-runs the speculative ones only.
+for np in 1 2; do
+  spec_extra=(--speculative-fraction 0.3)
+  pair "gpt_partial_$np" "$np" "${common[@]}" --grad-clip 2.4 --stage $((np - 1))
+  spec_extra=()
+  both_kinds "gpt_partial_$np"
+  python3 - "$work/gpt_partial_${np}_spec.log" <<'EOF' || fail "--speculative-fraction 0.3 ($np rank(s)): not the last layers only"
+import re, sys
+log = open(sys.argv[1]).read().replace("\r", "\n")
+line = re.search(r"^speculative update: (.*)$", log, re.M).group(1)
+print("  " + line)
+m = re.match(r"layers? (\d+)(?:-(\d+))? speculative \(.*\), layers? (\d+)(?:-(\d+))? synchronous", line)
+first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+assert last == 3 and first > 0 and int(m.group(3)) == 0 and int(m.group(4) or m.group(3)) == first - 1, line
+reruns = {int(n) for n in re.findall(r"rollback: (\d+) AdamW re-run", log)}
+assert reruns == {last - first + 1}, (reruns, line)
+EOF
+done
 # A NaN gradient at step 3: the step is skipped, the speculative result discarded.
 pair gpt_nan 1 "${common[@]}" --grad-clip 2.4 --debug-nan-gradient 3:1
 grep -q " $((L + 2)) discarded" "$work/gpt_nan_spec.log" || fail "NaN gradient: not every commit of step 3 discarded"
@@ -148,5 +169,9 @@ expect_bad_input "--speculative-update without clipping" "$starzero" "${plain[@]
   --offload-optimizer cpu --grad-clip 0
 expect_bad_input "--speculative-update with --delayed-update" "$starzero" "${plain[@]}" --speculative-update \
   --offload-optimizer cpu --delayed-update 1
+expect_bad_input "--speculative-fraction without --speculative-update" "$starzero" "${plain[@]}" \
+  --offload-optimizer cpu --speculative-fraction 0.5
+expect_bad_input "--speculative-fraction 1.5" "$starzero" "${plain[@]}" --offload-optimizer cpu --speculative-update \
+  --speculative-fraction 1.5
 
 finish "speculative update: bit-identical to the synchronous update"

@@ -1206,6 +1206,87 @@ TEST_CASE("optimizer offload of a fraction of GPT-2 124M: whole layers from the 
   CHECK(p.host.grads == 4.0 * (1536 + 9 * 7'087'872));  // ZeRO-0: the offloaded layers' full gradient
 }
 
+TEST_CASE("speculative fraction: a second set of state for the last CPU-updated layers only", "[planner][split]") {
+  // GPT-2 124M, fp32, ZeRO-0, one rank, the state of the last 9 blocks and the final layernorm
+  // offloaded (F = 0.5, as above).
+  PlanInput in;
+  in.model = gpt2_124m();
+  in.precision = Precision::fp32;
+  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload_fraction = {0.5, false};
+  const MemoryPlan sync = plan_memory(in);
+  CHECK(sync.speculative_split.offloaded_params == 0);  // no --speculative-update: none
+  in.speculative_update = true;
+  const MemoryPlan all = plan_memory(in);  // F = 1: every CPU-updated layer, no more
+  CHECK(all.speculative_split.first_offloaded == 4);
+  CHECK(all.host.optimizer == 2 * sync.host.optimizer);
+  CHECK(all.gpu.total() == sync.gpu.total());
+  // F = 0.2 of Ψ = 124,475,904 (24,895,180.8): the final layernorm and 4 blocks (28,353,024) are the
+  // first run of last layers to reach it: layers 9-13, their 12 bytes per parameter twice.
+  in.speculative_fraction = {0.2, false};
+  const MemoryPlan part = plan_memory(in);
+  CHECK(part.speculative_split.first_offloaded == 9);
+  CHECK(part.speculative_split.offloaded_params == 1536 + 4 * 7'087'872);
+  CHECK(part.host.optimizer == sync.host.optimizer + 12.0 * (1536 + 4 * 7'087'872));
+  CHECK(part.host.grads == sync.host.grads);
+  CHECK(part.host.params == sync.host.params);
+  CHECK(part.gpu.total() == sync.gpu.total());
+  CHECK(describe_speculative_split(part.speculative_split, part.optimizer_split) ==
+        "layers 9-13 speculative (28353024 of 124475904 parameters, F = 0.2278), layers 4-8 synchronous "
+        "(CPU AdamW after the norm)");
+  // F = 0: none; and never more than the offloaded layers.
+  in.speculative_fraction = {0.0, false};
+  CHECK(plan_memory(in).host.total() == sync.host.total());
+  in.speculative_fraction = {0.9, false};
+  CHECK(plan_memory(in).speculative_split.first_offloaded == 4);
+  // On the device (no CPU AdamW) there is no speculation.
+  in.offload_optimizer = OptimizerOffload::none;
+  CHECK(plan_memory(in).speculative_split.offloaded_params == 0);
+  in.offload_optimizer = OptimizerOffload::nvme;
+  CHECK(plan_memory(in).speculative_split.offloaded_params == 0);
+  in.offload_optimizer = OptimizerOffload::cpu;
+  in.speculative_fraction = {-0.1, false};
+  CHECK_THROWS_AS(plan_memory(in), PlanError);
+  in.speculative_fraction = {1.0, true};  // auto, not resolved
+  CHECK_THROWS_AS(plan_memory(in), PlanError);
+  CHECK_THROWS_AS(resolve_speculative_fraction(in, std::nullopt), PlanError);
+}
+
+TEST_CASE("speculative fraction auto: the most last layers whose second set fits the host", "[planner][split]") {
+  PlanInput in;
+  in.model = gpt2_124m();
+  in.precision = Precision::fp32;
+  in.offload_optimizer = OptimizerOffload::cpu;
+  in.speculative_update = true;
+  in.speculative_fraction = {0.0, false};
+  const double without = plan_memory(in).host_total();
+  const double block = 12.0 * 7'087'872;  // a block's second set
+  const double layernorm = 12.0 * 1536;
+  // Room for the final layernorm's and 3 blocks' second sets, not quite for a 4th: layers 10-13.
+  const double host = without + layernorm + 3.5 * block;
+  const double f = auto_speculative_fraction(in, host);
+  CHECK(f == double(1536 + 3 * 7'087'872) / double(124'475'904));
+  in.speculative_fraction = {f, false};
+  const MemoryPlan p = plan_memory(in);
+  CHECK(p.speculative_split.first_offloaded == 10);
+  CHECK(p.host_total() <= host);
+  CHECK(p.host_total() + block > host);
+  // Exactly the room for them: the same layers.
+  in.speculative_fraction = {1.0, true};
+  CHECK(resolve_speculative_fraction(in, p.host_total()).speculative_fraction.value == f);
+  // All fit: 1; not even the last layer: 0.
+  CHECK(auto_speculative_fraction(in, without + 12.0 * 124'475'904) == 1.0);
+  CHECK(auto_speculative_fraction(in, without + layernorm / 2) == 0.0);
+  // Without layers (Ψ only) the share is continuous: floor of the room over k bytes.
+  PlanInput flat;
+  flat.params = 1'000'000;
+  flat.offload_optimizer = OptimizerOffload::cpu;
+  flat.speculative_update = true;
+  flat.speculative_fraction = {0.0, false};
+  const double base = plan_memory(flat).host_total();
+  CHECK(auto_speculative_fraction(flat, base + 12.0 * 250'000 + 5) == 0.25);
+}
+
 TEST_CASE("offload fraction auto: the most state that fits the GPU beside the rest", "[planner][split]") {
   PlanInput in;
   in.model = gpt2_124m(8);
@@ -1271,6 +1352,21 @@ TEST_CASE("cli: --offload-optimizer-fraction", "[planner][cli]") {
   cli::ArgParser p("starzero test");
   p.option("offload-optimizer-fraction", "F", "fraction");
   CHECK(cli::offload_fraction_option(p, OptimizerOffload::none).value == 1.0);  // not given: all
+}
+
+TEST_CASE("cli: --speculative-fraction", "[planner][cli]") {
+  const auto parse = [](const char* value, bool speculative_update) {
+    cli::ArgParser p("starzero test");
+    p.option("speculative-fraction", "F", "fraction");
+    Argv a{"test", "--speculative-fraction", value};
+    p.parse(a.argc(), a.argv());
+    return cli::speculative_fraction_option(p, speculative_update);
+  };
+  CHECK(parse("0.25", true).value == 0.25);
+  CHECK(parse("auto", true).automatic);
+  for (const char* bad : {"1.5", "-0.5", "abc", "", "0.5x"})
+    CHECK_THROWS_WITH(parse(bad, true), Catch::Contains("--speculative-fraction"));
+  CHECK_THROWS_WITH(parse("0.5", false), Catch::Contains("--speculative-update"));
 }
 
 TEST_CASE("one rank with the whole model on the host: the GPU holds the windows and the activations",

@@ -27,6 +27,13 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   for (int l = split.first_offloaded; l < split.layers; ++l)
     offloaded += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
   input.offload_fraction = {double(offloaded) / double(input.params), false};
+  // Its speculative layers likewise (their second set of optimizer state).
+  const OptimizerSplit& speculative = engine.speculative_split();
+  std::size_t speculated = 0;
+  for (int l = speculative.first_offloaded; l < speculative.layers; ++l)
+    speculated += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
+  input.speculative_update = options.speculative_update;
+  input.speculative_fraction = {double(speculated) / double(input.params), false};
   input.offload_params = options.offload_params;
   input.prefetch_depth = options.prefetch_depth;
   input.grad_window = options.grad_window;

@@ -16,6 +16,7 @@
 #include "runtime/activity.hpp"
 #include "runtime/disk.hpp"
 #include "runtime/files.hpp"
+#include "runtime/host_memory.hpp"
 #include "runtime/ranks.hpp"
 #include "runtime/simulation.hpp"
 #include "runtime/topology.hpp"
@@ -103,6 +104,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.offload_params = o.offload_params;
   e.delayed_update_warmup = o.delayed_update_warmup;
   e.speculative_update = o.speculative_update;
+  e.speculative_fraction = o.speculative_fraction.value;  // resolved by start_session
   return e;
 }
 
@@ -117,6 +119,7 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.offload_params = o.offload_params;
   input.prefetch_depth = o.prefetch_depth;
   input.speculative_update = o.speculative_update;
+  input.speculative_fraction = o.speculative_fraction;
   input.grad_window = o.grad_window;
   return input;
 }
@@ -168,6 +171,9 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                 describe_split(run.engine->optimizer_split(),
                                o.offload_optimizer == OptimizerOffload::nvme ? "NVMe" : "host")
                     .c_str());
+  if (o.speculative_update)
+    std::printf("speculative update: %s\n",
+                describe_speculative_split(run.engine->speculative_split(), run.engine->optimizer_split()).c_str());
 }
 
 // Starts StarPU (and NCCL, the disk node) for this rank as the host plan says, and resolves
@@ -207,6 +213,21 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   // memory it can take.
   PlanInput planned = plan_input_of(spec, o, ranks.size(), micro_batch);
   if (planned.offload_fraction.automatic) planned.offload_fraction = {1.0, false};
+  if (o.speculative_fraction.automatic) {
+    // auto: as many speculative layers as this host's memory holds for each rank on it, with all
+    // of the state offloaded (a share of it left on the GPU later only frees host memory). A
+    // simulation's host memory is not this machine's and is not checked: all of them.
+    const double host_bytes = double(available_host_memory_bytes()) / host_input.ranks_here;
+    o.speculative_fraction = {simulation::enabled ? 1.0 : auto_speculative_fraction(planned, host_bytes), false};
+    planned.speculative_fraction = o.speculative_fraction;
+    if (ranks.leader())
+      std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n",
+                  o.speculative_fraction.value,
+                  simulation::enabled ? "a simulation: all of them, its host memory is not checked"
+                                      : ("their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
+                                         " GB available per rank beside the rest of the plan")
+                                            .c_str());
+  }
   host_input.memory = plan_memory(planned);
   const HostPlan host = plan_host(host_input, topology);
   session.cpu_workers = host.cpu_workers;

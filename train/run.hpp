@@ -64,6 +64,9 @@ struct RunOptions {
   std::optional<int> adam_threads;        // default: the host plan's
   int delayed_update_warmup = -1;         // < 0: no delayed update
   bool speculative_update = false;        // exact clipping, CPU AdamW during the backward (engine.hpp)
+  // Its share of the parameters (the last CPU-updated layers; engine.hpp); auto is resolved once
+  // the host plan is known, from the host's memory (all of them in a simulation).
+  OffloadFraction speculative_fraction;
   // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
   std::optional<int> tiles;
   // What the model keeps of the activations for the backward, what it recomputes.
