@@ -69,7 +69,7 @@ int calibrate_main(int argc, char** argv) {
     val_given = val_given || arg == "--val-every";
     train_args.push_back(argv[i]);
   }
-  if constexpr (simulation::enabled)
+  if constexpr (simulation::predicts_times)
     return usage_error("calibration measures real runs: use starzero, not starzero-sim");
   if (out.empty()) return usage_error("--out DIR is required");
   sim::MachineSpec machine;

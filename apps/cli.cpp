@@ -415,7 +415,7 @@ ArgParser& add_session_options(ArgParser& p) {
               "with CUDA workers, whether CPU workers may also run the model's forward/backward tasks "
               "(default off: on the GPU only; without a GPU they run on the CPU; docs/scheduling.md)")
       .option("platform", "NAME|DIR",
-              simulation::enabled
+              simulation::predicts_times
                   ? "the simulated machine: h200x1 (default), h200x8, a100x1, this-machine (the committed "
                     "calibration), or a `starzero platform --out` or `starzero calibrate --out` folder"
                   : "starzero-sim only: the simulated machine (docs/simulation.md)");
@@ -423,7 +423,7 @@ ArgParser& add_session_options(ArgParser& p) {
 
 SessionOptions session_options(const ArgParser& p) {
   // starzero-sim reads --platform before StarPU starts (apps/sim_platform.cpp).
-  if (!simulation::enabled && p.given("platform"))
+  if (!simulation::predicts_times && p.given("platform"))
     throw UsageError("--platform is starzero-sim's: this program runs on this machine (docs/simulation.md)");
   SessionOptions options;
   options.policy = p.value("sched").value_or("");

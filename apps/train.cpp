@@ -65,7 +65,7 @@ cli::ArgParser make_train_parser() {
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
       .option("simulate-ranks", "N",
-              simulation::enabled ? "simulate rank 0 of N data-parallel ranks, collectives costed as ring volume over "
+              simulation::predicts_times ? "simulate rank 0 of N data-parallel ranks, collectives costed as ring volume over "
                                     "the platform's GPU link (default 1; docs/simulation.md)"
                                   : "starzero-sim only: simulate rank 0 of N data-parallel ranks")
       .option("tiles", "N",
@@ -254,7 +254,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   if (const auto pairs = p.value("debug-nan-gradient"))
     o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
   if (p.given("simulate-ranks")) {
-    if (!simulation::enabled)
+    if (!simulation::predicts_times)
       throw UsageError("--simulate-ranks is starzero-sim's: run ranks for real with mpirun (docs/simulation.md)");
     o.simulate_ranks = cli::int_option(p, "simulate-ranks", 1, 1, 4096);
   }
@@ -316,7 +316,7 @@ void apply_deepspeed_config(cli::ArgParser& p) {
 int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
   cli::ArgParser p = given;
   apply_deepspeed_config(p);
-  if constexpr (simulation::enabled) {
+  if constexpr (!simulation::kernels_run) {
     // No kernel runs on a simulated machine: there are no values to save, validate or sample.
     for (const char* flag : {"checkpoint-out", "checkpoint-dir", "save-every", "resume", "sample-every"})
       if (p.given(flag)) throw UsageError(std::string("--") + flag + ": a simulation computes no values (no saves, samples)");

@@ -154,17 +154,8 @@ void write_part(Tensor& tensor, std::span<const float> full, std::size_t offset)
   }
 }
 
-}  // namespace
-
-Engine::Engine(Model& model, const EngineOptions& options)
-    : model_(model),
-      options_(options),
-      clip_scale_(Tensor::host(DType::f32, 1, "clip_scale")),
-      grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")),
-      grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")),
-      unclipped_scale_(Tensor::host(DType::f32, 1, "unclipped_scale")),
-      unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")),
-      commit_counts_(Tensor::host(DType::f32, 3, "adamw_commit_counts")) {
+// What no engine can do with these options and this model, before anything is allocated.
+void check_options(const Model& model, const EngineOptions& options) {
   if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
   if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
   if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
@@ -183,6 +174,20 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.fp32_grad_accum && model.dtype() != DType::bf16)
     throw std::invalid_argument(
         "the fp32 gradient-accumulation buffer is for bf16 models (fp32 gradients already are)");
+}
+
+}  // namespace
+
+Engine::Engine(Model& model, const EngineOptions& options)
+    : model_(model),
+      options_(options),
+      clip_scale_(Tensor::host(DType::f32, 1, "clip_scale")),
+      grad_norm_(Tensor::host(DType::f32, 1, "grad_norm")),
+      grad_sumsq_total_(Tensor::host(DType::f32, 1, "grad_sumsq_total")),
+      unclipped_scale_(Tensor::host(DType::f32, 1, "unclipped_scale")),
+      unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")),
+      commit_counts_(Tensor::host(DType::f32, 3, "adamw_commit_counts")) {
+  check_options(model, options);
   if (options.comm) {
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
@@ -195,17 +200,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
   zero_ = ZeroState::of(options.stage, ranks_);
-  {
-    std::vector<std::int64_t> layer_params;
-    for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
-    optimizer_split_ = split_optimizer_state(
-        layer_params, options.offload_optimizer == OptimizerOffload::none ? 0.0 : options.offload_optimizer_fraction);
-    // The last layers again, no more than the offloaded ones: a subset of them.
-    speculative_split_ = split_optimizer_state(
-        layer_params, options.speculative_update
-                          ? std::min(optimizer_split_.fraction(), options.speculative_fraction)
-                          : 0.0);
-  }
+  split_optimizer(model);
   if (zero_.collectives) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
   const int L = model.layers();
@@ -213,29 +208,59 @@ Engine::Engine(Model& model, const EngineOptions& options)
   for (int l = 0; l < L; ++l) layers_.emplace_back(*this, l);
   split_gradients();
   handles_ = std::make_unique<Handles>(layers_);
+  check_grad_window();
+  find_gradient_touchers();
+  initialise_state();
+  add_held_bytes_to_ledger();
+  if (zero_.shard_params || layers_.front().plan.param_access() == ParamAccess::fetched_per_use)
+    for (int slot = 0; slot <= options.prefetch_depth; ++slot)
+      window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
+}
 
-  // A streamed gradient comes in only once the one written home grad_window earlier is gone, so
-  // every group a layer touches must fit the window at once.
+// Whose optimizer state is offloaded and whose CPU AdamW is speculative (optimizer_split.hpp).
+void Engine::split_optimizer(const Model& model) {
+  std::vector<std::int64_t> layer_params;
+  for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
+  optimizer_split_ = split_optimizer_state(
+      layer_params, options_.offload_optimizer == OptimizerOffload::none ? 0.0 : options_.offload_optimizer_fraction);
+  // The last layers again, no more than the offloaded ones: a subset of them.
+  speculative_split_ = split_optimizer_state(
+      layer_params, options_.speculative_update
+                        ? std::min(optimizer_split_.fraction(), options_.speculative_fraction)
+                        : 0.0);
+}
+
+// A streamed gradient comes in only once the one written home grad_window earlier is gone, so
+// every group a layer touches must fit the window at once.
+void Engine::check_grad_window() const {
   if (layers_.front().plan.grad_access() == GradAccess::streamed)
-    for (int l = 0; l < L; ++l)
-      if (uses(l).size() > std::size_t(options.grad_window))
-        throw std::invalid_argument("gradient window " + std::to_string(options.grad_window) + ": layer " +
+    for (int l = 0; l < model_.layers(); ++l)
+      if (uses(l).size() > std::size_t(options_.grad_window))
+        throw std::invalid_argument("gradient window " + std::to_string(options_.grad_window) + ": layer " +
                                     std::to_string(l) + " touches " + std::to_string(uses(l).size()) +
                                     " parameter groups, which stream in together; use --grad-window " +
                                     std::to_string(uses(l).size()) + " or more");
-  // Which backward layers touch each group's gradient: its own and those sharing it.
+}
+
+// Which backward layers touch each group's gradient: its own and those sharing it.
+void Engine::find_gradient_touchers() {
+  const int L = model_.layers();
   first_toucher_.resize(std::size_t(L));
   last_toucher_.resize(std::size_t(L));
   for (int g = 0; g < L; ++g) first_toucher_[std::size_t(g)] = last_toucher_[std::size_t(g)] = g;
   for (int l = 0; l < L; ++l)
-    for (int g : model.shared_groups(l)) {
+    for (int g : model_.shared_groups(l)) {
       first_toucher_.at(std::size_t(g)) = std::max(first_toucher_[std::size_t(g)], l);
       last_toucher_.at(std::size_t(g)) = std::min(last_toucher_[std::size_t(g)], l);
     }
+}
 
+// The state a run starts from: parameters drawn, Adam's moments zeroed, the commit counts, the
+// device-side master sent up.
+void Engine::initialise_state() {
   // A simulation runs no kernel and reads no value: drawing an 8B model's parameters on the host
   // would take minutes for nothing (the buffers are registered all the same).
-  if (options.initialise_params && !simulation::enabled) initialise_params();
+  if (options_.initialise_params && simulation::kernels_run) initialise_params();
   // Adam's moments start at zero where they live. Offloaded to pinned host memory they already are
   // (PinnedHostBuffer zero-fills at allocation); on NVMe a CPU worker zeroes them; else the device.
   // (Zeroed on the GPU, offloaded moments were allocated there and written back: 103 GB for a 13B
@@ -248,7 +273,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
     zero(layer.m.handle(), "zero_adam_m");
     zero(layer.v.handle(), "zero_adam_v");
   }
-  if (options.speculative_update) {
+  if (options_.speculative_update) {
     auto counts = commit_counts_.view(Access::write);
     std::fill(counts.as<float>().begin(), counts.as<float>().end(), 0.0f);
   }
@@ -261,10 +286,6 @@ Engine::Engine(Model& model, const EngineOptions& options)
       if (layer.plan.buffer(LayerBuffer::optimizer_state).home == BufferHome::device)
         starpu_data_prefetch_on_node(layer.master.handle(), gpu, 1);
   }
-  add_held_bytes_to_ledger();
-  if (zero_.shard_params || layers_.front().plan.param_access() == ParamAccess::fetched_per_use)
-    for (int slot = 0; slot <= options.prefetch_depth; ++slot)
-      window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
 }
 
 // A gradient held in main memory for the whole run is split as the model asks; the padding past
@@ -664,8 +685,8 @@ void Engine::resolve_speculation() const {
   const optim::AdamWHyper hyper = *std::exchange(unresolved_, std::nullopt);
   const int layers = int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
   last_rollbacks_ = 0;
-  const float scale = simulation::enabled ? 0.0f : read_f32(clip_scale_).at(0);
-  if (simulation::enabled || scale == read_f32(unclipped_scale_).at(0)) {
+  const float scale = simulation::kernels_run ? read_f32(clip_scale_).at(0) : 0.0f;
+  if (!simulation::kernels_run || scale == read_f32(unclipped_scale_).at(0)) {
     decisions_.adopted += layers;
     return;
   }

@@ -239,6 +239,11 @@ class Engine {
 
  private:
   void initialise_params();  // the model's initial values into the buffers (constructor)
+  // The constructor's steps, in its order (each named in engine.cpp).
+  void split_optimizer(const Model& model);
+  void check_grad_window() const;
+  void find_gradient_touchers();
+  void initialise_state();
   void split_gradients();    // as Model::gradient_pieces asks, where allowed (constructor)
   class Handles;
   struct Layer;

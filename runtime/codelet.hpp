@@ -190,10 +190,10 @@ class Codelet {
     }
 #endif
     if (!codelet_.cpu_funcs[0] && !codelet_.cuda_funcs[0]) codelet_.where = STARPU_NOWHERE;
-    if (d.history_model || (simulation::enabled && d.simulated_us)) {
+    if (d.history_model || (simulation::predicts_times && d.simulated_us)) {
       // Simulation: the roofline of the task's FLOP and byte counts on the simulated machine.
-      model_.type = simulation::enabled ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
-      if constexpr (simulation::enabled) {
+      model_.type = simulation::predicts_times ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
+      if constexpr (simulation::predicts_times) {
         model_.arch_cost_function = simulated_us;
         simulation::register_codelet(d.name);
       }

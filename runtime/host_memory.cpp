@@ -122,7 +122,7 @@ bool starpu_pinning_disabled() {
 // with CPU offload about 17000). starpu_init reads it, so it is set before main; the environment
 // may set another size.
 [[maybe_unused]] const bool fold_size_set = [] {
-  if constexpr (simulation::enabled) setenv("STARPU_MALLOC_SIMULATION_FOLD", "64", 0);
+  if constexpr (!simulation::host_is_this_machine) setenv("STARPU_MALLOC_SIMULATION_FOLD", "64", 0);
   return true;
 }();
 
@@ -134,7 +134,7 @@ int malloc_flags(std::size_t bytes, bool pinned) {
 
 }  // namespace
 
-bool folded_host_allocation(std::size_t bytes) { return simulation::enabled && bytes >= kFoldedHostBytes; }
+bool folded_host_allocation(std::size_t bytes) { return !simulation::host_is_this_machine && bytes >= kFoldedHostBytes; }
 
 void* allocate_host(std::size_t bytes, bool pinned) {
   void* data = nullptr;
@@ -194,7 +194,7 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
   //    buffer's pages are shared.
   const char* refused = nullptr;
   int err = 0;
-  if constexpr (simulation::enabled) {
+  if constexpr (!simulation::host_is_this_machine) {
     lock_ = Lock::simulated;
   } else if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0) {
     if (starpu_pinning_disabled())

@@ -20,6 +20,21 @@ inline constexpr bool enabled = true;
 inline constexpr bool enabled = false;
 #endif
 
+// The seam: what differs on a simulated machine, by name. Only this header asks `enabled`; the
+// rest of the program asks the question it has (and, below, for the clock and the machine).
+// Kernels run and buffers hold values: losses, norms and clip decisions, samples, checkpoints,
+// initial parameters, measured task overheads. In a simulation tasks only take time.
+inline constexpr bool kernels_run = !enabled;
+// The host the run plans for is this machine: its topology and NUMA nodes, its free memory
+// (checked), pinned allocations, cuBLAS, worker profiling. In a simulation it is the simulated
+// machine's, whose large host buffers are folded (runtime/host_memory.hpp).
+inline constexpr bool host_is_this_machine = !enabled;
+// This program predicts times on a simulated machine (starzero-sim): its banner, "predicted" step
+// lines and summary, its own flags (--platform, --simulate-ranks), the performance models that
+// give each task its simulated duration; and what only a real run can do is refused
+// (calibration, saves).
+inline constexpr bool predicts_times = enabled;
+
 // Peak figures of the simulated machine and how much of them kernels reach (sim/platform.hpp's
 // machines fill it in). Per CPU core for the CPU; per device for GPUs.
 struct Roofline {

@@ -135,7 +135,7 @@ const CollectiveCodelets all_reduce_cl =
 // A simulation runs no task function, so the simulated ranks' communicator counts each collective
 // as its task is submitted.
 void count_in_simulation(Communicator& comm, CommOp op, std::size_t count, DType dtype) {
-  if constexpr (simulation::enabled)
+  if constexpr (simulation::predicts_times)
     if (auto* simulated = dynamic_cast<SimulatedRingComm*>(&comm)) simulated->count_submitted(op, count, dtype);
 }
 

@@ -136,7 +136,7 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                   const HostPlan& host) {
   const Session& session = *run.session;
   const TrainerOptions& t = o.trainer;
-  if constexpr (simulation::enabled) std::printf("%s\n", simulation::machine_description().c_str());
+  if constexpr (simulation::predicts_times) std::printf("%s\n", simulation::machine_description().c_str());
   std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %s\n", o.program.c_str(), spec.describe().c_str(),
               o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch, run.model->row_tokens(),
               t.steps, session.policy().c_str(), session.workers_summary().c_str());
@@ -185,7 +185,7 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   session.profile_workers = o.measurements != nullptr;
   // One GPU per rank: the rank's index among the ranks on this machine picks it.
   Topology topology = Topology::discover();
-  if constexpr (simulation::enabled) {
+  if constexpr (!simulation::host_is_this_machine) {
     // The simulated machine's cores and GPUs decide workers and CPU Adam threads, not this host's.
     const simulation::MachineSize simulated = simulation::machine_size();
     topology.cores = topology.hardware_threads = simulated.cpus;
@@ -218,13 +218,13 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
     // of the state offloaded (a share of it left on the GPU later only frees host memory). A
     // simulation's host memory is not this machine's and is not checked: all of them.
     const double host_bytes = double(available_host_memory_bytes()) / host_input.ranks_here;
-    o.speculative_fraction = {simulation::enabled ? 1.0 : auto_speculative_fraction(planned, host_bytes), false};
+    o.speculative_fraction = {simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0, false};
     planned.speculative_fraction = o.speculative_fraction;
     if (ranks.leader())
       std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n",
                   o.speculative_fraction.value,
-                  simulation::enabled ? "a simulation: all of them, its host memory is not checked"
-                                      : ("their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
+                  !simulation::host_is_this_machine ? "a simulation: all of them, its host memory is not checked"
+                                                          : ("their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
                                          " GB available per rank beside the rest of the plan")
                                             .c_str());
   }
@@ -282,7 +282,7 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
 void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, std::size_t parameters, int ranks,
                    double start) {
   const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
-  if constexpr (simulation::enabled) {
+  if constexpr (simulation::predicts_times) {
     std::printf(
         "summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
         "%.3f s total simulated\n",
@@ -410,7 +410,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   std::optional<Watchdog> watchdog;
   // Not in simulation: its thread would measure wall time against simulated progress.
-  if (o.watchdog_seconds > 0 && !simulation::enabled)
+  if (o.watchdog_seconds > 0 && !simulation::predicts_times)
     watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last,
                                                                    const std::string& threads) {
       std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
@@ -435,7 +435,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     progress("step " + std::to_string(record.step));
     if (record.step > first_step) steady_seconds.push_back(record.seconds);
     // The steady steps' overhead: the first step's allocations and first touches left out.
-    if (o.measurements && ranks.leader() && !simulation::enabled) {
+    if (o.measurements && ranks.leader() && simulation::kernels_run) {
       if (record.step == first_step)
         restart_task_overhead_measurement();
       else if (record.step == last_step) {
@@ -469,7 +469,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
       std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), what.c_str(),
                   training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
   }
-  if (!o.trainer.quiet && !simulation::enabled)  // a simulation has no probabilities to sample from
+  if (!o.trainer.quiet && simulation::kernels_run)  // a simulation has no probabilities to sample from
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
       std::printf("sample: %s\n", text->c_str());
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
@@ -497,7 +497,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     }
   }
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
-  if (o.speculative_update && !simulation::enabled) print_speculative_report(engine, summary);
+  if (o.speculative_update && simulation::kernels_run) print_speculative_report(engine, summary);
   const std::optional<sim::RunBoundFigures> bound =
       run_bound_figures(spec, o, run, ranks, host, steady_step_seconds(std::move(steady_seconds)));
   if (bound) print_step_bound(*bound);

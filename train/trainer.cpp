@@ -83,7 +83,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       }
     }
     const double seconds = seconds_since(start);
-    if constexpr (simulation::enabled) loss = norm = 0;  // no kernel ran: the buffers hold no values
+    if constexpr (!simulation::kernels_run) loss = norm = 0;  // no kernel ran: the buffers hold no values
     summary.train_seconds += seconds;
     if (summary.steps++ == 0) summary.first_loss = loss;
     summary.last_loss = loss;
@@ -91,11 +91,11 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
     const bool skipped = !check_gradient_norm(step, norm);
     // A simulation has no norm: nothing is clipped there.
-    const int rollbacks = simulation::enabled ? 0 : engine_.last_step_rollbacks();
+    const int rollbacks = simulation::kernels_run ? engine_.last_step_rollbacks() : 0;
     summary.rolled_back_steps += rollbacks > 0 ? 1 : 0;
     const std::string rolled_back = rollbacks > 0 ? " | rollback: " + std::to_string(rollbacks) + " AdamW re-run" : "";
     char line[320];
-    if constexpr (simulation::enabled)
+    if constexpr (simulation::predicts_times)
       std::snprintf(line, sizeof line, "step %llu/%llu | lr %.2e | predicted %.1f ms | %.0f tok/s",
                     (unsigned long long)step, (unsigned long long)last_step, lr, seconds * 1e3,
                     tokens_per_step / seconds);
