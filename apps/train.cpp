@@ -142,6 +142,9 @@ cli::ArgParser make_train_parser() {
       .option("metrics", "FILE", "append one JSON line per step and validation to FILE (see `starzero plot`)")
       .option("trace", "DIR", "write an FxT trace and its paje.trace (ViTE) into DIR")
       .flag("quiet", "print only the summary")
+      .option("progress", "HOW",
+              "auto (default): a progress bar on a terminal, one line per step in a file or pipe and under "
+              "mpirun/srun; bar; lines")
       .flag("help", "show this help");
   return p;
 }
@@ -202,6 +205,11 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
   t.save_every = int_option(p, "save-every", 0, 0);
   t.max_skipped_steps = int_option(p, "max-skipped-steps", 5, 1);
   t.quiet = p.flag_set("quiet");
+  const std::string progress =
+      cli::parse_choice("--progress", p.value("progress").value_or("auto"), {"auto", "bar", "lines"});
+  t.progress = progress == "bar"     ? ProgressStyle::bar
+               : progress == "lines" ? ProgressStyle::lines
+                                     : ProgressStyle::automatic;
   return t;
 }
 

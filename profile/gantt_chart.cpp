@@ -23,8 +23,16 @@ namespace starzero::profile {
 namespace {
 
 constexpr std::size_t kKindsInLegend = 12;
-constexpr double kTaskHalfHeight = 0.4;
+constexpr double kTaskHalfHeight = 0.36;
 constexpr double kTransferHalfHeight = 0.3;
+// The critical path: a thin dark band under each of its tasks, in the gap below the task's box
+// (an outline would hide the colour of a narrow task).
+constexpr double kCriticalBandOffset = -0.43;
+constexpr double kCriticalBandHalfHeight = 0.04;
+constexpr unsigned kCriticalBandColour = 0x202020;
+// A box is drawn at least this fraction of the time axis wide (one to two pixels of the chart), so
+// the colour of a task far shorter than a pixel still shows.
+constexpr double kMinBoxWidth = 0.0014;
 constexpr double kRankGap = 0.6;  // extra space above each rank's lanes after the first, for the step labels
 
 std::string colour_text(unsigned rgb) {
@@ -55,9 +63,11 @@ struct Lanes {
   }
 };
 
-void write_box(std::ostream& out, double begin_s, double end_s, double lane, double half_height, unsigned colour) {
-  out << 0.5 * (begin_s + end_s) << ' ' << lane << ' ' << 0.5 * (end_s - begin_s) << ' ' << half_height << ' ' << colour
-      << '\n';
+// A box from begin_s to end_s (at least min_width wide, centred on the interval) on `lane`.
+void write_box(std::ostream& out, double begin_s, double end_s, double min_width, double lane, double half_height,
+               unsigned colour) {
+  out << 0.5 * (begin_s + end_s) << ' ' << lane << ' ' << 0.5 * std::max(end_s - begin_s, min_width) << ' '
+      << half_height << ' ' << colour << '\n';
 }
 
 }  // namespace
@@ -95,7 +105,15 @@ void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem
   std::map<std::string, double> kind_time;
   std::set<std::string> transfer_types;
   Lanes lanes;
+  // The time axis: to the last task or transfer end of any rank, each rank from its first task.
   double x_max = 0;
+  for (const RankReport& rank : ranks) {
+    for (const TaskRecord& t : rank.data.tasks)
+      if (t.executed()) x_max = std::max(x_max, (t.end_ms - rank.report.origin_ms) * 1e-3);
+    for (const Transfer& t : rank.data.paje.transfers)
+      x_max = std::max(x_max, (t.end_ms - rank.report.origin_ms) * 1e-3);
+  }
+  const double min_width = std::max(x_max, 1e-6) * kMinBoxWidth;
 
   for (const RankReport& rank : ranks) {
     if (&rank != &ranks.front()) lanes.next -= kRankGap;
@@ -121,10 +139,9 @@ void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem
       if (!t.executed()) continue;
       const std::string kind = task_kind(t.name);
       kind_time[kind] += t.duration_ms();
-      write_box(tasks_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_worker[t.worker], kTaskHalfHeight,
-                kind_colour(kind));
+      write_box(tasks_data, seconds_of(t.start_ms), seconds_of(t.end_ms), min_width, lane_of_worker[t.worker],
+                kTaskHalfHeight, kind_colour(kind));
       ++task_boxes;
-      x_max = std::max(x_max, seconds_of(t.end_ms));
       if (t.step) {
         auto [it, fresh] = step_start.emplace(*t.step, t.start_ms);
         if (!fresh) it->second = std::min(it->second, t.start_ms);
@@ -132,16 +149,15 @@ void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem
     }
     for (const Transfer& t : rank.data.paje.transfers) {
       transfer_types.insert(t.type);
-      x_max = std::max(x_max, seconds_of(t.end_ms));
-      write_box(transfers_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_link[{t.src_node, t.dst_node}],
-                kTransferHalfHeight, transfer_colour(t.type));
+      write_box(transfers_data, seconds_of(t.start_ms), seconds_of(t.end_ms), min_width,
+                lane_of_link[{t.src_node, t.dst_node}], kTransferHalfHeight, transfer_colour(t.type));
       ++transfer_boxes;
     }
     for (const StepReport& s : report.steps)
       for (std::size_t i : s.critical_path) {
         const TaskRecord& t = tasks[i];
-        write_box(critical_data, seconds_of(t.start_ms), seconds_of(t.end_ms), lane_of_worker[t.worker],
-                  kTaskHalfHeight, 0);
+        write_box(critical_data, seconds_of(t.start_ms), seconds_of(t.end_ms), min_width,
+                  lane_of_worker[t.worker] + kCriticalBandOffset, kCriticalBandHalfHeight, kCriticalBandColour);
         ++critical_boxes;
       }
     for (const auto& [step, start_ms] : step_start) {
@@ -182,7 +198,7 @@ void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem
   if (transfer_boxes)
     plots.push_back("'transfers.dat' using 1:2:3:4:5 with boxxyerror fs solid 0.85 noborder lc rgb variable notitle");
   if (critical_boxes)
-    plots.push_back("'critical.dat' using 1:2:3:4 with boxxyerror fs empty lc rgb '#000000' lw 1.6 notitle");
+    plots.push_back("'critical.dat' using 1:2:3:4:5 with boxxyerror fs solid 1.0 noborder lc rgb variable notitle");
   std::vector<std::pair<std::string, double>> top_kinds(kind_time.begin(), kind_time.end());
   std::stable_sort(top_kinds.begin(), top_kinds.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -190,7 +206,9 @@ void write_gantt_svg(const std::vector<RankReport>& ranks, const std::filesystem
   for (const auto& [kind, time] : top_kinds)
     plots.push_back("keyentry with boxes fs solid 1.0 lc rgb '" + colour_text(kind_colour(kind)) + "' title " +
                     gnuplot_quoted(kind));
-  if (critical_boxes) plots.push_back("keyentry with boxes fs empty lc rgb '#000000' lw 1.6 title 'critical path'");
+  if (critical_boxes)
+    plots.push_back("keyentry with boxes fs solid 1.0 lc rgb '" + colour_text(kCriticalBandColour) +
+                    "' title 'critical path'");
   for (const std::string& type : transfer_types)
     plots.push_back("keyentry with boxes fs solid 0.85 lc rgb '" + colour_text(transfer_colour(type)) + "' title " +
                     gnuplot_quoted("transfer: " + transfer_type_name(type)));

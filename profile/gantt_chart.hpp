@@ -1,7 +1,7 @@
 #pragma once
 // The Gantt chart of `starzero trace --svg`, drawn by gnuplot: one lane per worker and per
-// transfer link, tasks coloured by kind, step starts as dashed vertical lines, the critical path
-// of each step outlined in black.
+// transfer link, tasks coloured by kind (no outline; boxes at least a pixel or two wide), step starts
+// as dashed vertical lines, the critical path of each step as a thin dark band under its tasks.
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "profile/gantt_chart.hpp"
+#include "profile/perfetto.hpp"
 #include "profile/report_format.hpp"
 #include "runtime/files.hpp"
 
@@ -57,6 +58,7 @@ void print_trace_report(const TraceCommandOptions& options, std::ostream& out) {
     r.report.rank = rank;
     ranks.push_back(std::move(r));
   }
+  if (options.perfetto) write_perfetto_json(ranks, *options.perfetto);
   if (options.svg) write_gantt_svg(ranks, *options.svg, options.dir.string());
   if (options.json)
     out << report_json(ranks).dump(2) << '\n';

@@ -1,8 +1,8 @@
 # Shared by the multi-rank shell tests; source it after `set -euo pipefail`.
 # Gives: mpirun (array: as root, more ranks than cores), work (a temporary folder removed on
 # exit), fail MESSAGE (counts failures), write_words FILE SEED COUNT (a fixed training text: the
-# checkout's own files change as people edit), losses LOG (the step losses a run printed; under
-# mpirun stdout is a terminal, so they may come as a \r-separated progress bar),
+# checkout's own files change as people edit), losses LOG (the step losses a run printed, as
+# plain lines or as a \r-separated progress bar: --progress bar, or a terminal),
 # expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr) and
 # finish MESSAGE (exit 1 if anything failed, else print MESSAGE).
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)

@@ -4,6 +4,7 @@
 //    path (edges to other steps ignored, tasks that did not run weigh 0, job ids out of order),
 //    busy/overhead/sleeping time, RAM/GPU/DISK link names and hidden transfer time, and
 //    malformed or truncated files;
+//  - the Perfetto JSON of such a trace: named tracks, overlapping transfers on extra tracks;
 //  - a real traced StarPU run of busy-wait tasks with known durations on 2 CPU workers, over 2
 //    steps: its critical path, per-worker busy time and AdamW overlap within timing bounds.
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "profile/intervals.hpp"
+#include "profile/perfetto.hpp"
 #include "profile/report_format.hpp"
 #include "profile/task_kinds.hpp"
 #include "profile/trace_data.hpp"
@@ -300,6 +302,63 @@ TEST_CASE("transfers are named by memory node and hidden under running tasks", "
   const auto json = report_json({{data, report}});
   CHECK(json["overlap"]["adam_concurrent_fraction"].is_null());
   CHECK(json["transfers"][0]["hidden_fraction"] == Approx(1.0));
+}
+
+TEST_CASE("the Perfetto JSON names every track and splits overlapping transfers over tracks", "[trace_report]") {
+  TempDir dir("trace_report_perfetto");
+  write_trace_folder(dir.path(), task_record("a_fwd[0]", 1, "", "1", 1, 10, 20) +
+                                     task_record("b_bwd", 2, "1", "1", 1, 20, 25) +
+                                     task_record("adamw[0]", 3, "2", "2", 0, 30, 32.5) + task_record("mark", 4, "", "2"));
+  std::string paje = std::string(kPajeHeader) + kPajeContainers;
+  // Two RAM -> GPU0 transfers that overlap (10-20, 15-25) and one after them (25-30).
+  paje += "5\tPF\tP\tMm\tMm\t\"Intra-node data PreFetch\"\n";
+  paje += "18\t10.0\tF\tp\t1000\tmm0\tcom_1\n19\t20.0\tF\tp\t1000\tmm1\tcom_1\n";
+  paje += "18\t15.0\tPF\tp\t500\tmm0\tcom_2\n19\t25.0\tPF\tp\t500\tmm1\tcom_2\n";
+  paje += "18\t25.0\tF\tp\t64\tmm0\tcom_3\n19\t30.0\tF\tp\t64\tmm1\tcom_3\n";
+  write_text(dir / "paje.trace", paje);
+  RankReport rank{read_trace_data(dir.path()), {}};
+  rank.report = analyze_trace(rank.data);
+  const nlohmann::ordered_json trace = perfetto_json({rank});
+  std::map<int, std::string> track_names;
+  std::vector<nlohmann::ordered_json> tasks, transfers, steps;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") track_names[e["tid"].get<int>()] = e["args"]["name"];
+    if (e.value("cat", "") == "task") tasks.push_back(e);
+    if (e.value("cat", "") == "transfer") transfers.push_back(e);
+    if (e["ph"] == "i") steps.push_back(e);
+  }
+  CHECK(trace["displayTimeUnit"] == "ms");
+  // steps, the workers by id, then one link over two tracks.
+  CHECK(track_names == std::map<int, std::string>{
+                           {1, "steps"}, {2, "CPU0"}, {3, "CUDA0_0"}, {4, "RAM->GPU0"}, {5, "RAM->GPU0 #2"}});
+  REQUIRE(tasks.size() == 3);  // the mark did not run
+  CHECK(tasks[0]["name"] == "a_fwd[0]");
+  CHECK(tasks[0]["ph"] == "X");
+  CHECK(tasks[0]["tid"] == 3);
+  CHECK(tasks[0]["ts"].get<double>() == Approx(10000));
+  CHECK(tasks[0]["dur"].get<double>() == Approx(10000));
+  CHECK(tasks[0]["args"]["step"] == 1);
+  CHECK(tasks[0]["args"]["kind"] == "a_fwd");
+  CHECK(tasks[0]["args"]["critical_path"] == true);
+  CHECK(tasks[2]["tid"] == 2);
+  CHECK(tasks[2]["dur"].get<double>() == Approx(2500));
+  REQUIRE(transfers.size() == 3);
+  CHECK(transfers[0]["tid"] == 4);
+  CHECK(transfers[1]["tid"] == 5);  // overlaps the first
+  CHECK(transfers[2]["tid"] == 4);  // starts when the first has ended
+  CHECK(transfers[1]["name"] == "prefetch");
+  CHECK(transfers[1]["args"]["bytes"] == 500);
+  CHECK((transfers[1]["args"]["src"] == "RAM" && transfers[1]["args"]["dst"] == "GPU0"));
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0]["name"] == "step 1");
+  CHECK(steps[0]["ts"].get<double>() == Approx(10000));
+  CHECK(steps[1]["ts"].get<double>() == Approx(30000));
+  // The file: valid JSON, written atomically; a missing folder is bad input.
+  write_perfetto_json({rank}, dir.path() / "out.json");
+  std::ifstream in(dir.path() / "out.json");
+  CHECK(nlohmann::json::parse(in)["traceEvents"].size() == trace["traceEvents"].size());
+  CHECK_THROWS_AS(write_perfetto_json({rank}, dir.path() / "none" / "out.json"), std::invalid_argument);
+  CHECK_THROWS_AS(write_perfetto_json({rank}, dir.path()), std::invalid_argument);
 }
 
 TEST_CASE("missing or malformed or truncated trace files are format errors", "[trace_report]") {

@@ -5,6 +5,9 @@
 #   trace_report_cli   - `starzero trace` on a 3-step traced tiny run: its busy times against
 #                     tasks.rec read by Python, the JSON keys, --svg through gnuplot, ViTE, errors
 #   trace_report_ranks - the same run on 2 MPI ranks: {"ranks": [...]} and rank sections
+#   trace_perfetto_cli / trace_perfetto_ranks - `starzero trace --perfetto` on such runs (one rank
+#                     and NVMe; 2 ranks): the trace-event JSON read by Python against tasks.rec and
+#                     paje.trace (events, durations, steps, transfers, track names), bad output paths
 add_executable(test_trace_report test_trace_report.cpp)
 target_link_libraries(test_trace_report PRIVATE starzero_catch_main starzero_profile starzero_runtime)
 catch_discover_tests(test_trace_report TEST_PREFIX "trace_report/" PROPERTIES LABELS unit TIMEOUT 120)
@@ -12,3 +15,7 @@ add_test(NAME trace_report_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_re
 set_tests_properties(trace_report_cli PROPERTIES TIMEOUT 300)
 add_test(NAME trace_report_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_report_test.sh $<TARGET_FILE:starzero> ranks)
 set_tests_properties(trace_report_ranks PROPERTIES TIMEOUT 300 LABELS mpi)
+add_test(NAME trace_perfetto_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_perfetto_test.sh $<TARGET_FILE:starzero> single)
+set_tests_properties(trace_perfetto_cli PROPERTIES TIMEOUT 300)
+add_test(NAME trace_perfetto_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/trace_perfetto_test.sh $<TARGET_FILE:starzero> ranks)
+set_tests_properties(trace_perfetto_ranks PROPERTIES TIMEOUT 300 LABELS mpi)

@@ -245,6 +245,7 @@ PY
   done
   expect_svg "$work/chart.svg"
   grep -q 'CPU1' "$work/chart.svg" || fail "the chart has no CPU1 lane"
+  grep -q "fill = 'rgb( *32, *32, *32)'" "$work/chart.svg" || fail "the chart has no critical-path band (#202020)"
   "$starzero" trace "$work/nvme-trace" --svg "$work/nvme.svg" --steady-from 3 > /dev/null || fail "--svg of the NVMe run"
   expect_svg "$work/nvme.svg"
   grep -q 'RAM-&gt;DISK0\|RAM->DISK0' "$work/nvme.svg" || fail "the NVMe chart has no RAM->DISK0 lane"

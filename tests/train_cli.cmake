@@ -37,3 +37,9 @@ set_tests_properties(recompute PROPERTIES TIMEOUT 600 LABELS mpi)
 # --head-groups N: attention tasks per (tile, head group); bitwise identical training for every count.
 add_test(NAME head_groups COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/head_groups_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(head_groups PROPERTIES TIMEOUT 600)
+# --progress auto|bar|lines: bar frames only on a terminal without a launcher (or forced), one
+# line per step in files and under mpirun; a bad value exits 2.
+add_test(NAME train_progress COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/progress_test.sh $<TARGET_FILE:starzero> local)
+set_tests_properties(train_progress PROPERTIES TIMEOUT 300)
+add_test(NAME train_progress_mpirun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/progress_test.sh $<TARGET_FILE:starzero> mpirun)
+set_tests_properties(train_progress_mpirun PROPERTIES TIMEOUT 300 LABELS mpi)

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <starpu.h>
@@ -31,8 +32,27 @@ CommStats difference(const CommStats& after, const CommStats& before) {
 
 }  // namespace
 
+bool started_by_launcher() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(variable) != nullptr) return true;
+  return false;
+}
+
+bool shows_progress_bar(ProgressStyle style) {
+  switch (style) {
+    case ProgressStyle::bar:
+      return true;
+    case ProgressStyle::lines:
+      return false;
+    case ProgressStyle::automatic:
+      break;
+  }
+  return isatty(STDOUT_FILENO) != 0 && !started_by_launcher();
+}
+
 Trainer::Trainer(Trainable& model, Engine& engine, const DataParallelRanks& ranks, TrainerOptions options)
-    : model_(model), engine_(engine), ranks_(ranks), options_(std::move(options)), tty_(isatty(STDOUT_FILENO) != 0) {
+    : model_(model), engine_(engine), ranks_(ranks), options_(std::move(options)),
+      tty_(shows_progress_bar(options_.progress)) {
   if (options_.micro_batches < 1 || options_.steps < 1 || options_.max_skipped_steps < 1)
     throw std::invalid_argument("the trainer needs at least one step, one micro-batch and max_skipped_steps >= 1");
   if (options_.global_batch != model.micro_batch() * ranks.size() * options_.micro_batches)
@@ -180,7 +200,7 @@ std::optional<std::string> Trainer::sample(std::uint64_t seed) {
   return model_.sample([this] { engine_.submit_forward(); }, options_.prompt, options_.sample_tokens, seed);
 }
 
-// One line per step: on a terminal a progress bar rewritten in place, else plain lines.
+// One line per step: a progress bar rewritten in place (shows_progress_bar), else plain lines.
 void Trainer::report_step(std::uint64_t done, std::uint64_t total, const std::string& line) const {
   if (options_.quiet || !ranks_.leader()) return;
   if (!tty_) {

@@ -16,6 +16,20 @@
 
 namespace starzero {
 
+// How the leader shows each step's line (`starzero train --progress`): a progress bar rewritten
+// in place with carriage returns, or one line per step. automatic: the bar only when stdout is a
+// terminal and no launcher started the process (started_by_launcher): Open MPI's mpirun gives
+// its ranks a pseudo-terminal even when its own output goes to a log file, and a job's output
+// under a launcher is a log however it gets there.
+enum class ProgressStyle { automatic, bar, lines };
+
+// Whether a parallel launcher started this process: one of OMPI_COMM_WORLD_SIZE (Open MPI's
+// mpirun), PMI_RANK (MPICH, Intel MPI), PMIX_RANK (PMIx launchers) or SLURM_PROCID (srun) is set.
+bool started_by_launcher();
+
+// Whether `style` draws the bar in this process (automatic: as above).
+bool shows_progress_bar(ProgressStyle style);
+
 struct TrainerOptions {
   int global_batch = 8;   // rows per optimizer step, over all ranks and micro-batches
   int micro_batches = 1;  // K: gradient accumulation
@@ -32,6 +46,7 @@ struct TrainerOptions {
   // training stops with an error.
   int max_skipped_steps = 5;
   bool quiet = false;  // print only what the caller prints
+  ProgressStyle progress = ProgressStyle::automatic;
 };
 
 struct TrainingSummary {
@@ -94,7 +109,7 @@ class Trainer {
   Engine& engine_;
   const DataParallelRanks& ranks_;
   TrainerOptions options_;
-  bool tty_ = false;
+  bool tty_ = false;  // the progress bar (shows_progress_bar), else one line per step
   int skipped_in_a_row_ = 0;
 };
 
