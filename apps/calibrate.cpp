@@ -48,6 +48,54 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
+// The machine described by this calibration: this one named `name`, or with --like a named
+// machine's GPUs and links and at least this one's cores. std::invalid_argument naming the flag.
+sim::MachineSpec machine_to_calibrate(const std::string& name, const std::string& like) {
+  sim::MachineSpec machine;
+  try {
+    machine = sim::this_machine(name);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--name: ") + e.what());
+  }
+  if (!like.empty()) {
+    const std::optional<sim::MachineSpec> named = sim::named_machine(like);
+    if (!named) throw std::invalid_argument("--like: '" + like + "' is not a named machine (h200x1, h200x8, a100x1)");
+    const int cpus = machine.cpus;
+    machine = *named;
+    machine.name = name;
+    machine.cpus = std::max(cpus, machine.gpus + 1);  // one core drives each GPU
+  }
+  try {
+    sim::validate(machine);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--name: ") + e.what());
+  }
+  return machine;
+}
+
+// StarPU's per-task overhead the run measured on the CPU workers, into the machine's figures.
+void add_measured_overhead(const RunMeasurements& measured, sim::MachineSpec& machine) {
+  const TaskOverhead& overhead = measured.cpu_task_overhead;
+  if (overhead.tasks == 0 || std::isnan(overhead.wake_us)) {
+    std::printf("StarPU's overhead per task: not measured (it needs at least 2 steps and 2 CPU workers)\n");
+    return;
+  }
+  std::printf(
+      "StarPU's overhead per task on the CPU workers (steps 2 on, policy %s): %.1f us over %llu tasks; a "
+      "sleeping worker's wake-up: %.1f us\n",
+      measured.policy.c_str(), overhead.us_per_task, (unsigned long long)overhead.tasks, overhead.wake_us);
+  sim::add_task_overhead(machine, measured.policy, {overhead.us_per_task, overhead.wake_us, double(overhead.tasks)});
+}
+
+// The codelet models StarPU wrote for `machine_name` into dir/codelets/45.
+std::size_t count_models(const fs::path& dir, const std::string& machine_name) {
+  std::error_code ec;
+  std::size_t models = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "codelets" / "45", ec))
+    if (e.path().extension() == "." + machine_name) ++models;
+  return models;
+}
+
 }  // namespace
 
 int calibrate_main(int argc, char** argv) {
@@ -74,18 +122,9 @@ int calibrate_main(int argc, char** argv) {
   if (out.empty()) return usage_error("--out DIR is required");
   sim::MachineSpec machine;
   try {
-    machine = sim::this_machine(name);
-    if (!like.empty()) {
-      const std::optional<sim::MachineSpec> named = sim::named_machine(like);
-      if (!named) return usage_error("--like: '" + like + "' is not a named machine (h200x1, h200x8, a100x1)");
-      const int cpus = machine.cpus;
-      machine = *named;
-      machine.name = name;
-      machine.cpus = std::max(cpus, machine.gpus + 1);  // one core drives each GPU
-    }
-    sim::validate(machine);
+    machine = machine_to_calibrate(name, like);
   } catch (const std::invalid_argument& e) {
-    return usage_error(std::string("--name: ") + e.what());
+    return usage_error(e.what());
   }
   std::error_code ec;
   const fs::path dir = fs::absolute(out, ec);
@@ -109,16 +148,7 @@ int calibrate_main(int argc, char** argv) {
   RunMeasurements measured;
   const int rc = train_main(int(train_args.size()), train_args.data(), &measured);
   if (rc != 0) return rc;
-  const TaskOverhead& overhead = measured.cpu_task_overhead;
-  if (overhead.tasks > 0 && !std::isnan(overhead.wake_us)) {
-    std::printf(
-        "StarPU's overhead per task on the CPU workers (steps 2 on, policy %s): %.1f us over %llu tasks; a "
-        "sleeping worker's wake-up: %.1f us\n",
-        measured.policy.c_str(), overhead.us_per_task, (unsigned long long)overhead.tasks, overhead.wake_us);
-    sim::add_task_overhead(machine, measured.policy, {overhead.us_per_task, overhead.wake_us, double(overhead.tasks)});
-  } else {
-    std::printf("StarPU's overhead per task: not measured (it needs at least 2 steps and 2 CPU workers)\n");
-  }
+  add_measured_overhead(measured, machine);
   // After the run: StarPU wrote its own bus calibration for this name; the platform replaces it.
   try {
     sim::write_platform(machine, dir);
@@ -126,13 +156,10 @@ int calibrate_main(int argc, char** argv) {
     std::fprintf(stderr, "starzero calibrate: failed: writing the platform into %s: %s\n", dir.c_str(), e.what());
     return 1;
   }
-  std::size_t models = 0;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir / "codelets" / "45", ec))
-    if (e.path().extension() == "." + machine.name) ++models;
   std::printf(
       "calibrated: %zu codelet models in %s/codelets/45 (*.%s) and this machine's platform in %s/bus; "
       "simulate with starzero-sim train ... --platform %s\n",
-      models, dir.c_str(), machine.name.c_str(), dir.c_str(), dir.c_str());
+      count_models(dir, machine.name), dir.c_str(), machine.name.c_str(), dir.c_str(), dir.c_str());
   return 0;
 }
 

@@ -280,6 +280,9 @@ void read_gpt_config(const cli::ArgParser& p, PlanRequest& a) {
   }
 }
 
+void read_state_options(const cli::ArgParser& p, PlanRequest& a);
+void read_machine_options(const cli::ArgParser& p, PlanRequest& a);
+
 PlanRequest read_args(const cli::ArgParser& p) {
   PlanRequest a;
   PlanInput& in = a.base;
@@ -300,6 +303,18 @@ PlanRequest read_args(const cli::ArgParser& p) {
   } else {
     a.stages = {std::stoi(cli::parse_choice("stage", stage_text, {"0", "1", "2", "3", "all"}))};
   }
+  read_state_options(p, a);
+  read_machine_options(p, a);
+  a.json = p.flag_set("json");
+  // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
+  if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
+  if (a.llama) in.model = llama_model_footprint(*a.llama);
+  return a;
+}
+
+// Precision, optimizer state, offload and the windows: the PlanInput every row shares.
+void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
+  PlanInput& in = a.base;
   if (auto v = p.value("precision")) {
     in.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
   }
@@ -325,6 +340,11 @@ PlanRequest read_args(const cli::ArgParser& p) {
     in.grad_window = cli::parse_count("grad-window", *v);
     if (in.grad_window < 1) throw UsageError("--grad-window must be >= 1");
   }
+}
+
+// The limits of the fit check, the machine of the step bound, and the autos they resolve.
+void read_machine_options(const cli::ArgParser& p, PlanRequest& a) {
+  const PlanInput& in = a.base;
   if (auto v = p.value("gpu-mem")) {
     a.limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
     if (*a.limits.gpu_bytes <= 0) throw UsageError("--gpu-mem: '" + cli::printable(*v) + "' must be > 0");
@@ -357,11 +377,6 @@ PlanRequest read_args(const cli::ArgParser& p) {
     if (!a.machine) throw UsageError("--grad-accum needs --platform (it sets the micro-batches of the step bound)");
     a.micro_batches = int(cli::int_option(p, "grad-accum", 1, 1, 1 << 20));
   }
-  a.json = p.flag_set("json");
-  // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
-  if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
-  if (a.llama) in.model = llama_model_footprint(*a.llama);
-  return a;
 }
 
 // Whole from 100 up, else three significant digits: "1500", "141", "1.5", "0.124".

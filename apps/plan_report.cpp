@@ -634,7 +634,8 @@ void print_human(const PlanRequest& a, const Results& r, std::string& out) {
 
 // ---- JSON output -----------------------------------------------------------------------------------
 
-void print_json(const PlanRequest& a, const Results& r, std::string& out) {
+// "model": Ψ and the shape the plan was given (GPT or Llama 3).
+void json_model(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   out += "{\n  \"model\": {\"params\": " + json_number(double(r.params)) + ", \"gpt\": ";
   if (a.gpt) {
@@ -669,6 +670,11 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
     out += "null";
   }
   out += "},\n";
+}
+
+// "settings": the flags that shaped every row.
+void json_settings(const PlanRequest& a, std::string& out) {
+  const PlanInput& in = a.base;
   out += "  \"settings\": {\"precision\": " + json_string(precision_name(in.precision)) +
          ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
          ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
@@ -681,47 +687,48 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
          ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) +
          ", \"grad_window\": " + std::to_string(in.grad_window) + ", \"micro_batches\": " +
          std::to_string(a.micro_batches) + ", \"bytes_unit\": \"byte\"},\n";
-  out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
-  out += "  \"plans\": [";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    const Row& row = r.rows[i];
-    const MemoryPlan& m = row.mem;
-    out += i ? ",\n    " : "\n    ";
-    out += "{\"dp\": " + std::to_string(row.dp) + ", \"stage\": " + std::to_string(row.stage) +
-           ", \"static\": " + json_split(m.seeds) + ",\n     \"gpu\": {\"params\": " + json_number(m.gpu.params) +
-           ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
-           ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
-           ", \"temporaries\": " + json_number(m.temporaries) +
-           ", \"grads_in_flight\": " + json_number(m.grads_in_flight) + ", \"total\": " + json_number(m.gpu_total()) +
-           "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
-           ", \"nvme\": " + json_split(m.nvme) +
-           ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
-           ",\n     \"optimizer_split\": {\"fraction\": " + json_number(m.optimizer_split.fraction()) +
-           ", \"offloaded_params\": " + json_number(double(m.optimizer_split.offloaded_params)) +
-           ", \"device_params\": " + json_number(double(m.optimizer_split.device_params())) +
-           ", \"layers\": " + std::to_string(m.optimizer_split.layers) +
-           ", \"first_offloaded_layer\": " +
-           (m.optimizer_split.layers > 0 ? std::to_string(m.optimizer_split.first_offloaded) : std::string("null")) +
-           "}" + ",\n     \"speculative_split\": {\"fraction\": " + json_number(m.speculative_split.fraction()) +
-           ", \"speculative_params\": " + json_number(double(m.speculative_split.offloaded_params)) +
-           ", \"first_speculative_layer\": " +
-           (m.speculative_split.layers > 0 ? std::to_string(m.speculative_split.first_offloaded) : std::string("null")) +
-           "}" +
-           ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
-           ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
-           ", \"ring_elements\": " + json_number(row.comm.ring_elements) +
-           ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "},\n     \"bound\": ";
-    if (row.bound) {
-      std::string fields;
-      for (const auto& [key, value] :
-           sim::bound_json_fields(row.bound->bound, row.bound->work, row.bound->rates, std::nullopt))
-        fields += (fields.empty() ? "" : ", ") + json_string(key) + ": " + value;
-      out += "{" + fields + "}}";
-    } else {
-      out += "null}";
-    }
+}
+
+// One row of "plans": a configuration's placement, communication and bound.
+void json_plan_row(const Row& row, std::string& out) {
+  const MemoryPlan& m = row.mem;
+  out += "{\"dp\": " + std::to_string(row.dp) + ", \"stage\": " + std::to_string(row.stage) +
+         ", \"static\": " + json_split(m.seeds) + ",\n     \"gpu\": {\"params\": " + json_number(m.gpu.params) +
+         ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
+         ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
+         ", \"temporaries\": " + json_number(m.temporaries) +
+         ", \"grads_in_flight\": " + json_number(m.grads_in_flight) + ", \"total\": " + json_number(m.gpu_total()) +
+         "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
+         ", \"nvme\": " + json_split(m.nvme) +
+         ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
+         ",\n     \"optimizer_split\": {\"fraction\": " + json_number(m.optimizer_split.fraction()) +
+         ", \"offloaded_params\": " + json_number(double(m.optimizer_split.offloaded_params)) +
+         ", \"device_params\": " + json_number(double(m.optimizer_split.device_params())) +
+         ", \"layers\": " + std::to_string(m.optimizer_split.layers) +
+         ", \"first_offloaded_layer\": " +
+         (m.optimizer_split.layers > 0 ? std::to_string(m.optimizer_split.first_offloaded) : std::string("null")) +
+         "}" + ",\n     \"speculative_split\": {\"fraction\": " + json_number(m.speculative_split.fraction()) +
+         ", \"speculative_params\": " + json_number(double(m.speculative_split.offloaded_params)) +
+         ", \"first_speculative_layer\": " +
+         (m.speculative_split.layers > 0 ? std::to_string(m.speculative_split.first_offloaded) : std::string("null")) +
+         "}" +
+         ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
+         ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
+         ", \"ring_elements\": " + json_number(row.comm.ring_elements) +
+         ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "},\n     \"bound\": ";
+  if (row.bound) {
+    std::string fields;
+    for (const auto& [key, value] :
+         sim::bound_json_fields(row.bound->bound, row.bound->work, row.bound->rates, std::nullopt))
+      fields += (fields.empty() ? "" : ", ") + json_string(key) + ": " + value;
+    out += "{" + fields + "}}";
+  } else {
+    out += "null}";
   }
-  out += "\n  ],\n  \"fit\": ";
+}
+
+// "fit": per dp, which options fit the limits, and the recommendation.
+void json_fit(const PlanRequest& a, const Results& r, std::string& out) {
   if (r.fits.empty()) {
     out += "null\n}\n";
     return;
@@ -760,6 +767,19 @@ void print_json(const PlanRequest& a, const Results& r, std::string& out) {
     out += "]}";
   }
   out += "\n  ]}\n}\n";
+}
+
+void print_json(const PlanRequest& a, const Results& r, std::string& out) {
+  json_model(a, r, out);
+  json_settings(a, out);
+  out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
+  out += "  \"plans\": [";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    out += i ? ",\n    " : "\n    ";
+    json_plan_row(r.rows[i], out);
+  }
+  out += "\n  ],\n  \"fit\": ";
+  json_fit(a, r, out);
 }
 
 }  // namespace

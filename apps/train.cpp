@@ -28,8 +28,8 @@ std::string model_names() {
   return names;
 }
 
-cli::ArgParser make_train_parser() {
-  cli::ArgParser p("starzero train");
+// Model, data, learning-rate schedule and AdamW.
+void add_model_and_optimizer_options(cli::ArgParser& p) {
   p.option("model", "NAME", "model family: " + model_names() + " (default gpt)")
       .option("preset", "NAME", "model shape: tiny (default), gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M")
       .option("layers", "L", "override the preset's number of transformer blocks (mlp: residual blocks)")
@@ -60,6 +60,10 @@ cli::ArgParser make_train_parser() {
       .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
       .option("seed", "S", "initialisation and batch order (default 1337)")
       .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)");
+}
+
+// The StarPU session, ZeRO and the shape of the task graph.
+void add_parallelism_options(cli::ArgParser& p) {
   cli::add_session_options(p)
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
@@ -91,7 +95,12 @@ cli::ArgParser make_train_parser() {
       .option("grad-window", "G",
               "full gradients alive at once: ZeRO-2/3 beyond the one computed; one rank with --offload-params "
               "cpu and --offload-optimizer, on the device (default 2)")
-      .option("offload-optimizer", "WHERE",
+;
+}
+
+// Where the state lives (optimizer and parameter offload) and how the update overlaps.
+void add_offload_options(cli::ArgParser& p) {
+  p.option("offload-optimizer", "WHERE",
               "none (default), cpu (pinned host memory, CPU AdamW) or nvme (StarPU disk node)")
       .option("offload-optimizer-fraction", "F|auto",
               "--offload-optimizer cpu|nvme: offload the state of the last layers holding F of the parameters "
@@ -113,7 +122,12 @@ cli::ArgParser make_train_parser() {
               "--speculative-update: only the last CPU-updated layers holding F of the parameters are speculative "
               "(+12 bytes/param for those), the others update after the norm; auto: as many as host memory holds "
               "(default 1: all)")
-      .option("checkpoint-in", "FILE|DIR",
+;
+}
+
+// Checkpoints, robustness, validation, samples and what the run writes.
+void add_run_options(cli::ArgParser& p) {
+  p.option("checkpoint-in", "FILE|DIR",
               "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
               "a --checkpoint-dir folder: its latest set")
       .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
@@ -146,6 +160,14 @@ cli::ArgParser make_train_parser() {
               "auto (default): a progress bar on a terminal, one line per step in a file or pipe and under "
               "mpirun/srun; bar; lines")
       .flag("help", "show this help");
+}
+
+cli::ArgParser make_train_parser() {
+  cli::ArgParser p("starzero train");
+  add_model_and_optimizer_options(p);
+  add_parallelism_options(p);
+  add_offload_options(p);
+  add_run_options(p);
   return p;
 }
 

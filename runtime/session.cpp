@@ -133,22 +133,11 @@ void register_policy_plugin(const std::string& path) {
   loaded_plugins().push_back(std::move(plugin));
 }
 
-Session::Session(const SessionOptions& options) {
-  if (session_alive) throw std::logic_error("a StarPU session is already running in this process");
+namespace {
 
-  if (!options.policy_plugin.empty()) register_policy_plugin(options.policy_plugin);
-  policy_ = options.policy;
-  if (policy_.empty()) {
-    const char* from_env = std::getenv("STARPU_SCHED");
-    policy_ = from_env && *from_env ? from_env : "lws";
-  }
-  const auto policies = scheduling_policies();
-  if (std::find(policies.begin(), policies.end(), policy_) == policies.end())
-    throw std::invalid_argument("unknown scheduling policy '" + policy_ +
-                                "' (see --sched help); valid: " + join(policies));
-  if (options.cpu_workers < -1 || options.cuda_workers < -1 || options.cuda_device < -1)
-    throw std::invalid_argument("worker counts must be >= 0 (or -1 for StarPU's default)");
-
+// What starpu_init reads from the environment (1.3 has no conf fields for it): tracing,
+// scheduler parameters, memory limits, write-back. `trace_file` gets the FxT file's path.
+void set_starpu_environment(const SessionOptions& options, std::string& trace_file) {
   // These settings are read from the environment by starpu_init (1.3 has no conf fields).
   // StarPU's start-up chatter (e.g. the FxT build warning) is off unless the user asks.
   setenv("STARPU_SILENT", "1", 0);
@@ -162,7 +151,7 @@ Session::Session(const SessionOptions& options) {
     set_env("STARPU_FXT_PREFIX", options.trace_dir);
     const std::string suffix = "starzero_r" + std::to_string(options.trace_rank);
     set_env("STARPU_FXT_SUFFIX", suffix);
-    trace_file_ = options.trace_dir + "/" + suffix + "_0";
+    trace_file = options.trace_dir + "/" + suffix + "_0";
   }
   set_optional_env("STARPU_SCHED_ALPHA", options.sched_alpha);
   set_optional_env("STARPU_SCHED_BETA", options.sched_beta);
@@ -184,6 +173,27 @@ Session::Session(const SessionOptions& options) {
     set_env("STARPU_LIMIT_CUDA_MEM", std::to_string(options.cuda_memory_limit_mib));
   else
     unsetenv("STARPU_LIMIT_CUDA_MEM");
+}
+
+}  // namespace
+
+Session::Session(const SessionOptions& options) {
+  if (session_alive) throw std::logic_error("a StarPU session is already running in this process");
+
+  if (!options.policy_plugin.empty()) register_policy_plugin(options.policy_plugin);
+  policy_ = options.policy;
+  if (policy_.empty()) {
+    const char* from_env = std::getenv("STARPU_SCHED");
+    policy_ = from_env && *from_env ? from_env : "lws";
+  }
+  const auto policies = scheduling_policies();
+  if (std::find(policies.begin(), policies.end(), policy_) == policies.end())
+    throw std::invalid_argument("unknown scheduling policy '" + policy_ +
+                                "' (see --sched help); valid: " + join(policies));
+  if (options.cpu_workers < -1 || options.cuda_workers < -1 || options.cuda_device < -1)
+    throw std::invalid_argument("worker counts must be >= 0 (or -1 for StarPU's default)");
+
+  set_starpu_environment(options, trace_file_);
 
   starpu_conf conf;
   if (starpu_conf_init(&conf) != 0) throw std::runtime_error("starpu_conf_init failed");

@@ -320,25 +320,10 @@ std::map<std::string, TaskOverheadRecord> task_overheads_to_charge(const Machine
   return charged;
 }
 
-std::string platform_xml(const MachineSpec& m) {
-  validate(m);
-  const bool nvlink = m.gpus > 1 && m.gpu_to_gpu_Bps > 0;
-  std::string x;
-  x += "<?xml version='1.0'?>\n";
-  x += "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
-  x += "<!-- starzero platform '" + m.name + "': " + std::to_string(m.cpus) + " CPU cores, " + std::to_string(m.gpus) +
-       " GPUs (sim/platform.cpp, docs/simulation.md) -->\n";
-  x += "<platform version=\"4.1\">\n";
-  // StarPU's own platform files turn SimGrid's TCP corrections off: a transfer takes latency +
-  // size / bandwidth on an idle route.
-  x += " <config id=\"General\">\n";
-  x += "   <prop id=\"network/TCP-gamma\" value=\"-1\"></prop>\n";
-  x += "   <prop id=\"network/latency-factor\" value=\"1\"></prop>\n";
-  x += "   <prop id=\"network/bandwidth-factor\" value=\"1\"></prop>\n";
-  x += "   <prop id=\"network/weight-S\" value=\"0.0\"></prop>\n";
-  x += "   <prop id=\"network/crosstraffic\" value=\"0\"></prop>\n";
-  x += " </config>\n";
-  x += " <zone id=\"AS0\" routing=\"Full\">\n";
+namespace {
+
+// The SimGrid hosts: the main thread, one per CPU core and GPU (its memory), RAM and the disk.
+void add_platform_hosts(const MachineSpec& m, bool nvlink, std::string& x) {
   // Host speeds do not matter: StarPU runs a task for (its predicted us) x speed flops.
   x += "   <host id=\"MAIN\" speed=\"1f\"/>\n";
   for (int i = 0; i < m.cpus; ++i) x += "   <host id=\"CPU" + std::to_string(i) + "\" speed=\"2000000000f\"/>\n";
@@ -350,6 +335,10 @@ std::string platform_xml(const MachineSpec& m) {
   }
   x += "   <host id=\"RAM\" speed=\"1f\"/>\n";
   x += "   <host id=\"DISK0\" speed=\"1f\"/>\n\n";
+}
+
+// The links: host memory, PCIe per GPU and direction, NVLink through the NVSwitch, the disk.
+void add_platform_links(const MachineSpec& m, bool nvlink, std::string& x) {
   // Every PCIe copy also crosses host memory, shared by all of them.
   x += "   <link id=\"Host\" bandwidth=\"" + bps(m.host_memory_Bps) + "\" latency=\"" + seconds(0) + "\"/>\n";
   for (int i = 0; i < m.gpus; ++i) {
@@ -378,6 +367,10 @@ std::string platform_xml(const MachineSpec& m) {
   x += "   <link id=\"DISK0-RAM\" bandwidth=\"" + bps(m.disk_read_Bps) + "\" latency=\"" + seconds(m.disk_latency_s) +
        "\"/>\n\n";
 
+}
+
+// The routes over those links between RAM, the GPUs and the disk.
+void add_platform_routes(const MachineSpec& m, bool nvlink, std::string& x) {
   const auto route = [&x](const std::string& src, const std::string& dst, std::initializer_list<std::string> links) {
     x += "   <route src=\"" + src + "\" dst=\"" + dst + "\" symmetrical=\"NO\">";
     for (const std::string& link : links) x += "<link_ctn id=\"" + link + "\"/>";
@@ -397,10 +390,37 @@ std::string platform_xml(const MachineSpec& m) {
     }
   route("RAM", "DISK0", {"RAM-DISK0", "Host"});
   route("DISK0", "RAM", {"DISK0-RAM", "Host"});
+}
+
+}  // namespace
+
+std::string platform_xml(const MachineSpec& m) {
+  validate(m);
+  const bool nvlink = m.gpus > 1 && m.gpu_to_gpu_Bps > 0;
+  std::string x;
+  x += "<?xml version='1.0'?>\n";
+  x += "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
+  x += "<!-- starzero platform '" + m.name + "': " + std::to_string(m.cpus) + " CPU cores, " + std::to_string(m.gpus) +
+       " GPUs (sim/platform.cpp, docs/simulation.md) -->\n";
+  x += "<platform version=\"4.1\">\n";
+  // StarPU's own platform files turn SimGrid's TCP corrections off: a transfer takes latency +
+  // size / bandwidth on an idle route.
+  x += " <config id=\"General\">\n";
+  x += "   <prop id=\"network/TCP-gamma\" value=\"-1\"></prop>\n";
+  x += "   <prop id=\"network/latency-factor\" value=\"1\"></prop>\n";
+  x += "   <prop id=\"network/bandwidth-factor\" value=\"1\"></prop>\n";
+  x += "   <prop id=\"network/weight-S\" value=\"0.0\"></prop>\n";
+  x += "   <prop id=\"network/crosstraffic\" value=\"0\"></prop>\n";
+  x += " </config>\n";
+  x += " <zone id=\"AS0\" routing=\"Full\">\n";
+  add_platform_hosts(m, nvlink, x);
+  add_platform_links(m, nvlink, x);
+  add_platform_routes(m, nvlink, x);
   x += " </zone>\n";
   x += "</platform>\n";
   return x;
 }
+
 
 std::string bandwidth_matrix(const MachineSpec& m) {
   validate(m);

@@ -37,7 +37,7 @@ run() {
   fi
 }
 
-# step_lines LOG: the step lines a run printed (under mpirun a \r-separated progress bar).
+# step_lines LOG: the step lines a run printed (a progress bar's \r-separated frames, if any).
 step_lines() { tr '\r' '\n' < "$1" | sed 's/^\[[#.]*\] //; s/\x1b\[K//g' | grep '^step [0-9]' || true; }
 
 # pair NAME NP ARGS...: the synchronous and the speculative run (with "${spec_extra[@]}" too);

@@ -176,6 +176,74 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                 describe_speculative_split(run.engine->speculative_split(), run.engine->optimizer_split()).c_str());
 }
 
+// The machine the run plans for: this one, or in a simulation the simulated machine's cores and
+// GPUs, which then decide workers and CPU Adam threads.
+Topology run_topology() {
+  Topology topology = Topology::discover();
+  if constexpr (!simulation::host_is_this_machine) {
+    const simulation::MachineSize simulated = simulation::machine_size();
+    topology.cores = topology.hardware_threads = simulated.cpus;
+    topology.numa_nodes = 1;
+    topology.cores_per_numa.assign(1, std::vector<int>(std::size_t(simulated.cpus), 0));
+    topology.gpus.assign(std::size_t(simulated.gpus), GpuLocality{});
+    for (int g = 0; g < simulated.gpus; ++g) topology.gpus[std::size_t(g)] = {g, "simulated", 0};
+  }
+  return topology;
+}
+
+// --speculative-fraction auto: as many speculative layers as this host's memory holds for each of
+// the `ranks_here` ranks on it, planned with all of the state offloaded (a share of it left on
+// the GPU later only frees host memory). A simulation's host memory is not this machine's and is
+// not checked: all of them.
+void resolve_speculative_fraction_auto(RunOptions& o, const PlanInput& planned, int ranks_here, bool leader) {
+  const double host_bytes = double(available_host_memory_bytes()) / ranks_here;
+  o.speculative_fraction = {simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0,
+                            false};
+  if (!leader) return;
+  const std::string why = simulation::host_is_this_machine
+                              ? "their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
+                                    " GB available per rank beside the rest of the plan"
+                              : "a simulation: all of them, its host memory is not checked";
+  std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n", o.speculative_fraction.value,
+              why.c_str());
+}
+
+// --offload-optimizer-fraction auto (offload/planner.hpp): as much state on the GPU (of
+// `device_bytes`) as its memory holds beside the rest of the plan; without a GPU, all of it
+// offloaded (as --offload-optimizer alone).
+void resolve_offload_fraction_auto(RunOptions& o, const PlanInput& planned, std::size_t device_bytes, bool leader) {
+  o.offload_optimizer_fraction = {device_bytes > 0 ? auto_offload_fraction(planned, double(device_bytes)) : 1.0, false};
+  if (!leader) return;
+  const std::string why = device_bytes > 0 ? "the state of the rest fits the GPU's " +
+                                                 fixed(double(device_bytes) / 1e9, 1) +
+                                                 " GB beside the plan's other bytes and a " +
+                                                 fixed(100 * kAutoGpuMargin, 0) + " % margin"
+                                           : "no GPU: all of it, as --offload-optimizer alone";
+  std::printf("--offload-optimizer-fraction auto: F = %.4g of the parameters offloaded (%s)\n",
+              o.offload_optimizer_fraction.value, why.c_str());
+}
+
+// What every step needs on the device for good (parameters, gradients, optimizer state: the
+// plan's static GPU bytes) must fit the GPU, or StarPU would evict and fetch it back again and
+// again. Activations are not counted: recomputation, activation offload and eviction take care of
+// them; but with them too it runs while StarPU evicts inside tasks all step long (a gpt-7B at B=8,
+// T=4096: AdamW tasks stalled for seconds): the leader says so once.
+void check_device_fits(const MemoryPlan& memory, std::size_t device_bytes, const std::string& program, bool leader) {
+  if (device_bytes == 0) return;
+  const double device = double(device_bytes);
+  if (memory.gpu_static() > device)
+    throw std::invalid_argument(
+        "the model's parameters, gradients and optimizer state take " + fixed(memory.gpu_static() / 1e9, 1) +
+        " GB per GPU (`starzero plan`), more than the GPU's " + fixed(device / 1e9, 1) +
+        " GB: offload them (--offload-optimizer cpu; --stage 3 --offload-params cpu) or use more ranks");
+  if (memory.gpu_total() > device && leader)
+    std::fprintf(stderr,
+                 "%s: warning: with one micro-batch's activations the GPU needs %.1f GB (`starzero plan`), more "
+                 "than its %.1f GB: StarPU will evict and fetch back every step; fewer sequences per micro-batch "
+                 "(--batch with --grad-accum), --recompute or --offload-activations cpu fit it\n",
+                 program.c_str(), memory.gpu_total() / 1e9, device / 1e9);
+}
+
 // Starts StarPU (and NCCL, the disk node) for this rank as the host plan says, and resolves
 // --offload-optimizer-fraction auto in `o` from the GPU's memory.
 HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& ranks, RunState& run,
@@ -184,16 +252,7 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   session.trace_rank = ranks.rank();
   session.profile_workers = o.measurements != nullptr;
   // One GPU per rank: the rank's index among the ranks on this machine picks it.
-  Topology topology = Topology::discover();
-  if constexpr (!simulation::host_is_this_machine) {
-    // The simulated machine's cores and GPUs decide workers and CPU Adam threads, not this host's.
-    const simulation::MachineSize simulated = simulation::machine_size();
-    topology.cores = topology.hardware_threads = simulated.cpus;
-    topology.numa_nodes = 1;
-    topology.cores_per_numa.assign(1, std::vector<int>(std::size_t(simulated.cpus), 0));
-    topology.gpus.assign(std::size_t(simulated.gpus), GpuLocality{});
-    for (int g = 0; g < simulated.gpus; ++g) topology.gpus[std::size_t(g)] = {g, "simulated", 0};
-  }
+  const Topology topology = run_topology();
   const int gpus = session.cuda_workers == 0 ? 0 : int(topology.gpus.size());
   const int rank_gpu = gpus > 0 ? ranks.local_rank() % gpus : -1;
   if (ranks.size() > 1 && rank_gpu >= 0) session.cuda_device = rank_gpu;
@@ -214,19 +273,8 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   PlanInput planned = plan_input_of(spec, o, ranks.size(), micro_batch);
   if (planned.offload_fraction.automatic) planned.offload_fraction = {1.0, false};
   if (o.speculative_fraction.automatic) {
-    // auto: as many speculative layers as this host's memory holds for each rank on it, with all
-    // of the state offloaded (a share of it left on the GPU later only frees host memory). A
-    // simulation's host memory is not this machine's and is not checked: all of them.
-    const double host_bytes = double(available_host_memory_bytes()) / host_input.ranks_here;
-    o.speculative_fraction = {simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0, false};
+    resolve_speculative_fraction_auto(o, planned, host_input.ranks_here, ranks.leader());
     planned.speculative_fraction = o.speculative_fraction;
-    if (ranks.leader())
-      std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n",
-                  o.speculative_fraction.value,
-                  !simulation::host_is_this_machine ? "a simulation: all of them, its host memory is not checked"
-                                                          : ("their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
-                                         " GB available per rank beside the rest of the plan")
-                                            .c_str());
   }
   host_input.memory = plan_memory(planned);
   const HostPlan host = plan_host(host_input, topology);
@@ -234,40 +282,12 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   if (o.offload_optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.host_mem_limit_mib;
   run.session.emplace(session);
   if (o.offload_optimizer_fraction.automatic) {
-    // auto (offload/planner.hpp): as much state on the GPU as its memory holds beside the rest of
-    // the plan; without a GPU, all of it offloaded (as --offload-optimizer alone).
-    const std::size_t device = run.session->cuda_memory_bytes();
-    o.offload_optimizer_fraction = {device > 0 ? auto_offload_fraction(planned, double(device)) : 1.0, false};
+    resolve_offload_fraction_auto(o, planned, run.session->cuda_memory_bytes(), ranks.leader());
     host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
-    if (ranks.leader())
-      std::printf("--offload-optimizer-fraction auto: F = %.4g of the parameters offloaded (%s)\n",
-                  o.offload_optimizer_fraction.value,
-                  device > 0 ? ("the state of the rest fits the GPU's " + fixed(double(device) / 1e9, 1) +
-                                " GB beside the plan's other bytes and a " + fixed(100 * kAutoGpuMargin, 0) +
-                                " % margin")
-                                   .c_str()
-                             : "no GPU: all of it, as --offload-optimizer alone");
   }
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
-  // What every step needs on the device for good (parameters, gradients, optimizer state: the plan's
-  // static GPU bytes) must fit the GPU, or StarPU would evict and fetch it back again and again.
-  // Activations are not counted: recomputation, activation offload and eviction take care of them.
-  if (const std::size_t device = run.session->cuda_memory_bytes();
-      device > 0 && host_input.memory.gpu_static() > double(device))
-    throw std::invalid_argument(
-        "the model's parameters, gradients and optimizer state take " + fixed(host_input.memory.gpu_static() / 1e9, 1) +
-        " GB per GPU (`starzero plan`), more than the GPU's " + fixed(double(device) / 1e9, 1) +
-        " GB: offload them (--offload-optimizer cpu; --stage 3 --offload-params cpu) or use more ranks");
-  // With the activations too, it runs, but StarPU evicts inside tasks all step long (a gpt-7B at
-  // B=8, T=4096: AdamW tasks stalled for seconds): say so once.
-  if (const std::size_t device = run.session->cuda_memory_bytes();
-      device > 0 && host_input.memory.gpu_total() > double(device) && ranks.leader())
-    std::fprintf(stderr,
-                 "%s: warning: with one micro-batch's activations the GPU needs %.1f GB (`starzero plan`), more "
-                 "than its %.1f GB: StarPU will evict and fetch back every step; fewer sequences per micro-batch "
-                 "(--batch with --grad-accum), --recompute or --offload-activations cpu fit it\n",
-                 o.program.c_str(), host_input.memory.gpu_total() / 1e9, double(device) / 1e9);
+  check_device_fits(host_input.memory, run.session->cuda_memory_bytes(), o.program, ranks.leader());
   if (ranks.is_simulated()) ranks.use_simulated_collectives(run.session->cuda_workers() > 0);
   if (nccl && !ranks.is_simulated()) {
     if (run.session->cuda_workers() == 0)
@@ -369,34 +389,38 @@ void print_step_bound(const sim::RunBoundFigures& figures) {
     std::printf("%s\n", line.c_str());
 }
 
-// The run on a started session; returns when every step, save and report is done, with the
-// figures of its step bound (the leader's; unset on other ranks and for a real one-step run).
-std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, const RunOptions& o,
-                                                     const std::optional<ResumeFiles>& resume, DataParallelRanks& ranks,
-                                                     RunState& run, const HostPlan& host, double start) {
+// The engine of this run on its session: the options the flags gave, with this rank's
+// communicators, host plan and disk node.
+Engine& start_engine(const RunOptions& o, bool resuming, DataParallelRanks& ranks, RunState& run,
+                     const HostPlan& host) {
   EngineOptions engine_options = engine_options_of(o);
   engine_options.comm = ranks.engine_comm();
   engine_options.host_comm = ranks.uses_nccl() ? ranks.host_comm() : nullptr;
   engine_options.adam_threads = host.adam_threads;
   engine_options.host_numa_node = host.numa_node;
   engine_options.nvme = run.nvme ? &*run.nvme : nullptr;
-  engine_options.initialise_params = !resume;  // the checkpoint's values replace them
+  engine_options.initialise_params = !resuming;  // the checkpoint's values replace them
   if (ranks.rank() == o.hang_rank) engine_options.hang_at_step = o.hang_at_step;
-  Engine& engine = run.engine.emplace(*run.model, engine_options);
-  if (ranks.leader()) print_banner(spec, o, run, ranks, host);
-  std::uint64_t first_step = 1;
-  if (resume) {
-    first_step = apply_resume_files(*resume, engine) + 1;
-    if (ranks.leader() && resume->state)
-      std::printf("resumed from %s at step %llu%s\n", o.checkpoint_in->c_str(), (unsigned long long)(first_step - 1),
-                  resume->state->ranks() > 1
-                      ? (" (optimizer state of " + std::to_string(resume->state->ranks()) + " ranks)").c_str()
-                      : "");
-    else if (ranks.leader())
-      std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", o.checkpoint_in->c_str());
-  }
-  const CheckpointFormat& format = spec.checkpoint_format();
-  // A save that was killed leaves its temporary files (as large as the checkpoint): remove them.
+  return run.engine.emplace(*run.model, engine_options);
+}
+
+// The checkpoint's values (and optimizer state, if saved) into the engine; the step it was at.
+std::uint64_t resume_engine(const ResumeFiles& resume, const RunOptions& o, Engine& engine,
+                            const DataParallelRanks& ranks) {
+  const std::uint64_t step = apply_resume_files(resume, engine);
+  if (ranks.leader() && resume.state)
+    std::printf("resumed from %s at step %llu%s\n", o.checkpoint_in->c_str(), (unsigned long long)step,
+                resume.state->ranks() > 1
+                    ? (" (optimizer state of " + std::to_string(resume.state->ranks()) + " ranks)").c_str()
+                    : "");
+  else if (ranks.leader())
+    std::printf("initialised from %s (no .state beside it: fresh optimizer)\n", o.checkpoint_in->c_str());
+  return step;
+}
+
+// Where saves go, cleared of what a killed save left (temporary files as large as the checkpoint);
+// the --checkpoint-dir sets, if any.
+std::optional<CheckpointSets> open_checkpoint_destinations(const RunOptions& o, const DataParallelRanks& ranks) {
   if (o.checkpoint_out && ranks.leader())
     for (const std::filesystem::path& stale : remove_stale_temporaries(*o.checkpoint_out))
       std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
@@ -407,12 +431,16 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
       for (const fs::path& stale : sets->remove_stale())
         std::printf("removed %s, left by a save that did not finish\n", stale.c_str());
   }
-  Trainer trainer(*run.model, engine, ranks, o.trainer);
-  std::optional<Watchdog> watchdog;
-  // Not in simulation: its thread would measure wall time against simulated progress.
+  return sets;
+}
+
+// --watchdog: when nothing finishes for that long, every rank says what its threads wait on and
+// the job ends with kWatchdogExitCode. Not in simulation: its thread would measure wall time
+// against simulated progress.
+void start_watchdog(std::optional<Watchdog>& watchdog, const RunOptions& o, DataParallelRanks& ranks) {
   if (o.watchdog_seconds > 0 && !simulation::predicts_times)
-    watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&](const std::string& last,
-                                                                   const std::string& threads) {
+    watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&o, &ranks](const std::string& last,
+                                                                            const std::string& threads) {
       std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
                    o.program.c_str(), ranks.rank(), ranks.size(), o.watchdog_seconds, last.c_str(), threads.c_str());
       std::fflush(stderr);
@@ -420,6 +448,55 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
       ranks.abort(kWatchdogExitCode);
       std::_Exit(kWatchdogExitCode);
     });
+}
+
+// The leader's line for the last save.
+void print_saved(const RunOptions& o, const CheckpointFormat& format, const CheckpointSets* sets,
+                 std::uint64_t step, int ranks) {
+  const std::string what = format.describe(o.checkpoint_precision);
+  if (sets)
+    std::printf("wrote %s/step_%llu (%s and the optimizer state; `latest` names it)\n", sets->dir().c_str(),
+                (unsigned long long)step, what.c_str());
+  if (o.checkpoint_out)
+    std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), what.c_str(),
+                training_state_path(*o.checkpoint_out, 0, ranks).c_str());
+}
+
+// The activations the model held (and offloaded) per micro-batch, beside the plan's figures.
+void print_activation_report(const ModelSpec& spec, const RunOptions& o, const Trainable& model) {
+  const auto held = model.activation_bytes();
+  if (!held) return;
+  const ActivationPolicy& a = o.activations;
+  const auto plan = spec.activation_bytes(o.precision, model.micro_batch(), a);
+  const bool windowed = a.recompute != Recompute::none || a.offload != ActivationOffload::none;
+  std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s%s), plan %s\n", double(*held) / 1e6,
+              recompute_name(a.recompute), windowed ? (", window " + std::to_string(a.window)).c_str() : "",
+              a.offload == ActivationOffload::none ? "" : ", --offload-activations cpu",
+              plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
+  if (a.offload == ActivationOffload::none) return;
+  const auto offloaded = model.offloaded_activation_bytes();
+  const auto offloaded_plan = spec.offloaded_activation_bytes(o.precision, model.micro_batch(), a);
+  std::printf("activations offloaded: %.1f MB per micro-batch in pinned host memory, plan %s\n",
+              double(offloaded.value_or(0)) / 1e6,
+              offloaded_plan ? (fixed(double(*offloaded_plan) / 1e6, 1) + " MB" +
+                                (offloaded_plan == offloaded ? "" : " (differs)"))
+                                   .c_str()
+                             : "none");
+}
+
+// The run on a started session; returns when every step, save and report is done, with the
+// figures of its step bound (the leader's; unset on other ranks and for a real one-step run).
+std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, const RunOptions& o,
+                                                     const std::optional<ResumeFiles>& resume, DataParallelRanks& ranks,
+                                                     RunState& run, const HostPlan& host, double start) {
+  Engine& engine = start_engine(o, resume.has_value(), ranks, run, host);
+  if (ranks.leader()) print_banner(spec, o, run, ranks, host);
+  const std::uint64_t first_step = resume ? resume_engine(*resume, o, engine, ranks) + 1 : 1;
+  const CheckpointFormat& format = spec.checkpoint_format();
+  std::optional<CheckpointSets> sets = open_checkpoint_destinations(o, ranks);
+  Trainer trainer(*run.model, engine, ranks, o.trainer);
+  std::optional<Watchdog> watchdog;  // not movable: started in place
+  start_watchdog(watchdog, o, ranks);
   const auto progress = [&](const std::string& what) {
     if (watchdog) watchdog->progress(what);
   };
@@ -461,13 +538,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   const TrainingSummary summary = trainer.run(first_step);
   if (sets || o.checkpoint_out) {
     save(last_step);
-    const std::string what = format.describe(o.checkpoint_precision);
-    if (sets && ranks.leader())
-      std::printf("wrote %s/step_%llu (%s and the optimizer state; `latest` names it)\n", sets->dir().c_str(),
-                  (unsigned long long)last_step, what.c_str());
-    if (o.checkpoint_out && ranks.leader())
-      std::printf("wrote %s (%s) and %s\n", o.checkpoint_out->c_str(), what.c_str(),
-                  training_state_path(*o.checkpoint_out, 0, ranks.size()).c_str());
+    if (ranks.leader()) print_saved(o, format, sets ? &*sets : nullptr, last_step, ranks.size());
   }
   if (!o.trainer.quiet && simulation::kernels_run)  // a simulation has no probabilities to sample from
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
@@ -477,25 +548,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     print_placement_report(engine, ranks);
   if (metrics) metrics->end(summary.steps, summary.train_seconds);
   if (!ranks.leader()) return std::nullopt;
-  if (const auto held = run.model->activation_bytes()) {
-    const ActivationPolicy& a = o.activations;
-    const auto plan = spec.activation_bytes(o.precision, run.model->micro_batch(), a);
-    const bool windowed = a.recompute != Recompute::none || a.offload != ActivationOffload::none;
-    std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s%s), plan %s\n", double(*held) / 1e6,
-                recompute_name(a.recompute), windowed ? (", window " + std::to_string(a.window)).c_str() : "",
-                a.offload == ActivationOffload::none ? "" : ", --offload-activations cpu",
-                plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
-    if (a.offload != ActivationOffload::none) {
-      const auto offloaded = run.model->offloaded_activation_bytes();
-      const auto offloaded_plan = spec.offloaded_activation_bytes(o.precision, run.model->micro_batch(), a);
-      std::printf("activations offloaded: %.1f MB per micro-batch in pinned host memory, plan %s\n",
-                  double(offloaded.value_or(0)) / 1e6,
-                  offloaded_plan ? (fixed(double(*offloaded_plan) / 1e6, 1) + " MB" +
-                                    (offloaded_plan == offloaded ? "" : " (differs)"))
-                                       .c_str()
-                                 : "none");
-    }
-  }
+  print_activation_report(spec, o, *run.model);
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
   if (o.speculative_update && simulation::kernels_run) print_speculative_report(engine, summary);
   const std::optional<sim::RunBoundFigures> bound =
