@@ -38,6 +38,9 @@ void add_model_and_optimizer_options(cli::ArgParser& p) {
       .option("max-seq", "T", "override the preset's maximum sequence length")
       .option("data", "FILE",
               "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
+      .option("tokenizer", "FILE",
+              "a token model's decoder for samples: llm.c's gpt2_tokenizer.bin or a Hugging Face tokenizer.json "
+              "(byte-level BPE); samples start from its end-of-text token")
       .option("batch", "B", "sequences per step (default 8)")
       .option("seq", "T", "tokens per sequence (default: min(64, max-seq))")
       .option("steps", "N", "optimizer steps (default 300)")
@@ -182,6 +185,12 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
   r.head_groups = cli::auto_or_int_option(p, "head-groups", 1);
   if (const auto data = p.value("data")) r.data = *data;
+  if (const auto tokenizer = p.value("tokenizer")) {
+    if (p.given("prompt"))
+      throw UsageError("--prompt with --tokenizer: encoding text into its tokens is not implemented (a token "
+                       "model's sample starts from its end-of-text token)");
+    r.tokenizer = *tokenizer;
+  }
   if (const auto checkpoint = p.value("checkpoint-in")) {
     if (p.flag_set("resume"))
       throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "models/llmc_files.hpp"
+#include "models/tokenizer.hpp"
 
 namespace starzero {
 
@@ -153,6 +154,15 @@ Batch TokenDataset::sequential_batch(int B, int T, std::size_t b, Split split) c
   // Rows are consecutive: the whole batch is one run of B·T + 1 tokens, as llm.c reads it.
   for (std::size_t row = 0; row < std::size_t(B); ++row) fill_row(source, b * BT + row * std::size_t(T), T, batch, row);
   return batch;
+}
+
+void TokenDataset::use_tokenizer(const std::optional<std::filesystem::path>& path) {
+  if (!path) return;
+  auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(*path));
+  if (tokenizer->vocab() < std::size_t(vocab_))
+    throw std::invalid_argument("--tokenizer " + path->string() + ": its " + std::to_string(tokenizer->vocab()) +
+                                " tokens do not cover the data's vocabulary of " + std::to_string(vocab_));
+  tokenizer_ = std::move(tokenizer);
 }
 
 }  // namespace starzero

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +33,8 @@ struct Batch {
   std::vector<int> inputs, targets;
 };
 
+class Tokenizer;
+
 class TokenDataset {
  public:
   // The last floor(size · validation_fraction) tokens form the validation split, the rest the
@@ -47,6 +51,11 @@ class TokenDataset {
 
   int vocab() const { return vocab_; }
   std::span<const int> tokens() const { return tokens_; }
+  // --tokenizer FILE (models/tokenizer.hpp): the decoder of these ids, for samples of a token
+  // model. FileFormatError for a bad file, std::invalid_argument when its vocabulary is smaller
+  // than the data's. Nothing for an empty path.
+  void use_tokenizer(const std::optional<std::filesystem::path>& path);
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   std::span<const int> split_tokens(Split split) const;
   std::size_t split_size(Split split) const { return split_tokens(split).size(); }
 
@@ -65,6 +74,7 @@ class TokenDataset {
  private:
   std::vector<int> tokens_;
   int vocab_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // shared: datasets are copied into model specs
   std::size_t train_size_;  // tokens [0, train_size_) train, [train_size_, end) validation
 };
 

@@ -266,6 +266,7 @@ std::unique_ptr<ModelSpec> prepare_llama(const ModelRequest& request) {
   if (request.checkpoint && !fs::exists(*request.checkpoint))
     throw std::invalid_argument("no such checkpoint '" + request.checkpoint->string() + "'");
   TokenDataset data = load_dataset(request);
+  data.use_tokenizer(request.tokenizer);
   const bool evaluation = request.validation_fraction == 0;
   LlamaShape shape;
   if (request.checkpoint) {

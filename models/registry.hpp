@@ -24,6 +24,7 @@ struct ModelRequest {
   std::optional<std::string> preset;
   std::optional<int> layers, channels, heads, max_seq;
   std::optional<std::filesystem::path> data;        // training (or evaluation) data
+  std::optional<std::filesystem::path> tokenizer;   // decodes a token model's samples (--tokenizer)
   std::optional<int> seq;                           // tokens per row
   std::optional<int> head_groups;                   // GPT: attention tasks per tile (--head-groups); empty: auto
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given

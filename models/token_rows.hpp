@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "models/data.hpp"
+#include "models/tokenizer.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
@@ -29,15 +30,21 @@ void set_batch_rows(TokenModel& model, const Batch& global, const BatchRows& row
 }
 
 // Multinomial sampling from the softmax, with the model's B x T activations (the prompt sits in
-// row 0; the rest of the batch is ignored); `forward` runs the model's forward pass. Byte
-// vocabulary only (nullopt otherwise); non-ASCII bytes and control characters show as '?', so the
-// sample prints on one line.
+// row 0; the rest of the batch is ignored); `forward` runs the model's forward pass. A byte
+// vocabulary samples after the prompt (default a newline), non-ASCII bytes and control characters
+// shown as '?', so the sample prints on one line. Another vocabulary samples only with the data's
+// tokenizer (nullopt otherwise), from its end-of-text token (token 0 without one; a prompt would
+// need encoding, which the tokenizer does not do: apps refuse --prompt with --tokenizer), and
+// prints the decoded text with control characters as spaces.
 template <class TokenModel>
 std::optional<std::string> sample_bytes(TokenModel& model, const TokenDataset& data,
                                         const std::function<void()>& forward, const std::string& prompt, int tokens,
                                         std::uint64_t seed) {
-  if (data.vocab() != kByteVocab) return std::nullopt;
-  std::vector<int> context = encode_bytes(prompt.empty() ? "\n" : prompt);
+  const Tokenizer* tokenizer = data.vocab() == kByteVocab ? nullptr : data.tokenizer();
+  if (data.vocab() != kByteVocab && !tokenizer) return std::nullopt;
+  std::vector<int> context =
+      tokenizer ? std::vector<int>{tokenizer->end_of_text().value_or(0)} : encode_bytes(prompt.empty() ? "\n" : prompt);
+  const std::size_t prompt_tokens = context.size();
   std::mt19937_64 rng(seed);
   std::string out;
   const std::size_t N = std::size_t(model.batch()) * std::size_t(model.seq());
@@ -47,11 +54,17 @@ std::optional<std::string> sample_bytes(TokenModel& model, const TokenDataset& d
     std::copy(context.end() - std::ptrdiff_t(window), context.end(), inputs.begin());
     model.set_batch(inputs, std::vector<int>(N, 0));
     forward();
-    const std::vector<float> probs = model.probabilities(0, int(window) - 1);
+    std::vector<float> probs = model.probabilities(0, int(window) - 1);
+    if (tokenizer && probs.size() > tokenizer->vocab()) probs.resize(tokenizer->vocab());  // ids it can decode
     std::discrete_distribution<int> pick(probs.begin(), probs.end());
     const int next = pick(rng);
     context.push_back(next);
-    out.push_back(next < 128 && !std::iscntrl(next) ? char(next) : '?');
+    if (!tokenizer) out.push_back(next < 128 && !std::iscntrl(next) ? char(next) : '?');
+  }
+  if (tokenizer) {
+    out = tokenizer->decode(std::span<const int>(context).subspan(prompt_tokens));
+    for (char& c : out)
+      if (std::iscntrl(static_cast<unsigned char>(c))) c = ' ';
   }
   if (out.size() > 400) out = out.substr(0, 400) + "...";
   return out;

@@ -43,3 +43,7 @@ add_test(NAME train_progress COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/progress_t
 set_tests_properties(train_progress PROPERTIES TIMEOUT 300)
 add_test(NAME train_progress_mpirun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/progress_test.sh $<TARGET_FILE:starzero> mpirun)
 set_tests_properties(train_progress_mpirun PROPERTIES TIMEOUT 300 LABELS mpi)
+# --tokenizer FILE: a token model's sample decoded by a tokenizer.json or llm.c's tokenizer; bad
+# files, one too small and --prompt with it exit 2.
+add_test(NAME train_tokenizer COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer_test.sh $<TARGET_FILE:starzero>)
+set_tests_properties(train_tokenizer PROPERTIES TIMEOUT 300)

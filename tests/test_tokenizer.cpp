@@ -1,0 +1,116 @@
+// Tokenizers (models/tokenizer.hpp): llm.c's gpt2_tokenizer.bin and Hugging Face's byte-level BPE
+// tokenizer.json, decoded against bytes written out by hand here; GPT-2's bytes_to_unicode table
+// against its definition's counts and known entries; malformed files as FileFormatError.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/tokenizer.hpp"
+#include "runtime/files.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace starzero;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using starzero::testing::TempDir;
+
+namespace {
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// llm.c's layout: 256 uint32 of header, then (length, bytes) per token.
+std::string llmc_tokenizer(std::uint32_t version, const std::vector<std::string>& tokens, std::uint32_t eot) {
+  std::vector<std::uint32_t> header(256, 0);
+  header[0] = 20240328;
+  header[1] = version;
+  header[2] = std::uint32_t(tokens.size());
+  header[3] = eot;
+  std::string bytes(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  for (const std::string& t : tokens) bytes += char(std::uint8_t(t.size())) + t;
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("bytes_to_unicode: printable bytes stand for themselves, the other 68 from U+0100", "[tokenizer]") {
+  int identity = 0;
+  for (int b = 0; b < 256; ++b) identity += Tokenizer::byte_character(std::uint8_t(b)) == char32_t(b);
+  CHECK(identity == 188);  // '!'..'~' (94), 0xA1..0xAC (12), 0xAE..0xFF (82)
+  CHECK(Tokenizer::byte_character(0) == U'\u0100');
+  CHECK(Tokenizer::byte_character(' ') == U'\u0120');   // GPT-2's "Ġ"
+  CHECK(Tokenizer::byte_character('\n') == U'\u010A');  // "Ċ"
+  CHECK(Tokenizer::byte_character(0x7F) == U'\u0121');
+  CHECK(Tokenizer::byte_character(0xAD) == U'\u0143');  // the last one mapped
+  CHECK(Tokenizer::byte_character('A') == U'A');
+}
+
+TEST_CASE("llm.c's tokenizer: ids to their bytes, version 2's end-of-text", "[tokenizer]") {
+  TempDir dir("starzero-tokenizer");
+  const std::vector<std::string> tokens{"Hello", " world", "!", "\n", std::string("caf\xc3\xa9", 5), "<|endoftext|>"};
+  write_bytes(dir.path() / "v2.bin", llmc_tokenizer(2, tokens, 5));
+  const Tokenizer t = Tokenizer::load(dir.path() / "v2.bin");
+  CHECK(t.vocab() == 6);
+  CHECK(t.end_of_text() == 5);
+  const std::vector<int> ids{0, 1, 2, 3, 4, 2, 5};
+  CHECK(t.decode(ids) == "Hello world!\ncaf\xc3\xa9!<|endoftext|>");
+  CHECK(t.decode({}).empty());
+  CHECK_THROWS_AS(t.decode(std::vector<int>{6}), std::invalid_argument);
+  CHECK_THROWS_AS(t.decode(std::vector<int>{-1}), std::invalid_argument);
+
+  write_bytes(dir.path() / "v1.bin", llmc_tokenizer(1, tokens, 0));
+  CHECK_FALSE(Tokenizer::load(dir.path() / "v1.bin").end_of_text());
+
+  const std::string good = llmc_tokenizer(2, tokens, 5);
+  const auto refused = [&](const std::string& bytes, const std::string& why) {
+    write_bytes(dir.path() / "bad.bin", bytes);
+    CHECK_THROWS_WITH(Tokenizer::load(dir.path() / "bad.bin"), Contains(why));
+  };
+  refused(good.substr(0, 100), "tokenizer header");
+  refused(good.substr(0, good.size() - 3), "past the end");
+  refused(good.substr(0, 1024), "missing");
+  refused(good + "x", "trailing data");
+  refused(llmc_tokenizer(3, tokens, 5), "version 3");
+  refused(llmc_tokenizer(2, tokens, 6), "end-of-text id 6");
+  refused(std::string(1024, '\0'), "neither");
+  CHECK_THROWS_AS(Tokenizer::load(dir.path() / "absent.bin"), FileFormatError);
+}
+
+TEST_CASE("tokenizer.json: byte-level vocabulary and added tokens to bytes", "[tokenizer]") {
+  TempDir dir("starzero-tokenizer");
+  // GPT-2 spelling: "Ġ" is a space, "Ċ" a newline, "Ã©" the two bytes of é; an added token
+  // outside the vocabulary (as Llama 3's specials) and one inside it (as GPT-2's <|endoftext|>).
+  const std::string json = R"({
+    "version": "1.0",
+    "added_tokens": [{"id": 6, "content": "<|endoftext|>", "special": true},
+                     {"id": 7, "content": "<|begin_of_text|>", "special": true}],
+    "decoder": {"type": "ByteLevel", "add_prefix_space": false},
+    "model": {"type": "BPE", "vocab": {"Hello": 0, "Ġworld": 1, "!": 2, "Ċ": 3, "cafÃ©": 4, "Ġ": 5,
+                                       "<|endoftext|>": 6},
+              "merges": ["Ġ w", "o r"]}
+  })";
+  write_bytes(dir.path() / "tokenizer.json", json);
+  const Tokenizer t = Tokenizer::load(dir.path() / "tokenizer.json");
+  CHECK(t.vocab() == 8);
+  CHECK(t.end_of_text() == 6);
+  const std::vector<int> ids{7, 0, 1, 2, 3, 4, 5, 6};
+  CHECK(t.decode(ids) == "<|begin_of_text|>Hello world!\ncaf\xc3\xa9 <|endoftext|>");
+
+  const auto refused = [&](const std::string& text, const std::string& why) {
+    write_bytes(dir.path() / "bad.json", text);
+    CHECK_THROWS_WITH(Tokenizer::load(dir.path() / "bad.json"), Contains(why));
+  };
+  refused(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}})", "without gaps");
+  refused(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}}})", "given twice");
+  refused(R"({"model": {"type": "BPE", "vocab": {"Ѐ": 0}}})", "outside the byte table");
+  refused(R"({"decoder": {"type": "Metaspace"}, "model": {"type": "BPE", "vocab": {"a": 0}}})", "ByteLevel");
+  refused(R"({"model": {"type": "Unigram", "vocab": {"a": 0}}})", "not BPE");
+  refused(R"({"model": {"type": "BPE"}})", "not a tokenizer.json");
+  refused(R"({"model": )", "not JSON");
+}
