@@ -180,6 +180,122 @@ struct OpenLink {
   std::uint64_t bytes;
 };
 
+// What read_paje_trace keeps from line to line.
+struct PajeReader {
+  std::unordered_map<std::string, EventDefinition> definitions;  // by event id
+  std::unordered_map<std::string, Container> containers;         // by alias
+  std::set<std::string, std::less<>> transfer_link_types;        // link types between memory managers
+  std::unordered_map<std::string, OpenLink> open_links;          // by type and key
+  std::string defining;                                          // the event id of the %EventDef being read
+  PajeTrace trace;
+};
+
+// A header line, after its '%': %EventDef NAME ID, a field of the event being defined, %EndEventDef.
+void read_header_line(std::string_view header, PajeReader& reader, const TextLines& lines) {
+  const std::vector<std::string_view> words = split_words(header);
+  if (words.empty()) return;
+  if (words[0] == "EventDef") {
+    if (words.size() != 3) lines.fail("%EventDef needs a name and an id");
+    reader.defining = std::string(words[2]);
+    reader.definitions[reader.defining] = {std::string(words[1]), {}};
+  } else if (words[0] == "EndEventDef") {
+    reader.defining.clear();
+  } else if (!reader.defining.empty()) {
+    reader.definitions[reader.defining].fields.emplace_back(words[0]);
+  }
+}
+
+// An event line's fields by their %EventDef names.
+struct EventFields {
+  const EventDefinition& def;
+  const std::vector<std::string_view>& values;  // values[0]: the event id
+  const TextLines& lines;
+  std::string_view operator()(std::string_view name) const {
+    const int at = def.position(name);
+    if (at < 0) lines.fail(def.event + " %EventDef lacks the field " + std::string(name));
+    return values[std::size_t(at)];
+  }
+};
+
+// A PajeStartLink or PajeEndLink: a transfer between memory managers when a started one ends.
+void read_link_event(const EventFields& field, PajeReader& reader, const TextLines& lines) {
+  const std::string_view type = field("Type");
+  if (!reader.transfer_link_types.contains(type)) return;  // work stealing, MPI
+  const double time_ms = number_field<double>(lines, "Time", field("Time"));
+  std::string key = std::string(type) + '\t' + std::string(field("Key"));
+  if (field.def.event == "PajeStartLink") {
+    const std::uint64_t bytes = number_field<std::uint64_t>(lines, "Value", field("Value"));
+    reader.open_links[std::move(key)] = {time_ms, std::string(field("StartContainer")), bytes};
+    return;
+  }
+  const auto open = reader.open_links.find(key);
+  if (open == reader.open_links.end()) return;  // StarPU's made-up end of a transfer that never started
+  const auto src = reader.containers.find(open->second.src_alias);
+  const auto dst = reader.containers.find(std::string(field("EndContainer")));
+  if (src == reader.containers.end() || dst == reader.containers.end())
+    lines.fail("a transfer between memory nodes that were never created");
+  reader.trace.transfers.push_back({trailing_number(open->second.src_alias).value_or(-1),
+                                    trailing_number(dst->first).value_or(-1), open->second.start_ms, time_ms,
+                                    open->second.bytes, std::string(type)});
+  reader.open_links.erase(open);
+}
+
+// An event line (split into `fields`): containers, memory use, link types and transfers; other
+// events change nothing.
+void read_event(const std::vector<std::string_view>& fields, PajeReader& reader, const TextLines& lines) {
+  const auto definition = reader.definitions.find(std::string(fields[0]));
+  if (definition == reader.definitions.end()) lines.fail("event id " + std::string(fields[0]) + " has no %EventDef");
+  const EventDefinition& def = definition->second;
+  if (fields.size() != def.fields.size() + 1)
+    lines.fail(def.event + ": " + std::to_string(fields.size() - 1) + " fields, its %EventDef has " +
+               std::to_string(def.fields.size()));
+  const EventFields field{def, fields, lines};
+  if (def.event == "PajeCreateContainer") {
+    reader.containers[std::string(field("Alias"))] = {std::string(field("Type")), std::string(field("Container")),
+                                                      std::string(field("Name"))};
+  } else if (def.event == "PajeSetVariable") {
+    if (field("Type") != "use") return;
+    const auto container = reader.containers.find(std::string(field("Container")));
+    if (container == reader.containers.end() || container->second.type != "Mm") return;
+    const std::optional<int> node = trailing_number(container->first);
+    if (!node) return;
+    const double bytes = number_field<double>(lines, "Value", field("Value")) * double(1 << 20);
+    double& peak = reader.trace.peak_used_bytes[*node];
+    peak = std::max(peak, bytes);
+  } else if (def.event == "PajeDefineLinkType") {
+    if (field("StartContainerType") == "Mm" && field("EndContainerType") == "Mm")
+      reader.transfer_link_types.emplace(field("Alias"));
+  } else if (def.event == "PajeStartLink" || def.event == "PajeEndLink") {
+    read_link_event(field, reader, lines);
+  }
+}
+
+// The memory nodes (memory managers) and the workers, with their memory node, among the
+// containers; both sorted.
+void add_nodes_and_workers(const std::unordered_map<std::string, Container>& containers, PajeTrace& trace,
+                           const TextLines& lines) {
+  for (const auto& [alias, container] : containers) {
+    if (container.type == "Mm") {
+      if (const std::optional<int> node = trailing_number(alias)) trace.memory_nodes.push_back(*node);
+    } else if (container.type == "W") {
+      PajeWorker worker;
+      worker.id = trailing_number(alias).value_or(-1);
+      if (worker.id < 0) lines.fail("worker container '" + alias + "' has no worker number");
+      worker.name = container.name;
+      const auto thread = containers.find(container.parent);
+      if (thread != containers.end()) {
+        const auto node = containers.find(thread->second.parent);
+        if (node != containers.end() && node->second.type == "Mn")
+          worker.memory_node = trailing_number(node->first).value_or(-1);
+      }
+      trace.workers.push_back(std::move(worker));
+    }
+  }
+  std::sort(trace.memory_nodes.begin(), trace.memory_nodes.end());
+  std::sort(trace.workers.begin(), trace.workers.end(),
+            [](const PajeWorker& a, const PajeWorker& b) { return a.id < b.id; });
+}
+
 }  // namespace
 
 bool is_overhead_state(std::string_view name, std::string_view category) {
@@ -298,103 +414,20 @@ std::map<int, WorkerStateIntervals> read_trace_rec(const std::filesystem::path& 
 
 PajeTrace read_paje_trace(const std::filesystem::path& path) {
   TextLines lines(path);
-  std::unordered_map<std::string, EventDefinition> definitions;  // by event id
-  std::unordered_map<std::string, Container> containers;         // by alias
-  std::set<std::string, std::less<>> transfer_link_types;        // link types between memory managers
-  std::unordered_map<std::string, OpenLink> open_links;          // by type and key
-  PajeTrace trace;
-
+  PajeReader reader;
   std::string line;
   std::vector<std::string_view> fields;
-  std::string defining;  // the event id of the %EventDef being read
   while (lines.next(line)) {
     if (!line.empty() && line.front() == '%') {
-      const std::vector<std::string_view> words = split_words(std::string_view(line).substr(1));
-      if (words.empty()) continue;
-      if (words[0] == "EventDef") {
-        if (words.size() != 3) lines.fail("%EventDef needs a name and an id");
-        defining = std::string(words[2]);
-        definitions[defining] = {std::string(words[1]), {}};
-      } else if (words[0] == "EndEventDef") {
-        defining.clear();
-      } else if (!defining.empty()) {
-        definitions[defining].fields.emplace_back(words[0]);
-      }
+      read_header_line(std::string_view(line).substr(1), reader, lines);
       continue;
     }
     split_paje_fields(line, fields);
-    if (fields.empty()) continue;
-    const auto definition = definitions.find(std::string(fields[0]));
-    if (definition == definitions.end()) lines.fail("event id " + std::string(fields[0]) + " has no %EventDef");
-    const EventDefinition& def = definition->second;
-    if (fields.size() != def.fields.size() + 1)
-      lines.fail(def.event + ": " + std::to_string(fields.size() - 1) + " fields, its %EventDef has " +
-                 std::to_string(def.fields.size()));
-    const auto field = [&](std::string_view name) -> std::string_view {
-      const int at = def.position(name);
-      if (at < 0) lines.fail(def.event + " %EventDef lacks the field " + std::string(name));
-      return fields[std::size_t(at)];
-    };
-    if (def.event == "PajeCreateContainer") {
-      containers[std::string(field("Alias"))] = {std::string(field("Type")), std::string(field("Container")),
-                                                 std::string(field("Name"))};
-    } else if (def.event == "PajeSetVariable") {
-      if (field("Type") != "use") continue;
-      const auto container = containers.find(std::string(field("Container")));
-      if (container == containers.end() || container->second.type != "Mm") continue;
-      const std::optional<int> node = trailing_number(container->first);
-      if (!node) continue;
-      const double bytes = number_field<double>(lines, "Value", field("Value")) * double(1 << 20);
-      double& peak = trace.peak_used_bytes[*node];
-      peak = std::max(peak, bytes);
-    } else if (def.event == "PajeDefineLinkType") {
-      if (field("StartContainerType") == "Mm" && field("EndContainerType") == "Mm")
-        transfer_link_types.emplace(field("Alias"));
-    } else if (def.event == "PajeStartLink" || def.event == "PajeEndLink") {
-      const std::string_view type = field("Type");
-      if (!transfer_link_types.contains(type)) continue;  // work stealing, MPI
-      const double time_ms = number_field<double>(lines, "Time", field("Time"));
-      std::string key = std::string(type) + '\t' + std::string(field("Key"));
-      if (def.event == "PajeStartLink") {
-        const std::uint64_t bytes = number_field<std::uint64_t>(lines, "Value", field("Value"));
-        open_links[std::move(key)] = {time_ms, std::string(field("StartContainer")), bytes};
-        continue;
-      }
-      const auto open = open_links.find(key);
-      if (open == open_links.end()) continue;  // StarPU's made-up end of a transfer that never started
-      const auto src = containers.find(open->second.src_alias);
-      const auto dst = containers.find(std::string(field("EndContainer")));
-      if (src == containers.end() || dst == containers.end())
-        lines.fail("a transfer between memory nodes that were never created");
-      trace.transfers.push_back({trailing_number(open->second.src_alias).value_or(-1),
-                                 trailing_number(dst->first).value_or(-1), open->second.start_ms, time_ms,
-                                 open->second.bytes, std::string(type)});
-      open_links.erase(open);
-    }
+    if (!fields.empty()) read_event(fields, reader, lines);
   }
-
-  for (const auto& [alias, container] : containers) {
-    if (container.type == "Mm") {
-      if (const std::optional<int> node = trailing_number(alias)) trace.memory_nodes.push_back(*node);
-    } else if (container.type == "W") {
-      PajeWorker worker;
-      worker.id = trailing_number(alias).value_or(-1);
-      if (worker.id < 0) lines.fail("worker container '" + alias + "' has no worker number");
-      worker.name = container.name;
-      const auto thread = containers.find(container.parent);
-      if (thread != containers.end()) {
-        const auto node = containers.find(thread->second.parent);
-        if (node != containers.end() && node->second.type == "Mn")
-          worker.memory_node = trailing_number(node->first).value_or(-1);
-      }
-      trace.workers.push_back(std::move(worker));
-    }
-  }
-  std::sort(trace.memory_nodes.begin(), trace.memory_nodes.end());
-  std::sort(trace.workers.begin(), trace.workers.end(),
-            [](const PajeWorker& a, const PajeWorker& b) { return a.id < b.id; });
-  if (definitions.empty()) throw_format_error(path, "not a Paje trace (no %EventDef header)");
-  return trace;
+  add_nodes_and_workers(reader.containers, reader.trace, lines);
+  if (reader.definitions.empty()) throw_format_error(path, "not a Paje trace (no %EventDef header)");
+  return std::move(reader.trace);
 }
 
 std::map<std::string, double> read_executed_durations(const std::filesystem::path& path) {

@@ -173,6 +173,207 @@ BoundReport bound_of_steady_steps(const std::vector<TaskRecord>& tasks, const st
   return b;
 }
 
+// The tasks by what the report groups them by: by job id, step and worker (those that ran).
+struct TaskIndex {
+  std::vector<std::size_t> executed;
+  std::map<int, std::vector<std::size_t>> tasks_of_worker;
+  std::map<long, std::vector<std::size_t>> tasks_of_step;
+  std::unordered_map<std::string_view, std::size_t> index_of_job;
+};
+
+TaskIndex index_tasks(const std::vector<TaskRecord>& tasks) {
+  TaskIndex index;
+  index.index_of_job.reserve(tasks.size());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    index.index_of_job.emplace(tasks[i].job_id, i);
+    if (tasks[i].step) index.tasks_of_step[*tasks[i].step].push_back(i);
+    if (!tasks[i].executed()) continue;
+    index.executed.push_back(i);
+    index.tasks_of_worker[tasks[i].worker].push_back(i);
+  }
+  return index;
+}
+
+// Each step's tasks, wall time and critical path, by step.
+std::vector<StepReport> step_reports(const std::vector<TaskRecord>& tasks, const TaskIndex& index,
+                                     const std::filesystem::path& tasks_file) {
+  std::vector<StepReport> steps;
+  for (const auto& [step, members] : index.tasks_of_step) {
+    StepReport s;
+    s.step = step;
+    s.tasks = members.size();
+    const std::optional<Interval> span = span_of(tasks, members);
+    s.executed =
+        std::size_t(std::count_if(members.begin(), members.end(), [&](std::size_t i) { return tasks[i].executed(); }));
+    s.wall_s = span ? span->length() * kSecondsPerMs : 0.0;
+    compute_critical_path(tasks, members, index.index_of_job, s, tasks_file);
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+// The steady steps: every step but the first, or those from --steady-from on.
+struct SteadySteps {
+  std::optional<long> from;  // unset: no steady steps
+  std::optional<Interval> window;
+  std::vector<std::size_t> tasks;
+  std::size_t count = 0;
+};
+
+SteadySteps steady_steps_of(const std::vector<TaskRecord>& tasks, const TaskIndex& index,
+                            const std::vector<StepReport>& steps, const ReportOptions& options) {
+  SteadySteps steady;
+  if (steps.empty()) return steady;
+  long first_steady = steps.front().step + 1;
+  if (options.steady_from) {
+    first_steady = *options.steady_from;
+    if (first_steady > steps.back().step)
+      throw std::invalid_argument("--steady-from " + std::to_string(first_steady) + ": the trace's steps are " +
+                                  std::to_string(steps.front().step) + ".." + std::to_string(steps.back().step));
+  }
+  for (const auto& [step, members] : index.tasks_of_step) {
+    if (step < first_steady) continue;
+    steady.tasks.insert(steady.tasks.end(), members.begin(), members.end());
+    ++steady.count;
+  }
+  steady.window = span_of(tasks, steady.tasks);
+  if (steady.window) steady.from = std::max(first_steady, steps.front().step);
+  return steady;
+}
+
+// Every worker the trace names, and any that ran a task, by id: its time split over the run's
+// window and over the steady one.
+std::map<int, WorkerReport> worker_reports(const TraceData& data, const TaskIndex& index, const Interval& run,
+                                           const std::optional<Interval>& steady_window) {
+  std::map<int, WorkerReport> workers;
+  const auto add_worker = [&](int id, const std::string& name) {
+    WorkerReport& w = workers[id];
+    w.id = id;
+    w.name = name;
+    w.kind = worker_kind(name);
+  };
+  for (const PajeWorker& w : data.paje.workers) add_worker(w.id, w.name);
+  for (const auto& [id, states] : data.worker_states)
+    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
+  for (const auto& [id, indexes] : index.tasks_of_worker)
+    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
+  const WorkerStateIntervals no_states;
+  for (auto& [id, worker] : workers) {
+    std::vector<Interval> task_intervals;
+    if (const auto it = index.tasks_of_worker.find(id); it != index.tasks_of_worker.end())
+      for (std::size_t i : it->second) task_intervals.push_back(interval_of(data.tasks[i]));
+    worker.tasks = task_intervals.size();
+    const auto states_it = data.worker_states.find(id);
+    const WorkerStateIntervals& states = states_it == data.worker_states.end() ? no_states : states_it->second;
+    const IntervalUnion busy = merge_intervals(task_intervals);
+    const IntervalUnion overhead = merge_intervals(states.overhead);
+    const IntervalUnion sleeping = merge_intervals(states.sleeping);
+    // Every task lies inside the run's window: there the busy time is the sum of the durations.
+    worker.total = split_time(run, task_intervals, busy, overhead, sleeping);
+    if (steady_window) worker.steady = split_time(*steady_window, task_intervals, busy, overhead, sleeping);
+  }
+  return workers;
+}
+
+// The task kinds' table, and the tasks that the overlap and transfer figures single out.
+struct KindSplit {
+  std::vector<TaskKindReport> kinds;  // the most total time first
+  std::vector<std::size_t> adamw_tasks, collective_tasks;
+  std::map<int, std::vector<Interval>> compute_of_worker;
+  std::vector<Interval> non_collective;
+};
+
+KindSplit split_by_kind(const std::vector<TaskRecord>& tasks, const std::vector<std::size_t>& executed) {
+  KindSplit split;
+  std::map<std::string, TaskKindReport> kinds;
+  double all_busy_ms = 0;
+  for (std::size_t i : executed) {
+    const std::string kind = task_kind(tasks[i].name);
+    TaskKindReport& k = kinds[kind];
+    k.name = kind;
+    ++k.count;
+    k.total_s += tasks[i].duration_ms();
+    all_busy_ms += tasks[i].duration_ms();
+    if (is_adamw_kind(kind)) split.adamw_tasks.push_back(i);
+    if (is_compute_kind(kind)) split.compute_of_worker[tasks[i].worker].push_back(interval_of(tasks[i]));
+    if (is_collective_kind(kind))
+      split.collective_tasks.push_back(i);
+    else
+      split.non_collective.push_back(interval_of(tasks[i]));
+  }
+  for (auto& [name, k] : kinds) {
+    k.share = all_busy_ms > 0 ? k.total_s / all_busy_ms : 0.0;
+    k.mean_s = k.total_s / double(k.count) * kSecondsPerMs;
+    k.total_s *= kSecondsPerMs;
+    split.kinds.push_back(k);
+  }
+  std::stable_sort(split.kinds.begin(), split.kinds.end(),
+                   [](const TaskKindReport& a, const TaskKindReport& b) { return a.total_s > b.total_s; });
+  return split;
+}
+
+// AdamW and collectives beside compute on the other workers.
+OverlapReport overlap_of(const std::vector<TaskRecord>& tasks, const std::map<int, WorkerReport>& workers,
+                         const KindSplit& split) {
+  std::map<int, IntervalUnion> compute_elsewhere;  // per worker: compute on every other worker
+  for (const auto& [id, worker] : workers) {
+    std::vector<Interval> others;
+    for (const auto& [other, intervals] : split.compute_of_worker)
+      if (other != id) others.insert(others.end(), intervals.begin(), intervals.end());
+    compute_elsewhere[id] = merge_intervals(std::move(others));
+  }
+  const auto elsewhere = [&](const TaskRecord& t) -> const IntervalUnion& { return compute_elsewhere[t.worker]; };
+  const auto total_ms = [&](const std::vector<std::size_t>& indexes) {
+    double sum = 0;
+    for (std::size_t i : indexes) sum += tasks[i].duration_ms();
+    return sum;
+  };
+  OverlapReport overlap;
+  overlap.adam_tasks = split.adamw_tasks.size();
+  overlap.adam_s = total_ms(split.adamw_tasks) * kSecondsPerMs;
+  if (overlap.adam_s > 0)
+    overlap.adam_concurrent_fraction =
+        concurrent_time(tasks, split.adamw_tasks, elsewhere) * kSecondsPerMs / overlap.adam_s;
+  overlap.collective_tasks = split.collective_tasks.size();
+  overlap.collective_s = total_ms(split.collective_tasks) * kSecondsPerMs;
+  if (overlap.collective_s > 0)
+    overlap.collective_concurrent_fraction =
+        concurrent_time(tasks, split.collective_tasks, elsewhere) * kSecondsPerMs / overlap.collective_s;
+  return overlap;
+}
+
+// A memory node's name; NODE<n> for a node the trace did not name.
+std::string node_name_or_number(const std::vector<std::string>& node_names, int node) {
+  return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)]
+                                                            : "NODE" + std::to_string(node);
+}
+
+// Per link (source, destination node): bytes, count, time, and the part of that time `computing`
+// covers.
+std::vector<TransferReport> transfer_reports(const std::vector<Transfer>& transfers,
+                                             const std::vector<std::string>& node_names,
+                                             const IntervalUnion& computing) {
+  std::map<std::pair<int, int>, std::pair<TransferReport, double>> links;  // report, hidden ms
+  for (const Transfer& t : transfers) {
+    auto& [link, hidden_ms] = links[{t.src_node, t.dst_node}];
+    link.src = node_name_or_number(node_names, t.src_node);
+    link.dst = node_name_or_number(node_names, t.dst_node);
+    link.bytes += t.bytes;
+    ++link.count;
+    const Interval during{t.start_ms, t.end_ms};
+    link.time_s += during.length();
+    hidden_ms += covered_length(during, computing);
+  }
+  std::vector<TransferReport> reports;
+  for (auto& [nodes, entry] : links) {
+    auto& [link, hidden_ms] = entry;
+    if (link.time_s > 0) link.hidden_fraction = hidden_ms / link.time_s;
+    link.time_s *= kSecondsPerMs;
+    reports.push_back(link);
+  }
+  return reports;
+}
+
 }  // namespace
 
 std::vector<std::string> memory_node_names(const PajeTrace& paje) {
@@ -208,175 +409,38 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
   TraceReport report;
   report.dir = data.dir;
 
-  std::vector<std::size_t> executed;
-  std::map<int, std::vector<std::size_t>> tasks_of_worker;
-  std::map<long, std::vector<std::size_t>> tasks_of_step;
-  std::unordered_map<std::string_view, std::size_t> index_of_job;
-  index_of_job.reserve(tasks.size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    index_of_job.emplace(tasks[i].job_id, i);
-    if (tasks[i].step) tasks_of_step[*tasks[i].step].push_back(i);
-    if (!tasks[i].executed()) continue;
-    executed.push_back(i);
-    tasks_of_worker[tasks[i].worker].push_back(i);
-  }
-  const std::optional<Interval> run = span_of(tasks, executed);
+  const TaskIndex index = index_tasks(tasks);
+  const std::optional<Interval> run = span_of(tasks, index.executed);
   if (!run) throw_format_error(tasks_file, "no task ran (no record has a StartTime)");
   report.origin_ms = run->begin;
   report.wall_s = run->length() * kSecondsPerMs;
-  report.tasks_executed = executed.size();
+  report.tasks_executed = index.executed.size();
 
-  // ---- steps and their critical paths
-  for (const auto& [step, members] : tasks_of_step) {
-    StepReport s;
-    s.step = step;
-    s.tasks = members.size();
-    const std::optional<Interval> span = span_of(tasks, members);
-    s.executed =
-        std::size_t(std::count_if(members.begin(), members.end(), [&](std::size_t i) { return tasks[i].executed(); }));
-    s.wall_s = span ? span->length() * kSecondsPerMs : 0.0;
-    compute_critical_path(tasks, members, index_of_job, s, tasks_file);
-    report.steps.push_back(std::move(s));
-  }
-  std::optional<Interval> steady_window;
-  std::vector<std::size_t> steady_tasks;
-  std::size_t steady_steps = 0;
-  if (!report.steps.empty()) {
-    long first_steady = report.steps.front().step + 1;
-    if (options.steady_from) {
-      first_steady = *options.steady_from;
-      if (first_steady > report.steps.back().step)
-        throw std::invalid_argument("--steady-from " + std::to_string(first_steady) + ": the trace's steps are " +
-                                    std::to_string(report.steps.front().step) + ".." +
-                                    std::to_string(report.steps.back().step));
-    }
-    for (const auto& [step, members] : tasks_of_step) {
-      if (step < first_steady) continue;
-      steady_tasks.insert(steady_tasks.end(), members.begin(), members.end());
-      ++steady_steps;
-    }
-    steady_window = span_of(tasks, steady_tasks);
-    if (steady_window) report.steady_from = std::max(first_steady, report.steps.front().step);
-  }
+  report.steps = step_reports(tasks, index, tasks_file);
+  const SteadySteps steady = steady_steps_of(tasks, index, report.steps, options);
+  report.steady_from = steady.from;
 
-  // ---- workers: every worker the trace names, and any that ran a task
-  std::map<int, WorkerReport> workers;
-  const auto add_worker = [&](int id, const std::string& name) {
-    WorkerReport& w = workers[id];
-    w.id = id;
-    w.name = name;
-    w.kind = worker_kind(name);
-  };
-  for (const PajeWorker& w : data.paje.workers) add_worker(w.id, w.name);
-  for (const auto& [id, states] : data.worker_states)
-    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
-  for (const auto& [id, indexes] : tasks_of_worker)
-    if (!workers.contains(id)) add_worker(id, "worker" + std::to_string(id));
-  const WorkerStateIntervals no_states;
-  for (auto& [id, worker] : workers) {
-    std::vector<Interval> task_intervals;
-    if (const auto it = tasks_of_worker.find(id); it != tasks_of_worker.end())
-      for (std::size_t i : it->second) task_intervals.push_back(interval_of(tasks[i]));
-    worker.tasks = task_intervals.size();
-    const auto states_it = data.worker_states.find(id);
-    const WorkerStateIntervals& states = states_it == data.worker_states.end() ? no_states : states_it->second;
-    const IntervalUnion busy = merge_intervals(task_intervals);
-    const IntervalUnion overhead = merge_intervals(states.overhead);
-    const IntervalUnion sleeping = merge_intervals(states.sleeping);
-    // Every task lies inside the run's window: there the busy time is the sum of the durations.
-    worker.total = split_time(*run, task_intervals, busy, overhead, sleeping);
-    if (steady_window) worker.steady = split_time(*steady_window, task_intervals, busy, overhead, sleeping);
-    report.workers.push_back(worker);
-  }
+  const std::map<int, WorkerReport> workers = worker_reports(data, index, *run, steady.window);
+  for (const auto& [id, worker] : workers) report.workers.push_back(worker);
 
-  // ---- task kinds
-  std::map<std::string, TaskKindReport> kinds;
-  double all_busy_ms = 0;
-  std::vector<std::size_t> adamw_tasks, collective_tasks;
-  std::map<int, std::vector<Interval>> compute_of_worker;
-  std::vector<Interval> non_collective;
-  for (std::size_t i : executed) {
-    const std::string kind = task_kind(tasks[i].name);
-    TaskKindReport& k = kinds[kind];
-    k.name = kind;
-    ++k.count;
-    k.total_s += tasks[i].duration_ms();
-    all_busy_ms += tasks[i].duration_ms();
-    if (is_adamw_kind(kind)) adamw_tasks.push_back(i);
-    if (is_compute_kind(kind)) compute_of_worker[tasks[i].worker].push_back(interval_of(tasks[i]));
-    if (is_collective_kind(kind))
-      collective_tasks.push_back(i);
-    else
-      non_collective.push_back(interval_of(tasks[i]));
-  }
-  for (auto& [name, k] : kinds) {
-    k.share = all_busy_ms > 0 ? k.total_s / all_busy_ms : 0.0;
-    k.mean_s = k.total_s / double(k.count) * kSecondsPerMs;
-    k.total_s *= kSecondsPerMs;
-    report.task_kinds.push_back(k);
-  }
-  std::stable_sort(report.task_kinds.begin(), report.task_kinds.end(),
-                   [](const TaskKindReport& a, const TaskKindReport& b) { return a.total_s > b.total_s; });
+  KindSplit split = split_by_kind(tasks, index.executed);
+  report.task_kinds = std::move(split.kinds);
+  report.overlap = overlap_of(tasks, workers, split);
 
-  // ---- overlap: AdamW and collectives beside compute on the other workers
-  std::map<int, IntervalUnion> compute_elsewhere;  // per worker: compute on every other worker
-  for (const auto& [id, worker] : workers) {
-    std::vector<Interval> others;
-    for (const auto& [other, intervals] : compute_of_worker)
-      if (other != id) others.insert(others.end(), intervals.begin(), intervals.end());
-    compute_elsewhere[id] = merge_intervals(std::move(others));
-  }
-  const auto elsewhere = [&](const TaskRecord& t) -> const IntervalUnion& { return compute_elsewhere[t.worker]; };
-  const auto total_ms = [&](const std::vector<std::size_t>& indexes) {
-    double sum = 0;
-    for (std::size_t i : indexes) sum += tasks[i].duration_ms();
-    return sum;
-  };
-  OverlapReport& overlap = report.overlap;
-  overlap.adam_tasks = adamw_tasks.size();
-  overlap.adam_s = total_ms(adamw_tasks) * kSecondsPerMs;
-  if (overlap.adam_s > 0)
-    overlap.adam_concurrent_fraction = concurrent_time(tasks, adamw_tasks, elsewhere) * kSecondsPerMs / overlap.adam_s;
-  overlap.collective_tasks = collective_tasks.size();
-  overlap.collective_s = total_ms(collective_tasks) * kSecondsPerMs;
-  if (overlap.collective_s > 0)
-    overlap.collective_concurrent_fraction =
-        concurrent_time(tasks, collective_tasks, elsewhere) * kSecondsPerMs / overlap.collective_s;
-
-  // ---- transfers per link
   const std::vector<std::string> node_names = memory_node_names(data.paje);
-  const auto node_name = [&](int node) {
-    return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)]
-                                                              : "NODE" + std::to_string(node);
-  };
-  const IntervalUnion computing = merge_intervals(std::move(non_collective));
-  std::map<std::pair<int, int>, std::pair<TransferReport, double>> links;  // report, hidden ms
-  for (const Transfer& t : data.paje.transfers) {
-    auto& [link, hidden_ms] = links[{t.src_node, t.dst_node}];
-    link.src = node_name(t.src_node);
-    link.dst = node_name(t.dst_node);
-    link.bytes += t.bytes;
-    ++link.count;
-    const Interval during{t.start_ms, t.end_ms};
-    link.time_s += during.length();
-    hidden_ms += covered_length(during, computing);
-  }
-  for (auto& [nodes, entry] : links) {
-    auto& [link, hidden_ms] = entry;
-    if (link.time_s > 0) link.hidden_fraction = hidden_ms / link.time_s;
-    link.time_s *= kSecondsPerMs;
-    report.transfers.push_back(link);
-  }
-  for (const auto& [node, peak] : data.paje.peak_used_bytes) report.memory.push_back({node_name(node), peak});
+  report.transfers =
+      transfer_reports(data.paje.transfers, node_names, merge_intervals(std::move(split.non_collective)));
+  for (const auto& [node, peak] : data.paje.peak_used_bytes)
+    report.memory.push_back({node_name_or_number(node_names, node), peak});
 
   // ---- the steady steps' bound
   if (!options.run_bound)
     report.bound_missing = std::string("no ") + sim::kRunBoundFile +
                            " beside the trace (a traced run writes it: the leader's, with a steady step)";
-  else if (!steady_window)
+  else if (!steady.window)
     report.bound_missing = "no steady steps";
   else
-    report.bound = bound_of_steady_steps(tasks, steady_tasks, *steady_window, steady_steps, workers,
+    report.bound = bound_of_steady_steps(tasks, steady.tasks, *steady.window, steady.count, workers,
                                          data.paje.transfers, node_names, *options.run_bound);
   report.stretched = stretched_tasks(data);
   return report;
