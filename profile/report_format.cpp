@@ -104,6 +104,8 @@ Json overlap_json(const OverlapReport& o) {
   return {{"adam_tasks", o.adam_tasks},
           {"adam_s", o.adam_s},
           {"adam_concurrent_fraction", optional_number(o.adam_concurrent_fraction)},
+          {"steady_cpu_adam_s", o.steady_cpu_adam_s},
+          {"cpu_adam_hidden_fraction", optional_number(o.cpu_adam_hidden_fraction)},
           {"collective_tasks", o.collective_tasks},
           {"collective_s", o.collective_s},
           {"collective_concurrent_fraction", optional_number(o.collective_concurrent_fraction)}};
@@ -256,6 +258,9 @@ void append_overlap_markdown(const OverlapReport& o, const std::string& heading,
                   percent(*o.collective_concurrent_fraction) + " of " + seconds(o.collective_s) +
                   printf_string(" s (%zu tasks)\n", o.collective_tasks)
             : std::string("- collectives: no collective task ran\n");
+  if (o.cpu_adam_hidden_fraction)
+    md += "- CPU AdamW of the steady steps under a GPU's tasks: " + percent(*o.cpu_adam_hidden_fraction) + " of " +
+          seconds(o.steady_cpu_adam_s) + " s\n";
   md += "\n";
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -342,6 +343,30 @@ OverlapReport overlap_of(const std::vector<TaskRecord>& tasks, const std::map<in
   return overlap;
 }
 
+// The steady steps' CPU AdamW under the CUDA workers' tasks (OverlapReport::cpu_adam_hidden_fraction).
+void add_cpu_adam_hidden(const std::vector<TaskRecord>& tasks, const std::map<int, WorkerReport>& workers,
+                         const std::vector<std::size_t>& executed, const std::vector<std::size_t>& adamw_tasks,
+                         const std::vector<std::size_t>& steady_tasks, OverlapReport& overlap) {
+  const auto on_cuda = [&](const TaskRecord& t) {
+    const auto w = workers.find(t.worker);
+    return w != workers.end() && w->second.kind == "cuda";
+  };
+  std::vector<Interval> gpu;
+  for (std::size_t i : executed)
+    if (on_cuda(tasks[i])) gpu.push_back(interval_of(tasks[i]));
+  if (gpu.empty()) return;
+  const IntervalUnion gpu_busy = merge_intervals(std::move(gpu));
+  const std::set<std::size_t> steady(steady_tasks.begin(), steady_tasks.end());
+  double adam_ms = 0, hidden_ms = 0;
+  for (std::size_t i : adamw_tasks) {
+    if (!steady.count(i) || on_cuda(tasks[i])) continue;
+    adam_ms += tasks[i].duration_ms();
+    hidden_ms += covered_length(interval_of(tasks[i]), gpu_busy);
+  }
+  overlap.steady_cpu_adam_s = adam_ms * kSecondsPerMs;
+  if (adam_ms > 0) overlap.cpu_adam_hidden_fraction = hidden_ms / adam_ms;
+}
+
 // A memory node's name; NODE<n> for a node the trace did not name.
 std::string node_name_or_number(const std::vector<std::string>& node_names, int node) {
   return node >= 0 && std::size_t(node) < node_names.size() ? node_names[std::size_t(node)]
@@ -426,6 +451,7 @@ TraceReport analyze_trace(const TraceData& data, const ReportOptions& options) {
   KindSplit split = split_by_kind(tasks, index.executed);
   report.task_kinds = std::move(split.kinds);
   report.overlap = overlap_of(tasks, workers, split);
+  add_cpu_adam_hidden(tasks, workers, index.executed, split.adamw_tasks, steady.tasks, report.overlap);
 
   const std::vector<std::string> node_names = memory_node_names(data.paje);
   report.transfers =

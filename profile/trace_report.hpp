@@ -79,6 +79,11 @@ struct OverlapReport {
   std::size_t adam_tasks = 0;
   double adam_s = 0;
   std::optional<double> adam_concurrent_fraction;  // of adam_s, beside compute on another worker
+  // The steady steps' AdamW tasks on CPU workers (ZeRO-Offload's CPU AdamW), their time, and the
+  // share of it during which a CUDA worker ran a task: the CPU AdamW hidden under the GPU's work.
+  // Unset without steady steps, a CUDA worker or a CPU AdamW.
+  double steady_cpu_adam_s = 0;
+  std::optional<double> cpu_adam_hidden_fraction;
   std::size_t collective_tasks = 0;
   double collective_s = 0;
   std::optional<double> collective_concurrent_fraction;

@@ -5,7 +5,8 @@
 # gradient clipping, with DeepSpeed's delayed parameter update and with the speculative update. For each run: steady tokens/s
 # (the median of the steps after the second), model TFLOP/s (6 FLOPs per parameter and token) and
 # MFU (of the bf16 peak, 989 TFLOP/s), the step's bound and step / bound (the trace report's
-# "Bound"), the CUDA worker's busy share and the share of CPU AdamW time that overlaps GPU work.
+# "Bound"), the CUDA worker's busy share and the share of the steady steps' CPU AdamW time during
+# which the GPU runs a task (overlap.cpu_adam_hidden_fraction).
 # Every run is bf16, --recompute full unless asked (activation checkpointing, as the ZeRO-Offload paper's runs),
 # --sched dmda, roofline durations; B sequences of T tokens per step in micro-batches of MB
 # (--batch B --grad-accum B/MB). A configuration whose state does not fit the GPU is reported as
@@ -106,8 +107,9 @@ params = float(re.search(r", (\d+) parameters", log).group(1))
 cuda = [w for w in report.get("workers", []) if w["kind"] == "cuda"]
 traced = bool(report)
 gpu_busy = f"{100 * cuda[0]['steady_busy_fraction']:.0f} %" if cuda and cuda[0]["steady_busy_fraction"] is not None else "?"
-hidden = report.get("overlap", {}).get("adam_concurrent_fraction")
-hidden = "-" if config == "plain" else (f"{100 * hidden:.0f} %" if hidden is not None else "?")
+# The steady steps' CPU AdamW under the GPU's tasks ("-": no CPU AdamW, all of it on the GPU).
+hidden = report.get("overlap", {}).get("cpu_adam_hidden_fraction")
+hidden = "-" if hidden is None else f"{100 * hidden:.0f} %"
 if not traced:
     gpu_busy = hidden = "no trace (aborted at exit)"
 tflops = 6 * params * tokens / step / 1e12

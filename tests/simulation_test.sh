@@ -95,16 +95,40 @@ PY
 # predicted step is shorter than the synchronous one.
 "$sim" train "${bigger[@]}" --steps 4 --platform h200x1 --offload-optimizer cpu --speculative-update \
   --trace "$work/speculative" > "$work/speculative.log" 2>&1 || { cat "$work/speculative.log"; fail "speculative update"; }
+"$sim" trace "$work/speculative" --json > "$work/speculative.json" || fail "trace report of the speculative run"
 PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")" python3 - "$work/speculative/tasks.rec" "$work/bound.log" \
-  "$work/speculative.log" <<'PY' || fail "speculative update: the CPU AdamW pool's turns or the step"
+  "$work/speculative.log" "$work/bound.json" "$work/speculative.json" <<'PY' || fail "speculative update: the CPU AdamW pool's turns, the step or the overlap"
 import re, sys
 import tasks_rec
 orders = tasks_rec.update_order(tasks_rec.read(sys.argv[1]))
 print(f"  speculative AdamW start order per step: {orders}")
 assert len(orders) == 4 and all(o.index(0) < o.index(1) for o in orders.values()), orders
-sync, spec = (float(re.search(r"^steady step ([0-9.]+) s", open(f).read(), re.M).group(1)) for f in sys.argv[2:])
+sync, spec = (float(re.search(r"^steady step ([0-9.]+) s", open(f).read(), re.M).group(1)) for f in sys.argv[2:4])
 print(f"  steady step: synchronous {sync} s, speculative {spec} s (predicted)")
 assert spec < sync, (spec, sync)
+# The trace report's share of the steady steps' CPU AdamW under the GPU's tasks: more of it with
+# the speculative update; and the same figure computed here from tasks.rec.
+import json
+def hidden(report, rec):
+    o = json.load(open(report))["overlap"]
+    by = tasks_rec.read(rec)
+    ran = [r for r in by.values() if "StartTime" in r]
+    cuda = {r["WorkerId"] for r in ran if r.get("MemoryNode", "0") != "0"}
+    gpu = sorted((float(r["StartTime"]), float(r["EndTime"])) for r in ran if r["WorkerId"] in cuda)
+    merged = []
+    for a, b in gpu:
+        if merged and a <= merged[-1][1]: merged[-1][1] = max(merged[-1][1], b)
+        else: merged.append([a, b])
+    first = min(int(r["Iteration"]) for r in ran)
+    adam = [(float(r["StartTime"]), float(r["EndTime"])) for r in ran if r["Name"].startswith("adamw")
+            and r["WorkerId"] not in cuda and int(r["Iteration"]) > first]
+    total = sum(b - a for a, b in adam)
+    under = sum(max(0.0, min(b, y) - max(a, x)) for a, b in adam for x, y in merged)
+    assert abs(o["cpu_adam_hidden_fraction"] - under / total) < 1e-6, (o, under / total)
+    return o["cpu_adam_hidden_fraction"]
+h_sync, h_spec = hidden(sys.argv[4], sys.argv[1].replace("speculative/", "bound/")), hidden(sys.argv[5], sys.argv[1])
+print(f"  CPU AdamW of the steady steps under the GPU's tasks: synchronous {h_sync:.0%}, speculative {h_spec:.0%}")
+assert h_spec > h_sync, (h_spec, h_sync)
 PY
 
 # Activation offload under a device limit: write-backs and fetches cross PCIe; the fetch tasks
