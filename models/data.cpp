@@ -1,5 +1,6 @@
 #include "models/data.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -163,6 +164,28 @@ void TokenDataset::use_tokenizer(const std::optional<std::filesystem::path>& pat
     throw std::invalid_argument("--tokenizer " + path->string() + ": its " + std::to_string(tokenizer->vocab()) +
                                 " tokens do not cover the data's vocabulary of " + std::to_string(vocab_));
   tokenizer_ = std::move(tokenizer);
+}
+
+#ifndef STARZERO_SOURCE_DIR
+#define STARZERO_SOURCE_DIR ""  // built without models/CMakeLists.txt (the fuzz harnesses): no default text
+#endif
+
+std::vector<std::filesystem::path> checkout_text_files() {
+  const std::filesystem::path root = STARZERO_SOURCE_DIR;
+  std::vector<std::filesystem::path> files;
+  for (const char* dir : {"", "docs", "runtime", "tasks", "optimizers", "offload", "models", "train", "apps",
+                          "examples", "tests", "scripts"}) {
+    const std::filesystem::path folder = root / dir;
+    if (!std::filesystem::is_directory(folder)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      const auto ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".md" || ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".sh"))
+        files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::runtime_error("no default training text found under " + root.string());
+  return files;
 }
 
 }  // namespace starzero

@@ -35,6 +35,10 @@ struct Batch {
 
 class Tokenizer;
 
+// The text that ships with this checkout, its docs and sources (sorted): every model family's
+// default training data, so the demo needs no download. std::runtime_error when none is found.
+std::vector<std::filesystem::path> checkout_text_files();
+
 class TokenDataset {
  public:
   // The last floor(size · validation_fraction) tokens form the validation split, the rest the

@@ -204,27 +204,8 @@ class GptSpec final : public ModelSpec {
 
 // ---- choosing the shape and the data --------------------------------------------------------
 
-// The text that ships with the checkout: docs and sources, sorted, so the demo needs no download.
-std::vector<fs::path> default_training_files() {
-  const fs::path root = STARZERO_SOURCE_DIR;
-  std::vector<fs::path> files;
-  for (const char* dir : {"", "docs", "runtime", "tasks", "optimizers", "offload", "models", "train", "apps",
-                          "examples", "tests", "scripts"}) {
-    const fs::path folder = root / dir;
-    if (!fs::is_directory(folder)) continue;
-    for (const auto& entry : fs::directory_iterator(folder)) {
-      const auto ext = entry.path().extension().string();
-      if (entry.is_regular_file() && (ext == ".md" || ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".sh"))
-        files.push_back(entry.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw std::runtime_error("no default training text found under " + root.string());
-  return files;
-}
-
 TokenDataset load_dataset(const ModelRequest& request) {
-  if (!request.data) return TokenDataset::from_text_files(default_training_files(), request.validation_fraction);
+  if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
   const fs::path& path = *request.data;
   if (!fs::exists(path)) throw std::invalid_argument("--data: no such file '" + path.string() + "'");
   return path.extension() == ".bin" ? TokenDataset::from_token_shard(path, request.validation_fraction)

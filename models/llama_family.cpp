@@ -184,7 +184,7 @@ class LlamaSpec final : public ModelSpec {
 // ---- choosing the shape and the data --------------------------------------------------------
 
 TokenDataset load_dataset(const ModelRequest& request) {
-  if (!request.data) throw std::invalid_argument("--model llama3 needs --data (a text file or an llm.c token shard)");
+  if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
   const fs::path& path = *request.data;
   if (!fs::exists(path)) throw std::invalid_argument("--data: no such file '" + path.string() + "'");
   if (path.extension() != ".bin") return TokenDataset::from_text_file(path, request.validation_fraction);

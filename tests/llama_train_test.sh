@@ -10,7 +10,8 @@
 #              --offload-optimizer cpu gives the same losses; a llama3 token shard (version 7)
 #              trains; bad input (unknown preset, an unknown --recompute mode, a negative window,
 #              more tiles than sequences, a contradicting shape flag, a truncated checkpoint, a
-#              malformed shard, no --data) exits 2 with one line.
+#              malformed shard) exits 2 with one line; without --data it trains on the checkout's
+#              text in bytes.
 #   tiles    - llama3-tiny (4 blocks), 5 steps on 2 CPU workers with --tiles 1, 2 and 4: for each
 #              tile count the checkpoints under lws, dmdas and eager are byte-identical; across
 #              tile counts the losses agree within 1e-4 (float rounding); --tiles auto is 2 here
@@ -119,7 +120,12 @@ PY
   expect_bad_input "truncated checkpoint" "$starzero" "${llama[@]}" --steps 1 --checkpoint-in "$work/truncated.bin"
   head -c 2000 "$work/shard.bin" > "$work/bad_shard.bin"
   expect_bad_input "truncated shard" "$starzero" train --model llama3 --data "$work/bad_shard.bin" --steps 1
-  expect_bad_input "no --data" "$starzero" train --model llama3 --steps 1
+  # Without --data: the checkout's text through the byte vocabulary, as GPT.
+  "$starzero" train --model llama3 --layers 1 --seq 16 --batch 2 --steps 2 --precision fp32 --cuda-workers 0 \
+    --val-every 0 --sample-tokens 4 > "$work/default_data.log" 2>&1 || { tail "$work/default_data.log"; fail "no --data"; }
+  grep -qE "^data: [0-9]+ training and [0-9]+ validation tokens \(vocabulary 256\)" "$work/default_data.log" \
+    || { cat "$work/default_data.log"; fail "no --data: not the checkout's text in bytes"; }
+  grep -q "^step 2/2 " "$work/default_data.log" || fail "no --data: did not train"
   ;;
 zero_np2)
   common=("${llama[@]}" --steps 20)
