@@ -97,8 +97,7 @@ void add_parallelism_options(cli::ArgParser& p) {
             "bf16: add micro-batch gradients in an fp32 buffer, rounded once per step (+4 bytes/param)")
       .option("grad-window", "G",
               "full gradients alive at once: ZeRO-2/3 beyond the one computed; one rank with --offload-params "
-              "cpu and --offload-optimizer, on the device (default 2)")
-;
+              "cpu and --offload-optimizer, on the device (default 2)");
 }
 
 // Where the state lives (optimizer and parameter offload) and how the update overlaps.
@@ -124,8 +123,7 @@ void add_offload_options(cli::ArgParser& p) {
       .option("speculative-fraction", "F|auto",
               "--speculative-update: only the last CPU-updated layers holding F of the parameters are speculative "
               "(+12 bytes/param for those), the others update after the norm; auto: as many as host memory holds "
-              "(default 1: all)")
-;
+              "(default 1: all)");
 }
 
 // Checkpoints, robustness, validation, samples and what the run writes.

@@ -1,8 +1,6 @@
 #include "models/data.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -10,6 +8,7 @@
 
 #include "models/llmc_files.hpp"
 #include "models/tokenizer.hpp"
+#include "runtime/files.hpp"
 
 namespace starzero {
 
@@ -30,14 +29,6 @@ void check_split_holds_batch(std::size_t split_size, int B, int T, Split split) 
     throw std::invalid_argument(std::string("the ") + split_name(split) + " split has " + std::to_string(split_size) +
                                 " tokens, fewer than one batch of B·T + 1 = " + std::to_string(B) + "·" +
                                 std::to_string(T) + " + 1 = " + std::to_string(need));
-}
-
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileFormatError(path.string() + ": cannot open");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw FileFormatError(path.string() + ": read error");
-  return text;
 }
 
 // splitmix64's finaliser: spreads (seed, step) over all 64 bits before seeding.
@@ -98,7 +89,7 @@ TokenDataset TokenDataset::from_text_files(std::span<const std::filesystem::path
   std::string text;
   for (std::size_t i = 0; i < paths.size(); ++i) {
     if (i > 0) text += '\n';
-    text += read_text_file(paths[i]);
+    text += read_whole_file(paths[i]);
   }
   if (text.empty()) throw std::invalid_argument("TokenDataset: the text files hold no bytes (empty data)");
   return TokenDataset(encode_bytes(text), kByteVocab, validation_fraction);

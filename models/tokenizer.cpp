@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -62,12 +60,6 @@ std::optional<std::u32string> utf8_code_points(const std::string& text) {
     i += std::size_t(extra) + 1;
   }
   return out;
-}
-
-std::string read_whole_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_format_error(path, "cannot open the tokenizer file");
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::uint32_t u32_at(const std::string& bytes, std::size_t index) {

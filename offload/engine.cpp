@@ -223,11 +223,9 @@ void Engine::split_optimizer(const Model& model) {
   for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
   optimizer_split_ = split_optimizer_state(
       layer_params, options_.offload_optimizer == OptimizerOffload::none ? 0.0 : options_.offload_optimizer_fraction);
-  // The last layers again, no more than the offloaded ones: a subset of them.
   speculative_split_ = split_optimizer_state(
-      layer_params, options_.speculative_update
-                        ? std::min(optimizer_split_.fraction(), options_.speculative_fraction)
-                        : 0.0);
+      layer_params,
+      options_.speculative_update ? speculative_share(optimizer_split_, options_.speculative_fraction) : 0.0);
 }
 
 // A streamed gradient comes in only once the one written home grad_window earlier is gone, so

@@ -64,6 +64,10 @@ std::string describe_split(const OptimizerSplit& split, const std::string& host)
   return text;
 }
 
+double speculative_share(const OptimizerSplit& offloaded, double fraction) {
+  return std::min(offloaded.fraction(), fraction);
+}
+
 std::string describe_speculative_split(const OptimizerSplit& speculative, const OptimizerSplit& offloaded) {
   char share[96];
   std::snprintf(share, sizeof share, "%lld of %lld parameters, F = %.4g", (long long)speculative.offloaded_params,

@@ -51,6 +51,10 @@ OptimizerSplit split_optimizer_state(std::int64_t params, double fraction);
 // state is ("host", "NVMe").
 std::string describe_split(const OptimizerSplit& split, const std::string& host = "host");
 
+// --speculative-fraction F: the share of Ψ whose CPU AdamW is speculative, min(F, what `offloaded`
+// offloads): split by the rule above, it gives the last of the offloaded layers.
+double speculative_share(const OptimizerSplit& offloaded, double fraction);
+
 // --speculative-fraction: the speculative layers (a split by the same rule, inside `offloaded`'s
 // layers) and the offloaded ones left synchronous: "layers 30-41 speculative (…), 1-29
 // synchronous"; without layers, the parameter counts only.

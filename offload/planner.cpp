@@ -230,10 +230,7 @@ OptimizerSplit speculative_split_of(const PlanInput& in) {
   const bool cpu_adamw = in.speculative_update && in.offload_optimizer == OptimizerOffload::cpu;
   if (cpu_adamw && in.speculative_fraction.automatic)
     throw PlanError("--speculative-fraction auto must be resolved against the host's memory first");
-  // The offloaded layers are the last ones holding at least F_offload·Ψ, so the last ones holding
-  // at least min(F_offload, F)·Ψ are among them.
-  const double fraction =
-      cpu_adamw ? std::min(optimizer_split_of(in).fraction(), in.speculative_fraction.value) : 0.0;
+  const double fraction = cpu_adamw ? speculative_share(optimizer_split_of(in), in.speculative_fraction.value) : 0.0;
   if (in.model && !in.model->layer_params.empty()) return split_optimizer_state(in.model->layer_params, fraction);
   return split_optimizer_state(psi, fraction);
 }

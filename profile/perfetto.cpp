@@ -35,6 +35,12 @@ json metadata(const char* name, int pid, std::optional<int> tid, json args) {
   return event;
 }
 
+// A track's metadata: its label and its place (tid order) in the process.
+void add_track(int pid, int tid, const std::string& label, std::vector<json>& out) {
+  out.push_back(metadata("thread_name", pid, tid, {{"name", label}}));
+  out.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+}
+
 // One labelled group of events (a worker's tasks, a link's transfers) split over as few tracks
 // as keep every track's events disjoint: an event goes to the first track whose last event
 // ended by its start. Events are (start ms, end ms, event index).
@@ -57,8 +63,7 @@ void place_group(TrackGroup& group, std::vector<json>& events, int pid, int& nex
       track_end.push_back(span.second);
       tids.push_back(next_tid++);
       const std::string label = track == 0 ? group.label : group.label + " #" + std::to_string(track + 1);
-      out.push_back(metadata("thread_name", pid, tids.back(), {{"name", label}}));
-      out.push_back(metadata("thread_sort_index", pid, tids.back(), {{"sort_index", tids.back()}}));
+      add_track(pid, tids.back(), label, out);
     }
     track_end[track] = span.second;
     json& event = events[index];
@@ -66,9 +71,7 @@ void place_group(TrackGroup& group, std::vector<json>& events, int pid, int& nex
     event["tid"] = tids[track];
   }
   if (tids.empty()) {  // a worker that ran nothing still gets its labelled track
-    out.push_back(metadata("thread_name", pid, next_tid, {{"name", group.label}}));
-    out.push_back(metadata("thread_sort_index", pid, next_tid, {{"sort_index", next_tid}}));
-    ++next_tid;
+    add_track(pid, next_tid++, group.label, out);
   }
 }
 
@@ -148,8 +151,7 @@ void append_rank_events(const RankReport& rank, int pid, const std::string& proc
   // Tracks: the steps first, then the workers by id, then the links by (source, destination).
   int next_tid = 1;
   const int steps_tid = next_tid++;
-  out.push_back(metadata("thread_name", pid, steps_tid, {{"name", "steps"}}));
-  out.push_back(metadata("thread_sort_index", pid, steps_tid, {{"sort_index", steps_tid}}));
+  add_track(pid, steps_tid, "steps", out);
   for (auto& [id, group] : workers) place_group(group, events, pid, next_tid, out);
   for (auto& [link, group] : links) place_group(group, events, pid, next_tid, out);
   for (json& event : events) out.push_back(std::move(event));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <streambuf>
@@ -143,6 +144,14 @@ void FileReader::read_exact(void* out, std::size_t n) {
     p += r;
     n -= std::size_t(r);
   }
+}
+
+std::string read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_format_error(path, "cannot open");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw_format_error(path, "read error");
+  return text;
 }
 
 void read_file_at(const std::filesystem::path& path, std::uint64_t offset, void* out, std::size_t bytes) {

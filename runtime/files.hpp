@@ -76,6 +76,9 @@ class FileReader {
   std::size_t size_ = 0;
 };
 
+// The whole file's bytes; FileFormatError when it cannot be opened or read.
+std::string read_whole_file(const std::filesystem::path& path);
+
 // Reads `bytes` bytes at byte `offset` of `path` without reading the rest; FileFormatError when
 // the file cannot be opened or ends (or fails) before.
 void read_file_at(const std::filesystem::path& path, std::uint64_t offset, void* out, std::size_t bytes);

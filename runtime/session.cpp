@@ -138,7 +138,6 @@ namespace {
 // What starpu_init reads from the environment (1.3 has no conf fields for it): tracing,
 // scheduler parameters, memory limits, write-back. `trace_file` gets the FxT file's path.
 void set_starpu_environment(const SessionOptions& options, std::string& trace_file) {
-  // These settings are read from the environment by starpu_init (1.3 has no conf fields).
   // StarPU's start-up chatter (e.g. the FxT build warning) is off unless the user asks.
   setenv("STARPU_SILENT", "1", 0);
   if (options.trace_dir.empty()) {

@@ -20,20 +20,17 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   input.precision = engine.model_dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
   input.fp32_grad_accum = options.fp32_grad_accum;
   input.offload_optimizer = options.offload_optimizer;
-  // The engine's split exactly: its offloaded layers' share of Ψ (padded or not), which the
-  // planner, given no layers, offloads as round(F·Ψ) parameters.
-  const OptimizerSplit& split = engine.optimizer_split();
-  std::size_t offloaded = 0;
-  for (int l = split.first_offloaded; l < split.layers; ++l)
-    offloaded += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
-  input.offload_fraction = {double(offloaded) / double(input.params), false};
-  // Its speculative layers likewise (their second set of optimizer state).
-  const OptimizerSplit& speculative = engine.speculative_split();
-  std::size_t speculated = 0;
-  for (int l = speculative.first_offloaded; l < speculative.layers; ++l)
-    speculated += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
+  // The engine's splits exactly: its offloaded (and speculative) layers' share of Ψ, padded or
+  // not, which the planner, given no layers, takes as round(F·Ψ) parameters.
+  const auto share_of = [&](const OptimizerSplit& split) {
+    std::size_t count = 0;
+    for (int l = split.first_offloaded; l < split.layers; ++l)
+      count += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
+    return OffloadFraction{double(count) / double(input.params), false};
+  };
+  input.offload_fraction = share_of(engine.optimizer_split());
   input.speculative_update = options.speculative_update;
-  input.speculative_fraction = {double(speculated) / double(input.params), false};
+  input.speculative_fraction = share_of(engine.speculative_split());
   input.offload_params = options.offload_params;
   input.prefetch_depth = options.prefetch_depth;
   input.grad_window = options.grad_window;
