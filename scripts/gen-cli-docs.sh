@@ -3,7 +3,7 @@
 # lists the commands, and each command's `--help` is one section (a command whose bare `--help`
 # is a usage error naming sub-commands, as `bench step|adam|blas`, gets one per sub-command).
 # The output depends only on the help text (no dates, paths or machine figures), so one binary
-# always gives the same bytes; tests/cli_docs_test.sh (CTest: cli_docs) fails when the committed
+# always gives the same bytes; tests/cli/cli_docs_test.sh (CTest: cli_docs) fails when the committed
 # file differs.
 # Usage: scripts/gen-cli-docs.sh BINARY [OUT]   (OUT: default docs/cli.md of this checkout; -: stdout)
 set -euo pipefail

@@ -5,7 +5,7 @@
 // those of the same-named kernels in tasks/nn_kernels.hpp.
 //
 // Every path performs the same float operations in the same order, without FMA, so the paths give
-// the same bits (tests/test_gpt_kernels.cpp checks each against the scalar path):
+// the same bits (tests/kernels/test_gpt_kernels.cpp checks each against the scalar path):
 //  - element-wise math is written once over float or vector types (runtime/simd_math.hpp);
 //  - sums over a row (layernorm's mean and variance and its two backward reductions, softmax's
 //    Σexp) add element i into lane i mod 16 and then the 16 lanes pairwise, on every path;
@@ -15,7 +15,7 @@
 //   gelu'(x) = s + 2·x·s·(1 − s)·u',      u = √(2/π)·(x + 0.044715·x³)
 // and softmax's exp is the same Cephes expf (runtime/simd_math.hpp exp_clamped, relative error
 // below 2e-7, arguments below -87.3 give about 1e-38 instead of less). Error bounds against
-// double precision are stated and tested per kernel in tests/test_gpt_kernels.cpp.
+// double precision are stated and tested per kernel in tests/kernels/test_gpt_kernels.cpp.
 #include <cstddef>
 
 #include "runtime/dtype.hpp"

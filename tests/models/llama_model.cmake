@@ -1,0 +1,25 @@
+# models/llama* (Llama 3, docs/llama.md): the model end to end on CPU workers against an
+# independent double-precision reference (reference_llama3.hpp) for the loss and, by finite
+# differences, every parameter's gradient, with 1 and 2 tiles; tiles against one tile; every
+# recompute and offload mode bit for bit against none, and their activation bytes; bf16 against fp32; initialisation; the presets against
+# Meta's sizes; llm.c Llama 3 checkpoints and token shards, malformed files included.
+add_executable(test_llama_model test_llama_model.cpp)
+target_link_libraries(test_llama_model PRIVATE starzero_catch_main starzero_models)
+# The prefix keeps every test case selectable with `ctest -R llama/`.
+catch_discover_tests(test_llama_model TEST_PREFIX "llama/" PROPERTIES LABELS unit TIMEOUT 300)
+# `starzero train --model llama3` (tests/models/llama_train_test.sh):
+#   llama_train     - one rank: llama3-tiny learns bytes (falling loss), the checkpoint reads back,
+#                     resume continues exactly, bad input exits 2
+#   llama_zero_np2  - 2 MPI ranks, ZeRO-3: the losses and the final checkpoint of one rank
+#   llama_tiles     - --tiles 1, 2, 4 and auto: bitwise identical across scheduling policies,
+#                     losses agreeing across tile counts, the per-tile tasks in a trace
+#   llama_recompute - --recompute selective|full and --offload-activations cpu: checkpoints
+#                     bitwise identical to none's, activation bytes as the formula says
+add_test(NAME llama_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> single)
+set_tests_properties(llama_train PROPERTIES TIMEOUT 300)
+add_test(NAME llama_zero_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> zero_np2)
+set_tests_properties(llama_zero_np2 PROPERTIES TIMEOUT 600 LABELS mpi)
+add_test(NAME llama_tiles COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> tiles)
+set_tests_properties(llama_tiles PROPERTIES TIMEOUT 600)
+add_test(NAME llama_recompute COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> recompute)
+set_tests_properties(llama_recompute PROPERTIES TIMEOUT 600)

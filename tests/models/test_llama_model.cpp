@@ -1,0 +1,671 @@
+// models/llama (LlamaModel) driven by offload/engine (Engine) on CPU workers, end to end, and its
+// layout and files (no StarPU):
+// - the fp32 loss against an independent double-precision Llama 3 (reference_llama3.hpp), with
+//   and without grouped queries and Llama 3.1's RoPE scaling, with 1 and 2 tiles;
+// - every parameter's gradient against central finite differences of that reference (1 and 2
+//   tiles); 2, 3 and 4 tiles against one, and the gradient pieces;
+// - every --recompute mode and window, with and without activation offload: the loss and
+//   gradients bit for bit those of --recompute none (fp32, bf16; 1 and 2 tiles), the buffers'
+//   bytes the formula's, and the formula against bytes counted by hand;
+// - bf16 storage against fp32; initialisation; the initial loss; overfitting one batch;
+// - the activation buffers against llama_activation_bytes;
+// - the presets against Meta's published sizes, the llm.c layout;
+// - llm.c Llama 3 checkpoints and token shards: round trips and every malformed case.
+// Every TEST_CASE that runs tasks starts its own StarPU Session.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/llama.hpp"
+#include "models/llama_files.hpp"
+#include "models/llama_layout.hpp"
+#include "models/registry.hpp"
+#include "offload/engine.hpp"
+#include "reference_llama3.hpp"
+#include "runtime/session.hpp"
+#include "tasks/llama_kernels.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace starzero;
+using starzero::testing::TempDir;
+
+namespace {
+
+using Layers = std::vector<std::vector<float>>;
+
+SessionOptions cpu_session() {
+  SessionOptions o;
+  o.policy = "lws";
+  o.cpu_workers = 2;
+  o.cuda_workers = 0;
+  return o;
+}
+
+// The micro model: L=2, C=16, NH=4, NKV=2 (hs 4, Q = 32), H=24, V=11, maxT=8.
+LlamaShape micro(int kv_heads = 2, bool scaled = false) {
+  LlamaShape s;
+  s.layers = 2;
+  s.channels = 16;
+  s.heads = 4;
+  s.kv_heads = kv_heads;
+  s.ffn_hidden = 24;
+  s.vocab = 11;
+  s.max_seq = 8;
+  s.norm_eps = 1e-5f;
+  // Scaled: theta 1e6 puts the second frequency's wavelength (6283) in the smoothed band.
+  s.rope_theta = scaled ? 1e6f : 10000.0f;
+  s.use_scaled_rope = scaled;
+  return s;
+}
+constexpr int kB = 2, kT = 5;
+
+// Forward loss: fp32 model vs the double reference, relative (measured: at most 4.1e-8).
+constexpr double kLossRtol = 1e-6;
+constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
+
+std::vector<int> random_tokens(std::mt19937& rng, std::size_t n, int vocab) {
+  std::uniform_int_distribution<int> d(0, vocab - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Random llm.c-order parameters: N(0, 0.2) weights, RMSNorm weights U(0.5, 1.5).
+std::vector<float> random_params(const LlamaShape& shape, std::uint32_t seed) {
+  const reference::LlamaOffsets off(shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::uniform_real_distribution<float> gain(0.5f, 1.5f);
+  std::vector<float> p(off.total);
+  for (auto& x : p) x = normal(rng);
+  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
+  for (std::size_t start : {off.ln1w, off.ln2w})
+    for (std::size_t i = 0; i < L * C; ++i) p[start + i] = gain(rng);
+  for (std::size_t i = 0; i < C; ++i) p[off.lnfw + i] = gain(rng);
+  return p;
+}
+
+Layers to_layers(const LlamaModel& model, const std::vector<float>& file) {
+  Layers layers;
+  for (int l = 0; l < model.layers(); ++l) layers.emplace_back(model.layer_params(l));
+  std::vector<std::span<float>> spans(layers.begin(), layers.end());
+  model.file_to_layers(file, spans);
+  return layers;
+}
+
+std::vector<float> to_file(const LlamaModel& model, const Layers& layers) {
+  std::vector<float> file(model.layout().param_count());
+  std::vector<std::span<const float>> spans(layers.begin(), layers.end());
+  model.layers_to_file(spans, file);
+  return file;
+}
+
+// "qkvw[37]": the llm.c tensor element k of the flat vector belongs to.
+std::string tensor_name(const LlamaShape& shape, std::size_t k) {
+  const LlamaLayout layout(shape);
+  for (const LlamaTensor& t : layout.tensors())
+    if (k >= t.file_offset && k < t.file_offset + t.count)
+      return std::string(t.name) + "[" + std::to_string(k - t.file_offset) + "]";
+  return "?";
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * double(b[i]);
+    aa += double(a[i]) * double(a[i]);
+    bb += double(b[i]) * double(b[i]);
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+}  // namespace
+
+TEST_CASE("fp32 forward loss matches the double-precision reference", "[llama][loss]") {
+  const int kv_heads = GENERATE(1, 2, 4);  // multi-query, grouped, multi-head
+  const bool scaled = GENERATE(false, true);
+  const int tiles = GENERATE(1, 2);  // one task per op, or one per sequence
+  INFO("NKV " << kv_heads << ", scaled RoPE " << scaled << ", tiles " << tiles);
+  const LlamaShape shape = micro(kv_heads, scaled);
+  Session session(cpu_session());
+  LlamaModel model(shape, DType::f32, kB, kT, tiles);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+  std::mt19937 rng(11);
+  for (std::uint32_t trial = 0; trial < 2; ++trial) {
+    const std::vector<float> params = random_params(shape, 100 + trial);
+    const auto inputs = random_tokens(rng, kB * kT, shape.vocab);
+    const auto targets = random_tokens(rng, kB * kT, shape.vocab);
+    engine.set_master_params(to_layers(model, params));
+    model.set_batch(inputs, targets);
+    engine.submit_forward();
+    const double loss = model.mean_loss();
+    const double expected = reference::llama3_loss(params, shape, inputs, targets, kB, kT);
+    INFO("trial " << trial << ": model " << std::setprecision(10) << loss << ", reference " << expected
+                  << ", relative error " << std::abs(loss - expected) / std::abs(expected));
+    CHECK(std::isfinite(loss));
+    CHECK(std::abs(loss - expected) <= kLossRtol * std::abs(expected));
+    engine.submit_gradients();
+    CHECK(std::abs(model.mean_loss() - expected) <= kLossRtol * std::abs(expected));
+  }
+}
+
+TEST_CASE("every parameter's gradient matches finite differences of the reference", "[llama][gradient]") {
+  const bool scaled = GENERATE(false, true);
+  // Two tiles: row-wise tasks per sequence, the weight gradients in pieces added tile by tile.
+  const int tiles = GENERATE(1, 2);
+  INFO("scaled RoPE " << scaled << ", tiles " << tiles);
+  const LlamaShape shape = micro(2, scaled);
+  Session session(cpu_session());
+  LlamaModel model(shape, DType::f32, kB, kT, tiles);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+
+  std::mt19937 rng(5);
+  const std::vector<float> params = random_params(shape, 42);
+  auto inputs = random_tokens(rng, kB * kT, shape.vocab);
+  auto targets = random_tokens(rng, kB * kT, shape.vocab);
+  inputs[1] = 3;
+  targets[6] = 3;
+  engine.set_master_params(to_layers(model, params));
+  model.set_batch(inputs, targets);
+  engine.submit_gradients();
+  const std::vector<float> grad = to_file(model, engine.gradients());
+  REQUIRE(grad.size() == shape.param_count());
+
+  std::vector<double> p(params.begin(), params.end());
+  std::size_t failures = 0, significant = 0;
+  double worst = 0;
+  std::ostringstream report;
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    const double saved = p[k];
+    p[k] = saved + kFdStep;
+    const double up = reference::llama3_loss(p, shape, inputs, targets, kB, kT);
+    p[k] = saved - kFdStep;
+    const double down = reference::llama3_loss(p, shape, inputs, targets, kB, kT);
+    p[k] = saved;
+    const double fd = (up - down) / (2 * kFdStep);
+    const double err = std::abs(double(grad[k]) - fd);
+    const double bound = kGradRtol * std::abs(fd) + kGradAtol;
+    if (std::abs(fd) > 1e-4) ++significant;
+    worst = std::max(worst, err / bound);
+    if (!(err <= bound) && ++failures <= 20)
+      report << tensor_name(shape, k) << ": engine " << grad[k] << ", fd " << fd << "\n";
+  }
+  INFO("parameters " << p.size() << ", |fd| > 1e-4: " << significant << ", worst err/bound " << worst);
+  INFO("first failures:\n" << report.str());
+  CHECK(failures == 0);
+  CHECK(significant > p.size() / 2);
+  // wte rows of tokens that are never inputs get no gradient (the head is untied).
+  std::vector<bool> is_input(std::size_t(shape.vocab), false);
+  for (int t : inputs) is_input[std::size_t(t)] = true;
+  const std::size_t C = std::size_t(shape.channels);
+  for (std::size_t v = 0; v < std::size_t(shape.vocab); ++v) {
+    double row = 0;
+    for (std::size_t c = 0; c < C; ++c) row += std::abs(double(grad[v * C + c]));
+    INFO("wte row " << v);
+    CHECK((row > 0) == bool(is_input[v]));
+  }
+}
+
+TEST_CASE("bf16 model follows the fp32 model", "[llama][bf16]") {
+  const LlamaShape shape = micro();
+  Session session(cpu_session());
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  std::mt19937 rng(9);
+  const std::vector<float> params = random_params(shape, 77);
+  const auto inputs = random_tokens(rng, kB * kT, shape.vocab);
+  const auto targets = random_tokens(rng, kB * kT, shape.vocab);
+  auto loss_and_grad = [&](DType dtype) {
+    LlamaModel model(shape, dtype, kB, kT);
+    Engine engine(model, opts);
+    engine.set_master_params(to_layers(model, params));
+    model.set_batch(inputs, targets);
+    engine.submit_gradients();
+    const double loss = model.mean_loss();
+    return std::make_pair(loss, to_file(model, engine.gradients()));
+  };
+  const auto [loss32, grad32] = loss_and_grad(DType::f32);
+  const auto [loss16, grad16] = loss_and_grad(DType::bf16);
+  INFO("fp32 loss " << std::setprecision(8) << loss32 << ", bf16 loss " << loss16);
+  CHECK(std::abs(loss16 - loss32) <= 2e-2 * std::abs(loss32));
+  CHECK(std::all_of(grad16.begin(), grad16.end(), [](float g) { return std::isfinite(g); }));
+  const double cos = cosine(grad16, grad32);
+  INFO("gradient cosine similarity " << cos);
+  CHECK(cos > 0.99);
+}
+
+TEST_CASE("initialisation is a function of (seed, layer) and starts at loss ln V", "[llama][init]") {
+  Session session(cpu_session());
+  const LlamaShape shape = llama_preset("llama3-tiny");
+  constexpr int B = 4, T = 32;
+  LlamaModel model(shape, DType::f32, B, T);
+  auto draw = [&](int layer, std::uint64_t seed) {
+    std::vector<float> v(model.layer_params(layer));
+    model.init_layer(layer, v, seed);
+    return v;
+  };
+  const std::vector<float> block = draw(2, 7);
+  CHECK(draw(2, 7) == block);
+  CHECK(draw(2, 8) != block);
+  CHECK(draw(1, 7) != block);
+  const LlamaTensor& ln1 = model.layout()[LlamaParam::ln1w];
+  for (std::size_t i = 0; i < ln1.layer_count; ++i) REQUIRE(block[ln1.layer_offset + i] == 1.0f);
+  const LlamaTensor& lnf = model.layout()[LlamaParam::lnfw];
+  const std::vector<float> head = draw(shape.layers + 1, 7);
+  for (std::size_t i = 0; i < lnf.layer_count; ++i) REQUIRE(head[lnf.layer_offset + i] == 1.0f);
+
+  EngineOptions opts;
+  opts.seed = 2024;
+  Engine engine(model, opts);
+  std::mt19937 rng(3);
+  model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
+  engine.submit_forward();
+  const double loss = model.mean_loss();
+  INFO("loss " << loss << ", ln 256 = " << std::log(256.0));
+  CHECK(std::abs(loss - std::log(256.0)) < 0.1);
+  // The buffers as allocated are what the planner's formula says.
+  CHECK(model.activation_bytes() == llama_activation_bytes(shape, 4, B, T));
+}
+
+TEST_CASE("AdamW overfits one fixed batch", "[llama][train]") {
+  LlamaShape shape = micro();
+  shape.vocab = 32;
+  shape.max_seq = 16;
+  constexpr int B = 2, T = 16;
+  Session session(cpu_session());
+  LlamaModel model(shape, DType::f32, B, T);
+  EngineOptions opts;
+  opts.seed = 1;
+  Engine engine(model, opts);
+  std::mt19937 rng(17);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  const double initial = model.mean_loss();
+  for (int step = 1; step <= 150; ++step) {
+    model.set_batch(inputs, targets);
+    engine.submit_step(1e-2f, step);
+  }
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  const double loss = model.mean_loss();
+  INFO("initial loss " << initial << ", after 150 steps " << loss);
+  CHECK(loss < 0.1 * initial);
+}
+
+namespace {
+
+// One loss and every parameter's gradient of a model built with `tiles` and `policy`, from the
+// same parameters and batch.
+struct LossAndGradients {
+  double loss;
+  std::vector<float> grad;
+  std::size_t held, offloaded;
+};
+LossAndGradients run_gradients(const LlamaShape& shape, DType dtype, int B, int T, int tiles,
+                               const ActivationPolicy& policy, const std::vector<float>& params,
+                               const std::vector<int>& inputs, const std::vector<int>& targets) {
+  LlamaModel model(shape, dtype, B, T, tiles, policy);
+  EngineOptions opts;
+  opts.seed = 7;
+  opts.grad_clip = 0;
+  Engine engine(model, opts);
+  engine.set_master_params(to_layers(model, params));
+  model.set_batch(inputs, targets);
+  engine.submit_gradients();
+  const double loss = model.mean_loss();
+  return {loss, to_file(model, engine.gradients()), model.activation_bytes(), model.offloaded_activation_bytes()};
+}
+
+std::string describe(const ActivationPolicy& p) {
+  return std::string("--recompute ") + recompute_name(p.recompute) + " --recompute-window " + std::to_string(p.window) +
+         " --offload-activations " + offload_name(p.offload);
+}
+
+}  // namespace
+
+TEST_CASE("tiles: the model agrees across tile counts and cuts its gradients into pieces", "[llama][tiles]") {
+  const LlamaShape shape = micro();
+  constexpr int B = 4, T = 5;
+  Session session(cpu_session());
+  std::mt19937 rng(23);
+  const std::vector<float> params = random_params(shape, 99);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  const LossAndGradients one = run_gradients(shape, DType::f32, B, T, 1, {}, params, inputs, targets);
+  for (int tiles : {2, 3, 4}) {  // 3: tiles of 1, 1 and 2 sequences
+    INFO("tiles " << tiles);
+    const LossAndGradients tiled = run_gradients(shape, DType::f32, B, T, tiles, {}, params, inputs, targets);
+    CHECK(std::abs(tiled.loss - one.loss) <= 1e-6 * std::abs(one.loss));
+    REQUIRE(tiled.grad.size() == one.grad.size());
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < one.grad.size(); ++k)
+      if (!(std::abs(tiled.grad[k] - one.grad[k]) <= 1e-4 * std::abs(one.grad[k]) + 1e-6)) ++bad;
+    CHECK(bad == 0);
+    // The buffers do not depend on the tile count.
+    CHECK(tiled.held == one.held);
+  }
+  // The gradient pieces: every linear weight cut into min(tiles, output channels) pieces of whole
+  // output channels, each RMSNorm weight one piece; the embedding whole; one tile: all whole.
+  const std::size_t C = 16, Q = 32, H = 24;  // V = 11
+  LlamaModel whole(shape, DType::f32, B, T, 1);
+  for (int layer = 0; layer < whole.layers(); ++layer) CHECK(whole.gradient_pieces(layer).empty());
+  LlamaModel two(shape, DType::f32, B, T, 2);
+  CHECK(two.gradient_pieces(0).empty());
+  CHECK(two.gradient_pieces(1) == std::vector<std::size_t>{C, Q / 2 * C, Q / 2 * C, C / 2 * C, C / 2 * C, C, H / 2 * C,
+                                                           H / 2 * C, H / 2 * C, H / 2 * C, C / 2 * H, C / 2 * H});
+  CHECK(two.gradient_pieces(3) == std::vector<std::size_t>{C, 5 * C, 6 * C});  // lnfw, lm_head's 11 rows as 5 + 6
+  CHECK_THROWS_AS(LlamaModel(shape, DType::f32, B, T, 5), std::invalid_argument);
+  CHECK_THROWS_AS(LlamaModel(shape, DType::f32, B, T, 0), std::invalid_argument);
+}
+
+TEST_CASE("recomputation and activation offload change no bit, and hold the formula's bytes", "[llama][recompute]") {
+  const LlamaShape shape = micro();  // L = 2
+  constexpr int B = 4, T = 5;
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  const int tiles = GENERATE(1, 2);
+  INFO(dtype_name(dtype) << ", tiles " << tiles);
+  Session session(cpu_session());
+  std::mt19937 rng(31);
+  const std::vector<float> params = random_params(shape, 5);
+  const auto inputs = random_tokens(rng, B * T, shape.vocab);
+  const auto targets = random_tokens(rng, B * T, shape.vocab);
+  const LossAndGradients kept_all = run_gradients(shape, dtype, B, T, tiles, {}, params, inputs, targets);
+  const std::size_t e = dtype_size(dtype);
+  CHECK(kept_all.held == llama_activation_bytes(shape, e, B, T));
+  CHECK(kept_all.offloaded == 0);
+  using enum Recompute;
+  const ActivationOffload cpu = ActivationOffload::cpu, kept = ActivationOffload::none;
+  for (const ActivationPolicy& policy :
+       {ActivationPolicy{selective, 0, kept}, ActivationPolicy{selective, 1, kept}, ActivationPolicy{full, 0, kept},
+        ActivationPolicy{full, 1, kept}, ActivationPolicy{none, 0, cpu}, ActivationPolicy{selective, 0, cpu},
+        ActivationPolicy{full, 0, cpu}, ActivationPolicy{full, 1, cpu}}) {
+    INFO(describe(policy));
+    const LossAndGradients r = run_gradients(shape, dtype, B, T, tiles, policy, params, inputs, targets);
+    CHECK(r.loss == kept_all.loss);
+    CHECK(r.grad == kept_all.grad);
+    CHECK(r.held == llama_activation_bytes(shape, e, B, T, policy));
+    CHECK(r.offloaded == llama_offloaded_activation_bytes(shape, e, B, T, policy));
+  }
+}
+
+TEST_CASE("the activation bytes per mode, counted by hand", "[llama][recompute]") {
+  // micro(): L=2, C=16, NH=4, NKV=2 (Q=32), H=24, V=11; B=4, T=5, fp32. Per token (bytes):
+  // a block's forward writes ln1, atty, attproj, residual2, ln2, mlpproj, residual3 (7·16), qkv
+  // (32), fc, fc2, swiglu (3·24), two rstd (2) and its attention's log-sum-exps (NH = 4 floats:
+  // one per query head, not a row of T).
+  const LlamaShape shape = micro();
+  constexpr std::size_t all = (7 * 16 + 32 + 3 * 24 + 2 + 4) * 4;       // 888
+  constexpr std::size_t kept_none = all - 2 * 16 * 4;                   // but attproj, mlpproj
+  constexpr std::size_t kept_selective = (32 + 16 + 24 + 24 + 16) * 4;  // qkv, residual2, fc, fc2, residual3
+  constexpr std::size_t kept_full = 16 * 4;                             // residual3
+  // Two gradient slots of 7·16 + 2·32 + 3·24 elements; the rest (no attention scratch): tokens
+  // and targets, embedded and dembedded, lnf, dlnf and its rstd, logits and dlogits,
+  // probs and losses.
+  constexpr std::size_t gradients = 2 * (7 * 16 + 2 * 32 + 3 * 24) * 4;
+  constexpr std::size_t rest = 8 + 2 * 16 * 4 + 2 * 16 * 4 + 4 + 2 * 11 * 4 + 11 * 4 + 4;
+  // Once per micro-batch: the embedding's two T·C scratch buffers and the RoPE table (T·hs fp32).
+  constexpr std::size_t once = 2 * 5 * 16 * 4 + 5 * 4 * 4;
+  constexpr std::size_t tokens = 4 * 5;
+  auto bytes = [&](std::size_t on_device_blocks, std::size_t kept, std::size_t slots, std::size_t slot) {
+    return tokens * (on_device_blocks * kept + slots * slot + gradients + rest) + once;
+  };
+  using enum Recompute;
+  const ActivationOffload cpu = ActivationOffload::cpu, no = ActivationOffload::none;
+  auto held = [&](ActivationPolicy p) { return llama_activation_bytes(shape, 4, 4, 5, p); };
+  CHECK(held({none, 1, no}) == bytes(2, kept_none, 1, 2 * 16 * 4));
+  CHECK(held({selective, 0, no}) == bytes(2, kept_selective, 1, all - kept_selective));
+  CHECK(held({selective, 1, no}) == bytes(2, kept_selective, 2, all - kept_selective));
+  CHECK(held({full, 0, no}) == bytes(2, kept_full, 1, all - kept_full));
+  CHECK(held({full, 5, no}) == bytes(2, kept_full, 2, all - kept_full));  // W + 1 slots, at most L
+  // Offload: the first L − (W + 1) blocks' kept tensors live in host memory.
+  CHECK(held({none, 0, cpu}) == bytes(1, kept_none, 1, 2 * 16 * 4));
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {none, 0, cpu}) == tokens * kept_none);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 0, cpu}) == tokens * kept_full);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 1, cpu}) == 0);
+  CHECK(llama_offloaded_activation_bytes(shape, 4, 4, 5, {full, 0, no}) == 0);
+  // The planner's footprint carries them.
+  const ModelFootprint f = llama_footprint(shape, 4, 5, {full, 0, cpu});
+  CHECK(std::size_t(f.activation_bytes_4) == held({full, 0, cpu}));
+  CHECK(std::size_t(f.offloaded_activation_bytes_4) == tokens * kept_full);
+  CHECK(std::size_t(f.activation_bytes_2) == llama_activation_bytes(shape, 2, 4, 5, {full, 0, cpu}));
+}
+
+TEST_CASE("presets have Meta's published sizes", "[llama][layout]") {
+  CHECK(kernels::llama_ffn_hidden(2048, 1.5f, 256) == 8192);
+  const LlamaShape b1 = llama_preset("llama3-1B"), b8 = llama_preset("llama3-8B"), b70 = llama_preset("llama3-70B");
+  CHECK(b1.ffn_hidden == 8192);
+  CHECK(b8.ffn_hidden == 14336);
+  CHECK(b70.ffn_hidden == 28672);
+  // Llama 3.1 8B and 70B (untied): Meta's parameter counts.
+  CHECK(b8.param_count() == 8030261248ull);
+  CHECK(b70.param_count() == 70553706496ull);
+  // Llama 3.2 1B is 1,235,814,400 with its tied embedding; llm.c's layout adds lm_head (V·C).
+  CHECK(b1.param_count() == 1235814400ull + 128256ull * 2048ull);
+  const LlamaShape tiny = llama_preset("llama3-tiny");
+  CHECK(tiny.vocab == 256);
+  CHECK(tiny.ffn_hidden == 192);
+  CHECK_THROWS_AS(llama_preset("llama3-7B"), std::invalid_argument);
+
+  // The layout: llm.c's order, runs tiling the file, layers adding up.
+  const LlamaLayout layout(micro());
+  std::vector<std::string> names;
+  for (const LlamaTensor& t : layout.tensors()) names.emplace_back(t.name);
+  CHECK(names == std::vector<std::string>{"transformer.wte.weight", "ln_1.weight", "attn.c_attn.weight",
+                                          "attn.c_proj.weight", "ln_2.weight", "mlp.c_fc.weight", "mlp.c_fc2.weight",
+                                          "mlp.c_proj.weight", "transformer.ln_f.weight", "lm_head.weight"});
+  const reference::LlamaOffsets off(micro());
+  CHECK(layout[LlamaParam::qkvw].file_offset == off.qkvw);
+  CHECK(layout[LlamaParam::fc2w].file_offset == off.fc2w);
+  CHECK(layout[LlamaParam::lm_head].file_offset == off.lm_head);
+  CHECK(layout.param_count() == off.total);
+  std::vector<int> covered(layout.param_count(), 0);
+  std::size_t sum = 0;
+  for (int l = 0; l < layout.layers(); ++l) {
+    sum += layout.layer_params(l);
+    for (const LlmcRun& run : layout.layer_runs(l))
+      for (std::size_t i = 0; i < run.count; ++i) ++covered[run.llmc_offset + i];
+  }
+  CHECK(sum == layout.param_count());
+  CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+
+  // The state files' fields name the family: Llama's, not GPT's nor the MLP's.
+  const StateShapeFields fields = llama_shape_fields(tiny);
+  CHECK(fields[5] == -192);
+  CHECK(llama_shape_from_fields(fields).same_model(tiny));
+  const auto format = checkpoint_format_of_state(fields);
+  REQUIRE(format);
+  CHECK(format->describe(DType::f32) == "llm.c Llama 3 version 3");
+  CHECK(format->state_layout().layer_params == llama_state_layout(tiny).layer_params);
+  // The footprint: Ψ and the largest layer.
+  const ModelFootprint f = llama_footprint(b8, 1, 1024);
+  CHECK(std::size_t(f.params) == b8.param_count());
+  CHECK(f.largest_layer().name == "head");  // lm_head and ln_f
+}
+
+// ---- files --------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<char> bytes_of(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes_to(const std::filesystem::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+void set_int(std::vector<char>& bytes, std::size_t index, std::int32_t value) {
+  std::memcpy(bytes.data() + index * 4, &value, 4);
+}
+// The FileFormatError message of reading `path`, or "" when it reads.
+std::string read_error(const std::filesystem::path& path) {
+  try {
+    read_llama_checkpoint(path);
+  } catch (const FileFormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("llm.c Llama 3 checkpoints round trip", "[llama][files]") {
+  TempDir dir;
+  const LlamaShape shape = llama_preset("llama3-tiny");
+  std::vector<float> params(shape.param_count());
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : params) x = normal(rng);
+
+  write_llama_checkpoint(dir.path() / "a.bin", shape, params);
+  const LlamaCheckpoint back = read_llama_checkpoint(dir.path() / "a.bin");
+  CHECK(back.version == kLlamaCheckpointFp32);
+  CHECK(back.shape.same_model(shape));
+  CHECK(back.params == params);
+  CHECK(std::filesystem::file_size(dir.path() / "a.bin") == 1024 + 4 * shape.param_count());
+
+  write_llama_checkpoint(dir.path() / "b.bin", shape, params, kLlamaCheckpointBf16);
+  const LlamaCheckpoint half = read_llama_checkpoint(dir.path() / "b.bin");
+  CHECK(half.version == kLlamaCheckpointBf16);
+  REQUIRE(half.params.size() == params.size());
+  for (std::size_t i = 0; i < params.size(); ++i)
+    REQUIRE(std::abs(half.params[i] - params[i]) <= std::abs(params[i]) / 128);
+
+  // The header as llm.c writes it: float fields truncated.
+  const LlamaHeader h8 = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
+  CHECK(h8[0] == 20240803);
+  CHECK(h8[2] == 8192);
+  CHECK(h8[3] == 128256);
+  CHECK(h8[4] == 32);
+  CHECK(h8[5] == 32);
+  CHECK(h8[6] == 8);
+  CHECK(h8[7] == 4096);
+  CHECK(h8[8] == 1);  // ffn_dim_multiplier 1.3
+  CHECK(h8[9] == 1024);
+  CHECK(h8[10] == 0);  // norm_eps 1e-5
+  CHECK(h8[11] == 500000);
+  CHECK(h8[12] == 1);
+  CHECK(h8[14] == 3);
+  CHECK(h8[15] == 1);
+  // ... and read back to the real values of Llama 3.1 8B.
+  const LlamaShape s8 = llama_shape_from_header(h8, "8B");
+  CHECK(s8.same_model(llama_preset("llama3-8B")));
+  CHECK(s8.ffn_hidden == 14336);
+  CHECK(s8.norm_eps == 1e-5f);
+  CHECK(llama_shape_from_header(llama_checkpoint_header(llama_preset("llama3-1B"), 3), "1B").ffn_hidden == 8192);
+  CHECK(llama_shape_from_header(llama_checkpoint_header(llama_preset("llama3-70B"), 3), "70B").ffn_hidden == 28672);
+}
+
+TEST_CASE("malformed Llama 3 checkpoints are errors", "[llama][files]") {
+  TempDir dir;
+  const LlamaShape shape = llama_preset("llama3-tiny");
+  const std::vector<float> params(shape.param_count(), 0.5f);
+  const auto good_path = dir.path() / "good.bin";
+  write_llama_checkpoint(good_path, shape, params);
+  const std::vector<char> good = bytes_of(good_path);
+  const auto bad = dir.path() / "bad.bin";
+  auto with = [&](std::size_t index, std::int32_t value) {
+    std::vector<char> b = good;
+    set_int(b, index, value);
+    write_bytes_to(bad, b);
+    return read_error(bad);
+  };
+  CHECK_THAT(with(0, 20240326), Catch::Contains("wrong magic") && Catch::Contains("GPT-2 checkpoint"));
+  CHECK_THAT(with(0, 20240801), Catch::Contains("token shard"));
+  CHECK_THAT(with(1, 4), Catch::Contains("unknown version 4"));
+  CHECK_THAT(with(4, 5), Catch::Contains("truncated data"));        // one more layer than stored
+  CHECK_THAT(with(4, 3), Catch::Contains("trailing data"));         // one less
+  CHECK_THAT(with(6, 3), Catch::Contains("not a multiple of kv"));  // NH=4, NKV=3
+  CHECK_THAT(with(5, 0), Catch::Contains("invalid shape"));
+  CHECK_THAT(with(4, 1 << 20), Catch::Contains("invalid shape"));
+  CHECK_THAT(with(10, 1), Catch::Contains("norm_eps"));
+  CHECK_THAT(with(11, 0), Catch::Contains("rope_theta"));
+  CHECK_THAT(with(12, 2), Catch::Contains("use_scaled_rope"));
+  CHECK_THAT(with(9, 0), Catch::Contains("multiple_of"));
+  CHECK_THAT(with(14, 2), Catch::Contains("no Llama 3"));
+  CHECK_THAT(with(9, 100), Catch::Contains("truncated data"));  // H = 200 instead of 192
+  {
+    // A Llama 3.1 8B header whose truncated multiplier is not 1.
+    LlamaHeader h = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
+    h[8] = 2;
+    CHECK_THROWS_WITH(llama_shape_from_header(h, "x"), Catch::Contains("Llama 3.1 8B"));
+  }
+  std::vector<char> cut(good.begin(), good.begin() + 1000);
+  write_bytes_to(bad, cut);
+  CHECK_THAT(read_error(bad), Catch::Contains("truncated header"));
+  cut.assign(good.begin(), good.end() - 2);
+  write_bytes_to(bad, cut);
+  CHECK_THAT(read_error(bad), Catch::Contains("truncated data"));
+  std::vector<char> longer = good;
+  longer.push_back(0);
+  write_bytes_to(bad, longer);
+  CHECK_THAT(read_error(bad), Catch::Contains("trailing data"));
+  CHECK_THROWS_AS(read_llama_checkpoint(dir.path() / "missing.bin"), FileFormatError);
+  // Another model's shape, when one is expected.
+  LlamaShape other = shape;
+  other.layers = 3;
+  CHECK_THROWS_WITH(read_llama_checkpoint_header(good_path, other), Catch::Contains("shape mismatch"));
+  // The writer refuses what it cannot write, and leaves nothing behind.
+  CHECK_THROWS_AS(write_llama_checkpoint(dir.path() / "c.bin", shape, std::vector<float>(3)), std::invalid_argument);
+  CHECK_THROWS_AS(write_llama_checkpoint(dir.path() / "c.bin", shape, params, 4), std::invalid_argument);
+  LlamaShape inexpressible = shape;
+  inexpressible.ffn_hidden = 100;
+  CHECK_THROWS_AS(
+      write_llama_checkpoint(dir.path() / "c.bin", inexpressible, std::vector<float>(inexpressible.param_count())),
+      std::invalid_argument);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "c.bin"));
+}
+
+TEST_CASE("Llama 3 token shards", "[llama][files]") {
+  TempDir dir;
+  const std::vector<std::uint32_t> tokens = {0, 1, 128000, 128255, 42};
+  write_llama_token_shard(dir.path() / "t.bin", tokens);
+  CHECK(read_llama_token_shard(dir.path() / "t.bin") == tokens);
+  CHECK(file_magic(dir.path() / "t.bin") == kLlamaTokenMagic);
+  std::vector<char> good = bytes_of(dir.path() / "t.bin");
+  const auto bad = dir.path() / "bad.bin";
+  auto error = [&](std::vector<char> b) {
+    write_bytes_to(bad, b);
+    try {
+      read_llama_token_shard(bad);
+    } catch (const FileFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::vector<char> b = good;
+  set_int(b, 0, 20240520);
+  CHECK_THAT(error(b), Catch::Contains("wrong magic"));
+  b = good;
+  set_int(b, 1, 1);
+  CHECK_THAT(error(b), Catch::Contains("unknown version 1"));
+  b = good;
+  set_int(b, 2, 6);
+  CHECK_THAT(error(b), Catch::Contains("truncated data"));
+  b = good;
+  set_int(b, 2, -1);
+  CHECK_THAT(error(b), Catch::Contains("negative"));
+  b = good;
+  b.pop_back();
+  CHECK_THAT(error(b), Catch::Contains("truncated data"));
+  b.assign(good.begin(), good.begin() + 12);
+  CHECK_THAT(error(b), Catch::Contains("truncated header"));
+}

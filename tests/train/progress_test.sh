@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `starzero train --progress auto|bar|lines` (a tiny GPT on the CPU, 3 steps): what the step lines
+# look like in a log file, on a terminal and under a launcher.
+#   local  - stdout to a file: one plain line per step, no carriage return, no escape (auto, and
+#            auto with OMPI_COMM_WORLD_SIZE=1 set); --progress bar forced into the file: one
+#            "\r[###...] step k/3" frame per step and a final newline. On a pseudo-terminal
+#            (Python's pty, no `script`): the bar under auto; one line per step with --progress
+#            lines, and under auto when any of OMPI_COMM_WORLD_SIZE, PMI_RANK, PMIX_RANK,
+#            SLURM_PROCID is set. A bad --progress value exits 2 with one line on stderr.
+#   mpirun - `mpirun -np 2 starzero train` into a log file (mpirun gives its ranks a
+#            pseudo-terminal): one line per step, no frames.
+# Usage: progress_test.sh STARZERO local|mpirun
+set -euo pipefail
+starzero=$1
+part=$2
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+write_words "$work/data.txt" 11 20000
+tiny=(train --data "$work/data.txt" --preset tiny --layers 2 --channels 32 --heads 2 --max-seq 32 --seq 16
+      --batch 4 --steps 3 --cuda-workers 0 --val-every 0 --sample-every 0 --sample-tokens 4)
+# No launcher variables from whoever runs the test.
+unset OMPI_COMM_WORLD_SIZE PMI_RANK PMIX_RANK SLURM_PROCID
+
+# expect_output FILE lines|bar WHAT: FILE holds the 3 steps as plain lines, or as bar frames.
+expect_output() {
+  python3 - "$@" <<'PY' || fail "$3"
+import re, sys
+path, want, what = sys.argv[1:]
+text = open(path, "rb").read().decode("utf-8", "replace")
+frames = re.findall(r"\r\[[#.]{24}\] step (\d+)/3 \|", text)
+# A terminal turns "\n" into "\r\n": drop that before looking for lone carriage returns.
+plain = text.replace("\r\n", "\n")
+lines = re.findall(r"^step (\d+)/3 \|", plain, re.M)
+problems = []
+if want == "lines":
+    if "\r" in plain or "\x1b" in text:
+        problems.append("a carriage return or an escape sequence in lines mode")
+    if lines != ["1", "2", "3"]:
+        problems.append(f"step lines {lines}, want 1 2 3")
+else:
+    if frames != ["1", "2", "3"]:
+        problems.append(f"bar frames {frames}, want 1 2 3")
+    if lines:
+        problems.append(f"plain step lines {lines} beside the bar")
+    if not re.search(r"\] step 3/3 \|[^\r\n]*\x1b\[K\r?\n", text):
+        problems.append("the last frame does not end its line")
+print(f"  {what}: {len(frames)} frame(s), {len(lines)} plain step line(s)" + "".join("; " + p for p in problems))
+sys.exit(1 if problems else 0)
+PY
+}
+
+# on_terminal OUT ENV... -- ARGS...: runs starzero ARGS with ENV on a pseudo-terminal, its output in OUT.
+on_terminal() {
+  local out=$1
+  shift
+  python3 - "$out" "$starzero" "$@" <<'PY'
+import os, pty, sys
+out, program, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+split = rest.index("--")
+env = dict(os.environ)
+for assignment in rest[:split]:
+    key, _, value = assignment.partition("=")
+    env[key] = value
+args = [program] + rest[split + 1:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execve(program, args, env)
+data = b""
+while True:
+    try:
+        chunk = os.read(fd, 65536)
+    except OSError:  # EIO: the child closed the terminal
+        break
+    if not chunk:
+        break
+    data += chunk
+_, status = os.waitpid(pid, 0)
+open(out, "wb").write(data)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}
+
+case $part in
+local)
+  "$starzero" "${tiny[@]}" > "$work/auto.log" 2>&1 || { cat "$work/auto.log"; fail "run into a file"; }
+  expect_output "$work/auto.log" lines "auto into a file"
+  OMPI_COMM_WORLD_SIZE=1 "$starzero" "${tiny[@]}" > "$work/ompi.log" 2>&1 || { cat "$work/ompi.log"; fail "run"; }
+  expect_output "$work/ompi.log" lines "auto into a file, OMPI_COMM_WORLD_SIZE=1"
+  OMPI_COMM_WORLD_SIZE=1 "$starzero" "${tiny[@]}" --progress bar > "$work/bar.log" 2>&1 || { cat "$work/bar.log"; fail "run"; }
+  expect_output "$work/bar.log" bar "--progress bar into a file, OMPI_COMM_WORLD_SIZE=1"
+  on_terminal "$work/tty.log" -- "${tiny[@]}" || { cat "$work/tty.log"; fail "run on a terminal"; }
+  expect_output "$work/tty.log" bar "auto on a terminal"
+  on_terminal "$work/tty-lines.log" -- "${tiny[@]}" --progress lines || fail "run on a terminal, lines"
+  expect_output "$work/tty-lines.log" lines "--progress lines on a terminal"
+  for variable in OMPI_COMM_WORLD_SIZE PMI_RANK PMIX_RANK SLURM_PROCID; do
+    on_terminal "$work/tty-$variable.log" "$variable=0" -- "${tiny[@]}" || fail "run on a terminal, $variable"
+    expect_output "$work/tty-$variable.log" lines "auto on a terminal with $variable set"
+  done
+  expect_bad_input "--progress fancy" "$starzero" "${tiny[@]}" --progress fancy
+  expect_bad_input "--progress without a value" "$starzero" "${tiny[@]}" --progress
+  ;;
+mpirun)
+  "${mpirun[@]}" -np 2 "$starzero" "${tiny[@]}" > "$work/mpirun.log" 2>&1 || { cat "$work/mpirun.log"; fail "mpirun"; }
+  expect_output "$work/mpirun.log" lines "mpirun -np 2 into a file"
+  ;;
+*)
+  echo "progress_test.sh: unknown part '$part' (local, mpirun)" >&2
+  exit 2
+  ;;
+esac
+finish "progress: part $part passed"
