@@ -4,7 +4,9 @@
 # checkout's own files change as people edit), losses LOG (the step losses a run printed, as
 # plain lines or as a \r-separated progress bar: --progress bar, or a terminal),
 # expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr) and
-# finish MESSAGE (exit 1 if anything failed, else print MESSAGE).
+# finish MESSAGE (exit 1 if anything failed, else print MESSAGE), and here (the sourcing test's
+# folder, where its Python checks live).
+here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -37,17 +37,7 @@ run() {
 
 # same_params A B TOL: the final parameters of two runs differ by at most TOL (0: bitwise).
 same_params() {
-  python3 - "$work/$1.bin" "$work/$2.bin" "$3" "$1 vs $2" <<'EOF'
-import struct, sys
-def params(path):
-    data = open(path, "rb").read()
-    return struct.unpack(f"{(len(data) - 1024) // 4}f", data[1024:])
-a, b, tol = params(sys.argv[1]), params(sys.argv[2]), float(sys.argv[3])
-assert len(a) == len(b)
-worst = max(abs(x - y) for x, y in zip(a, b))
-print(f"  {sys.argv[4]}: {len(a)} parameters, max |diff| {worst:.2e} (allowed {tol:g})")
-sys.exit(0 if worst <= tol else 1)
-EOF
+  python3 "$here/check_offload.py" same-params "$work/$1.bin" "$work/$2.bin" "$3" "$1 vs $2"
 }
 
 # --- 1. one rank: plain, optimizer offload cpu, NVMe tier: byte-identical checkpoints --------
@@ -69,15 +59,7 @@ big=(--layers 4 --channels 256 --heads 4 --steps 2)
 run big_cpu 1 "${big[@]}" --offload-optimizer cpu
 STARPU_BUS_STATS=1 run big_nvme 1 "${big[@]}" --offload-optimizer nvme --nvme-path "$work/nvme_big" --host-mem-limit 32 \
   && { cmp -s "$work/big_cpu.bin" "$work/big_nvme.bin" || fail "nvme under eviction changed the checkpoint"; }
-python3 - "$work/big_nvme.log" <<'EOF' || fail "nvme: the optimizer state did not go through the disk node"
-import re, sys
-log = open(sys.argv[1]).read()
-state = 12 * 3229184 / 1e9  # GB of fp32 master, m, v
-down = float(re.search(r"Disk 0 -> NUMA 0\s+([0-9.]+) GB", log).group(1))
-up = float(re.search(r"NUMA 0 -> Disk 0\s+([0-9.]+) GB", log).group(1))
-print(f"  nvme: disk -> RAM {down} GB, RAM -> disk {up} GB, optimizer state {state:.4f} GB")
-sys.exit(0 if down >= state and up >= state else 1)
-EOF
+python3 "$here/check_offload.py" nvme-traffic "$work/big_nvme.log" || fail "nvme: the optimizer state did not go through the disk node"
 
 # --- 1. two ranks: every stage, offloaded vs plain at the same stage --------------------------
 for stage in 1 2 3; do
@@ -97,38 +79,7 @@ run nvme_s2 2 --stage 2 --offload-optimizer nvme --nvme-path "$work/nvme2" --hos
 
 # --- 2. the placement report against the planner's formulas with padded layers ---------------
 check_report() {  # check_report LOG NP STAGE OPT PARAMS
-  python3 - "$work/$1.log" "$2" "$3" "$4" "$5" $L $C $T <<'EOF'
-import re, sys
-log = open(sys.argv[1]).read().replace("\r", "\n")
-N, stage, opt, par = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-L, C, T = map(int, sys.argv[6:])
-Vp = 256
-layers = [Vp * C + T * C] + [12 * C * C + 13 * C] * L + [2 * C]
-shard = [-(-n // N) for n in layers]
-padded = sum(s * N for s in shard)
-S = sum(shard)
-b = 4  # fp32
-own = S if (N > 1 and stage >= 1) else padded      # elements of this rank's optimizer state
-expect = {  # place -> (params, grads, optimizer), bytes held for good
-    "device": [0, 0, 0], "host": [0, 0, 0], "disk": [0, 0, 0]}
-state = "disk" if opt == "nvme" else "host"
-expect[state][2] = 12 * own
-if stage < 3 or N == 1:
-    expect["device"][0] = b * padded
-else:
-    expect["device"][0] = 0 if par == "cpu" else b * S
-expect["host"][0] = b * own if not (stage == 3 and N > 1) else b * S
-expect["device"][1] = b * (S if (N > 1 and stage >= 2) else padded)
-expect["host"][1] = b * own
-rows = re.findall(r"^\s+0\s+(device|host|disk)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s+\S+\s+\S+\s+\S+\s+\|\s+(\d+)", log, re.M)
-assert len(rows) == 3, rows
-ok = True
-for place, p, g, o, planned in rows:
-    got = [int(p), int(g), int(o)]
-    print(f"  {place}: measured {got}, expected {expect[place]}, plan+pad total {planned}")
-    ok &= got == expect[place] and sum(got) == int(planned)
-sys.exit(0 if ok else 1)
-EOF
+  python3 "$here/check_offload.py" placement-report "$work/$1.log" "$2" "$3" "$4" "$5" $L $C $T
 }
 check_report cpu1 1 0 cpu none || fail "placement report, one rank"
 for stage in 1 2 3; do check_report "cpu_s$stage" 2 $stage cpu none || fail "placement report, ZeRO-$stage"; done
@@ -156,14 +107,7 @@ run delay1 1 --offload-optimizer cpu --delayed-update 2
 run delay2 2 --stage 3 --offload-optimizer cpu --delayed-update 2
 la=$(losses "$work/plain1.log" | tr '\n' ' '); lb=$(losses "$work/delay1.log" | tr '\n' ' ')
 echo "  losses plain:   $la"; echo "  losses delayed: $lb"
-python3 - "$la" "$lb" <<'EOF' || fail "delayed update: losses not as documented"
-import sys
-a, b = [list(map(float, s.split())) for s in sys.argv[1:]]
-# Steps 1-3 see the same parameters (warm-up 2: the update of step 3 is the first delayed one,
-# and it is first missing in step 4's forward); from step 4 on the losses differ.
-assert a[:3] == b[:3], (a, b)
-assert a[3] != b[3] and a[4] != b[4], (a, b)
-EOF
+python3 "$here/check_offload.py" delayed-losses "$la" "$lb" || fail "delayed update: losses not as documented"
 same_params delay1 delay2 1e-5 || fail "delayed update: 2 ranks at ZeRO-3 differ from one rank"
 # Without offload the delayed update takes the device kernel's paths (a separate parameter buffer
 # at ZeRO-0, the parameter shard at ZeRO-1/2): the same parameters.
@@ -181,14 +125,8 @@ done
 printf 'the cat sat on it.' > "$work/one_window.txt"
 one=(--data "$work/one_window.txt" --batch 1 --offload-optimizer cpu)
 run window_plain 1 "${one[@]}" && run window_delayed 1 "${one[@]}" --delayed-update 2 \
-  && python3 - "$(losses "$work/window_plain.log")" "$(losses "$work/window_delayed.log")" <<'EOF' \
+  && python3 "$here/check_offload.py" one-window-losses "$(losses "$work/window_plain.log")" "$(losses "$work/window_delayed.log")" \
   || fail "delayed update: the losses do not show exactly one step of staleness"
-import sys
-p, d = [s.split() for s in sys.argv[1:]]
-print(f"  one-window losses plain {p}, delayed {d}")
-assert len(p) == len(d) == 5 and len(set(p)) == 5, (p, d)
-sys.exit(0 if d[:3] == p[:3] and d[3] == p[2] and d[4] == p[3] else 1)
-EOF
 # Saved at step 3 (the pending update is applied before writing), resumed for 2 more steps:
 # the same as an uninterrupted run that also saves at step 3.
 run delay_saved 1 --offload-optimizer cpu --delayed-update 2 --save-every 3 --lr-final 1
@@ -204,27 +142,7 @@ cmp -s "$work/delay_saved.bin" "$work/delay_resumed.bin" || fail "delayed update
 overlap() {  # overlap NAME CLIP
   "$starzero" "${common[@]}" --steps 1 --offload-optimizer cpu --cpu-workers 2 --grad-clip "$2" \
     --trace "$work/$1" > "$work/$1.log" 2>&1 || { tail -n 20 "$work/$1.log"; fail "$1: traced run"; return 1; }
-  PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")/.." python3 - "$work/$1/tasks.rec" "$2" $L <<'EOF'
-import sys
-import tasks_rec
-by_id = tasks_rec.read(sys.argv[1])
-clip, L = float(sys.argv[2]), int(sys.argv[3])
-ancestors = lambda job: tasks_rec.ancestors(by_id, job)
-encoder = [j for j, r in by_id.items() if r.get("Name") == "encoder_bwd"]
-assert len(encoder) == 1, encoder
-adam = {int(r["Name"][6:-1]): j for j, r in by_id.items() if r.get("Name", "").startswith("adamw[")}
-assert sorted(adam) == list(range(L + 2)), sorted(adam)
-waits = {l: encoder[0] in ancestors(j) for l, j in adam.items()}
-end_bwd = float(by_id[encoder[0]]["EndTime"])
-early = sum(max(0.0, min(float(by_id[j]["EndTime"]), end_bwd) - float(by_id[j]["StartTime"])) for j in adam.values())
-total = sum(float(by_id[j]["EndTime"]) - float(by_id[j]["StartTime"]) for j in adam.values())
-print(f"  grad-clip {clip:g}: AdamW layers waiting for the embedding's backward: "
-      f"{[l for l, w in sorted(waits.items()) if w]}; AdamW time before it ended: {early / total:.0%} (measured)")
-if clip > 0:
-    sys.exit(0 if all(waits.values()) else 1)
-# Without clipping only the embedding's own group (layer 0) needs it.
-sys.exit(0 if [l for l, w in waits.items() if w] == [0] else 1)
-EOF
+  python3 "$here/check_offload.py" adamw-waits "$work/$1/tasks.rec" "$2" $L
 }
 overlap trace_clip 1 || fail "exact clipping: some AdamW does not wait for the whole backward"
 overlap trace_noclip 0 || fail "--grad-clip 0: AdamW still waits for the whole backward"
@@ -237,15 +155,7 @@ turns() {  # turns NAME ascending|descending FLAGS...
   local name=$1 direction=$2; shift 2
   "$starzero" "${common[@]}" --steps 3 --offload-optimizer cpu --cpu-workers 2 "$@" \
     --trace "$work/$name" > "$work/$name.log" 2>&1 || { tail -n 20 "$work/$name.log"; fail "$name: traced run"; return 1; }
-  PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")/.." python3 - "$work/$name/tasks.rec" "$direction" <<'EOF'
-import sys
-import tasks_rec
-orders = tasks_rec.update_order(tasks_rec.read(sys.argv[1]))
-print(f"  AdamW start order per step ({sys.argv[2]} expected): {orders}")
-assert len(orders) >= 2, orders
-sign = 1 if sys.argv[2] == "ascending" else -1
-sys.exit(0 if all(sorted(o[1:], key=lambda l: sign * l) == o[1:] for o in orders.values()) else 1)
-EOF
+  python3 "$here/check_offload.py" adamw-turns "$work/$name/tasks.rec" "$direction"
 }
 turns turns_sync ascending || fail "synchronous CPU AdamW: the pool is not taken from layer 0 up"
 turns turns_delayed descending --delayed-update 0 || fail "delayed CPU AdamW: the pool is not taken from the top down"

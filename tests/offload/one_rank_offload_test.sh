@@ -61,25 +61,7 @@ check_windows() {  # check_windows RUN PLAN_ARGS...
   local name=$1; shift
   "$starzero" plan --json --stage 0 --offload-optimizer cpu --offload-params cpu "$@" > "$work/$name.plan.json" \
     || { fail "$name: starzero plan failed"; return; }
-  python3 - "$work/$name.log" "$work/$name.plan.json" <<'EOF' || fail "$name: the device windows are not the plan's"
-import json, re, sys
-log = open(sys.argv[1]).read()
-plan = json.load(open(sys.argv[2]))["plans"][0]
-m = re.search(r"parameters peak (\d+) bytes, (\d+) layers \(prefetch window W\+1 = (\d+)\); gradients streamed, "
-              r"peak (\d+) bytes \(gradient window G = (\d+)\)", log)
-assert m, "no in-flight line in the placement report"
-params, layers, window, grads, G = map(int, m.groups())
-print(f"  device in flight: parameters {params} bytes in {layers} layers (plan {plan['gpu']['temporaries']}), "
-      f"gradients {grads} bytes (plan {plan['gpu']['grads_in_flight']})")
-assert (layers, window, G) == (2, 2, 2), (layers, window, G)
-assert params == plan["gpu"]["temporaries"], (params, plan["gpu"]["temporaries"])
-assert grads == plan["gpu"]["grads_in_flight"], (grads, plan["gpu"]["grads_in_flight"])
-# Held for good: nothing of the model states on the device, all of them on the host.
-rows = dict((p, list(map(int, r))) for p, *r in
-            re.findall(r"^\s+0\s+(device|host|disk)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|", log, re.M))
-assert rows["device"] == [0, 0, 0], rows
-assert rows["host"] == [round(plan["host"][k]) for k in ("params", "grads", "optimizer")], (rows, plan["host"])
-EOF
+  python3 "$here/check_one_rank_offload.py" device-windows "$work/$name.log" "$work/$name.plan.json" || fail "$name: the device windows are not the plan's"
 }
 # The GPT's blocks (12C² + 13C = 14314 parameters) are its largest layers, two of them in a row.
 check_windows gpt_k2_s0 --layers 2 --hidden 34 --heads 2 --vocab 256 --seq 16 --batch 2 --precision fp32

@@ -95,17 +95,7 @@ for np in 1 2; do
   pair "gpt_partial_$np" "$np" "${common[@]}" --grad-clip 2.4 --stage $((np - 1))
   spec_extra=()
   both_kinds "gpt_partial_$np"
-  python3 - "$work/gpt_partial_${np}_spec.log" <<'EOF' || fail "--speculative-fraction 0.3 ($np rank(s)): not the last layers only"
-import re, sys
-log = open(sys.argv[1]).read().replace("\r", "\n")
-line = re.search(r"^speculative update: (.*)$", log, re.M).group(1)
-print("  " + line)
-m = re.match(r"layers? (\d+)(?:-(\d+))? speculative \(.*\), layers? (\d+)(?:-(\d+))? synchronous", line)
-first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-assert last == 3 and first > 0 and int(m.group(3)) == 0 and int(m.group(4) or m.group(3)) == first - 1, line
-reruns = {int(n) for n in re.findall(r"rollback: (\d+) AdamW re-run", log)}
-assert reruns == {last - first + 1}, (reruns, line)
-EOF
+  python3 "$here/check_speculative.py" partial-layers "$work/gpt_partial_${np}_spec.log" || fail "--speculative-fraction 0.3 ($np rank(s)): not the last layers only"
 done
 # A NaN gradient at step 3: the step is skipped, the speculative result discarded.
 pair gpt_nan 1 "${common[@]}" --grad-clip 2.4 --debug-nan-gradient 3:1
@@ -123,41 +113,11 @@ cmp -s "$work/whole_sync.bin.state" "$work/resumed_spec.bin.state" || fail "resu
 # --- 3. the graph, from StarPU's task records -------------------------------------------------------
 "$starzero" "${common[@]}" --steps 1 --cpu-workers 2 --grad-clip 1 --speculative-update --trace "$work/trace" \
   > "$work/trace.log" 2>&1 || { tail -n 20 "$work/trace.log"; fail "traced run"; }
-PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")/.." python3 - "$work/trace/tasks.rec" $L <<'EOF' \
+python3 "$here/check_speculative.py" speculative-graph "$work/trace/tasks.rec" $L \
   || fail "the speculative graph is not as documented"
-import sys
-import tasks_rec
-by_id = tasks_rec.read(sys.argv[1])
-L = int(sys.argv[2])
-ancestors = lambda job: tasks_rec.ancestors(by_id, job)
-named = lambda name: [j for j, r in by_id.items() if r.get("Name") == name]
-encoder, clip = named("encoder_bwd"), named("clip_scale")
-assert len(encoder) == 1 and len(clip) == 1, (encoder, clip)
-adam = {int(r["Name"][6:-1]): j for j, r in by_id.items() if r.get("Name", "").startswith("adamw[")}
-commit = {int(r["Name"][13:-1]): j for j, r in by_id.items() if r.get("Name", "").startswith("adamw_commit[")}
-assert sorted(adam) == sorted(commit) == list(range(L + 2)), (sorted(adam), sorted(commit))
-waiting = [l for l, j in sorted(adam.items()) if encoder[0] in ancestors(j) or clip[0] in ancestors(j)]
-print(f"  speculative AdamW waiting for the embedding's backward or the norm: layers {waiting}")
-# Only the embedding's own group (layer 0) needs the embedding's backward; none needs the norm.
-ok = waiting == [0] and all(clip[0] in ancestors(j) for j in commit.values())
-sys.exit(0 if ok else 1)
-EOF
 
 # --- 4. counts: summary, metrics and step lines agree ------------------------------------------------
-python3 - "$work/gpt_spec.log" "$work/gpt.jsonl" $((L + 2)) <<'EOF' || fail "rollback counts disagree"
-import json, re, sys
-log = re.sub(r"\[[#.]*\] |\x1b\[K", "", open(sys.argv[1]).read().replace("\r", "\n"))
-layers = int(sys.argv[3])
-lines = [int(m) if m else 0 for m in re.findall(r"^step \d+/\d+ .*?(?:rollback: (\d+) AdamW re-run)?$", log, re.M)]
-steps = [json.loads(l) for l in open(sys.argv[2]) if '"event":"step"' in l]
-metrics = [s["rollbacks"] for s in steps[-len(lines):]]
-m = re.search(r"speculative update: (\d+) of (\d+) steps clipped and rolled back; commits: (\d+) adopted, (\d+) re-run", log)
-clipped, total, adopted, rerun = map(int, m.groups())
-print(f"  step lines {lines}, metrics {metrics}, summary {clipped}/{total} clipped, {adopted} adopted, {rerun} re-run")
-ok = (lines == metrics and clipped == sum(1 for x in lines if x) and rerun == sum(lines)
-      and adopted + rerun == total * layers and all(x in (0, layers) for x in lines))
-sys.exit(0 if ok else 1)
-EOF
+python3 "$here/check_speculative.py" rollback-counts "$work/gpt_spec.log" "$work/gpt.jsonl" $((L + 2)) || fail "rollback counts disagree"
 
 # --- 5. impossible combinations ---------------------------------------------------------------------
 plain=(train --data "$work/data.txt" --preset tiny --layers $L --channels $C --heads $NH --max-seq $T --seq $T

@@ -21,37 +21,13 @@ done
 for file in platform.v4.xml bandwidth latency machine.json; do
   [ -s "$work/cal/bus/box1.$file" ] || fail "no bus/box1.$file"
 done
-python3 - "$work/cal/bus/box1.machine.json" "$(nproc)" <<'PY' || fail "machine.json: not this machine's cores without GPUs"
-import json, sys
-m = json.load(open(sys.argv[1]))
-assert m["name"] == "box1" and m["gpus"] == 0 and m["cpus"] == min(64, int(sys.argv[2])), m
-PY
+python3 "$here/check_calibrate.py" machine-json "$work/cal/bus/box1.machine.json" "$(nproc)" || fail "machine.json: not this machine's cores without GPUs"
 # StarPU's per-task overhead, measured over steps 2..12 under the run's policy, is in the platform
 # as the run printed it; a second policy adds its own entry, and a second run under the first
 # policy averages with it, weighted by tasks (computed here from the printed figures).
 overhead_line='^StarPU.s overhead per task on the CPU workers \(steps 2 on, policy ([a-z]+)\): ([0-9.]+) us over ([0-9]+) tasks; a sleeping worker.s wake-up: ([0-9.]+) us$'
 check_overheads() {  # LOG...: the machine.json holds, per policy, the task-weighted mean of the logs' figures
-  python3 - "$work/cal/bus/box1.machine.json" "$overhead_line" "$@" <<'PY'
-import json, re, sys
-machine, pattern, logs = sys.argv[1], sys.argv[2], sys.argv[3:]
-want = {}
-for log in logs:
-    found = [re.match(pattern, line) for line in open(log).read().splitlines()]
-    found = [m for m in found if m]
-    assert len(found) == 1, f"{log}: no overhead line"
-    policy, us, tasks, wake = found[0].group(1), float(found[0].group(2)), int(found[0].group(3)), float(found[0].group(4))
-    assert tasks > 0 and us > 0, (log, us, tasks)
-    held = want.setdefault(policy, [0.0, 0.0, 0])
-    held[0] += us * tasks; held[1] += wake * tasks; held[2] += tasks
-got = json.load(open(machine)).get("cpu_task_overhead", {})
-assert sorted(got) == sorted(want), (got, want)
-for policy, (us, wake, tasks) in want.items():
-    g = got[policy]
-    assert g["tasks"] == tasks, (policy, g, tasks)
-    # the log prints 0.1 us
-    assert abs(g["us_per_task"] - us / tasks) <= 0.051, (policy, g, us / tasks)
-    assert abs(g["wake_us"] - wake / tasks) <= 0.051, (policy, g, wake / tasks)
-PY
+  python3 "$here/check_calibrate.py" overheads "$work/cal/bus/box1.machine.json" "$overhead_line" "$@"
 }
 if [ "$(nproc)" -ge 2 ]; then
   check_overheads "$work/cal.log" || { cat "$work/cal.log"; fail "the measured overhead in machine.json"; }

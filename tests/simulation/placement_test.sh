@@ -34,25 +34,7 @@ run() {
 # placement TRACE_DIR [REPORT]: "<model tasks on CPU workers> <model tasks> <adamw_cpu tasks on CPU
 # workers> <their kinds on CPU>" (REPORT: the trace's `starzero trace --json`, default TRACE_DIR.json).
 placement() {
-  python3 - "$1/tasks.rec" "${2:-$1.json}" <<'PY'
-import collections, json, re, sys
-kinds = {w["id"]: w["kind"] for w in json.load(open(sys.argv[2]))["workers"]}
-model = on_cpu = adam_on_cpu = 0
-names = collections.Counter()
-for record in open(sys.argv[1]).read().split("\n\n"):
-    f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
-    if "StartTime" not in f:  # marks and partitions run nowhere
-        continue
-    cpu = kinds[int(f["WorkerId"])] == "cpu"
-    if f["Model"].startswith(("nn_", "llama_")):
-        model += 1
-        if cpu:
-            on_cpu += 1
-            names[re.sub(r"\[.*", "", f["Name"])] += 1
-    elif f["Model"] == "adamw_cpu" and cpu:
-        adam_on_cpu += 1
-print(on_cpu, model, adam_on_cpu, ",".join(f"{k}:{n}" for k, n in sorted(names.items())) or "-")
-PY
+  python3 "$here/check_placement.py" placement "$1/tasks.rec" "${2:-$1.json}"
 }
 
 # ---- the default with a GPU: the model on the GPU only ----------------------------------------------
@@ -82,13 +64,7 @@ sweep_train=()
 for a in "${gpt[@]}"; do [ "$a" = --sched ] || [ "$a" = dmda ] || sweep_train+=("$a"); done
 if "$sim" sweep --sched dmda --priorities none --cpu-compute off,on --repeat 1 --out "$work/sweep" -- train \
   "${sweep_train[@]}" > "$work/sweep.log" 2>&1; then
-  python3 - "$work/sweep/sweep.json" <<'PY' || fail "sweep --cpu-compute off,on: sweep.json"
-import json, sys
-rows = json.load(open(sys.argv[1]))["combinations"]
-assert [r["cpu_compute"] for r in rows] == ["off", "on"], rows
-assert all(r["step_s"] > 0 and len(r["runs"]) == 1 for r in rows), rows
-print("sweep: " + ", ".join(f"cpu compute {r['cpu_compute']} {r['step_s'] * 1e3:.1f} ms" for r in rows))
-PY
+  python3 "$here/check_placement.py" cpu-compute-sweep "$work/sweep/sweep.json" || fail "sweep --cpu-compute off,on: sweep.json"
   # Each run's report, as the sweep read it.
   read -r on_cpu total adam kinds <<< "$(placement "$work/sweep/runs/dmda_none_cpu-off_r1")"
   [ "$on_cpu" -eq 0 ] || fail "sweep, cpu compute off: $on_cpu model tasks on CPU workers ($kinds)"

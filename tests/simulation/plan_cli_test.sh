@@ -2,6 +2,7 @@
 # End-to-end checks of `starzero plan`. Usage: plan_cli_test.sh PATH/TO/starzero
 # Exits non-zero if any check fails (every check runs; failures are listed).
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 STARZERO=${1:?usage: plan_cli_test.sh PATH/TO/starzero}
 WORK=$(mktemp -d)
@@ -72,20 +73,7 @@ run --max-model --gpu-mem 141GB --host-mem 1.5TB
 expect_text 'largest GPT that fits (L layers, hidden 64·L, L heads, vocab 50257, T=1024, B=1, bf16, dp 1), GPU 141 GB, host 1500 GB' "--max-model header"
 expect_line 'stage +optimizer params +\| none +\| selective +\| full +\| none \+ offload +\| selective \+ offload +\| full \+ offload *' "--max-model columns"
 expect_line 'ZeRO-0 none +none +\| L=54 C=3456 7\.92B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B +\| L=55 C=3520 8\.36B *' "--max-model ZeRO-0 row"
-python3 - "$WORK/out" <<'PY' && pass "--max-model: selective >= none, full >= selective, offload >= without, on every row" || fail "--max-model rows not monotone"
-import re, sys
-rows = [l for l in open(sys.argv[1]) if l.startswith("ZeRO-")]
-assert len(rows) == 15, len(rows)
-for r in rows:
-    sizes = [int(x) for x in re.findall(r"L=(\d+)", r)]
-    assert len(sizes) == 6 and sizes[0] <= sizes[1] <= sizes[2], r
-    assert sizes[3] <= sizes[4] <= sizes[5], r
-    # With the parameters on the host (at dp 1 the whole model, and its gradients with an offloaded
-    # optimizer), host memory binds, and offloaded activations take host memory: there activation
-    # offload may fit less.
-    if not re.match(r"ZeRO-\d \S+ +cpu ", r):
-        assert all(sizes[i] <= sizes[i + 3] for i in range(3)), r
-PY
+python3 "$here/check_plan_cli.py" max-model-monotone "$WORK/out" && pass "--max-model: selective >= none, full >= selective, offload >= without, on every row" || fail "--max-model rows not monotone"
 run --max-model --params 1B --gpu-mem 80GB
 if [ "$RC" -eq 2 ]; then pass "--max-model with --params: exit 2"; else fail "--max-model with --params: exit $RC"; fi
 run --max-model
@@ -260,44 +248,7 @@ expect_line ' *ZeRO-3 +dp 14' "minimum dp for plain ZeRO-3"
 # ---- (e) presets: Llama 3 (--model llama3) and GPT ----------------------------------------------
 # Every expected number below comes from the formulas here (docs/llama.md), not from the program.
 # docs/llama.md's formulas, for any number of blocks L (the other sizes are the 8B's unless given).
-cat >"$WORK/llama.py" <<'PY'
-import sys
-
-def shape(L=32, C=4096, NH=32, NKV=8, H=14336, V=128256):
-    return dict(L=L, C=C, NH=NH, NKV=NKV, H=H, V=V)
-
-def psi(s):  # 2·V·C + C + L·(2C + Q·C + C² + 3·C·H)
-    C, H, V = s["C"], s["H"], s["V"]
-    Q = (s["NH"] + 2 * s["NKV"]) * (C // s["NH"])
-    return 2 * V * C + C + s["L"] * (2 * C + Q * C + C * C + 3 * C * H)
-
-def act(s, T, B, e, mode="none", W=1, offload=False):  # LlamaModel's activation buffers, "Activation memory"
-    L, C, NH, H, V = s["L"], s["C"], s["NH"], s["H"], s["V"]
-    hs = C // NH
-    Q = (NH + 2 * s["NKV"]) * hs
-    A = 4 * NH  # one fp32 log-sum-exp per query head (memory-efficient attention)
-    forward = (7 * C + Q + 3 * H) * e + 8 + A  # all of one block's forward tensors
-    kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
-    slots = 1 if mode == "none" else min(L, W + 1)  # recomputed (or, for none, attproj/mlpproj) slots
-    gradients = min(L, 2) * (7 * C + 2 * Q + 3 * H) * e  # two gradient slots
-    embedding = 8 + 2 * C * e
-    head = 2 * C * e + 4 + 2 * V * e + 4 * V + 4
-    return B * T * ((L - offloaded(s, W, offload)) * kept + slots * (forward - kept) + gradients + embedding + head) + 2 * T * C * e + 4 * T * hs
-
-def offloaded(s, W, offload):  # blocks whose kept tensors live in host memory
-    return max(0, s["L"] - (W + 1)) if offload else 0
-
-def host(s, T, B, e, mode="none", W=1, offload=False):  # the offloaded blocks' kept tensors
-    C, NH, H = s["C"], s["NH"], s["H"]
-    Q = (NH + 2 * s["NKV"]) * (C // NH)
-    forward = (7 * C + Q + 3 * H) * e + 8 + 4 * NH
-    kept = {"none": forward - 2 * C * e, "selective": (2 * C + Q + 2 * H) * e, "full": C * e}[mode]
-    return B * T * offloaded(s, W, offload) * kept
-
-if __name__ == "__main__":
-    print(eval(sys.argv[1]))
-PY
-llama() { (cd "$WORK" && python3 llama.py "$1"); }
+llama() { python3 "$here/llama_formulas.py" "$1"; }
 commas() { python3 -c 'import sys; print(f"{int(sys.argv[1]):,}")' "$1"; }
 # Exact GB as the report prints it: bytes / 1e9, trailing zeros dropped, one decimal kept.
 gb() { python3 -c 'import sys; n = int(sys.argv[1]); s = f"{n // 10**9}.{n % 10**9:09d}".rstrip("0"); print(s + "0" if s.endswith(".") else s)' "$1"; }
@@ -324,16 +275,7 @@ expect_text "3Ψ = $(commas $((3 * PSI))) elements" "llama3-8B: ZeRO-3 communica
 # Fit check at T=8192 on 141 GB GPUs with 1.5 TB of host memory: plain ZeRO-0 needs
 # 16Ψ + activations; ZeRO-0 with the optimizer on the host keeps 4Ψ + activations on the GPU.
 run --model llama3 --preset llama3-8B --seq 8192 --batch 1 --dp 1 --gpu-mem 141GB --host-mem 1.5TB
-read -r VERDICT MINDP < <(python3 - "$PSI" "$ACT8K" "$HEAD" <<'PY'
-import sys
-psi, act, head = map(int, sys.argv[1:])
-gpu = 141e9
-plain0 = 16 * psi + act <= gpu
-offload0 = 4 * psi + act <= gpu and 16 * psi <= 1.5e12
-verdict = "fits" if plain0 else ("offload" if offload0 else "nothing")
-n = next(n for n in range(1, 1000) if 16 * psi / n + act + (2 * head * 2 if n > 1 else 0) <= gpu)
-print(verdict, n)
-PY
+read -r VERDICT MINDP < <(python3 "$here/check_plan_cli.py" llama-8k-verdict "$PSI" "$ACT8K" "$HEAD"
 )
 [ "$VERDICT" = offload ] && pass "llama3-8B T=8192: the formulas say offload at dp 1" || fail "llama3-8B T=8192: formula verdict $VERDICT"
 expect_text "verdict: does not fit without offload at dp 1; use ZeRO-0 + offload optimizer cpu (GPU $(gb $((4 * PSI + ACT8K)))" "llama3-8B T=8192 fit: ZeRO-0 + offload optimizer cpu"
@@ -408,19 +350,7 @@ expect_text 'recompute full' "GPT preset keeps --recompute"
 # + full recomputation's 16NC² + 4BT²C) + 6N·Vp·C at 989 TFLOP/s × 0.75; the CPU AdamW's 28 bytes per
 # parameter at threads × 307.2 GB/s / cores × 0.8; 2Ψ bytes each way at 55 GB/s.
 bound_row() {  # L C T B RECOMPUTE CORES THREADS STAGE: the expected table row, as a regex
-  python3 - "$@" <<'PY'
-import sys
-L, C, T, B = (int(x) for x in sys.argv[1:5])
-full, cores, threads, stage = sys.argv[5] == "full", int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
-Vp, N = 50304, B * T
-psi = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
-flops = L * (72 * N * C * C + 14 * B * T * T * C + (16 * N * C * C + 4 * B * T * T * C if full else 0)) + 6 * N * Vp * C
-times = [flops / (989e12 * 0.75), 28 * psi / (threads * 307.2e9 / cores * 0.8), 2 * psi / 55e9, 2 * psi / 55e9, 0.0]
-names = ["GPU compute", "CPU AdamW", "PCIe host->GPU", "PCIe GPU->host", "disk"]
-binding = max(range(5), key=lambda i: times[i])
-cells = " +".join(("%.4f s" % t).replace(".", r"\.") + (r"\*" if i == binding else "") for i, t in enumerate(times))
-print(r" *1 +ZeRO-%d +%s +%s \(%s\)" % (stage, cells, ("%.4f s" % times[binding]).replace(".", r"\."), names[binding]))
-PY
+  python3 "$here/check_plan_cli.py" bound-row "$@"
 }
 # gpt2-124M (B=4, T=1024) with the optimizer on the host of h200x1 (64 cores: 62 AdamW threads).
 run --preset gpt2-124M --batch 4 --stage 1 --offload-optimizer cpu --platform h200x1
@@ -509,14 +439,7 @@ run --model llama3 --preset llama3-70B --seq 8192 --batch 2 --recompute full --s
 expect_text 'Step bound per rank and step (4 micro-batches) on h200x1' "bound of 4 micro-batches"
 expect_line ' +gradients in flight \(G=2\) +4\.202725376' "gradients in flight in the breakdown"
 # Wide figures (1128.859303936 GB of host memory) keep two blanks between the fit table's columns.
-python3 - "$WORK/out" <<'PY' && pass "fit table columns stay apart" || fail "fit table columns run together"
-import re, sys
-rows = [l for l in open(sys.argv[1]) if re.match(r"    ZeRO-\d.*  (yes|no \(.*\))$", l)]
-assert len(rows) == 15, len(rows)
-for l in rows:
-    fields = re.split(r"\s{2,}", l.strip())
-    assert len(fields) == 5 and all(re.fullmatch(r"[0-9.]+", f) for f in fields[1:4]), fields
-PY
+python3 "$here/check_plan_cli.py" fit-columns "$WORK/out" && pass "fit table columns stay apart" || fail "fit table columns run together"
 # --speculative-fraction auto: the last layers whose second set of optimizer state still fits the
 # host (llama3-70B on one GPU with 1.5 TB: all of it would take 1975.5 GB).
 check_json "llama3-70B speculative on 1.5 TB" '

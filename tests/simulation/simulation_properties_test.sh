@@ -45,58 +45,7 @@ grep -qE "[0-9]+ CPU \+ 1 CUDA workers" "$work/ranks.log" || { cat "$work/ranks.
 "$sim" platform custom --cpus 8 --name cpu8 --out "$work/cpu8" > /dev/null || fail "a CPU machine"
 "$sim" train "${ranks[@]}" --platform "$work/cpu8" --trace "$work/ranks-cpu" > "$work/ranks-cpu.log" 2>&1 \
   || { cat "$work/ranks-cpu.log"; fail "--simulate-ranks 8 on CPUs"; }
-python3 - "$work/ranks.log" "$work/ranks/tasks.rec" "$work/ranks-cpu.log" "$work/ranks-cpu/tasks.rec" <<'PY' || fail "simulated ranks: collective bytes or durations"
-import re, sys
-def tasks(path):
-    out, ran = [], []
-    for record in open(path).read().split("\n\n"):
-        f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
-        if "StartTime" in f:
-            ran.append(f)
-    # A CUDA task queued behind another (StarPU's pipeline of asynchronous tasks) runs from the
-    # moment that one ends, but StarPU records its start only after handling that end (up to
-    # 1 us later in simulation): its kernel ran from the earlier of the two.
-    previous_end = {}
-    for f in sorted(ran, key=lambda f: (f["WorkerId"], float(f["StartTime"]), float(f["EndTime"]))):
-        start = min(float(f["StartTime"]), previous_end.get(f["WorkerId"], float(f["StartTime"])))
-        previous_end[f["WorkerId"]] = float(f["EndTime"])
-        if "Name" in f and re.match(r"(all_gather|reduce_scatter|all_reduce)", f["Name"]):
-            f["us"] = (float(f["EndTime"]) - float(f["StartTime"])) * 1e3
-            f["running_us"] = (float(f["EndTime"]) - start) * 1e3
-            f["sizes"] = list(map(int, f["Sizes"].split()))
-            out.append(f)
-    return out
-def check(log_path, rec_path, link, on_cuda):
-    log = open(log_path).read()
-    sent = re.search(r"rank 0: all-gather (\d+), reduce-scatter (\d+), all-reduce (\d+)", log)
-    expected = re.search(r"expected with padding: all-gather (\d+), reduce-scatter (\d+)", log)
-    assert sent and expected, "no ZeRO report"
-    assert sent.groups()[:2] == expected.groups(), (sent.groups(), expected.groups())
-    m = re.search(rf"over {link} \(([0-9.]+) GB/s, ([0-9.]+) us per ring step\)", log)
-    assert m, f"the banner names no {link} link"
-    bps, step_us = float(m.group(1)) * 1e9, float(m.group(2))
-    collective = tasks(rec_path)
-    last = max(int(t["Iteration"]) for t in collective)
-    totals = {"all_gather": 0, "reduce_scatter": 0}
-    for t in collective:
-        if on_cuda:  # StarPU numbers the CUDA worker first
-            assert t["WorkerId"] == "0", ("not on the CUDA worker", t["Name"], t["WorkerId"])
-        kind = "all_reduce" if t["Name"].startswith("all_reduce") else t["Name"].split("_")[0] + "_" + t["Name"].split("_")[1]
-        if kind == "all_reduce":  # one fp32 value: 14 latencies, the bytes next to nothing
-            formula = 14 * step_us
-        else:
-            shard = t["sizes"][0] if kind == "all_gather" else t["sizes"][1]
-            formula = 7 * step_us + 7 * shard / bps * 1e6
-            if int(t["Iteration"]) == last: totals[kind] += 7 * shard
-        if on_cuda:  # the stream's wait comes on top
-            assert t["running_us"] >= formula - 0.01, (t["Name"], t["us"], t["running_us"], formula)
-        else:
-            assert abs(t["us"] - formula) <= 0.01, (t["Name"], t["us"], formula)
-    assert totals == {"all_gather": int(sent.group(1)), "reduce_scatter": int(sent.group(2))}, (totals, sent.groups())
-    print(f"{link}: {len(collective)} collective tasks, each as long as the ring formula; last step {totals}")
-check(sys.argv[1], sys.argv[2], "NVLink", True)
-check(sys.argv[3], sys.argv[4], "host memory", False)
-PY
+python3 "$here/check_simulation_properties.py" simulated-ranks "$work/ranks.log" "$work/ranks/tasks.rec" "$work/ranks-cpu.log" "$work/ranks-cpu/tasks.rec" || fail "simulated ranks: collective bytes or durations"
 
 # ---- PCIe bytes per step with the optimizer on the host -------------------------------------------
 # A wide model with few tokens, so that the layers' transfers stand out by size: one more step
@@ -110,49 +59,7 @@ for n in 2 3; do
 done
 "$sim" plan --layers 4 --hidden 512 --heads 8 --vocab 256 --seq 16 --batch 1 --stage 0 --offload-optimizer cpu --json \
   > "$work/plan.json" 2> "$work/plan.err" || { cat "$work/plan.err"; fail "plan --json"; }
-python3 - "$work/off2/paje.trace" "$work/off3/paje.trace" "$work/plan.json" "$work/off3.log" <<'PY' || fail "PCIe bytes per step differ from the plan's"
-import collections, json, re, sys
-def transfers(path):  # (source container, destination container, bytes) -> count, from the Paje links
-    fields, current, started, count = {}, None, {}, collections.Counter()
-    for line in open(path):
-        words = line.split()
-        if line.startswith("%EventDef"):
-            current = words[2]
-            fields[current] = [words[1], []]
-        elif line.startswith("%EndEventDef"):
-            current = None
-        elif line.startswith("%") and current:
-            fields[current][1].append(words[1])
-        elif words and words[0] in fields and fields[words[0]][0] in ("PajeStartLink", "PajeEndLink"):
-            f = dict(zip(fields[words[0]][1], words[1:]))
-            if fields[words[0]][0] == "PajeStartLink":
-                started[f["Key"]] = (f["StartContainer"], int(float(f["Value"])))
-            elif f["Key"] in started:
-                src, size = started.pop(f["Key"])
-                count[src, f["EndContainer"], size] += 1
-    return count
-two, three = transfers(sys.argv[1]), transfers(sys.argv[2])
-step = {k: three[k] - two[k] for k in three if three[k] != two[k]}
-def find(node, key):
-    if isinstance(node, dict):
-        if key in node: return node[key]
-        node = list(node.values())
-    if isinstance(node, list):
-        for v in node:
-            r = find(v, key)
-            if r is not None: return r
-traffic = find(json.load(open(sys.argv[3])), "offload_transfer_bytes")
-psi = int(re.search(r", (\d+) parameters", open(sys.argv[4]).read()).group(1))
-C, L, V, T = 512, 4, 256, 16
-layers = {2 * (12 * C * C + 13 * C): L, 2 * (V + T) * C: 1, 2 * 2 * C: 1}  # bf16 bytes per layer: blocks, embeddings, final norm
-assert sum(b * n for b, n in layers.items()) == 2 * psi == traffic / 2, (layers, psi, traffic)
-for src, dst, what in (("mm1", "mm0", "gradients down"), ("mm0", "mm1", "parameters up")):
-    for size, n in layers.items():
-        assert step.get((src, dst, size), 0) >= n, (what, size, step.get((src, dst, size), 0), n)
-    rest = sum(b * n for (s, d, b), n in step.items() if (s, d) == (src, dst) and b not in layers)
-    print(f"one step, {what}: every layer once, {2 * psi} bytes = the plan's {traffic / 2:.0f}; besides, {rest} bytes of activations")
-assert step.get(("mm1", "mm0", 2 * (12 * C * C + 13 * C)), 0) == L, "a block's gradient came down more than once"
-PY
+python3 "$here/check_simulation_properties.py" pcie-bytes "$work/off2/paje.trace" "$work/off3/paje.trace" "$work/plan.json" "$work/off3.log" || fail "PCIe bytes per step differ from the plan's"
 
 # ---- GPU memory never above the platform's ----------------------------------------------------------
 "$sim" platform h200x1 --gpu-mem 1GB --out "$work/small" > /dev/null || fail "a 1 GB H200"
@@ -160,13 +67,7 @@ small=(--preset tiny --layers 6 --channels 256 --heads 4 --max-seq 256 --seq 256
   --steps 2 --sched dmda --precision fp32 --platform "$work/small")
 "$sim" train "${small[@]}" --trace "$work/small-run" > "$work/small.log" 2>&1 || { cat "$work/small.log"; fail "1 GB GPU"; }
 "$sim" trace "$work/small-run" --json > "$work/small.json" 2> /dev/null || fail "trace report, 1 GB GPU"
-python3 - "$work/small.json" <<'PY' || fail "GPU memory above the platform's"
-import json, sys
-memory = {m["node"]: m["peak_bytes"] for m in json.load(open(sys.argv[1]))["memory"]}
-assert "GPU0" in memory, memory
-assert 0 < memory["GPU0"] <= 1e9, memory
-print(f"GPU0 peak {memory['GPU0'] / 1e6:.0f} MB of 1000 MB")
-PY
+python3 "$here/check_simulation_properties.py" gpu-memory "$work/small.json" || fail "GPU memory above the platform's"
 
 # ---- every task lasts what the simulation executed it for; GPU memory as planned --------------------
 # durations.rec holds what each task was simulated for; a task whose traced time is longer spent
@@ -180,36 +81,7 @@ timed=(--preset gpt2-124M --batch 4 --seq 256 --data "$work/text.txt" --steps 3 
   --precision bf16 --offload-optimizer cpu)
 "$sim" train "${timed[@]}" --trace "$work/timed" > "$work/timed.log" 2>&1 || { cat "$work/timed.log"; fail "timed run"; }
 "$sim" trace "$work/timed" --json > "$work/timed.json" 2> /dev/null || fail "trace report, timed run"
-python3 - "$work/timed" "$work/timed.json" "$work/timed.log" <<'PY' || fail "task durations or GPU memory against the simulation's"
-import json, re, sys
-folder, report, log = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
-def records(path):
-    for block in open(path).read().split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if fields:
-            yield fields
-executed = {r["JobId"]: float(r["ExecutedUs"]) for r in records(f"{folder}/durations.rec")}
-ran = [r for r in records(f"{folder}/tasks.rec") if "StartTime" in r]
-assert ran and all(r["JobId"] in executed for r in ran), "a task that ran has no executed duration"
-excess = {r["JobId"]: (float(r["EndTime"]) - float(r["StartTime"])) * 1e3 - executed[r["JobId"]] for r in ran}
-steady = [r for r in ran if r.get("Iteration", "0") not in ("0", "1")]
-worst = max(steady, key=lambda r: excess[r["JobId"]])
-assert excess[worst["JobId"]] < 1000, f"{worst['Name']} ran {excess[worst['JobId']]:.0f} us longer than simulated"
-print(f"steps 2-3: {len(steady)} tasks, the longest excess {excess[worst['JobId']]:.1f} us ({worst['Name']})")
-# The report's rule (20 us + 1 % of the execution), counted here from the files.
-stretched = [r for r in ran if excess[r["JobId"]] > 20 + 0.01 * executed[r["JobId"]]]
-s = report["stretched"]
-assert s["predicted_tasks"] == len(ran) and s["stretched_tasks"] == len(stretched), (s["stretched_tasks"], len(stretched))
-first = {k["name"]: k for k in s["kinds"]}
-assert "zero_grad" in first and first["zero_grad"]["max_excess_s"] > 1e-4, "step 1's first allocations not reported"
-# GPU memory: the placement's device row (parameters, gradients, optimizer) plus the activations.
-row = re.search(r"^\s+0\s+device\s+(\d+)\s+(\d+)\s+(\d+) \|", log, re.M)
-acts = re.search(r"^activations: ([0-9.]+) MB per micro-batch held", log, re.M)
-plan = sum(map(int, row.groups())) + float(acts.group(1)) * 1e6
-peak = {m["node"]: m["peak_bytes"] for m in report["memory"]}["GPU0"]
-assert abs(peak / plan - 1) <= 0.10, f"GPU peak {peak / 1e6:.0f} MB, plan {plan / 1e6:.0f} MB"
-print(f"GPU peak {peak / 1e6:.1f} MB, plan {plan / 1e6:.1f} MB ({100 * (peak / plan - 1):+.1f} %)")
-PY
+python3 "$here/check_simulation_properties.py" task-durations "$work/timed" "$work/timed.json" "$work/timed.log" || fail "task durations or GPU memory against the simulation's"
 
 # ---- a model that does not fit without offload ------------------------------------------------------
 big=(--preset tiny --layers 8 --channels 2048 --heads 16 --max-seq 64 --seq 64 --batch 1 --data "$work/text.txt"
@@ -243,13 +115,7 @@ python3 -c "import sys; assert float(sys.argv[1]) > 50" "${share:-0}" || { cat "
 "$sim" platform custom --cpus 2 --name oh --out "$work/oh0" > /dev/null || fail "a 2-core machine"
 with_overhead() {  # DIR US WAKE: the 2-core machine with a measured overhead under lws
   cp -r "$work/oh0" "$1"
-  python3 - "$1/bus/oh.machine.json" "$2" "$3" <<'PY'
-import json, sys
-path, us, wake = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-m = json.load(open(path))
-m["cpu_task_overhead"] = {"lws": {"us_per_task": us, "wake_us": wake, "tasks": 100}}
-json.dump(m, open(path, "w"))
-PY
+  python3 "$here/check_simulation_properties.py" set-overhead "$1/bus/oh.machine.json" "$2" "$3"
 }
 with_overhead "$work/oh-task" 2000 0
 with_overhead "$work/oh-wake" 0 5000
@@ -263,59 +129,8 @@ grep -q "StarPU's overhead per task on a CPU worker: none (not measured on this 
   || fail "overhead: the summary of a platform without one"
 grep -q "StarPU's overhead per task on a CPU worker: 2000.0 us, + 0.0 us after idling, as measured under lws" \
   "$work/oh-task.log" || { grep "task durations" "$work/oh-task.log"; fail "overhead: the summary names it"; }
-python3 - "$work/oh0-trace/tasks.rec" "$work/oh-task-trace/tasks.rec" "$work/oh-wake-trace/tasks.rec" <<'PY' \
+python3 "$here/check_simulation_properties.py" charged-overhead "$work/oh0-trace/tasks.rec" "$work/oh-task-trace/tasks.rec" "$work/oh-wake-trace/tasks.rec" \
   || fail "overhead: the charged durations"
-import sys
-def jobs(path):  # every job by id: its fields, times in ms
-    out = {}
-    for record in open(path).read().split("\n\n"):
-        f = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
-        if "JobId" in f:
-            out[int(f["JobId"])] = f
-    return out
-def executed(run):  # the jobs a worker executed
-    return {j: f for j, f in run.items() if "StartTime" in f and "WorkerId" in f}
-base = {}
-for f in executed(jobs(sys.argv[1])).values():
-    base.setdefault((f["Name"], f.get("Sizes", "")), []).append(float(f["EndTime"]) - float(f["StartTime"]))
-# The roofline gives one duration per task and shape (the trace rounds times to the ns).
-assert base and all(max(d) - min(d) < 3e-6 for d in base.values()), "durations vary"
-def charged(path, us, wake):
-    run = jobs(path)
-    def deps(j):
-        return [int(d) for d in run[j].get("DependsOn", "").split() if int(d) in run]
-    def internal(j):  # one of StarPU's own jobs (an unpartition): the trace holds no end for it
-        return "EndTime" not in run[j]
-    def ready(j):  # at the earliest: submitted, and every job it depends on ended (StarPU's own
-        # jobs end once ready at the earliest; the simulation may charge them time)
-        return max([float(run[j]["SubmitTime"])] + [ready(d) if internal(d) else float(run[d]["EndTime"])
-                                                    for d in deps(j)])
-    timeline, checked, idled, behind_internal = {}, 0, 0, 0
-    for j, f in sorted(executed(run).items(), key=lambda item: float(item[1]["StartTime"])):
-        timeline.setdefault(f["WorkerId"], []).append(j)
-    for worker, ids in timeline.items():
-        previous_end = 0.0
-        for j in ids:
-            f = run[j]
-            start, end = float(f["StartTime"]), float(f["EndTime"])
-            roofline = base[(f["Name"], f.get("Sizes", ""))][0]
-            extra = (end - start - roofline) * 1e3  # us
-            previous, previous_end = previous_end, end
-            checked += 1
-            assert abs(extra - us) < 1 or abs(extra - us - wake) < 1, (path, j, f["Name"], extra)
-            idle = ready(j) > previous + 0.0005  # ms: ready after the worker's last task ended
-            if not idle and any(internal(d) for d in deps(j)):
-                behind_internal += 1  # it may have waited for StarPU's own job: either charge
-                continue
-            assert abs(extra - us - (wake if idle else 0)) < 1, (path, j, f["Name"], extra, idle)
-            idled += idle
-    # Both kinds occur: tasks queued while their worker ran the one before, and tasks it waited for.
-    assert 0 < idled < checked - behind_internal, (path, idled, checked, behind_internal)
-    return checked, idled, behind_internal
-n, _, _ = charged(sys.argv[2], 2000, 0)
-m, idled, either = charged(sys.argv[3], 0, 5000)
-print(f"overhead: {n} and {m} task durations as charged ({idled} found their worker idle, {either} behind StarPU's own jobs)")
-PY
 "$sim" train "${small_cpu[@]}" --platform "$work/oh-wake" > "$work/oh-wake2.log" 2>&1 || fail "overhead: again"
 [ "$(steps "$work/oh-wake.log")" = "$(steps "$work/oh-wake2.log")" ] || fail "overhead: two runs predict different times"
 "$sim" train "${small_cpu[@]}" --platform "$work/oh-task" --sched dmda > "$work/oh-dmda.log" 2>&1 || fail "overhead: dmda"

@@ -42,17 +42,7 @@ grep -q "^deepspeed config $work/ds.json: --batch 4 --grad-accum 2 --grad-clip 0
 [ "$(cat "$work/config.err")" = "warning: $work/ds.json: ignored, no equivalent here: steps_per_print, zero_optimization.contiguous_gradients, zero_optimization.reduce_bucket_size" ] \
   || { cat "$work/config.err"; fail "the ignored-keys warning"; }
 # A learning rate from the schedule: DeepSpeed's WarmupCosineLR (log warm-up from 0.1·lr) at step 2.
-python3 - "$work/config.jsonl" <<'PY' || fail "ds-warmup-cosine learning rates"
-import json, math, sys
-lrs = [l["lr"] for l in map(json.loads, open(sys.argv[1])) if l["event"] == "step"]
-def ds(i, lr=3e-3, w=3, total=8, r0=0.1, final=0.05):
-    if i < w:
-        return lr * (r0 + math.log(i + 1) / math.log(w) * (1 - r0))
-    p = min(1.0, (i - w + 1) / max(1, total - w))
-    return lr * (final + (1 - final) * (1 + math.cos(math.pi * p)) / 2)
-want = [ds(s - 1) for s in range(1, 7)]
-assert all(abs(a - b) <= 1e-6 * b for a, b in zip(lrs, want)), (lrs, want)
-PY
+python3 "$here/check_deepspeed_config.py" warmup-cosine "$work/config.jsonl" || fail "ds-warmup-cosine learning rates"
 
 # DeepSpeed's Getting Started sample (docs/_tutorials/getting-started.md), unchanged but for
 # fp16, which starzero does not do: first as it is (an error), then with bf16.

@@ -39,42 +39,19 @@ for mode in none selective full; do
   "$starzero" train "${tiny[@]}" --precision fp32 --recompute "$mode" $([ "$mode" = none ] || echo --recompute-window 0) \
     > "$work/$mode.log" 2>&1 || fail "$mode for memory"
 done
-python3 - "$(held "$work/none.log")" "$(held "$work/selective.log")" "$(held "$work/full.log")" <<'PY' || fail "activation bytes do not shrink: $(held "$work/none.log") $(held "$work/selective.log") $(held "$work/full.log")"
-import sys
-none, selective, full = map(float, sys.argv[1:])
-assert full < selective < none, (none, selective, full)
-PY
+python3 "$here/check_recompute.py" shrinks "$(held "$work/none.log")" "$(held "$work/selective.log")" "$(held "$work/full.log")" || fail "activation bytes do not shrink: $(held "$work/none.log") $(held "$work/selective.log") $(held "$work/full.log")"
 
 # Offload moves the kept bytes of L − (W + 1) blocks off the device: 4 blocks, window 0: 3 of them.
 "$starzero" train "${tiny[@]}" --precision fp32 --offload-activations cpu --recompute-window 0 \
   > "$work/none_offload.log" 2>&1 || { cat "$work/none_offload.log"; fail "none + offload"; }
-python3 - "$(held "$work/none.log")" "$(held "$work/none_offload.log")" \
-  "$(grep -oE "^activations offloaded: [0-9.]+" "$work/none_offload.log" | grep -oE "[0-9.]+$")" <<'PY' || fail "offload: device bytes do not drop by the offloaded bytes"
-import sys
-kept, device, offloaded = map(float, sys.argv[1:])
-assert offloaded > 0.1 and abs(kept - offloaded - device) < 0.11, (kept, device, offloaded)
-PY
+python3 "$here/check_recompute.py" offload-moves "$(held "$work/none.log")" "$(held "$work/none_offload.log")" \
+  "$(grep -oE "^activations offloaded: [0-9.]+" "$work/none_offload.log" | grep -oE "[0-9.]+$")" || fail "offload: device bytes do not drop by the offloaded bytes"
 "$starzero" train "${tiny[@]}" --precision fp32 --tiles 1 --recompute full --recompute-window 0 \
   --offload-activations cpu --trace "$work/trace" > "$work/offload.log" 2>&1 || { cat "$work/offload.log"; fail "full + offload"; }
 # In the trace: one fetch per offloaded block and step, each after the backward of the block W + 1
 # above it (its gate). It only reads, so the recomputation, which reads the same data, does not
 # wait for it: nothing orders the two.
-python3 - "$work/trace/tasks.rec" <<'PY' || fail "activation fetch tasks are missing or out of place"
-import collections, sys
-spans = collections.defaultdict(list)
-for record in open(sys.argv[1]).read().split("\n\n"):
-    fields = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line)
-    if "Name" in fields and "StartTime" in fields:
-        spans[fields["Name"]].append((float(fields["StartTime"]), float(fields["EndTime"])))
-for block in range(3):
-    fetches = sorted(spans["activation_fetch[%d]" % block])
-    gates = sorted(end for _, end in spans["ln1_bwd_input[%d]" % (block + 1)])
-    recomputes = sorted(start for start, _ in spans["ln1_recompute[%d]" % block])
-    assert len(fetches) == 5 == len(gates) == len(recomputes), (block, len(fetches), len(gates), len(recomputes))
-    for (start, end), gate, recompute in zip(fetches, gates, recomputes):
-        assert gate <= start, (block, gate, start, end, recompute)
-assert not spans["activation_fetch[3]"], "the last block is offloaded"
-PY
+python3 "$here/check_recompute.py" fetch-order "$work/trace/tasks.rec" || fail "activation fetch tasks are missing or out of place"
 
 # Two ranks, every stage: each mode equals none.
 for stage in 0 1 2 3; do

@@ -32,16 +32,7 @@ cmp -s "$work/ck.bin" "$work/merged.bin" && echo "  consolidate: identical to ra
 "${mpirun[@]}" -np 4 "$starzero" "${common[@]}" --stage 3 --steps 3 --checkpoint-in "$work/ck.bin" \
   --checkpoint-out "$work/ck2.bin" > "$work/part2.log" 2>&1 || { cat "$work/part2.log"; exit 1; }
 grep -q "resumed from .* at step 3 (optimizer state of 2 ranks)" "$work/part2.log" || fail "part 2 did not resume at step 3"
-if ! python3 - "$(step_losses "$work/full.log")" "$(step_losses "$work/part1.log") $(step_losses "$work/part2.log")" <<'PY'
-import sys
-def parse(text):
-    items = text.split()
-    return {int(items[i].split("/")[0]): float(items[i + 1]) for i in range(0, len(items), 2)}
-full, parts = parse(sys.argv[1]), parse(sys.argv[2])
-print(f"  uninterrupted {full}\n  2 ranks then 4 {parts}")
-ok = sorted(full) == sorted(parts) == list(range(1, 7)) and all(abs(full[k] - parts[k]) <= 2e-4 for k in full)
-sys.exit(0 if ok else 1)
-PY
+if ! python3 "$here/check_zero_checkpoint.py" resumed-losses "$(step_losses "$work/full.log")" "$(step_losses "$work/part1.log") $(step_losses "$work/part2.log")"
 then fail "resume on 4 ranks from 2 ranks' shards does not continue the losses"; fi
 # The 4-rank save replaced the 2-rank shards (no mixing on a later resume).
 ls "$work"/ck2.bin.rank*-of-4.state > /dev/null 2>&1 || fail "4-rank shards missing"
