@@ -107,6 +107,12 @@ check_text_run "$work/text.log" "$work/gpt2.json"
 check_text_run "$work/llama.log" "$work/llama3.json"
 "$starzero" eval --checkpoint "$work/text.bin" --data "$work/words.txt" --tokenizer "$work/gpt2.json" --batch 4 --seq 16 \
   --cuda-workers 0 > "$work/eval.log" 2>&1 || { tail "$work/eval.log"; fail "eval of text with tokenizer.json"; }
+# GPT-2's 50257 ids (part of its real merges: tests/gpt2_fixture.py) size a new model's vocabulary.
+mkdir "$work/real"
+python3 "$(dirname "${BASH_SOURCE[0]}")/gpt2_fixture.py" "$(dirname "${BASH_SOURCE[0]}")/fixtures/gpt2_vectors.json" "$work/real"
+"$starzero" "${text[@]}" --steps 2 --layers 1 --channels 32 --heads 2 --tokenizer "$work/real/gpt2.json" \
+  --prompt "Hello world" > "$work/real.log" 2>&1 || { tail "$work/real.log"; fail "GPT on text with GPT-2's ids"; }
+grep -q ' V=50257 Vp=50304 ' "$work/real.log" || fail "GPT-2's tokenizer did not make a 50257-token model"
 expect_bad_input "eval with a tokenizer of another vocabulary" "$starzero" eval --checkpoint "$work/text.bin" \
   --data "$work/words.txt" --tokenizer "$work/llama3.json" --batch 4 --seq 16 --cuda-workers 0
 expect_bad_input "text data with llm.c's tokenizer" "$starzero" "${text[@]}" --steps 1 --tokenizer "$work/gpt2_tokenizer.bin"
