@@ -8,6 +8,7 @@
 #include "apps/commands.hpp"
 #include "apps/deepspeed_config.hpp"
 #include "models/registry.hpp"
+#include "models/tokenizer.hpp"
 #include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
 #include "runtime/simulation.hpp"
@@ -37,10 +38,12 @@ void add_model_and_optimizer_options(cli::ArgParser& p) {
       .option("heads", "NH", "override the preset's attention heads (must divide C)")
       .option("max-seq", "T", "override the preset's maximum sequence length")
       .option("data", "FILE",
-              "training text (bytes) or llm.c token shard (.bin); default: this checkout's docs and sources")
+              "training text (bytes; tokens with a tokenizer.json) or llm.c token shard (.bin); default: this "
+              "checkout's docs and sources")
       .option("tokenizer", "FILE",
-              "a token model's decoder for samples: llm.c's gpt2_tokenizer.bin or a Hugging Face tokenizer.json "
-              "(byte-level BPE); samples start from its end-of-text token")
+              "a token model's tokenizer: llm.c's gpt2_tokenizer.bin decodes samples; a Hugging Face tokenizer.json "
+              "(byte-level BPE, GPT-2 or Llama 3) also encodes text --data and --prompt; samples start from its "
+              "end-of-text token without --prompt")
       .option("batch", "B", "sequences per step (default 8)")
       .option("seq", "T", "tokens per sequence (default: min(64, max-seq))")
       .option("steps", "N", "optimizer steps (default 300)")
@@ -153,7 +156,7 @@ void add_run_options(cli::ArgParser& p) {
       .option("val-batches", "N", "validation batches (default 4)")
       .option("sample-every", "N", "print generated text every N steps, 0: never (default: at the end only)")
       .option("sample-tokens", "N", "tokens per sample (default 64)")
-      .option("prompt", "TEXT", "sampling prompt (default: a newline)")
+      .option("prompt", "TEXT", "sampling prompt (default: a newline; a token model's end-of-text token)")
       .option("metrics", "FILE", "append one JSON line per step and validation to FILE (see `starzero plot`)")
       .option("trace", "DIR", "write an FxT trace and its paje.trace (ViTE) into DIR")
       .flag("quiet", "print only the summary")
@@ -185,8 +188,8 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (const auto data = p.value("data")) r.data = *data;
   if (const auto tokenizer = p.value("tokenizer")) {
     if (p.given("prompt"))
-      throw UsageError("--prompt with --tokenizer: encoding text into its tokens is not implemented (a token "
-                       "model's sample starts from its end-of-text token)");
+      if (const Tokenizer t = Tokenizer::load(*tokenizer); !t.can_encode())
+        throw UsageError("--prompt with --tokenizer " + *tokenizer + ": it cannot encode text: " + t.encoding_unavailable());
     r.tokenizer = *tokenizer;
   }
   if (const auto checkpoint = p.value("checkpoint-in")) {
@@ -371,7 +374,9 @@ int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
 cli::ArgParser make_eval_parser() {
   cli::ArgParser p("starzero eval");
   p.option("checkpoint", "FILE", "llm.c checkpoint (version 3 fp32 or 5 bf16)")
-      .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes)")
+      .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes; tokens with --tokenizer)")
+      .option("tokenizer", "FILE", "a Hugging Face tokenizer.json (byte-level BPE, GPT-2 or Llama 3) that encodes a "
+                                   "text --data; its vocabulary must be the checkpoint's")
       .option("batch", "B", "sequences per batch")
       .option("seq", "T", "tokens per sequence")
       .option("batches", "K", "number of batches, read sequentially from the start (default 1)")
@@ -388,6 +393,7 @@ int run_eval(const cli::ArgParser& p) {
   if (!std::filesystem::exists(*request.checkpoint))
     throw UsageError("--checkpoint: no such file '" + cli::printable(request.checkpoint->string()) + "'");
   request.data = *p.value("data");
+  if (const auto tokenizer = p.value("tokenizer")) request.tokenizer = *tokenizer;
   request.seq = int_option(p, "seq", 0, 1);
   request.validation_fraction = 0;  // the whole file is evaluation data
   EvaluationOptions options;

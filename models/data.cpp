@@ -67,7 +67,7 @@ std::string decode_bytes(std::span<const int> tokens) {
 }
 
 TokenDataset::TokenDataset(std::vector<int> tokens, int vocab, double validation_fraction)
-    : tokens_(std::move(tokens)), vocab_(vocab) {
+    : tokens_(std::move(tokens)), vocab_(vocab), validation_fraction_(validation_fraction) {
   if (tokens_.empty()) throw std::invalid_argument("TokenDataset: no tokens (empty data)");
   if (vocab_ <= 0) throw std::invalid_argument("TokenDataset: vocab must be positive, not " + std::to_string(vocab_));
   if (!(validation_fraction >= 0.0 && validation_fraction < 1.0))
@@ -151,10 +151,23 @@ Batch TokenDataset::sequential_batch(int B, int T, std::size_t b, Split split) c
 void TokenDataset::use_tokenizer(const std::optional<std::filesystem::path>& path) {
   if (!path) return;
   auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(*path));
-  if (tokenizer->vocab() < std::size_t(vocab_))
+  if (vocab_ == kByteVocab && tokenizer->vocab() != std::size_t(kByteVocab)) {  // text: encode it
+    if (!tokenizer->can_encode())
+      throw std::invalid_argument("--tokenizer " + path->string() + " cannot encode the training text: " +
+                                  tokenizer->encoding_unavailable());
+    *this = TokenDataset(tokenizer->encode(decode_bytes(tokens_)), int(tokenizer->vocab()), validation_fraction_);
+  } else if (tokenizer->vocab() < std::size_t(vocab_)) {
     throw std::invalid_argument("--tokenizer " + path->string() + ": its " + std::to_string(tokenizer->vocab()) +
                                 " tokens do not cover the data's vocabulary of " + std::to_string(vocab_));
+  }
   tokenizer_ = std::move(tokenizer);
+  tokenizer_file_ = path->string();
+}
+
+void TokenDataset::check_tokenizer_vocab(int model_vocab) const {
+  if (tokenizer_ && tokenizer_->vocab() != std::size_t(model_vocab))
+    throw std::invalid_argument("--tokenizer " + tokenizer_file_ + " has " + std::to_string(tokenizer_->vocab()) +
+                                " tokens; the model's vocabulary has " + std::to_string(model_vocab));
 }
 
 #ifndef STARZERO_SOURCE_DIR

@@ -56,9 +56,13 @@ class TokenDataset {
   int vocab() const { return vocab_; }
   std::span<const int> tokens() const { return tokens_; }
   // --tokenizer FILE (models/tokenizer.hpp): the decoder of these ids, for samples of a token
-  // model. FileFormatError for a bad file, std::invalid_argument when its vocabulary is smaller
-  // than the data's. Nothing for an empty path.
+  // model, and their encoder when the data is text: byte tokens (vocab 256) are replaced by the
+  // text's encoding in the tokenizer's vocabulary (the same validation fraction). FileFormatError
+  // for a bad file; std::invalid_argument when its vocabulary is smaller than a token shard's or it
+  // cannot encode text that needs it. Nothing for an empty path.
   void use_tokenizer(const std::optional<std::filesystem::path>& path);
+  // std::invalid_argument unless the tokenizer, if any, has exactly the model's vocabulary.
+  void check_tokenizer_vocab(int model_vocab) const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   std::span<const int> split_tokens(Split split) const;
   std::size_t split_size(Split split) const { return split_tokens(split).size(); }
@@ -80,6 +84,8 @@ class TokenDataset {
   int vocab_;
   std::shared_ptr<const Tokenizer> tokenizer_;  // shared: datasets are copied into model specs
   std::size_t train_size_;  // tokens [0, train_size_) train, [train_size_, end) validation
+  double validation_fraction_;
+  std::string tokenizer_file_;
 };
 
 }  // namespace starzero

@@ -271,6 +271,7 @@ std::unique_ptr<ModelSpec> prepare_llama(const ModelRequest& request) {
   LlamaShape shape;
   if (request.checkpoint) {
     shape = shape_from_checkpoint(request);
+    data.check_tokenizer_vocab(shape.vocab);
     const int largest = *std::max_element(data.tokens().begin(), data.tokens().end());
     if (evaluation && largest >= shape.vocab)
       throw std::invalid_argument("the data holds token " + std::to_string(largest) +

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,17 +34,22 @@ void set_batch_rows(TokenModel& model, const Batch& global, const BatchRows& row
 // row 0; the rest of the batch is ignored); `forward` runs the model's forward pass. A byte
 // vocabulary samples after the prompt (default a newline), non-ASCII bytes and control characters
 // shown as '?', so the sample prints on one line. Another vocabulary samples only with the data's
-// tokenizer (nullopt otherwise), from its end-of-text token (token 0 without one; a prompt would
-// need encoding, which the tokenizer does not do: apps refuse --prompt with --tokenizer), and
-// prints the decoded text with control characters as spaces.
+// tokenizer (nullopt otherwise), after the prompt's encoding or without a prompt from its
+// end-of-text token (token 0 without one), and prints the decoded text with control characters
+// as spaces.
 template <class TokenModel>
 std::optional<std::string> sample_bytes(TokenModel& model, const TokenDataset& data,
                                         const std::function<void()>& forward, const std::string& prompt, int tokens,
                                         std::uint64_t seed) {
   const Tokenizer* tokenizer = data.vocab() == kByteVocab ? nullptr : data.tokenizer();
   if (data.vocab() != kByteVocab && !tokenizer) return std::nullopt;
-  std::vector<int> context =
-      tokenizer ? std::vector<int>{tokenizer->end_of_text().value_or(0)} : encode_bytes(prompt.empty() ? "\n" : prompt);
+  std::vector<int> context = !tokenizer      ? encode_bytes(prompt.empty() ? "\n" : prompt)
+                             : prompt.empty() ? std::vector<int>{tokenizer->end_of_text().value_or(0)}
+                                              : tokenizer->encode(prompt);
+  for (int id : context)
+    if (id >= data.vocab())
+      throw std::invalid_argument("the prompt's token " + std::to_string(id) + " is outside the model's vocabulary of " +
+                                  std::to_string(data.vocab()));
   const std::size_t prompt_tokens = context.size();
   std::mt19937_64 rng(seed);
   std::string out;

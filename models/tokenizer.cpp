@@ -6,10 +6,32 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_map>
 
+#include "models/pretokenize.hpp"
 #include "runtime/files.hpp"
 
 namespace starzero {
+
+namespace tokenizer_detail {
+
+// What encoding needs, read from a tokenizer.json.
+struct BpeEncoder {
+  SplitPattern pattern = SplitPattern::gpt2;
+  bool ignore_merges = false;
+  std::unordered_map<std::string, int> ids;  // model.vocab: bytes -> id
+  std::array<int, 256> byte_ids{};           // the token of each single byte
+  // (left id << 32 | right id) -> (rank, merged id)
+  std::unordered_map<std::uint64_t, std::pair<int, int>> merges;
+  std::vector<std::pair<std::string, int>> added;  // added tokens, longest first
+  std::array<bool, 256> added_starts{};             // bytes an added token starts with
+};
+
+}  // namespace tokenizer_detail
+
+struct Tokenizer::Encoder : tokenizer_detail::BpeEncoder {};
+
+using tokenizer_detail::BpeEncoder;
 
 namespace {
 
@@ -114,9 +136,9 @@ std::string token_bytes(const std::filesystem::path& path, const std::string& to
   return out;
 }
 
-// Hugging Face's tokenizer.json, byte-level BPE.
-void read_tokenizer_json(const std::filesystem::path& path, const std::string& bytes,
-                         std::vector<std::string>& pieces, std::optional<int>& end_of_text) {
+// Hugging Face's tokenizer.json, byte-level BPE: the ids' bytes; the document, for the encoder.
+nlohmann::json read_tokenizer_json(const std::filesystem::path& path, const std::string& bytes,
+                                   std::vector<std::string>& pieces, std::optional<int>& end_of_text) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(bytes);
@@ -149,6 +171,163 @@ void read_tokenizer_json(const std::filesystem::path& path, const std::string& b
   } catch (const nlohmann::json::exception& e) {
     throw_format_error(path, std::string("not a tokenizer.json: ") + e.what());
   }
+  return doc;
+}
+
+// One element of a pre_tokenizer: the split pattern it applies (nullopt for a ByteLevel that only
+// maps bytes); `why` set for anything else.
+std::optional<SplitPattern> pre_tokenizer_step(const nlohmann::json& step, std::string& why) {
+  const std::string type = step.value("type", std::string());
+  if (type == "ByteLevel") {
+    if (step.value("add_prefix_space", false)) why = "its ByteLevel pre_tokenizer adds a prefix space";
+    return step.value("use_regex", true) ? std::optional(SplitPattern::gpt2) : std::nullopt;
+  }
+  if (type == "Split") {
+    const nlohmann::json regex = step.value("pattern", nlohmann::json::object()).value("Regex", nlohmann::json());
+    const std::string text = regex.is_string() ? regex.get<std::string>() : "";
+    const std::optional<SplitPattern> pattern = split_pattern_from_regex(text);
+    if (!pattern) why = "its Split pre_tokenizer's pattern is neither GPT-2's nor Llama 3's regex";
+    else if (step.value("behavior", std::string("Isolated")) != "Isolated" || step.value("invert", false))
+      why = "its Split pre_tokenizer is not Isolated, not inverted";
+    return pattern;
+  }
+  why = "pre_tokenizer type '" + type + "' is not supported (ByteLevel, Split or a Sequence of them)";
+  return std::nullopt;
+}
+
+// The split pattern of the pre_tokenizer, a step or a Sequence with exactly one step that splits;
+// nullopt with `why` set for any other.
+std::optional<SplitPattern> pre_tokenizer_pattern(const nlohmann::json& doc, std::string& why) {
+  const auto pre = doc.find("pre_tokenizer");
+  if (pre == doc.end() || pre->is_null() || !pre->is_object()) {
+    why = "it has no pre_tokenizer";
+    return std::nullopt;
+  }
+  const bool sequence = pre->value("type", std::string()) == "Sequence";
+  const nlohmann::json steps = sequence ? pre->value("pretokenizers", nlohmann::json::array()) : nlohmann::json::array({*pre});
+  std::optional<SplitPattern> pattern;
+  for (const nlohmann::json& step : steps) {
+    const std::optional<SplitPattern> p = step.is_object() ? pre_tokenizer_step(step, why) : std::nullopt;
+    if (p && pattern) why = "its pre_tokenizer splits twice";
+    if (p) pattern = p;
+  }
+  if (!pattern && why.empty()) why = "its pre_tokenizer does not split (no regex)";
+  return why.empty() ? pattern : std::nullopt;
+}
+
+int vocab_id(const std::filesystem::path& path, const BpeEncoder& e, const std::string& token) {
+  const auto it = e.ids.find(token_bytes(path, token));
+  if (it == e.ids.end()) throw_format_error(path, "merge token '" + token + "' is not in the vocabulary");
+  return it->second;
+}
+
+// model.merges, "a b" strings or [a, b] pairs: rank = position.
+void read_merges(const std::filesystem::path& path, const nlohmann::json& merges, BpeEncoder& e) {
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    const nlohmann::json& m = merges[rank];
+    std::string left, right;
+    if (m.is_string()) {
+      const std::string text = m.get<std::string>();
+      const auto space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos)
+        throw_format_error(path, "merge '" + text + "' is not two tokens separated by a space");
+      left = text.substr(0, space), right = text.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2) {
+      left = m[0].get<std::string>(), right = m[1].get<std::string>();
+    } else {
+      throw_format_error(path, "merge " + std::to_string(rank) + " is neither \"a b\" nor [a, b]");
+    }
+    const int l = vocab_id(path, e, left), r = vocab_id(path, e, right);
+    const auto merged = e.ids.find(token_bytes(path, left) + token_bytes(path, right));
+    if (merged == e.ids.end()) throw_format_error(path, "merge '" + left + " " + right + "' makes no vocabulary token");
+    e.merges.try_emplace(std::uint64_t(std::uint32_t(l)) << 32 | std::uint32_t(r), int(rank), merged->second);
+  }
+}
+
+// The encoder of a tokenizer.json; nullopt with `why` set when it cannot encode.
+std::optional<BpeEncoder> read_encoder(const std::filesystem::path& path, const nlohmann::json& doc, std::string& why) {
+  try {
+    if (const auto n = doc.find("normalizer"); n != doc.end() && !n->is_null()) {
+      why = "its normalizer is not supported";
+      return std::nullopt;
+    }
+    const std::optional<SplitPattern> pattern = pre_tokenizer_pattern(doc, why);
+    if (!pattern) return std::nullopt;
+    BpeEncoder e;
+    e.pattern = *pattern;
+    const nlohmann::json& model = doc.at("model");
+    e.ignore_merges = model.value("ignore_merges", false);
+    for (const auto& [token, id] : model.at("vocab").items()) e.ids.emplace(token_bytes(path, token), id.get<int>());
+    for (int b = 0; b < 256; ++b) {
+      const auto it = e.ids.find(std::string(1, char(b)));
+      if (it == e.ids.end()) {
+        why = "its vocabulary has no token for byte " + std::to_string(b);
+        return std::nullopt;
+      }
+      e.byte_ids[std::size_t(b)] = it->second;
+    }
+    read_merges(path, model.value("merges", nlohmann::json::array()), e);
+    if (const auto added = doc.find("added_tokens"); added != doc.end())
+      for (const nlohmann::json& t : *added)
+        if (const std::string content = t.at("content").get<std::string>(); !content.empty()) {
+          e.added.emplace_back(content, t.at("id").get<int>());
+          e.added_starts[std::uint8_t(content[0])] = true;
+        }
+    std::stable_sort(e.added.begin(), e.added.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    return e;
+  } catch (const nlohmann::json::exception& e) {
+    throw_format_error(path, std::string("not a tokenizer.json: ") + e.what());
+  }
+}
+
+// The ids of one pre-token piece: its bytes merged by rank, the lowest first, every occurrence of
+// that pair left to right (GPT-2's encoder.py).
+void bpe(const BpeEncoder& e, std::string_view piece, std::vector<int>& out) {
+  if (e.ignore_merges)
+    if (const auto it = e.ids.find(std::string(piece)); it != e.ids.end()) return out.push_back(it->second);
+  std::vector<int> symbols;
+  symbols.reserve(piece.size());
+  for (char c : piece) symbols.push_back(e.byte_ids[std::uint8_t(c)]);
+  const auto key = [&](std::size_t i) { return std::uint64_t(std::uint32_t(symbols[i])) << 32 | std::uint32_t(symbols[i + 1]); };
+  while (symbols.size() > 1) {
+    std::pair<int, int> best{-1, -1};
+    std::uint64_t best_key = 0;
+    for (std::size_t i = 0; i + 1 < symbols.size(); ++i)
+      if (const auto it = e.merges.find(key(i)); it != e.merges.end() && (best.first < 0 || it->second.first < best.first))
+        best = it->second, best_key = key(i);
+    if (best.first < 0) break;
+    std::vector<int> merged;
+    merged.reserve(symbols.size());
+    for (std::size_t i = 0; i < symbols.size(); ++i) {
+      if (i + 1 < symbols.size() && key(i) == best_key) {
+        merged.push_back(best.second);
+        ++i;
+      } else {
+        merged.push_back(symbols[i]);
+      }
+    }
+    symbols = std::move(merged);
+  }
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+// The added token at text[at], the longest; nullptr for none.
+const std::pair<std::string, int>* added_at(const BpeEncoder& e, std::string_view text, std::size_t at) {
+  if (!e.added_starts[std::uint8_t(text[at])]) return nullptr;
+  for (const auto& token : e.added)
+    if (text.compare(at, token.first.size(), token.first) == 0) return &token;
+  return nullptr;
+}
+
+// Ordinary text: pre-tokenized, each piece merged (a piece seen before is looked up).
+void encode_plain(const BpeEncoder& e, std::string_view text, std::vector<int>& out,
+                  std::unordered_map<std::string, std::vector<int>>& cache) {
+  for (const std::string_view piece : pretokenize(text, e.pattern)) {
+    auto [it, fresh] = cache.try_emplace(std::string(piece));
+    if (fresh) bpe(e, piece, it->second);
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    if (cache.size() > (1u << 20)) cache.clear();  // bounded memory on huge texts
+  }
 }
 
 }  // namespace
@@ -157,14 +336,35 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::string bytes = read_whole_file(path);
   Tokenizer t;
   const auto first = bytes.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && bytes[first] == '{')
-    read_tokenizer_json(path, bytes, t.pieces_, t.end_of_text_);
-  else if (bytes.size() >= 4 && u32_at(bytes, 0) == kLlmcTokenizerMagic)
+  t.file_ = path.string();
+  if (first != std::string::npos && bytes[first] == '{') {
+    const nlohmann::json doc = read_tokenizer_json(path, bytes, t.pieces_, t.end_of_text_);
+    if (std::optional<BpeEncoder> e = read_encoder(path, doc, t.no_encoder_))
+      t.encoder_ = std::make_shared<const Encoder>(Encoder{std::move(*e)});
+  } else if (bytes.size() >= 4 && u32_at(bytes, 0) == kLlmcTokenizerMagic) {
     read_llmc_tokenizer(path, bytes, t.pieces_, t.end_of_text_);
-  else
+    t.no_encoder_ = "llm.c's gpt2_tokenizer.bin has no BPE merges (give the model's tokenizer.json)";
+  } else {
     throw_format_error(path, "neither a tokenizer.json nor llm.c's tokenizer (magic " +
                                  std::to_string(kLlmcTokenizerMagic) + ")");
+  }
   return t;
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text) const {
+  if (!encoder_) throw std::invalid_argument("tokenizer " + file_ + " cannot encode text: " + no_encoder_);
+  std::vector<int> out;
+  std::unordered_map<std::string, std::vector<int>> cache;
+  std::size_t plain = 0;  // start of the text not yet encoded
+  for (std::size_t at = 0; at < text.size(); ++at)
+    if (const auto* token = added_at(*encoder_, text, at)) {
+      encode_plain(*encoder_, text.substr(plain, at - plain), out, cache);
+      out.push_back(token->second);
+      at += token->first.size() - 1;
+      plain = at + 1;
+    }
+  encode_plain(*encoder_, text.substr(plain), out, cache);
+  return out;
 }
 
 std::string Tokenizer::decode(std::span<const int> ids) const {

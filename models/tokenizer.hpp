@@ -7,12 +7,20 @@
 // - Hugging Face's `tokenizer.json` with a byte-level BPE (GPT-2, Llama 3): `model.vocab` maps
 //   each token string to its id, each byte written as one printable character by GPT-2's
 //   bytes_to_unicode table; `added_tokens` holds the special ones, which decode as their text.
-// Decoding only: encoding text (BPE merges) is not implemented.
+// Encoding (text -> ids) needs a tokenizer.json: llm.c's file has no merges. Encoding cuts the text
+// at the added tokens (each found in the text as a whole token: <|endoftext|>, <|begin_of_text|>),
+// pre-tokenizes the rest with the pre_tokenizer's split pattern (GPT-2's or Llama 3's, the only two
+// known: models/pretokenize.hpp), and merges each piece's bytes by the ranks of model.merges ("a b"
+// strings or [a, b] pairs), as Hugging Face's tokenizers and tiktoken do. model.ignore_merges (Llama
+// 3) takes a piece that is itself in the vocabulary whole. An added token's lstrip, rstrip,
+// single_word and normalized attributes are not applied.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace starzero {
@@ -27,6 +35,14 @@ class Tokenizer {
 
   // The bytes of these ids, in order. std::invalid_argument for an id outside the vocabulary.
   std::string decode(std::span<const int> ids) const;
+  // The ids of this text, which decode to it byte for byte (any bytes, UTF-8 or not).
+  // std::invalid_argument naming the file and the reason when the file cannot encode
+  // (encoding_unavailable()).
+  std::vector<int> encode(std::string_view text) const;
+  bool can_encode() const { return encoder_ != nullptr; }
+  // Why this file cannot encode (llm.c's file, an unknown pre_tokenizer or a normalizer, a byte
+  // without a token); empty when it can.
+  const std::string& encoding_unavailable() const { return no_encoder_; }
   std::size_t vocab() const { return pieces_.size(); }
   // The end-of-text id when the file names one (llm.c version 2; "<|endoftext|>" or
   // "<|end_of_text|>" among the added tokens).
@@ -38,6 +54,10 @@ class Tokenizer {
  private:
   std::vector<std::string> pieces_;  // id -> bytes
   std::optional<int> end_of_text_;
+  struct Encoder;
+  std::shared_ptr<const Encoder> encoder_;  // null when the file cannot encode
+  std::string no_encoder_;                  // then why
+  std::string file_;                        // the path, for messages
 };
 
 }  // namespace starzero

@@ -33,7 +33,7 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 # ---- Debian packages -------------------------------------------------------------------
 packages=(build-essential cmake pkg-config dpkg-dev libhwloc-dev hwloc libtbb-dev libtbbbind-2-5 catch2
           libopenblas-dev libopenmpi-dev openmpi-bin libfxt-dev fxt-tools vite xvfb
-          nlohmann-json3-dev gnuplot-nox clang-14 libclang-rt-14-dev universal-ctags)
+          nlohmann-json3-dev python3-regex gnuplot-nox clang-14 libclang-rt-14-dev universal-ctags)
 case $simgrid in
   on) packages+=(libsimgrid-dev) ;;
   off) ;;

@@ -1,5 +1,14 @@
 # models/: llm.c file formats (checkpoints, token shards) and atomic writes, byte tokenizer and
 # batches, the GPT layout. Host-side only: no StarPU session is started.
 add_executable(test_models test_llmc_files.cpp test_data.cpp test_gpt_layout.cpp test_tokenizer.cpp)
-target_link_libraries(test_models PRIVATE starzero_catch_main starzero_models)
+find_package(nlohmann_json 3 REQUIRED)
+target_link_libraries(test_models PRIVATE starzero_catch_main starzero_models nlohmann_json::nlohmann_json)
 catch_discover_tests(test_models TEST_PREFIX "models/" PROPERTIES LABELS unit)
+
+# Tokenizer::encode against an independent byte-level BPE in Python (tests/bpe_reference.py, the
+# `regex` module for \p{L} and \p{N}): GPT-2-style and Llama-3-style tokenizer.json fixtures.
+add_executable(tokenizer_encode_check tokenizer_encode_check.cpp)
+target_link_libraries(tokenizer_encode_check PRIVATE starzero_models nlohmann_json::nlohmann_json)
+add_test(NAME models/tokenizer_encode
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer_encode_test.sh $<TARGET_FILE:tokenizer_encode_check>)
+set_tests_properties(models/tokenizer_encode PROPERTIES LABELS unit TIMEOUT 300)

@@ -1,6 +1,8 @@
 // Tokenizers (models/tokenizer.hpp): llm.c's gpt2_tokenizer.bin and Hugging Face's byte-level BPE
 // tokenizer.json, decoded against bytes written out by hand here; GPT-2's bytes_to_unicode table
-// against its definition's counts and known entries; malformed files as FileFormatError.
+// against its definition's counts and known entries; malformed files as FileFormatError. Encoding:
+// the pre-tokenizer's pieces against Python's `regex` module, merges worked out by hand (random
+// texts against an independent BPE: tests/tokenizer_encode_test.sh).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -9,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "models/pretokenize.hpp"
 #include "models/tokenizer.hpp"
 #include "runtime/files.hpp"
 #include "tests/temp_dir.hpp"
@@ -113,4 +118,89 @@ TEST_CASE("tokenizer.json: byte-level vocabulary and added tokens to bytes", "[t
   refused(R"({"model": {"type": "Unigram", "vocab": {"a": 0}}})", "not BPE");
   refused(R"({"model": {"type": "BPE"}})", "not a tokenizer.json");
   refused(R"({"model": )", "not JSON");
+}
+
+// Expected pieces computed with Python's `regex` module (which has \p{L} and \p{N}) and the two
+// patterns as tokenizer.json files state them: regex.findall(pattern, text).
+TEST_CASE("pretokenize: GPT-2's and Llama 3's split patterns", "[tokenizer]") {
+  using Pieces = std::vector<std::string_view>;
+  const std::vector<std::pair<std::string_view, Pieces>> gpt2{
+      {"Hello world", {"Hello", " world"}},
+      {"I'm don't WE'LL", {"I", "'m", " don", "'t", " WE", "'", "LL"}},
+      {"  two  spaces\n\n  x", {" ", " two", " ", " spaces", "\n\n ", " x"}},
+      {"12345 abc!!\r\n\tdef ", {"12345", " abc", "!!", "\r\n", "\t", "def", " "}},
+      {"café Ελλάδα 日本語²", {"café", " Ελλάδα", " 日本語", "²"}},
+      {"a\u00a0b\u3000 c", {"a", "\u00a0", "b", "\u3000", " c"}},
+  };
+  const std::vector<std::pair<std::string_view, Pieces>> llama3{
+      {"Hello world", {"Hello", " world"}},
+      {"I'm don't WE'LL", {"I", "'m", " don", "'t", " WE", "'LL"}},
+      {"  two  spaces\n\n  x", {" ", " two", " ", " spaces", "\n\n", " ", " x"}},
+      {"12345 abc!!\r\n\tdef ", {"123", "45", " abc", "!!\r\n", "\tdef", " "}},
+      {"café Ελλάδα 日本語²", {"café", " Ελλάδα", " 日本語", "²"}},
+      {"a\u00a0b\u3000 c", {"a", "\u00a0b", "\u3000", " c"}},
+  };
+  for (const auto& [text, pieces] : gpt2) CHECK(pretokenize(text, SplitPattern::gpt2) == pieces);
+  for (const auto& [text, pieces] : llama3) CHECK(pretokenize(text, SplitPattern::llama3) == pieces);
+  // Bytes that are not UTF-8 stand alone as "other" characters; nothing is lost.
+  CHECK(pretokenize("a\xff\xfe b\xc3", SplitPattern::gpt2) == Pieces{"a", "\xff\xfe", " b", "\xc3"});
+  CHECK(pretokenize("", SplitPattern::llama3).empty());
+  CHECK(is_unicode_letter(U'ǅ'));
+  CHECK(is_unicode_number(U'Ⅻ'));
+  CHECK_FALSE(is_unicode_letter(U'😀'));
+  CHECK(is_unicode_space(U'\u2003'));
+}
+
+TEST_CASE("tokenizer.json: encoding by merge rank, added tokens whole", "[tokenizer]") {
+  TempDir dir("starzero-tokenizer");
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string c;  // the byte's character in UTF-8
+    const char32_t u = Tokenizer::byte_character(std::uint8_t(b));
+    if (u < 0x80) c = std::string(1, char(u));
+    else c = {char(0xC0 | (u >> 6)), char(0x80 | (u & 0x3F))};
+    vocab[c] = b;
+  }
+  // Merges by hand, ranks in order: "l l" before "h e"; "Ġ h" comes last, so " hello" is
+  // "Ġ" + "hello"... unless "Ġhello" forms: its parts merge only at the end.
+  const std::vector<std::pair<std::string, std::string>> merges{
+      {"l", "l"}, {"h", "e"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "hello"}, {"Ġ", "h"}};
+  int next = 256;
+  nlohmann::json pairs = nlohmann::json::array(), strings = nlohmann::json::array();
+  for (const auto& [a, b] : merges) {
+    vocab[a + b] = next++;
+    pairs.push_back({a, b});
+    strings.push_back(a + " " + b);
+  }
+  const auto write = [&](const std::string& name, const nlohmann::json& m, const nlohmann::json& pre) {
+    nlohmann::json doc = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}}, {"pre_tokenizer", pre},
+                          {"added_tokens", {{{"id", next}, {"content", "<|endoftext|>"}, {"special", true}}}}};
+    write_bytes(dir.path() / name, doc.dump());
+    return Tokenizer::load(dir.path() / name);
+  };
+  const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"use_regex", true}};
+  for (const Tokenizer& t : {write("strings.json", strings, byte_level), write("pairs.json", pairs, byte_level)}) {
+    REQUIRE(t.can_encode());
+    // hello=259, Ġhello=260; "hel" is h-e (257) then l; "<|endoftext|>" is token 262.
+    CHECK(t.encode("hello hello hel<|endoftext|>") == std::vector<int>{259, 260, 32, 257, 'l', 262});
+    CHECK(t.encode("") == std::vector<int>{});
+    const std::string text = "caf\xc3\xa9 \xff<|endoftext|><|endoftext";
+    CHECK(t.decode(t.encode(text)) == text);
+  }
+  const auto cannot = [&](const nlohmann::json& pre, const std::string& why) {
+    const Tokenizer t = write("pre.json", strings, pre);
+    CHECK_FALSE(t.can_encode());
+    CHECK_THROWS_WITH(t.encode("x"), Contains(why));
+  };
+  cannot(nullptr, "no pre_tokenizer");
+  cannot({{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}}, "neither GPT-2's nor Llama 3's");
+  cannot({{"type", "Whitespace"}}, "not supported");
+  cannot({{"type", "ByteLevel"}, {"add_prefix_space", true}}, "prefix space");
+  CHECK_THROWS_WITH(write("bad.json", nlohmann::json::array({"q z"}), byte_level), Contains("makes no vocabulary token"));
+  CHECK_THROWS_WITH(write("bad.json", nlohmann::json::array({"hz"}), byte_level), Contains("separated by a space"));
+
+  write_bytes(dir.path() / "v2.bin", llmc_tokenizer(2, {"a", "b"}, 1));
+  const Tokenizer llmc = Tokenizer::load(dir.path() / "v2.bin");
+  CHECK_FALSE(llmc.can_encode());
+  CHECK_THROWS_WITH(llmc.encode("a"), Contains("no BPE merges"));
 }

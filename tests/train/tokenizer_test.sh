@@ -5,7 +5,10 @@
 #   the GPT-2 table's 256 bytes first, then " w<id>" pieces, <|endoftext|> as an added token) or
 #   the same vocabulary as llm.c's gpt2_tokenizer.bin, the sample line is those pieces' text: it
 #   decodes only to what the vocabulary spells (ids in range), and both files give the same sample.
-# - A bad tokenizer file, one too small for the data's vocabulary, and --prompt with --tokenizer
+# - Text --data with a tokenizer.json trains GPT and Llama 3 in its vocabulary (encoding itself:
+#   tests/tokenizer_encode_test.sh); eval reads text with it; --prompt is encoded.
+# - A bad tokenizer file, one too small for the data's vocabulary, --prompt or text with a
+#   tokenizer that cannot encode, and a tokenizer whose vocabulary is not the checkpoint's
 #   exit 2 with one line.
 # Usage: tokenizer_test.sh STARZERO
 set -euo pipefail
@@ -64,6 +67,53 @@ done
   || fail "the two tokenizer files decode the same sample differently"
 expect_bad_input "a tokenizer that is not one" "$starzero" "${common[@]}" --steps 1 --tokenizer "$work/tokens.bin"
 expect_bad_input "a tokenizer too small for the data" "$starzero" "${common[@]}" --steps 1 --tokenizer "$work/small.json"
-expect_bad_input "--prompt with --tokenizer" "$starzero" "${common[@]}" --steps 1 --tokenizer "$work/tokenizer.json" \
-  --prompt hello
-finish "tokenizer: samples of a token model print as text"
+# That tokenizer.json has no pre_tokenizer, llm.c's file no merges: neither encodes a prompt.
+expect_bad_input "--prompt with a tokenizer that cannot encode" "$starzero" "${common[@]}" --steps 1 \
+  --tokenizer "$work/tokenizer.json" --prompt hello
+expect_bad_input "--prompt with llm.c's tokenizer" "$starzero" "${common[@]}" --steps 1 \
+  --tokenizer "$work/gpt2_tokenizer.bin" --prompt hello
+
+# Text --data encoded by a tokenizer.json (GPT-2's and Llama 3's layouts, merges learnt by
+# tests/bpe_reference.py, which needs the `regex` module): the model's vocabulary is the
+# tokenizer's, so the first loss is near ln(vocab), not ln 256; the loss falls; --prompt is
+# encoded; eval reads the text with the same tokenizer.
+python=
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import regex' 2> /dev/null; then python=$p; break; fi
+done
+[ -n "$python" ] || { fail "no python3 with the regex module (apt-get install python3-regex)"; finish ""; }
+"$python" "$(dirname "${BASH_SOURCE[0]}")/bpe_reference.py" "$work" 1
+write_words "$work/words.txt" 3 6000
+vocab_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(len(d["model"]["vocab"]) + len(d["added_tokens"]))' "$1"; }
+text=(train --data "$work/words.txt" --max-seq 16 --seq 16 --batch 4 --steps 40 --lr 1e-2 --warmup 0 --val-every 0
+      --sample-tokens 12 --cuda-workers 0 --seed 7 --precision fp32)
+check_text_run() {  # LOG TOKENIZER
+  python3 - "$1" "$(vocab_of "$2")" <<'PY' || fail "$1: not trained on the tokenizer's vocabulary"
+import math, re, sys
+log = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
+losses = [float(x) for x in re.findall(r"step \d+/\d+ \| loss ([0-9.]+)", log)]
+vocab = int(sys.argv[2])
+print(f"  vocab {vocab}: ln {math.log(vocab):.3f}, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
+assert abs(losses[0] - math.log(vocab)) < 0.5, "first loss not near ln(vocab)"
+assert losses[-1] < losses[0] - 1, "the loss did not fall"
+assert re.search(r"^sample: ", log, re.M), "no sample"
+PY
+}
+"$starzero" "${text[@]}" --layers 1 --channels 32 --heads 2 --tokenizer "$work/gpt2.json" --prompt "the of and" \
+  --checkpoint-out "$work/text.bin" > "$work/text.log" 2>&1 || { tail "$work/text.log"; fail "GPT on text with tokenizer.json"; }
+check_text_run "$work/text.log" "$work/gpt2.json"
+"$starzero" "${text[@]}" --model llama3 --preset llama3-tiny --layers 1 --tokenizer "$work/llama3.json" \
+  --prompt "<|begin_of_text|>the" > "$work/llama.log" 2>&1 || { tail "$work/llama.log"; fail "Llama on text with tokenizer.json"; }
+check_text_run "$work/llama.log" "$work/llama3.json"
+"$starzero" eval --checkpoint "$work/text.bin" --data "$work/words.txt" --tokenizer "$work/gpt2.json" --batch 4 --seq 16 \
+  --cuda-workers 0 > "$work/eval.log" 2>&1 || { tail "$work/eval.log"; fail "eval of text with tokenizer.json"; }
+# GPT-2's 50257 ids (part of its real merges: tests/gpt2_fixture.py) size a new model's vocabulary.
+mkdir "$work/real"
+python3 "$(dirname "${BASH_SOURCE[0]}")/gpt2_fixture.py" "$(dirname "${BASH_SOURCE[0]}")/fixtures/gpt2_vectors.json" "$work/real"
+"$starzero" "${text[@]}" --steps 2 --layers 1 --channels 32 --heads 2 --tokenizer "$work/real/gpt2.json" \
+  --prompt "Hello world" > "$work/real.log" 2>&1 || { tail "$work/real.log"; fail "GPT on text with GPT-2's ids"; }
+grep -q ' V=50257 Vp=50304 ' "$work/real.log" || fail "GPT-2's tokenizer did not make a 50257-token model"
+expect_bad_input "eval with a tokenizer of another vocabulary" "$starzero" eval --checkpoint "$work/text.bin" \
+  --data "$work/words.txt" --tokenizer "$work/llama3.json" --batch 4 --seq 16 --cuda-workers 0
+expect_bad_input "text data with llm.c's tokenizer" "$starzero" "${text[@]}" --steps 1 --tokenizer "$work/gpt2_tokenizer.bin"
+finish "tokenizer: samples of a token model print as text; text encodes with tokenizer.json"
