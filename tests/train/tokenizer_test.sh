@@ -6,7 +6,7 @@
 #   the same vocabulary as llm.c's gpt2_tokenizer.bin, the sample line is those pieces' text: it
 #   decodes only to what the vocabulary spells (ids in range), and both files give the same sample.
 # - Text --data with a tokenizer.json trains GPT and Llama 3 in its vocabulary (encoding itself:
-#   tests/tokenizer_encode_test.sh); eval reads text with it; --prompt is encoded.
+#   tests/models/tokenizer_encode_test.sh); eval reads text with it; --prompt is encoded.
 # - A bad tokenizer file, one too small for the data's vocabulary, --prompt or text with a
 #   tokenizer that cannot encode, and a tokenizer whose vocabulary is not the checkpoint's
 #   exit 2 with one line.
@@ -74,7 +74,7 @@ expect_bad_input "--prompt with llm.c's tokenizer" "$starzero" "${common[@]}" --
   --tokenizer "$work/gpt2_tokenizer.bin" --prompt hello
 
 # Text --data encoded by a tokenizer.json (GPT-2's and Llama 3's layouts, merges learnt by
-# tests/bpe_reference.py, which needs the `regex` module): the model's vocabulary is the
+# tests/models/bpe_reference.py, which needs the `regex` module): the model's vocabulary is the
 # tokenizer's, so the first loss is near ln(vocab), not ln 256; the loss falls; --prompt is
 # encoded; eval reads the text with the same tokenizer.
 python=
@@ -82,7 +82,7 @@ for p in python3 /usr/bin/python3; do
   if "$p" -c 'import regex' 2> /dev/null; then python=$p; break; fi
 done
 [ -n "$python" ] || { fail "no python3 with the regex module (apt-get install python3-regex)"; finish ""; }
-"$python" "$(dirname "${BASH_SOURCE[0]}")/bpe_reference.py" "$work" 1
+"$python" "$here/../models/bpe_reference.py" "$work" 1
 write_words "$work/words.txt" 3 6000
 vocab_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(len(d["model"]["vocab"]) + len(d["added_tokens"]))' "$1"; }
 text=(train --data "$work/words.txt" --max-seq 16 --seq 16 --batch 4 --steps 40 --lr 1e-2 --warmup 0 --val-every 0
@@ -107,9 +107,9 @@ check_text_run "$work/text.log" "$work/gpt2.json"
 check_text_run "$work/llama.log" "$work/llama3.json"
 "$starzero" eval --checkpoint "$work/text.bin" --data "$work/words.txt" --tokenizer "$work/gpt2.json" --batch 4 --seq 16 \
   --cuda-workers 0 > "$work/eval.log" 2>&1 || { tail "$work/eval.log"; fail "eval of text with tokenizer.json"; }
-# GPT-2's 50257 ids (part of its real merges: tests/gpt2_fixture.py) size a new model's vocabulary.
+# GPT-2's 50257 ids (part of its real merges: tests/models/gpt2_fixture.py) size a new model's vocabulary.
 mkdir "$work/real"
-python3 "$(dirname "${BASH_SOURCE[0]}")/gpt2_fixture.py" "$(dirname "${BASH_SOURCE[0]}")/fixtures/gpt2_vectors.json" "$work/real"
+python3 "$here/../models/gpt2_fixture.py" "$here/../models/fixtures/gpt2_vectors.json" "$work/real"
 "$starzero" "${text[@]}" --steps 2 --layers 1 --channels 32 --heads 2 --tokenizer "$work/real/gpt2.json" \
   --prompt "Hello world" > "$work/real.log" 2>&1 || { tail "$work/real.log"; fail "GPT on text with GPT-2's ids"; }
 grep -q ' V=50257 Vp=50304 ' "$work/real.log" || fail "GPT-2's tokenizer did not make a 50257-token model"

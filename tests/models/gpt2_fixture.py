@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""From tests/fixtures/gpt2_vectors.json (scripts/make-gpt2-fixture.py: part of GPT-2's real
+"""From tests/models/fixtures/gpt2_vectors.json (scripts/make-gpt2-fixture.py: part of GPT-2's real
 vocabulary and merges, and texts with their encodings by GPT-2's own tokenizer), writes DIR/gpt2.json,
 a tokenizer.json with GPT-2's 50257 ids (the ids the fixture lacks filled with tokens no merge
 makes; <|endoftext|> 50256, added), and DIR/gpt2.cases for tokenizer_encode_check.

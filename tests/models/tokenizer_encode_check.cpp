@@ -1,5 +1,5 @@
 // Checks Tokenizer::encode (models/tokenizer.hpp) against encodings computed elsewhere
-// (tests/bpe_reference.py): each line of CASES is a JSON object {"hex": the text's bytes in hex,
+// (tests/models/bpe_reference.py): each line of CASES is a JSON object {"hex": the text's bytes in hex,
 // "ids": the expected ids}; every text must encode to its ids and decode back to its bytes.
 // Usage: tokenizer_encode_check TOKENIZER CASES. Prints one line per failure and a summary line;
 // exit 1 on any failure.

@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Tokenizer::encode (models/tokenizer.hpp) against tests/bpe_reference.py, an independent BPE in
+# Tokenizer::encode (models/tokenizer.hpp) against tests/models/bpe_reference.py, an independent BPE in
 # Python: a GPT-2-style and a Llama-3-style tokenizer.json with merges learnt there, and random
 # texts (multi-byte letters, digits, contractions, runs of whitespace, newlines, added tokens)
 # that must encode to the reference's ids and decode back to themselves. And GPT-2's real
 # tokenizer: texts with their ids from OpenAI's encoder ("Hello world" is 15496 995), and the part
-# of GPT-2's vocabulary and merges they use (tests/fixtures/gpt2_vectors.json, made by
+# of GPT-2's vocabulary and merges they use (tests/models/fixtures/gpt2_vectors.json, made by
 # scripts/make-gpt2-fixture.py), in a tokenizer.json of GPT-2's 50257 ids.
 # Usage: tokenizer_encode_test.sh TOKENIZER_ENCODE_CHECK
 set -euo pipefail
 check=$1
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-here=$(dirname "${BASH_SOURCE[0]}")
 mkdir "$work/real"
 python3 "$here/gpt2_fixture.py" "$here/fixtures/gpt2_vectors.json" "$work/real"
 "$check" "$work/real/gpt2.json" "$work/real/gpt2.cases" || fail "GPT-2's real encodings differ"
