@@ -2,7 +2,6 @@
 """The checks of sweep_test.sh, each a subcommand: check_sweep.py NAME ARGS... exits non-zero when it fails.
 """
 import json
-import os
 import sys
 
 

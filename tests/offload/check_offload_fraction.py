@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """The checks of offload_fraction_test.sh, each a subcommand: check_offload_fraction.py NAME ARGS... exits non-zero when it fails.
 """
-import os
 import re
 import sys
 

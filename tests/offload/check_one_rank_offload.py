@@ -2,7 +2,6 @@
 """The checks of one_rank_offload_test.sh, each a subcommand: check_one_rank_offload.py NAME ARGS... exits non-zero when it fails.
 """
 import json
-import os
 import re
 import sys
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """The checks of plan_cli_test.sh, each a subcommand: check_plan_cli.py NAME ARGS... exits non-zero when it fails.
 """
-import os
 import re
 import sys
 

@@ -3,7 +3,6 @@
 """
 import collections
 import json
-import os
 import re
 import sys
 

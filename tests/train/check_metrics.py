@@ -2,7 +2,6 @@
 """The checks of metrics_test.sh, each a subcommand: check_metrics.py NAME ARGS... exits non-zero when it fails.
 """
 import json
-import os
 import re
 import sys
 

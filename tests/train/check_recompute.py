@@ -2,7 +2,6 @@
 """The checks of recompute_test.sh, each a subcommand: check_recompute.py NAME ARGS... exits non-zero when it fails.
 """
 import collections
-import os
 import sys
 
 

@@ -15,34 +15,7 @@ set -euo pipefail
 starzero=$1
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-python3 - "$work" <<'PY'
-import json, random, struct, sys
-work = sys.argv[1]
-# GPT-2's bytes_to_unicode, from its definition.
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-byte_char = dict(zip(bs, map(chr, cs)))
-V = 50257
-pieces = [bytes([b]) for b in range(256)] + [b" w%d" % i for i in range(256, V - 1)] + [b"<|endoftext|>"]
-vocab = {"".join(byte_char[b] for b in p): i for i, p in enumerate(pieces[:-1])}
-doc = {"version": "1.0", "added_tokens": [{"id": V - 1, "content": "<|endoftext|>", "special": True}],
-       "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
-json.dump(doc, open(f"{work}/tokenizer.json", "w"), ensure_ascii=False)
-with open(f"{work}/gpt2_tokenizer.bin", "wb") as f:
-    f.write(struct.pack("<256I", 20240328, 2, V, V - 1, *[0] * 252))
-    for p in pieces:
-        f.write(bytes([len(p)]) + p)
-json.dump({"model": {"type": "BPE", "vocab": {"a": 0}}}, open(f"{work}/small.json", "w"))
-# A token shard over a few ids, so a short run learns them.
-random.seed(5)
-tokens = [random.choice([300, 301, 302, 303, V - 1]) for _ in range(20000)]
-with open(f"{work}/tokens.bin", "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *[0] * 253))
-    f.write(struct.pack("<%dH" % len(tokens), *tokens))
-PY
+python3 "$here/check_tokenizer.py" write-fixtures "$work"
 
 common=(train --data "$work/tokens.bin" --preset tiny --layers 1 --channels 32 --heads 2 --max-seq 16 --seq 16
         --batch 4 --steps 20 --lr 1e-2 --warmup 0 --val-every 0 --sample-tokens 12 --cuda-workers 0 --seed 7)
@@ -50,18 +23,7 @@ common=(train --data "$work/tokens.bin" --preset tiny --layers 1 --channels 32 -
 if grep -q '^sample: ' "$work/none.log"; then fail "a token model printed a sample without a tokenizer"; fi
 for t in tokenizer.json gpt2_tokenizer.bin; do
   "$starzero" "${common[@]}" --tokenizer "$work/$t" > "$work/$t.log" 2>&1 || { tail "$work/$t.log"; fail "--tokenizer $t"; continue; }
-  python3 - "$work/$t.log" <<'PY' || fail "--tokenizer $t: the sample is not the vocabulary's text"
-import re, sys
-lines = [l[len("sample: "):].rstrip("\n") for l in open(sys.argv[1]) if l.startswith("sample: ")]
-assert len(lines) == 1, lines
-text = lines[0]
-print(f"  sample: {text!r}")
-# 12 tokens, each " w<id>", <|endoftext|>, or one byte (control bytes shown as spaces)
-pieces = re.findall(r" w\d+|<\|endoftext\|>", text)
-assert pieces and len(pieces) <= 12, pieces
-assert re.fullmatch(r"( w\d+|<\|endoftext\|>|[\s\S])*", text)
-assert all(256 <= int(p[2:]) < 50256 for p in pieces if p.startswith(" w")), pieces
-PY
+  python3 "$here/check_tokenizer.py" sample-text "$work/$t.log" || fail "--tokenizer $t: the sample is not the vocabulary's text"
 done
 [ "$(grep '^sample: ' "$work/tokenizer.json.log")" = "$(grep '^sample: ' "$work/gpt2_tokenizer.bin.log")" ] \
   || fail "the two tokenizer files decode the same sample differently"
@@ -88,16 +50,7 @@ vocab_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); pri
 text=(train --data "$work/words.txt" --max-seq 16 --seq 16 --batch 4 --steps 40 --lr 1e-2 --warmup 0 --val-every 0
       --sample-tokens 12 --cuda-workers 0 --seed 7 --precision fp32)
 check_text_run() {  # LOG TOKENIZER
-  python3 - "$1" "$(vocab_of "$2")" <<'PY' || fail "$1: not trained on the tokenizer's vocabulary"
-import math, re, sys
-log = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
-losses = [float(x) for x in re.findall(r"step \d+/\d+ \| loss ([0-9.]+)", log)]
-vocab = int(sys.argv[2])
-print(f"  vocab {vocab}: ln {math.log(vocab):.3f}, losses {losses[0]:.3f} -> {losses[-1]:.3f}")
-assert abs(losses[0] - math.log(vocab)) < 0.5, "first loss not near ln(vocab)"
-assert losses[-1] < losses[0] - 1, "the loss did not fall"
-assert re.search(r"^sample: ", log, re.M), "no sample"
-PY
+  python3 "$here/check_tokenizer.py" text-run "$1" "$(vocab_of "$2")" || fail "$1: not trained on the tokenizer's vocabulary"
 }
 "$starzero" "${text[@]}" --layers 1 --channels 32 --heads 2 --tokenizer "$work/gpt2.json" --prompt "the of and" \
   --checkpoint-out "$work/text.bin" > "$work/text.log" 2>&1 || { tail "$work/text.log"; fail "GPT on text with tokenizer.json"; }

@@ -4,6 +4,7 @@
 #   PART: all (default) | train (checks 1-2) | resume (checks 3-5) | errors (check 6) | trace (check 7)
 # Every check of the selected part runs; failures are listed and the script exits 1 if any failed.
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 STARZERO=${1:?usage: train_cli_test.sh PATH/TO/starzero [all|train|resume|errors|trace]}
 PART=${2:-all}
@@ -31,89 +32,8 @@ L=1 C=32 NH=2 MAXT=32 V=256 VP=256
 SHAPE=(--preset tiny --layers "$L" --channels "$C" --heads "$NH" --max-seq "$MAXT")
 RUN=(--seq 16 --batch 4 --cuda-workers 0 --sample-tokens 8)
 
-# ---- helpers (Python 3, standard library only) ------------------------------------------------
-cat >"$WORK/files.py" <<'PY'
-import math, random, struct, sys, os
-
-def gen_text(path):
-    # Deterministic, learnable English-like text (about 24 KB): a byte model's loss falls fast.
-    rng = random.Random(20240326)
-    words = ("the a model trains on text and its loss falls as it learns which bytes follow "
-             "which; tasks run on workers while the runtime moves data between memories").split()
-    out = []
-    while sum(len(s) for s in out) < 24000:
-        n = rng.randint(4, 12)
-        s = " ".join(rng.choice(words) for _ in range(n))
-        out.append(s[0].upper() + s[1:] + ".\n")
-    with open(path, "w") as f:
-        f.write("".join(out))
-
-def shard(path, count):
-    # llm.c token shard: 256 int32 header (magic, version 1, count), then uint16 tokens < 256.
-    rng = random.Random(7)
-    text = open(sys.argv[4], "rb").read() if len(sys.argv) > 4 else None
-    tokens = [text[i % len(text)] for i in range(count)] if text else [rng.randrange(256) for _ in range(count)]
-    header = [20240520, 1, count] + [0] * 253
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", *header))
-        f.write(struct.pack("<%dH" % count, *tokens))
-
-def param_count(maxT, V, Vp, L, NH, C):
-    return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
-
-def check_ckpt(path, version, maxT, V, Vp, L, NH, C):
-    # Prints what is wrong (nothing if the file is a well-formed llm.c checkpoint of that shape).
-    size = os.path.getsize(path)
-    if size < 1024:
-        print("file of %d bytes is shorter than the 1024-byte header" % size)
-        return
-    with open(path, "rb") as f:
-        h = struct.unpack("<256i", f.read(1024))
-    problems = []
-    if h[0] != 20240326: problems.append("magic %d != 20240326" % h[0])
-    if h[1] != version: problems.append("version %d != %d" % (h[1], version))
-    for i, (name, want) in enumerate([("maxT", maxT), ("V", V), ("L", L), ("NH", NH), ("C", C), ("Vp", Vp)]):
-        if h[2 + i] != want: problems.append("header[%d] %s = %d, expected %d" % (2 + i, name, h[2 + i], want))
-    n = param_count(maxT, V, Vp, L, NH, C)
-    width = 4 if version == 3 else 2
-    if size != 1024 + n * width:
-        problems.append("size %d != 1024 + %d params * %d = %d" % (size, n, width, 1024 + n * width))
-    elif version == 3:
-        with open(path, "rb") as f:
-            f.seek(1024)
-            values = struct.unpack("<%df" % n, f.read())
-        if not all(math.isfinite(x) for x in values): problems.append("non-finite parameters")
-        if all(x == 0 for x in values): problems.append("all parameters are zero")
-    print("; ".join(problems))
-
-def corrupt(src, dst, mode):
-    data = bytearray(open(src, "rb").read())
-    if mode == "truncate":
-        data = data[: len(data) // 2]
-    elif mode == "magic":
-        data[0:4] = struct.pack("<i", 20240327)
-    elif mode == "version4":
-        data[4:8] = struct.pack("<i", 4)
-    else:
-        raise SystemExit("unknown mode " + mode)
-    open(dst, "wb").write(bytes(data))
-
-cmd = sys.argv[1]
-if cmd == "text": gen_text(sys.argv[2])
-elif cmd == "shard": shard(sys.argv[2], int(sys.argv[3]))
-elif cmd == "params": print(param_count(*map(int, sys.argv[2:8])))
-elif cmd == "check": check_ckpt(sys.argv[2], *map(int, sys.argv[3:10]))
-elif cmd == "corrupt": corrupt(sys.argv[2], sys.argv[3], sys.argv[4])
-elif cmd == "lt":  # lt A B MARGIN: exit 0 iff B < A - MARGIN (all finite)
-    a, b, m = map(float, sys.argv[2:5])
-    sys.exit(0 if math.isfinite(a) and math.isfinite(b) and b < a - m else 1)
-elif cmd == "plausible":  # X finite and in (0, ln 256 + 0.5)
-    x = float(sys.argv[2])
-    sys.exit(0 if math.isfinite(x) and 0 < x < math.log(256) + 0.5 else 1)
-else:
-    raise SystemExit("unknown command " + cmd)
-PY
-py() { python3 "$WORK/files.py" "$@"; }
+# ---- helpers: train_cli_files.py beside this test (Python 3, standard library only) ----------
+py() { python3 "$here/train_cli_files.py" "$@"; }
 
 TEXT=$WORK/text.txt
 py text "$TEXT" || {
@@ -198,35 +118,7 @@ if want train; then
   if grep -q '^sample: ' "$WORK/c1.out"; then pass "check 1: sample line"; else fail "check 1: no 'sample: ' line"; fi
   # The step bound (docs/simulation.md, "Step bound"): measured peaks, one line per resource, the
   # largest binds; the steady step is the median of steps 2..60 as their lines print them.
-  if python3 - "$WORK/c1.out" <<'PY'; then
-import re, statistics, sys
-out = open(sys.argv[1]).read()
-head = out.index("step bound per rank, from this machine's measured peaks")
-lines = out[head:].splitlines()[1:7]
-names = ["CPU compute", "CPU AdamW", "PCIe host->GPU", "PCIe GPU->host", "disk"]
-seconds = {}
-for name, line in zip(names, lines):
-    m = re.match(r"  %s +([0-9.e+-]+) s " % re.escape(name), line)
-    assert m, line
-    seconds[name] = float(m.group(1))
-assert seconds["CPU compute"] > 0 and seconds["CPU AdamW"] == 0, seconds  # no offload: no CPU AdamW
-assert all(seconds[n] == 0 for n in names[2:]), seconds
-binding = max(seconds, key=seconds.get)
-assert lines[names.index(binding)].endswith("<- bound"), lines
-m = re.fullmatch(r"steady step ([0-9.]+) s, bound ([0-9.e+-]+) s \((.+)\), efficiency ([0-9.]+) %", lines[5])
-assert m, lines[5]
-steady, bound, name, efficiency = float(m.group(1)), float(m.group(2)), m.group(3), float(m.group(4))
-steps = [float(x) / 1e3 for x in re.findall(r"^step (?:[2-9]|[1-9][0-9])/60 \|.*\| ([0-9.]+) ms \|", out, re.M)]
-assert len(steps) == 59, len(steps)
-assert abs(steady - statistics.median_low(steps)) <= 1e-4, (steady, statistics.median_low(steps))
-assert name == binding and bound == seconds[binding], (name, bound, seconds)
-# The printed figures are rounded (steady to 1e-4 s, the bound to 3 digits, the efficiency to
-# 0.1 %): the efficiency must lie in what the rounded step and bound allow (a 1 ms step printed as
-# 0.0012 may be 0.00115 s: 4 % of it).
-lo = 100 * bound * (1 - 5e-3) / (steady + 5e-5) - 0.05
-hi = 100 * bound * (1 + 5e-3) / max(steady - 5e-5, 1e-9) + 0.05
-assert lo <= efficiency <= hi, (efficiency, bound, steady, lo, hi)
-PY
+  if python3 "$here/check_train_cli.py" step-bound "$WORK/c1.out"; then
     pass "check 1: the step bound (CPU compute binds; steady step = the median; efficiency = bound / step)"
   else
     fail "check 1: the step bound lines: $(grep -A6 '^step bound' "$WORK/c1.out")"

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """The checks of zero_checkpoint_test.sh, each a subcommand: check_zero_checkpoint.py NAME ARGS... exits non-zero when it fails.
 """
-import os
 import sys
 
 
