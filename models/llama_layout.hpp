@@ -11,6 +11,7 @@
 //   layer L+1      head        [lnfw C | lm_head V·C] (final RMSNorm, untied classifier, loss)
 // llm.c's file holds the 10 tensors whole, one after the other, per-layer ones layer-major:
 //   wte, ln_1, c_attn, c_proj, ln_2, c_fc, c_fc2, c_proj (mlp), ln_f, lm_head. No biases.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -103,7 +104,7 @@ class LlamaLayout {
  private:
   LlamaShape shape_;
   std::vector<LlamaTensor> tensors_;
-  std::size_t kind_params_[3] = {};
+  std::array<std::size_t, 3> kind_params_{};  // per LlamaLayerKind: elements of one such layer
   std::size_t param_count_ = 0;
 };
 

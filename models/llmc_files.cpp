@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <string_view>
 
 #include "models/llmc_params.hpp"
 #include "runtime/dtype.hpp"
@@ -43,107 +42,63 @@ std::vector<TensorSpec> llmc_tensor_specs(const GptShape& shape) {
 // ---- llm.c checkpoint -------------------------------------------------------------------------
 
 namespace {
-constexpr std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
 
-// One of the two llm.c formats, as a wrong magic names it.
-struct LlmcFormat {
-  std::int32_t magic;
-  std::string_view name;        // in "an <name> has <magic>"
-  std::string_view short_name;  // in "this is a <short_name>"
-};
-constexpr LlmcFormat kCheckpointFormat{kLlmcCheckpointMagic, "llm.c checkpoint", "checkpoint"};
-constexpr LlmcFormat kTokenShardFormat{kLlmcTokenMagic, "llm.c token shard", "token shard"};
-
-// The 256-int32 header both llm.c formats start with, its magic checked to be `format`'s (a
-// file of the `other` format is named as such).
-std::array<std::int32_t, kLlmcHeaderInts> read_llmc_header(FileReader& in, const LlmcFormat& format,
-                                                           const LlmcFormat& other) {
-  const std::filesystem::path& path = in.path();
-  if (in.size() < header_bytes)
-    throw_format_error(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
-                                 std::to_string(header_bytes));
-  std::array<std::int32_t, kLlmcHeaderInts> header{};
-  in.read_exact(header.data(), header_bytes);
-  if (header[0] != format.magic)
-    throw_format_error(path, "wrong magic " + std::to_string(header[0]) + " (an " + std::string(format.name) + " has " +
-                                 std::to_string(format.magic) + ")" +
-                                 (header[0] == other.magic ? ": this is a " + std::string(other.short_name) : ""));
-  return header;
-}
+// The magics a wrong one may be, named in the message.
+constexpr LlmcOtherMagic kNotCheckpoint[] = {{kLlmcTokenMagic, "token shard"}};
+constexpr LlmcOtherMagic kNotTokenShard[] = {{kLlmcCheckpointMagic, "checkpoint"}};
 
 // Reads and checks the header and the file's size; `in` is left at the first parameter.
-LlmcCheckpoint read_checkpoint_header(FileReader& in, const std::filesystem::path& path, const GptShape* expected) {
-  const auto header = read_llmc_header(in, kCheckpointFormat, kTokenShardFormat);
-  const int version = header[1];
-  if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
-    throw_format_error(path, "unknown version " + std::to_string(version) + " (known: 3 = fp32, 5 = bf16)");
-
+LlmcCheckpoint read_checkpoint_header(FileReader& in, const GptShape* expected) {
+  const std::filesystem::path& path = in.path();
+  const LlmcHeaderWords header = read_llmc_header(in, kLlmcCheckpointMagic, "llm.c checkpoint", kNotCheckpoint);
+  check_llmc_checkpoint_version(path, header[1]);
   LlmcCheckpoint ckpt;
-  ckpt.version = version;
+  ckpt.version = header[1];
   StateShapeFields fields{};
   std::copy_n(header.begin() + 2, fields.size(), fields.begin());
   ckpt.shape = gpt_shape_from_fields(fields);
   check_shape(path, ckpt.shape);
   // Before the size check, so a file of another model is reported as such.
   if (expected) check_expected(path, ckpt.shape, *expected);
-
-  const std::size_t count = ckpt.shape.param_count();
-  const std::size_t elem = version == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  const std::size_t need = header_bytes + count * elem;
-  if (in.size() != need)
-    throw_format_error(path, describe_size_mismatch(in.size(), need, "shape " + ckpt.shape.to_string()));
+  check_llmc_checkpoint_size(in, ckpt.version, ckpt.shape.param_count(), ckpt.shape.to_string());
   return ckpt;
 }
 
-LlmcCheckpoint read_checkpoint(const std::filesystem::path& path, const GptShape* expected) {
-  FileReader in(path);
-  LlmcCheckpoint ckpt = read_checkpoint_header(in, path, expected);
-  ckpt.params.resize(ckpt.shape.param_count());
-  read_llmc_params(in, ckpt.version == kLlmcCheckpointBf16, ckpt.params);
-  return ckpt;
+auto header_reader(const GptShape* expected) {
+  return [expected](FileReader& in) { return read_checkpoint_header(in, expected); };
 }
 
 }  // namespace
 
-LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path) { return read_checkpoint(path, nullptr); }
+LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path) {
+  return read_llmc_checkpoint_whole<LlmcCheckpoint>(path, header_reader(nullptr));
+}
 
 LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path) {
   FileReader in(path);
-  return read_checkpoint_header(in, path, nullptr);
+  return read_checkpoint_header(in, nullptr);
 }
 
 LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path, const GptShape& expected) {
   FileReader in(path);
-  return read_checkpoint_header(in, path, &expected);
+  return read_checkpoint_header(in, &expected);
 }
 
 LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected) {
-  return read_checkpoint(path, &expected);
+  return read_llmc_checkpoint_whole<LlmcCheckpoint>(path, header_reader(&expected));
 }
 
 int read_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& expected,
                                   const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
                                   std::span<const std::size_t> pieces) {
-  FileReader in(path);
-  const LlmcCheckpoint header = read_checkpoint_header(in, path, &expected);
-  read_llmc_param_pieces(in, header.version == kLlmcCheckpointBf16, header.shape.param_count(), path,
-                         header.shape.to_string(), destination, pieces);
-  return header.version;
+  return read_llmc_checkpoint_pieces<LlmcCheckpoint>(path, header_reader(&expected), destination, pieces);
 }
 
 void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,
                            int version) {
-  if (params.size() != shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
-                                " parameters given, shape " + shape.to_string() + " has " +
-                                std::to_string(shape.param_count()));
-  const std::vector<std::size_t> pieces = llmc_param_pieces(params.size());
-  write_llmc_checkpoint_streamed(
-      path, shape, version,
-      [&](std::size_t offset, std::span<float> out) {
-        std::copy_n(params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
-      },
-      pieces);
+  write_llmc_checkpoint_whole(path, params, shape.param_count(), shape.to_string(), [&](const auto& fill, auto pieces) {
+    write_llmc_checkpoint_streamed(path, shape, version, fill, pieces);
+  });
 }
 
 void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& shape, int version,
@@ -153,7 +108,7 @@ void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const Gpt
   if (version != kLlmcCheckpointFp32 && version != kLlmcCheckpointBf16)
     throw std::invalid_argument("llm.c checkpoint version must be 3 (fp32) or 5 (bf16), not " +
                                 std::to_string(version));
-  std::array<std::int32_t, kLlmcHeaderInts> header{};
+  LlmcHeaderWords header{};
   header[0] = kLlmcCheckpointMagic;
   header[1] = version;
   const StateShapeFields fields = gpt_shape_fields(shape);
@@ -165,33 +120,13 @@ void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const Gpt
 // ---- llm.c token shard ------------------------------------------------------------------------
 
 std::vector<std::uint16_t> read_token_shard(const std::filesystem::path& path) {
-  FileReader in(path);
-  const auto header = read_llmc_header(in, kTokenShardFormat, kCheckpointFormat);
-  if (header[1] != kLlmcTokenVersion)
-    throw_format_error(path, "unknown version " + std::to_string(header[1]) + " (known: 1)");
-  if (header[2] < 0) throw_format_error(path, "negative token count " + std::to_string(header[2]));
-  const std::size_t count = std::size_t(header[2]);
-  const std::size_t need = header_bytes + count * sizeof(std::uint16_t);
-  if (in.size() != need)
-    throw_format_error(path, "token count " + std::to_string(count) + " inconsistent with the file size: " +
-                                 describe_size_mismatch(in.size(), need, "the header"));
-  std::vector<std::uint16_t> tokens(count);
-  in.read_exact(tokens.data(), count * sizeof(std::uint16_t));
-  return tokens;
+  return read_llmc_token_shard<std::uint16_t>(path, kLlmcTokenMagic, "llm.c token shard", kLlmcTokenVersion,
+                                              kNotTokenShard);
 }
 
 void write_token_shard(const std::filesystem::path& path, std::span<const std::uint16_t> tokens) {
-  if (tokens.size() > std::size_t(INT32_MAX))
-    throw std::invalid_argument("token shard " + path.string() + ": " + std::to_string(tokens.size()) +
-                                " tokens do not fit the int32 count of the header");
-  write_file_atomically(path, [&](std::ostream& os) {
-    std::array<std::int32_t, kLlmcHeaderInts> header{};
-    header[0] = kLlmcTokenMagic;
-    header[1] = kLlmcTokenVersion;
-    header[2] = std::int32_t(tokens.size());
-    write_bytes(os, header.data(), sizeof header);
-    write_bytes(os, tokens.data(), tokens.size_bytes());
-  });
+  write_llmc_token_shard(path, kLlmcTokenMagic, kLlmcTokenVersion, tokens,
+                         std::to_string(tokens.size()) + " tokens do not fit the int32 count of the header");
 }
 
 }  // namespace starzero
