@@ -18,9 +18,9 @@
 #include "fuzz/fuzz_common.hpp"
 #include "fuzz/fuzz_llmc.hpp"
 #include "models/llama_files.hpp"
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 using namespace starzero;
 namespace fs = std::filesystem;

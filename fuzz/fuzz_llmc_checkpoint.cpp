@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c GPT-2 checkpoints (models/llmc_files.hpp), versions 3 (fp32) and 5
+// libFuzzer harness: llm.c GPT-2 checkpoints (models/gpt_files.hpp), versions 3 (fp32) and 5
 // (bf16). The input is the file. Every reader is called on it: the header check with and without
 // an expected shape, the full read with and without one, and the streamed read into pieces chosen
 // from the input. A reader may only reject the file with FileFormatError; when they accept it,
@@ -14,7 +14,7 @@
 
 #include "fuzz/fuzz_common.hpp"
 #include "fuzz/fuzz_llmc.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "runtime/dtype.hpp"
 
 using namespace starzero;

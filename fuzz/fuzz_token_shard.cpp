@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c token shards (models/llmc_files.hpp, read_token_shard; magic
+// libFuzzer harness: llm.c token shards (models/gpt_files.hpp, read_token_shard; magic
 // 20240520, version 1) and the dataset made from one (models/data.hpp,
 // TokenDataset::from_token_shard). The input is the file. The readers may only reject it with
 // FileFormatError (the dataset also with std::invalid_argument: an empty shard); an accepted
@@ -11,7 +11,7 @@
 #include "fuzz/fuzz_common.hpp"
 #include "fuzz/fuzz_token_data.hpp"
 #include "models/data.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 
 using namespace starzero;
 namespace fs = std::filesystem;

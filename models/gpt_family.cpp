@@ -9,7 +9,7 @@
 #include "models/gpt.hpp"
 #include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "models/transformer_family.hpp"
 
 namespace starzero {

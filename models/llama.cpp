@@ -12,7 +12,7 @@
 #include "models/block_activations.hpp"
 #include "models/transformer_model.hpp"
 #include "tasks/elementwise.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tasks/prefetch.hpp"
 
 namespace starzero {

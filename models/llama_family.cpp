@@ -10,9 +10,9 @@
 #include "models/llama.hpp"
 #include "models/llama_files.hpp"
 #include "models/llama_layout.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "models/transformer_family.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
 

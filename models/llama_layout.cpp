@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
 

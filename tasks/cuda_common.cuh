@@ -1,5 +1,5 @@
 #pragma once
-// What the CUDA kernels of tasks/ share (nn_kernels.cu, llama_kernels.cu): errors, the storage
+// What the CUDA kernels of tasks/ share (nn_kernels.cu, nn_llama_kernels.cu): errors, the storage
 // types and their device types, loads and stores in float, launch shapes, warp and block
 // reductions, and a stream-ordered scratch buffer. Include inside namespace
 // starzero::kernels::cuda: everything here has internal linkage.

@@ -1,5 +1,5 @@
 #pragma once
-// What the op codelets of tasks/nn.cpp and tasks/llama.cpp share: one generic lambda per op that,
+// What the op codelets of tasks/nn.cpp and tasks/nn_llama.cpp share: one generic lambda per op that,
 // for the task's storage type T, reads the task's buffers by their declared meaning and hands
 // them to launch(cpu_kernel, cuda_kernel, arguments...), which runs the kernel of the worker's
 // device; and the declaration of a codelet whose CPU and CUDA functions run such an op. Private to

@@ -1,4 +1,4 @@
-# tasks/llama_kernels: the CPU Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
+# tasks/nn_llama_kernels: the CPU Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
 # against double-precision references and finite differences, float and bf16 storage.
 add_executable(test_llama_kernels test_llama_kernels.cpp)
 target_link_libraries(test_llama_kernels PRIVATE starzero_catch_main starzero_tasks)

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "models/gpt.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "offload/engine.hpp"
 #include "model_test_support.hpp"
 #include "reference_gpt2.hpp"

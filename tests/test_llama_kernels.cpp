@@ -1,4 +1,4 @@
-// tasks/llama_kernels (CPU): the Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
+// tasks/nn_llama_kernels (CPU): the Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
 // and the two host helpers. Every forward against a naive double-precision reference written here,
 // every backward against central finite differences (in double, through that reference) of
 // L = Σ dout ⊙ forward(x) with random weights dout, the ACCUMULATE contract of the backward kernels,
@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "runtime/dtype.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tasks/nn_kernels.hpp"
 
 #include "kernel_test_support.hpp"

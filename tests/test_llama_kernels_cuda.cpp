@@ -1,4 +1,4 @@
-// CUDA-vs-CPU tests of the Llama 3 kernels (tasks/llama_kernels.hpp): every CUDA kernel, forward
+// CUDA-vs-CPU tests of the Llama 3 kernels (tasks/nn_llama_kernels.hpp): every CUDA kernel, forward
 // and backward, float and bf16 storage, on seeded random inputs with shapes that are not multiples
 // of 8, compared with the CPU kernel on the same inputs.
 //
@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 #include "cuda_test_support.hpp"
 

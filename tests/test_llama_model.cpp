@@ -33,7 +33,7 @@
 #include "model_test_support.hpp"
 #include "reference_llama3.hpp"
 #include "runtime/session.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "temp_dir.hpp"
 
 using namespace starzero;

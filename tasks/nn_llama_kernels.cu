@@ -1,4 +1,4 @@
-// CUDA implementations of tasks/llama_kernels.hpp (namespace starzero::kernels::cuda): the Llama 3
+// CUDA implementations of tasks/nn_llama_kernels.hpp (namespace starzero::kernels::cuda): the Llama 3
 // forward and backward kernels (RMSNorm, RoPE, SwiGLU; the grouped-query attention is nn_kernels.cu's
 // memory-efficient attention, called from the header), same math and
 // conventions as the CPU kernels. Storage T is float or bf16 (device type __nv_bfloat16,
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "tasks/cuda_common.cuh"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero::kernels::cuda {
 

@@ -1,5 +1,5 @@
 #pragma once
-// What llm.c's files share, GPT-2's (models/llmc_files.hpp) and Llama 3's
+// What llm.c's files share, GPT-2's (models/gpt_files.hpp) and Llama 3's
 // (models/llama_files.hpp) alike: the 256-int32 header and its magic, the checkpoints' parameter
 // body after it (every parameter as fp32, version 3, or bf16, version 5, read into and written
 // from pieces so that no file-sized buffer is needed), and the token shards' count and body.

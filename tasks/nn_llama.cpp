@@ -1,11 +1,11 @@
-#include "tasks/llama.hpp"
+#include "tasks/nn_llama.hpp"
 
 #include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tasks/nn_kernels.hpp"
 #include "tasks/op_codelets.hpp"
 

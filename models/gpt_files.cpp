@@ -1,10 +1,10 @@
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
 
 namespace starzero {

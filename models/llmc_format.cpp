@@ -1,4 +1,4 @@
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 
 #include <algorithm>
 #include <climits>
