@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "runtime/session.hpp"
 
 namespace starzero {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace starzero::fuzz {
 
@@ -72,5 +73,24 @@ inline void write_input(const std::filesystem::path& path, const std::uint8_t* d
       std::abort();                                                                           \
     }                                                                                         \
   } while (0)
+
+// The bytes of a file the harness wrote.
+inline std::vector<std::uint8_t> file_bytes(const std::filesystem::path& path) {
+  std::vector<std::uint8_t> bytes(std::filesystem::file_size(path));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  FUZZ_CHECK(f != nullptr);
+  FUZZ_CHECK(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  std::fclose(f);
+  return bytes;
+}
+
+// Files in the scratch directory (a writer must leave no temporary behind).
+inline std::size_t files_in_scratch() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const std::filesystem::directory_entry& entry :
+       std::filesystem::directory_iterator(scratch_dir()))
+    ++n;
+  return n;
+}
 
 }  // namespace starzero::fuzz

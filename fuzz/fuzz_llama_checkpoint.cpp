@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "fuzz/fuzz_llmc.hpp"
 #include "models/llama_files.hpp"
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 using namespace starzero;
 namespace fs = std::filesystem;
@@ -53,14 +54,6 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
 
-std::vector<std::uint8_t> file_bytes(const fs::path& path) {
-  std::vector<std::uint8_t> bytes(fs::file_size(path));
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  std::fclose(f);
-  return bytes;
-}
 
 // Nothing in the scratch directory but `names` (a writer leaves no temporary file behind).
 bool only_files(std::initializer_list<const char*> names) {
@@ -141,17 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(float(h[8]) == shape.ffn_dim_multiplier || double(h[8]) == std::trunc(double(shape.ffn_dim_multiplier)));
   FUZZ_CHECK(ffn_hidden_unwrapped(shape.channels, shape.ffn_dim_multiplier, shape.multiple_of) == shape.ffn_hidden);
   FUZZ_CHECK(full->params.size() == count);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint32_t bits;
-    if (elem == sizeof(float)) {
-      std::memcpy(&bits, data + kHeaderBytes + i * elem, sizeof bits);
-    } else {
-      bf16_bits half;
-      std::memcpy(&half, data + kHeaderBytes + i * elem, sizeof half);
-      bits = std::uint32_t(half) << 16;
-    }
-    FUZZ_CHECK(std::memcmp(&bits, &full->params[i], sizeof bits) == 0);
-  }
+  fuzz::check_params_are_body(data + kHeaderBytes, elem, full->params);
 
   // Streamed: pieces of a size chosen by the last byte, a leading empty piece.
   const std::size_t step = 1 + std::size_t(data[size - 1]) % 97;
@@ -195,7 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // quiet); reading that file gives the same model.
   write_llama_checkpoint(copy, shape, full->params, full->version);
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  const std::vector<std::uint8_t> written = file_bytes(copy);
+  const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
   FUZZ_CHECK(written.size() == size);
   const LlamaHeader canonical = llama_checkpoint_header(shape, full->version);
   FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kHeaderBytes) == 0);
@@ -222,7 +205,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::copy_n(full->params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
       },
       pieces);
-  FUZZ_CHECK(file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
   // A write that fails part-way (in the last piece) leaves the old file as it was and no
   // temporary file.
   try {
@@ -237,7 +220,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const WriterFailed&) {
   }
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  FUZZ_CHECK(file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
   // Pieces that do not add up: std::invalid_argument, nothing written.
   pieces.push_back(1);
   try {
@@ -246,6 +229,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
-  FUZZ_CHECK(file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
   return 0;
 }

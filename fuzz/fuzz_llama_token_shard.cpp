@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "fuzz/fuzz_token_data.hpp"
 #include "models/data.hpp"
 #include "models/llama_files.hpp"
 
@@ -21,21 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
-
-std::vector<std::uint8_t> file_bytes(const fs::path& path) {
-  std::vector<std::uint8_t> bytes(fs::file_size(path));
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  std::fclose(f);
-  return bytes;
-}
-
-std::size_t files_in_scratch() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const fs::directory_entry& entry : fs::directory_iterator(fuzz::scratch_dir())) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -67,8 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // The writer: llm.c's header (the other 253 ints zero) and the same tokens; no temporary left.
   write_llama_token_shard(copy, *tokens);
-  FUZZ_CHECK(files_in_scratch() == 2);
-  const std::vector<std::uint8_t> written = file_bytes(copy);
+  FUZZ_CHECK(fuzz::files_in_scratch() == 2);
+  const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
   FUZZ_CHECK(written.size() == size);
   FUZZ_CHECK(std::memcmp(written.data(), data, 3 * sizeof(std::int32_t)) == 0);
   for (std::size_t i = 3 * sizeof(std::int32_t); i < kHeaderBytes; ++i) FUZZ_CHECK(written[i] == 0);
@@ -87,30 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   FUZZ_CHECK(dataset.has_value() == (!tokens->empty() && in_vocab));
   if (!dataset) return 0;
-  FUZZ_CHECK(dataset->vocab() == kLlama3Vocab && dataset->tokens().size() == tokens->size());
   FUZZ_CHECK(std::equal(dataset->tokens().begin(), dataset->tokens().end(), as_ints.begin()));
-  FUZZ_CHECK(dataset->split_size(Split::train) + dataset->split_size(Split::validation) == tokens->size());
-  // A batch shape from the first token; batches must hold the shard's tokens in order.
-  const int B = 1 + int((*tokens)[0] % 3), T = 1 + int(((*tokens)[0] >> 2) % 5);
-  for (Split split : {Split::train, Split::validation}) {
-    const std::size_t n = dataset->sequential_batches(B, T, split);
-    const std::span<const int> source = dataset->split_tokens(split);
-    for (std::size_t b = 0; b < n && b < 4; ++b) {
-      const Batch batch = dataset->sequential_batch(B, T, b, split);
-      FUZZ_CHECK(batch.inputs.size() == std::size_t(B * T) && batch.targets.size() == std::size_t(B * T));
-      for (std::size_t i = 0; i < batch.inputs.size(); ++i) {
-        FUZZ_CHECK(batch.inputs[i] == source[b * std::size_t(B * T) + i]);
-        FUZZ_CHECK(batch.targets[i] == source[b * std::size_t(B * T) + i + 1]);
-      }
-    }
-  }
-  try {
-    const Batch batch = dataset->train_batch(B, T, size, (*tokens)[0]);
-    for (std::size_t i = 0; i < batch.inputs.size(); ++i)
-      FUZZ_CHECK(batch.inputs[i] >= 0 && batch.inputs[i] < kLlama3Vocab && batch.targets[i] >= 0 &&
-                 batch.targets[i] < kLlama3Vocab);
-  } catch (const std::invalid_argument&) {  // the train split is shorter than one batch
-    FUZZ_CHECK(dataset->split_size(Split::train) < std::size_t(B * T) + 1);
-  }
+  fuzz::check_token_batches(*dataset, tokens->size(), kLlama3Vocab, (*tokens)[0], size);
   return 0;
 }

@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c GPT-2 checkpoints (models/llmc_files.hpp), versions 3 (fp32) and 5
+// libFuzzer harness: llm.c GPT-2 checkpoints (models/gpt_files.hpp), versions 3 (fp32) and 5
 // (bf16). The input is the file. Every reader is called on it: the header check with and without
 // an expected shape, the full read with and without one, and the streamed read into pieces chosen
 // from the input. A reader may only reject the file with FileFormatError; when they accept it,
@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
-#include "models/llmc_files.hpp"
+#include "fuzz/fuzz_llmc.hpp"
+#include "models/gpt_files.hpp"
 #include "runtime/dtype.hpp"
 
 using namespace starzero;
@@ -72,17 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
   FUZZ_CHECK(size == header_bytes + count * elem);
   FUZZ_CHECK(full->params.size() == count);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint32_t bits;
-    if (elem == sizeof(float)) {
-      std::memcpy(&bits, data + header_bytes + i * elem, sizeof bits);
-    } else {
-      bf16_bits half;
-      std::memcpy(&half, data + header_bytes + i * elem, sizeof half);
-      bits = std::uint32_t(half) << 16;
-    }
-    FUZZ_CHECK(std::memcmp(&bits, &full->params[i], sizeof bits) == 0);
-  }
+  fuzz::check_params_are_body(data + header_bytes, elem, full->params);
   if (full_tiny) FUZZ_CHECK(same_bits(full_tiny->params, full->params));
 
   // Streamed: pieces of a size chosen by the last byte, a leading empty piece.

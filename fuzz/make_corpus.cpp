@@ -13,8 +13,8 @@
 
 #include "models/layer_checkpoint.hpp"
 #include "models/llama_files.hpp"
-#include "models/llmc_files.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "models/gpt_files.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "models/tokenizer.hpp"
 #include "runtime/files.hpp"
 

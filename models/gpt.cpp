@@ -7,6 +7,7 @@
 
 #include "models/block_activations.hpp"
 #include "models/sequence_tiles.hpp"
+#include "models/transformer_model.hpp"
 #include "tasks/prefetch.hpp"
 
 namespace starzero {
@@ -378,30 +379,14 @@ void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed
 }
 
 void GptModel::set_batch(std::span<const int> inputs, std::span<const int> targets) {
-  const std::size_t n = std::size_t(dims_.N());
-  if (inputs.size() != n || targets.size() != n)
-    throw std::invalid_argument("set_batch: need B*T = " + std::to_string(n) + " inputs and targets");
-  for (std::size_t i = 0; i < n; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= shape_.vocab || targets[i] < 0 || targets[i] >= shape_.vocab)
-      throw std::invalid_argument("set_batch: token id outside 0.." + std::to_string(shape_.vocab - 1));
-  }
-  tasks::submit_load_tokens(buffers_->tokens.handle(), inputs.data(), n, "load_inputs");
-  tasks::submit_load_tokens(buffers_->targets.handle(), targets.data(), n, "load_targets");
+  submit_token_batch(buffers_->tokens, buffers_->targets, inputs, targets, std::size_t(dims_.N()), shape_.vocab,
+                     "load_inputs");
 }
 
-double GptModel::mean_loss() const {
-  auto view = buffers_->losses.view(Access::read);
-  double sum = 0;
-  for (float loss : view.as<float>()) sum += loss;
-  return sum / double(dims_.N());
-}
+double GptModel::mean_loss() const { return mean_of_losses(buffers_->losses, std::size_t(dims_.N())); }
 
 std::vector<float> GptModel::probabilities(int b, int t) const {
-  if (b < 0 || b >= dims_.B || t < 0 || t >= dims_.T) throw std::out_of_range("probabilities: position out of range");
-  auto view = buffers_->probs.view(Access::read);
-  const float* row =
-      view.as<float>().data() + (std::size_t(b) * std::size_t(dims_.T) + std::size_t(t)) * std::size_t(dims_.Vp);
-  return std::vector<float>(row, row + dims_.V);
+  return probability_row(buffers_->probs, b, t, dims_.B, dims_.T, dims_.Vp, dims_.V);
 }
 
 // Row-wise ops run once per tile: tile k's shapes are tile_dims_[k] (its sequences), its handles
@@ -653,35 +638,12 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
   }
 }
 
-namespace {
-
-// The per-layer arrays (one per layer, of the layer's size) and the llm.c vector both match the layout.
-template <class LayerParams>
-bool matches(const GptLayout& layout, const std::vector<LayerParams>& layer_values, std::size_t llmc_size) {
-  if (layer_values.size() != std::size_t(layout.layers()) || llmc_size != layout.param_count()) return false;
-  for (int layer = 0; layer < layout.layers(); ++layer)
-    if (layer_values[std::size_t(layer)].size() != layout.layer_params(layer)) return false;
-  return true;
-}
-
-}  // namespace
-
 void GptModel::layers_to_llmc(const std::vector<std::span<const float>>& layer_values, std::span<float> llmc) const {
-  if (!matches(layout_, layer_values, llmc.size()))
-    throw std::invalid_argument("layers_to_llmc: sizes do not match the model");
-  for (int layer = 0; layer < layers(); ++layer)
-    for (const LlmcRun& run : layout_.layer_runs(layer))
-      std::copy_n(layer_values[std::size_t(layer)].begin() + std::ptrdiff_t(run.layer_offset), run.count,
-                  llmc.begin() + std::ptrdiff_t(run.llmc_offset));
+  layers_to_llmc_order(layout_, layer_values, llmc);
 }
 
 void GptModel::llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const {
-  if (!matches(layout_, layer_values, llmc.size()))
-    throw std::invalid_argument("llmc_to_layers: sizes do not match the model");
-  for (int layer = 0; layer < layers(); ++layer)
-    for (const LlmcRun& run : layout_.layer_runs(layer))
-      std::copy_n(llmc.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                  layer_values[std::size_t(layer)].begin() + std::ptrdiff_t(run.layer_offset));
+  llmc_order_to_layers(layout_, llmc, layer_values);
 }
 
 }  // namespace starzero

@@ -232,42 +232,25 @@ std::vector<std::string> gpt_preset_names() {
 GptLayout::GptLayout(const GptShape& shape) : shape_(shape) {
   shape.validate();  // every count below then fits (Ψ < 2^61)
   const Sizes sizes(shape, 0, 0);
-  std::size_t llmc_end = 0;
   for (const ParamDef& def : kParams) {
     GptTensor tensor{def.id, def.name, def.layer_kind, {}};
     for (const Extent& extent : def.dims) tensor.dims.push_back(std::size_t(sizes(extent)));
     tensor.per_layer = def.layer_kind == GptLayerKind::block;
     tensor.count = std::size_t(sizes.elements(def.dims));
     tensor.layer_count = std::size_t(sizes.elements(def.dims, tensor.per_layer ? 1 : 0));
-    // kind_params_ grows tensor by tensor: the running end of that kind's layer array.
-    std::size_t& layer_end = kind_params_[std::size_t(def.layer_kind)];
-    tensor.layer_offset = layer_end;
-    layer_end += tensor.layer_count;
-    tensor.llmc_offset = llmc_end;
-    llmc_end += tensor.count;
     tensors_.push_back(std::move(tensor));
   }
-  param_count_ = llmc_end;
+  param_count_ = place_llmc_tensors<&GptTensor::llmc_offset>(tensors_, kind_params_);
 }
 
 GptLayerKind GptLayout::layer_kind(int layer) const {
-  if (layer == 0) return GptLayerKind::embedding;
-  if (layer >= 1 && layer <= shape_.layers) return GptLayerKind::block;
-  if (layer == shape_.layers + 1) return GptLayerKind::final_layernorm;
-  throw std::out_of_range("GPT layer " + std::to_string(layer) + " out of range 0.." +
-                          std::to_string(shape_.layers + 1));
+  return GptLayerKind(llmc_layer_kind(layer, shape_.layers, "GPT"));
 }
 
 std::size_t GptLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
 
 std::vector<LlmcRun> GptLayout::layer_runs(int layer) const {
-  const GptLayerKind kind = layer_kind(layer);
-  const std::size_t slice = kind == GptLayerKind::block ? std::size_t(layer - 1) : 0;
-  std::vector<LlmcRun> runs;
-  for (const GptTensor& tensor : tensors_)
-    if (tensor.layer_kind == kind)
-      runs.push_back({tensor.llmc_offset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
-  return runs;
+  return llmc_layer_runs<&GptTensor::llmc_offset>(tensors_, layer, std::size_t(layer_kind(layer)));
 }
 
 int gpt_layers(const GptShape& shape) { return shape.layers + 2; }

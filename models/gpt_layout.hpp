@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/llmc_layout.hpp"
 #include "offload/footprint.hpp"
 #include "train/state_layout.hpp"
 
@@ -98,10 +99,6 @@ struct GptTensor {
   std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
 };
 
-// A run of elements that is contiguous both in a layer's array and in llm.c's order.
-struct LlmcRun {
-  std::size_t llmc_offset, layer_offset, count;
-};
 
 class GptLayout {
  public:

@@ -10,8 +10,9 @@
 #include <utility>
 
 #include "models/block_activations.hpp"
+#include "models/transformer_model.hpp"
 #include "tasks/elementwise.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tasks/prefetch.hpp"
 
 namespace starzero {
@@ -500,49 +501,22 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
 // ---- data and results -------------------------------------------------------------------------
 
 void LlamaModel::set_batch(std::span<const int> inputs, std::span<const int> targets) {
-  const std::size_t n = std::size_t(dims_.N());
-  if (inputs.size() != n || targets.size() != n)
-    throw std::invalid_argument("set_batch: need " + std::to_string(n) + " inputs and targets");
-  for (std::span<const int> tokens : {inputs, targets})
-    for (int token : tokens)
-      if (token < 0 || token >= shape_.vocab)
-        throw std::invalid_argument("set_batch: token " + std::to_string(token) + " outside the vocabulary of " +
-                                    std::to_string(shape_.vocab));
-  tasks::submit_load_tokens(buffers_->tokens.handle(), inputs.data(), n, "load_tokens");
-  tasks::submit_load_tokens(buffers_->targets.handle(), targets.data(), n, "load_targets");
+  submit_token_batch(buffers_->tokens, buffers_->targets, inputs, targets, std::size_t(dims_.N()), shape_.vocab,
+                     "load_tokens");
 }
 
-double LlamaModel::mean_loss() const {
-  auto view = buffers_->losses.view(Access::read);
-  double sum = 0;
-  for (float loss : view.as<float>()) sum += loss;
-  return sum / double(dims_.N());
-}
+double LlamaModel::mean_loss() const { return mean_of_losses(buffers_->losses, std::size_t(dims_.N())); }
 
 std::vector<float> LlamaModel::probabilities(int b, int t) const {
-  if (b < 0 || b >= dims_.B || t < 0 || t >= dims_.T) throw std::out_of_range("probabilities: position out of range");
-  auto view = buffers_->probs.view(Access::read);
-  const float* row =
-      view.as<float>().data() + (std::size_t(b) * std::size_t(dims_.T) + std::size_t(t)) * std::size_t(dims_.V);
-  return std::vector<float>(row, row + dims_.V);
+  return probability_row(buffers_->probs, b, t, dims_.B, dims_.T, dims_.V, dims_.V);
 }
 
 void LlamaModel::layers_to_file(const std::vector<std::span<const float>>& layer_params, std::span<float> file) const {
-  if (layer_params.size() != std::size_t(layers()) || file.size() != layout_.param_count())
-    throw std::invalid_argument("layers_to_file: wrong sizes");
-  for (int l = 0; l < layers(); ++l)
-    for (const LlmcRun& run : layout_.layer_runs(l))
-      std::copy_n(layer_params[std::size_t(l)].begin() + std::ptrdiff_t(run.layer_offset), run.count,
-                  file.begin() + std::ptrdiff_t(run.llmc_offset));
+  layers_to_llmc_order(layout_, layer_params, file);
 }
 
 void LlamaModel::file_to_layers(std::span<const float> file, const std::vector<std::span<float>>& layer_values) const {
-  if (layer_values.size() != std::size_t(layers()) || file.size() != layout_.param_count())
-    throw std::invalid_argument("file_to_layers: wrong sizes");
-  for (int l = 0; l < layers(); ++l)
-    for (const LlmcRun& run : layout_.layer_runs(l))
-      std::copy_n(file.begin() + std::ptrdiff_t(run.llmc_offset), run.count,
-                  layer_values[std::size_t(l)].begin() + std::ptrdiff_t(run.layer_offset));
+  llmc_order_to_layers(layout_, file, layer_values);
 }
 
 }  // namespace starzero

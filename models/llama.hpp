@@ -26,7 +26,7 @@
 #include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
-#include "tasks/llama.hpp"
+#include "tasks/nn_llama.hpp"
 #include "tasks/nn.hpp"
 
 namespace starzero {
@@ -112,7 +112,7 @@ class LlamaModel final : public Model {
   ActivationPolicy activations_;
   SequenceTiles tiles_;
   tasks::Dims dims_;                          // for tasks/nn.hpp's ops (NH = heads, V = Vp = vocab)
-  tasks::LlamaDims ldims_;                    // for tasks/llama.hpp's
+  tasks::LlamaDims ldims_;                    // for tasks/nn_llama.hpp's
   std::vector<tasks::Dims> tile_dims_;        // dims_ with tile k's sequences as B
   std::vector<tasks::LlamaDims> tile_ldims_;  // the same for ldims_
   std::unique_ptr<Buffers> buffers_;

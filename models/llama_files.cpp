@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
-#include "models/llmc_params.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
 
@@ -17,7 +17,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
 constexpr std::int32_t kMaxGenBatchSize = 4;  // llm.c's LlamaConfig default
 
 // Meta's published Llama 3 models: what their header fields stand for. Keyed by version and
@@ -47,33 +46,26 @@ std::int32_t header_int(float value) {
 
 std::string field(const char* name, std::int32_t value) { return std::string(name) + " " + std::to_string(value); }
 
+// The magics a wrong one may be, named in the message.
+constexpr LlmcOtherMagic kNotCheckpoint[] = {{20240326, "GPT-2 checkpoint"}, {kLlamaTokenMagic, "token shard"}};
+
 // Reads and checks the header and the file's size; `in` is left at the first parameter.
 LlamaCheckpoint read_header(FileReader& in, const LlamaShape* expected) {
   const std::filesystem::path& path = in.path();
-  if (in.size() < kHeaderBytes)
-    throw_format_error(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
-                                 std::to_string(kHeaderBytes));
-  LlamaHeader header{};
-  in.read_exact(header.data(), kHeaderBytes);
-  if (header[0] != kLlamaCheckpointMagic)
-    throw_format_error(path, "wrong magic " + std::to_string(header[0]) + " (an llm.c Llama 3 checkpoint has " +
-                                 std::to_string(kLlamaCheckpointMagic) + ")" +
-                                 (header[0] == 20240326 ? ": this is a GPT-2 checkpoint" : "") +
-                                 (header[0] == kLlamaTokenMagic ? ": this is a token shard" : ""));
-  const int version = header[1];
-  if (version != kLlamaCheckpointFp32 && version != kLlamaCheckpointBf16)
-    throw_format_error(path, "unknown version " + std::to_string(version) + " (known: 3 = fp32, 5 = bf16)");
+  const LlamaHeader header = read_llmc_header(in, kLlamaCheckpointMagic, "llm.c Llama 3 checkpoint", kNotCheckpoint);
+  check_llmc_checkpoint_version(path, header[1]);
   LlamaCheckpoint ckpt;
-  ckpt.version = version;
+  ckpt.version = header[1];
   ckpt.shape = llama_shape_from_header(header, path);
   if (expected && !ckpt.shape.same_model(*expected))
     throw_format_error(path,
                        "shape mismatch: file has " + ckpt.shape.to_string() + ", expected " + expected->to_string());
-  const std::size_t elem = version == kLlamaCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  const std::size_t need = kHeaderBytes + ckpt.shape.param_count() * elem;
-  if (in.size() != need)
-    throw_format_error(path, describe_size_mismatch(in.size(), need, "shape " + ckpt.shape.to_string()));
+  check_llmc_checkpoint_size(in, ckpt.version, ckpt.shape.param_count(), ckpt.shape.to_string());
   return ckpt;
+}
+
+auto header_reader(const LlamaShape* expected) {
+  return [expected](FileReader& in) { return read_header(in, expected); };
 }
 
 }  // namespace
@@ -165,36 +157,20 @@ LlamaCheckpoint read_llama_checkpoint_header(const std::filesystem::path& path, 
 }
 
 LlamaCheckpoint read_llama_checkpoint(const std::filesystem::path& path) {
-  FileReader in(path);
-  LlamaCheckpoint ckpt = read_header(in, nullptr);
-  ckpt.params.resize(ckpt.shape.param_count());
-  read_llmc_params(in, ckpt.version == kLlamaCheckpointBf16, ckpt.params);
-  return ckpt;
+  return read_llmc_checkpoint_whole<LlamaCheckpoint>(path, header_reader(nullptr));
 }
 
 int read_llama_checkpoint_streamed(const std::filesystem::path& path, const LlamaShape& expected,
                                    const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
                                    std::span<const std::size_t> pieces) {
-  FileReader in(path);
-  const LlamaCheckpoint header = read_header(in, &expected);
-  read_llmc_param_pieces(in, header.version == kLlamaCheckpointBf16, header.shape.param_count(), path,
-                         header.shape.to_string(), destination, pieces);
-  return header.version;
+  return read_llmc_checkpoint_pieces<LlamaCheckpoint>(path, header_reader(&expected), destination, pieces);
 }
 
 void write_llama_checkpoint(const std::filesystem::path& path, const LlamaShape& shape, std::span<const float> params,
                             int version) {
-  if (params.size() != shape.param_count())
-    throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
-                                " parameters given, shape " + shape.to_string() + " has " +
-                                std::to_string(shape.param_count()));
-  const std::vector<std::size_t> pieces = llmc_param_pieces(params.size());
-  write_llama_checkpoint_streamed(
-      path, shape, version,
-      [&](std::size_t offset, std::span<float> out) {
-        std::copy_n(params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
-      },
-      pieces);
+  write_llmc_checkpoint_whole(path, params, shape.param_count(), shape.to_string(), [&](const auto& fill, auto pieces) {
+    write_llama_checkpoint_streamed(path, shape, version, fill, pieces);
+  });
 }
 
 void write_llama_checkpoint_streamed(const std::filesystem::path& path, const LlamaShape& shape, int version,
@@ -217,39 +193,11 @@ void write_llama_checkpoint_streamed(const std::filesystem::path& path, const Ll
 // ---- token shards -------------------------------------------------------------------------------
 
 std::vector<std::uint32_t> read_llama_token_shard(const std::filesystem::path& path) {
-  FileReader in(path);
-  if (in.size() < kHeaderBytes)
-    throw_format_error(path, "truncated header: file has " + std::to_string(in.size()) + " bytes, the header needs " +
-                                 std::to_string(kHeaderBytes));
-  LlamaHeader header{};
-  in.read_exact(header.data(), kHeaderBytes);
-  if (header[0] != kLlamaTokenMagic)
-    throw_format_error(path, "wrong magic " + std::to_string(header[0]) + " (an llm.c Llama 3 token shard has " +
-                                 std::to_string(kLlamaTokenMagic) + ")");
-  if (header[1] != kLlamaTokenVersion)
-    throw_format_error(path, "unknown version " + std::to_string(header[1]) + " (known: 7)");
-  if (header[2] < 0) throw_format_error(path, "negative token count " + std::to_string(header[2]));
-  const std::size_t count = std::size_t(header[2]);
-  const std::size_t need = kHeaderBytes + count * sizeof(std::uint32_t);
-  if (in.size() != need)
-    throw_format_error(path, "token count " + std::to_string(count) + " inconsistent with the file size: " +
-                                 describe_size_mismatch(in.size(), need, "the header"));
-  std::vector<std::uint32_t> tokens(count);
-  in.read_exact(tokens.data(), count * sizeof(std::uint32_t));
-  return tokens;
+  return read_llmc_token_shard<std::uint32_t>(path, kLlamaTokenMagic, "llm.c Llama 3 token shard", kLlamaTokenVersion);
 }
 
 void write_llama_token_shard(const std::filesystem::path& path, std::span<const std::uint32_t> tokens) {
-  if (tokens.size() > std::size_t(INT32_MAX))
-    throw std::invalid_argument("token shard " + path.string() + ": too many tokens for the int32 count");
-  write_file_atomically(path, [&](std::ostream& os) {
-    LlamaHeader header{};
-    header[0] = kLlamaTokenMagic;
-    header[1] = kLlamaTokenVersion;
-    header[2] = std::int32_t(tokens.size());
-    write_bytes(os, header.data(), sizeof header);
-    write_bytes(os, tokens.data(), tokens.size_bytes());
-  });
+  write_llmc_token_shard(path, kLlamaTokenMagic, kLlamaTokenVersion, tokens, "too many tokens for the int32 count");
 }
 
 std::int32_t file_magic(const std::filesystem::path& path) {

@@ -1,6 +1,6 @@
 #pragma once
 // Host-side file I/O (no StarPU) of llm.c's Llama 3 formats (train_llama3.py): checkpoints and
-// token shards. As models/llmc_files.hpp: every reader checks the whole file before trusting it
+// token shards. As models/gpt_files.hpp: every reader checks the whole file before trusting it
 // (magic, version, header, exact size) and throws FileFormatError naming the file and what is
 // wrong; every writer goes through write_file_atomically (temporary file + rename).
 //

@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
 
@@ -193,41 +193,25 @@ std::vector<std::string> llama_preset_names() {
 
 LlamaLayout::LlamaLayout(const LlamaShape& shape) : shape_(shape) {
   shape.validate();
-  std::size_t file_end = 0;
   for (const ParamDef& def : param_table()) {
     LlamaTensor tensor{def.id, def.name, def.layer_kind, {}};
     for (Size size : def.dims) tensor.dims.push_back(std::size_t(size_of(shape, size)));
     tensor.per_layer = def.layer_kind == LlamaLayerKind::block;
     tensor.count = std::size_t(elements(shape, def.dims));
     tensor.layer_count = std::size_t(elements(shape, def.dims, tensor.per_layer ? 1 : 0));
-    std::size_t& layer_end = kind_params_[std::size_t(def.layer_kind)];
-    tensor.layer_offset = layer_end;
-    layer_end += tensor.layer_count;
-    tensor.file_offset = file_end;
-    file_end += tensor.count;
     tensors_.push_back(std::move(tensor));
   }
-  param_count_ = file_end;
+  param_count_ = place_llmc_tensors<&LlamaTensor::file_offset>(tensors_, kind_params_);
 }
 
 LlamaLayerKind LlamaLayout::layer_kind(int layer) const {
-  if (layer == 0) return LlamaLayerKind::embedding;
-  if (layer >= 1 && layer <= shape_.layers) return LlamaLayerKind::block;
-  if (layer == shape_.layers + 1) return LlamaLayerKind::head;
-  throw std::out_of_range("Llama layer " + std::to_string(layer) + " out of range 0.." +
-                          std::to_string(shape_.layers + 1));
+  return LlamaLayerKind(llmc_layer_kind(layer, shape_.layers, "Llama"));
 }
 
 std::size_t LlamaLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
 
 std::vector<LlmcRun> LlamaLayout::layer_runs(int layer) const {
-  const LlamaLayerKind kind = layer_kind(layer);
-  const std::size_t slice = kind == LlamaLayerKind::block ? std::size_t(layer - 1) : 0;
-  std::vector<LlmcRun> runs;
-  for (const LlamaTensor& tensor : tensors_)
-    if (tensor.layer_kind == kind)
-      runs.push_back({tensor.file_offset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
-  return runs;
+  return llmc_layer_runs<&LlamaTensor::file_offset>(tensors_, layer, std::size_t(layer_kind(layer)));
 }
 
 // ---- derived views ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 //   layer L+1      head        [lnfw C | lm_head V·C] (final RMSNorm, untied classifier, loss)
 // llm.c's file holds the 10 tensors whole, one after the other, per-layer ones layer-major:
 //   wte, ln_1, c_attn, c_proj, ln_2, c_fc, c_fc2, c_proj (mlp), ln_f, lm_head. No biases.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -35,7 +36,7 @@ struct LlamaShape {
   int max_seq = 0;     // header[2] block_size: the longest sequence (RoPE table rows)
   float norm_eps = 1e-5f;
   float rope_theta = 500000.0f;
-  bool use_scaled_rope = false;  // Llama 3.1's RoPE frequency scaling (tasks/llama_kernels.hpp)
+  bool use_scaled_rope = false;  // Llama 3.1's RoPE frequency scaling (tasks/nn_llama_kernels.hpp)
   // What llm.c's header records of H (header[8], header[9]) and the version (header[14], [15]):
   // written to checkpoints; llama_ffn_hidden(C, ffn_dim_multiplier, multiple_of) must be H.
   float ffn_dim_multiplier = 0.0f;  // 0: none
@@ -103,7 +104,7 @@ class LlamaLayout {
  private:
   LlamaShape shape_;
   std::vector<LlamaTensor> tensors_;
-  std::size_t kind_params_[3] = {};
+  std::array<std::size_t, 3> kind_params_{};  // per LlamaLayerKind: elements of one such layer
   std::size_t param_count_ = 0;
 };
 
@@ -124,7 +125,7 @@ StateLayout llama_state_layout(const LlamaShape& shape);
 ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq = 0,
                                const ActivationPolicy& activations = {});
 // FLOPs of one micro-batch of B sequences of T tokens (N = B·T rows) as LlamaModel's tasks declare
-// them (tasks/llama.hpp, tasks/nn.hpp), matmuls and attention only: forward 2·N·(C·Q + C² + 3·C·H)
+// them (tasks/nn_llama.hpp, tasks/nn.hpp), matmuls and attention only: forward 2·N·(C·Q + C² + 3·C·H)
 // per block plus lm_head 2·N·C·V, and attention 4·B·T²·C per block; backward twice the matmuls and
 // attention 10·B·T²·C; recompute full: qkv, attproj, fc and fc2 (2·N·(C·Q + C² + 2·C·H)) and the
 // attention; selective: the attention. The element-wise tasks (RMSNorm, RoPE, SwiGLU, residuals,

@@ -2,6 +2,8 @@
 # Runs the same trainings with two starzero binaries and compares their losses and checkpoints
 # byte for byte: a refactor that must not change results shows "identical" on every line.
 # Usage: scripts/compare-binaries.sh OLD NEW [WORKDIR] [extra train flags for NEW...]
+# COMPARE_FLAGS: train flags for both binaries, e.g. COMPARE_FLAGS="--model llama3" to compare
+# Llama 3 (llama3-tiny) instead of GPT-2 (tiny).
 # Runs: fp32 and bf16 on one rank (with validation), an exact resume, 2 ranks at ZeRO-3 with CPU
 # optimizer offload, and 2 ranks at ZeRO-2 with gradient accumulation. About 2 minutes on 2 cores.
 set -uo pipefail
@@ -9,6 +11,7 @@ set -uo pipefail
 old=$1 new=$2 work=${3:-$(mktemp -d)}
 shift 2; [ $# -gt 0 ] && shift
 extra=("$@")
+read -r -a both <<< "${COMPARE_FLAGS:-}"
 for b in "$old" "$new"; do [ -x "$b" ] || { echo "compare-binaries: $b is not an executable" >&2; exit 2; }; done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 data=$root/README.md
@@ -27,8 +30,8 @@ run_all() {  # run_all BINARY PREFIX FLAGS...
   "${mpirun[@]}" "$bin" train --stage 2 --grad-accum 2 --steps 20 --data "$data" --checkpoint-out "$p-z2.bin" \
     --cpu-workers 1 "$@" > "$p-z2.log" 2>&1
 }
-run_all "$old" old
-run_all "$new" new "${extra[@]}"
+run_all "$old" old "${both[@]}"
+run_all "$new" new "${both[@]}" "${extra[@]}"
 status=0
 for f in fp32.bin fp32.bin.state bf16.bin bf16.bin.state resumed.bin resumed.bin.state z3.bin z3.bin.rank0-of-2.state \
          z3.bin.rank1-of-2.state z2.bin z2.bin.rank0-of-2.state z2.bin.rank1-of-2.state; do

@@ -68,13 +68,13 @@ flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 # The library sources each harness needs, beside fuzz/<harness>.cpp.
 sources_of() {
   local common="runtime/files.cpp models/gpt_layout.cpp"
-  # Llama's files need its layout and llama_ffn_hidden (tasks/llama_kernels_cpu.cpp: OpenBLAS).
-  local llama="models/llama_files.cpp models/llama_layout.cpp models/llmc_params.cpp tasks/llama_kernels_cpu.cpp"
+  # Llama's files need its layout and llama_ffn_hidden (tasks/nn_llama_kernels_cpu.cpp: OpenBLAS).
+  local llama="models/llama_files.cpp models/llama_layout.cpp models/llmc_format.cpp tasks/nn_llama_kernels_cpu.cpp"
   case $1 in
-    fuzz_llmc_checkpoint) echo "$common models/llmc_files.cpp models/llmc_params.cpp" ;;
-    fuzz_token_shard) echo "$common models/llmc_files.cpp models/llmc_params.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
+    fuzz_llmc_checkpoint) echo "$common models/gpt_files.cpp models/llmc_format.cpp" ;;
+    fuzz_token_shard) echo "$common models/gpt_files.cpp models/llmc_format.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_llama_checkpoint) echo "$common $llama" ;;
-    fuzz_llama_token_shard) echo "$common $llama models/llmc_files.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
+    fuzz_llama_token_shard) echo "$common $llama models/gpt_files.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_state_file) echo "$common train/state_files.cpp" ;;
     fuzz_sharded_state) echo "$common train/state_files.cpp train/sharded_state.cpp" ;;
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;
@@ -82,7 +82,7 @@ sources_of() {
     fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
     fuzz_machine_json) echo "sim/platform.cpp" ;;
     fuzz_tokenizer) echo "runtime/files.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
-    make_corpus) echo "$common $llama models/llmc_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
+    make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
   esac
 }
 # Libraries beside the sources (the Llama kernels' file calls OpenBLAS).

@@ -9,65 +9,20 @@
 #include <utility>
 #include <vector>
 
-#ifdef STARZERO_WITH_CUDA
-#include <starpu_cublas_v2.h>
-#endif
-
 #include "tasks/nn_kernels.hpp"
+#include "tasks/op_codelets.hpp"
 
 namespace starzero::tasks {
 
 namespace {
 
 // ---- the functions the codelets run -----------------------------------------------------------
-// One op per codelet, for both devices: a generic lambda that, for storage type T, reads the
-// task's buffers by their declared meaning and hands them to launch(cpu_kernel, cuda_kernel,
-// arguments...), which runs the kernel of the worker's device.
-
-enum class Device { cpu, cuda };
-
-// The CUDA worker's stream and cuBLAS handle (a build without CUDA has no CUDA worker).
-#ifdef STARZERO_WITH_CUDA
-void* cuda_stream() { return starpu_cuda_get_local_stream(); }
-void* cublas_handle() { return starpu_cublas_get_local_handle(); }
-#else
-[[maybe_unused]] void* cuda_stream() { return nullptr; }
-[[maybe_unused]] void* cublas_handle() { return nullptr; }
-#endif
-
-// Runs the CPU kernel with `args`, or the CUDA kernel with `args` then the worker's stream (the
-// matmuls: its cuBLAS handle, then its stream). `cuda` is STARZERO_CUDA_FUNC(kernel), so that a
-// build without CUDA never names a CUDA kernel (they are declared there, not defined).
-template <Device device>
-struct Launch {
-  template <class... Params>
-  void operator()(void (*cpu)(Params...), [[maybe_unused]] auto cuda, std::type_identity_t<Params>... args) const {
-    if constexpr (device == Device::cpu)
-      cpu(args...);
-    else if constexpr (std::is_invocable_v<decltype(cuda), Params..., void*>)
-      cuda(args..., cuda_stream());
-    else
-      cuda(args..., cublas_handle(), cuda_stream());
-  }
-};
-
-// An op as a codelet function: on `device`, for the storage type of the task.
-template <auto op, Device device>
-void run(const TaskBuffers& b, const NnArgs& a) {
-  if (a.d.dtype == DType::f32)
-    op.template operator()<float>(Launch<device>{}, b, a);
-  else
-    op.template operator()<bf16>(Launch<device>{}, b, a);
-}
+// One op per codelet, for both devices (tasks/op_codelets.hpp).
 
 // A declaration completed with the CPU and CUDA functions that run `op`.
 template <auto op>
 Codelet<NnArgs>::Declaration running(Codelet<NnArgs>::Declaration declaration) {
-  declaration.cpu = run<op, Device::cpu>;
-#ifdef STARZERO_WITH_CUDA
-  declaration.cuda = run<op, Device::cuda>;
-#endif
-  return declaration;
+  return op_codelets::running<op, NnArgs>(std::move(declaration));
 }
 
 // The bias inside a parameter (or gradient) group, null when there is none (offset -1).

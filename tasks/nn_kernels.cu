@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tasks/cuda_common.cuh"
 #include "tasks/nn_kernels.hpp"
 
 namespace starzero::kernels::cuda {
@@ -33,142 +34,16 @@ namespace {
 
 using std::size_t;
 
-static_assert(sizeof(__nv_bfloat16) == sizeof(bf16) && alignof(__nv_bfloat16) == alignof(bf16),
-              "starzero::bf16 must be layout-compatible with __nv_bfloat16");
-
 constexpr float kLayerNormEps = 1e-5f;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 
-// ---- errors ------------------------------------------------------------------------------------
-void check_cuda(cudaError_t e, const char* call) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("starzero CUDA kernels: ") + call + " failed: " + cudaGetErrorName(e) + " (" +
-                             cudaGetErrorString(e) + ")");
-}
 void check_cublas(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("starzero CUDA kernels: ") + call + " failed: " + cublasGetStatusName(s) +
                              " (" + cublasGetStatusString(s) + ")");
 }
-#define SZ_CUDA(call) check_cuda((call), #call)
 #define SZ_CUBLAS(call) check_cublas((call), #call)
-// After a <<<...>>> launch: launch-configuration errors (and any earlier sticky error).
-#define SZ_LAUNCHED(kernel) check_cuda(cudaGetLastError(), "launch of " #kernel)
-
-void require(bool ok, const char* what) {
-  if (!ok) throw std::runtime_error(std::string("starzero CUDA kernels: ") + what);
-}
-
-cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
-// ---- storage types -----------------------------------------------------------------------------
-template <class T>
-struct Storage;
-template <>
-struct Storage<float> {
-  using device = float;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_32F;
-};
-template <>
-struct Storage<bf16> {
-  using device = __nv_bfloat16;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_16BF;
-};
-template <class T>
-using dev_t = typename Storage<T>::device;
-
-template <class T>
-dev_t<T>* dev(T* p) {
-  return reinterpret_cast<dev_t<T>*>(p);
-}
-template <class T>
-const dev_t<T>* dev(const T* p) {
-  return reinterpret_cast<const dev_t<T>*>(p);
-}
-
-__device__ __forceinline__ float load_f(float x) { return x; }
-__device__ __forceinline__ float load_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class D>
-__device__ __forceinline__ D store_f(float x);
-template <>
-__device__ __forceinline__ float store_f<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 store_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);  // round to nearest even, NaN stays NaN: as float_to_bf16
-}
-// *p += v, rounded once.
-template <class D>
-__device__ __forceinline__ void add_to(D* p, float v) {
-  *p = store_f<D>(load_f(*p) + v);
-}
-
-// ---- launch shapes and reductions --------------------------------------------------------------
-constexpr int kBlock = 256;                  // threads per block of the 1-D kernels
-constexpr int kWarpsPerBlock = kBlock / 32;  // rows per block of the warp-per-row kernels
-constexpr unsigned kMaxGridStrideBlocks = 65536;
-
-// Blocks for a grid-stride loop over n elements.
-unsigned blocks_for(size_t n) {
-  const size_t blocks = (n + kBlock - 1) / kBlock;
-  return unsigned(blocks < kMaxGridStrideBlocks ? blocks : kMaxGridStrideBlocks);
-}
-// Blocks for one warp per row.
-unsigned blocks_for_rows(size_t rows) {
-  const size_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  require(blocks <= 0x7fffffffu, "too many rows for one launch");
-  return unsigned(blocks);
-}
-
-__device__ __forceinline__ size_t global_index() { return blockIdx.x * size_t(blockDim.x) + threadIdx.x; }
-__device__ __forceinline__ size_t global_stride() { return size_t(gridDim.x) * blockDim.x; }
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-// Reductions over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets
-// the result.
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // a previous call may still be reading `partial`
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  return warp_sum(lane < warps ? partial[lane] : 0.0f);
-}
-__device__ float block_max(float v) {
-  __shared__ float partial[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  return warp_max(lane < warps ? partial[lane] : -INFINITY);
-}
-
-// A float buffer on the stream's memory pool, released (stream-ordered) when it goes out of scope.
-class Scratch {
- public:
-  Scratch(size_t count, cudaStream_t stream) : stream_(stream) {
-    SZ_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(float), stream));
-  }
-  ~Scratch() { (void)cudaFreeAsync(ptr_, stream_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return ptr_; }
-
- private:
-  float* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
 
 // ---- column sums (dbias, layernorm dweight/dbias) ----------------------------------------------
 // Rows are cut into chunks of kChunkRows; a (32 x 8) block sums 32 columns over one chunk into
@@ -207,16 +82,6 @@ __global__ void column_partials_kernel(float* psum, float* pnorm, const D* dout,
     }
     if (psum != nullptr) psum[size_t(chunk) * C + c] = s;
     if (pnorm != nullptr) pnorm[size_t(chunk) * C + c] = n;
-  }
-}
-
-// grad[c] += Σ_chunks partial[chunk, c]
-template <class D>
-__global__ void column_finish_kernel(D* grad, const float* partial, int chunks, int C) {
-  for (size_t c = global_index(); c < size_t(C); c += global_stride()) {
-    float acc = 0.0f;
-    for (int k = 0; k < chunks; ++k) acc += partial[size_t(k) * C + c];
-    add_to(&grad[c], acc);
   }
 }
 

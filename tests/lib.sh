@@ -25,6 +25,32 @@ PY
 
 losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
 
+# The step losses of two logs agree within TOLERANCE (same count, max |difference|).
+compare_losses() {  # LOG_A LOG_B WHAT TOLERANCE
+  python3 - "$(losses "$1")" "$(losses "$2")" "$3" "$4" <<'PY'
+import sys
+a = [float(x) for x in sys.argv[1].split()]
+b = [float(x) for x in sys.argv[2].split()]
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+worst, step = max((abs(x - y), i + 1) for i, (x, y) in enumerate(zip(a, b)))
+print(f"  {sys.argv[3]}: {len(b)} losses, max |diff| {worst:.1e} (step {step})")
+sys.exit(0 if worst <= float(sys.argv[4]) else 1)
+PY
+}
+# Exact resume: STARZERO FLAGS... run for HALF steps, then HALF more from its checkpoint, must print
+# the losses of WORK/single.log (2·HALF steps) and write WORK/full.bin's checkpoint.
+check_resume() {  # STARZERO WORK HALF FLAGS...
+  local bin=$1 dir=$2 half=$3
+  shift 3
+  "$bin" "$@" --steps "$half" --checkpoint-out "$dir/half.bin" > "$dir/half.log" 2>&1 \
+    || { cat "$dir/half.log"; fail "first half"; }
+  "$bin" "$@" --steps "$half" --checkpoint-in "$dir/half.bin" --checkpoint-out "$dir/resumed.bin" \
+    > "$dir/resumed.log" 2>&1 || { cat "$dir/resumed.log"; fail "resumed half"; }
+  grep -q "resumed from .* at step $half" "$dir/resumed.log" || fail "the second half did not resume at step $half"
+  [ "$( (losses "$dir/half.log"; losses "$dir/resumed.log") )" = "$(losses "$dir/single.log")" ] \
+    || fail "$half + $half resumed steps differ from $((2 * half)) steps"
+  cmp -s "$dir/full.bin" "$dir/resumed.bin" || fail "the resumed run's checkpoint differs from the uninterrupted run's"
+}
 expect_bad_input() {
   local what=$1 rc=0
   shift

@@ -1,4 +1,4 @@
-# tasks/llama_kernels: the CPU Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
+# tasks/nn_llama_kernels: the CPU Llama 3 kernels (RMSNorm, RoPE, SwiGLU, grouped-query attention)
 # against double-precision references and finite differences, float and bf16 storage.
 add_executable(test_llama_kernels test_llama_kernels.cpp)
 target_link_libraries(test_llama_kernels PRIVATE starzero_catch_main starzero_tasks)
@@ -10,7 +10,7 @@ catch_discover_tests(test_llama_kernels TEST_PREFIX "kernels/llama/" PROPERTIES 
 if(STARZERO_WITH_CUDA)
   option(STARZERO_GPU_TESTS "Register tests that need a CUDA GPU" OFF)
   add_executable(test_llama_kernels_cuda test_llama_kernels_cuda.cpp)
-  target_link_libraries(test_llama_kernels_cuda PRIVATE starzero_catch_main starzero_tasks CUDA::cudart)
+  target_link_libraries(test_llama_kernels_cuda PRIVATE starzero_catch_main starzero_tasks CUDA::cudart CUDA::cublas)
   if(STARZERO_GPU_TESTS)
     add_test(NAME kernels_llama_cuda COMMAND test_llama_kernels_cuda)
     set_tests_properties(kernels_llama_cuda PROPERTIES TIMEOUT 300 LABELS "cuda;gpu")

@@ -21,13 +21,14 @@
 #include "tasks/nn_kernels.hpp"
 #include "tasks/nn_simd.hpp"
 
+#include "kernel_test_support.hpp"
+
 using namespace starzero;
 namespace k = starzero::kernels;
+using namespace starzero::testing;
 
 namespace {
 
-using Vec = std::vector<float>;
-using DVec = std::vector<double>;
 
 // Shapes shared by the tests.
 constexpr int B = 2, Tn = 5, N = B * Tn;
@@ -41,111 +42,6 @@ constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5;
 constexpr double kFwdRtol = 1e-5, kFwdAtol = 1e-5;
 // bf16 kernels against float kernels fed the same bf16-rounded inputs.
 constexpr double kBf16Rtol = 1e-2, kBf16Atol = 1e-6;
-
-Vec uniform(std::mt19937& rng, std::size_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  Vec v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-Vec normal(std::mt19937& rng, std::size_t n, float stddev = 1.0f) {
-  std::normal_distribution<float> d(0.0f, stddev);
-  Vec v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<int> random_ints(std::mt19937& rng, std::size_t n, int hi) {
-  std::uniform_int_distribution<int> d(0, hi - 1);
-  std::vector<int> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-DVec to_d(const Vec& v) { return DVec(v.begin(), v.end()); }
-
-template <class T>
-std::vector<T> to_T(const Vec& v) {
-  std::vector<T> r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = from_float<T>(v[i]);
-  return r;
-}
-
-template <class T>
-Vec to_f(const std::vector<T>& v) {
-  Vec r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = to_float(v[i]);
-  return r;
-}
-
-Vec round_bf16(const Vec& v) { return to_f(to_T<bf16>(v)); }
-
-// Elementwise |got − want| <= rtol·|want| + atol; reports the count and the worst element.
-void check_close(const Vec& got, const DVec& want, double rtol, double atol, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  std::size_t bad = 0, worst = 0;
-  double worst_excess = -1;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]);
-    const double tol = rtol * std::abs(want[i]) + atol;
-    if (!(err <= tol)) ++bad;
-    if (err - tol > worst_excess || std::isnan(err)) {
-      worst_excess = err - tol;
-      worst = i;
-    }
-  }
-  INFO(what << ": " << bad << " of " << got.size() << " out of tolerance (rtol " << rtol << ", atol " << atol
-            << "); worst [" << worst << "] got " << got[worst] << " want " << want[worst]);
-  CHECK(bad == 0);
-}
-
-double dot(const DVec& a, const DVec& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central finite differences, in double, of a scalar function at x.
-DVec fd_gradient(const std::function<double(const DVec&)>& L, DVec x, double h = 1e-5) {
-  DVec g(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = L(x);
-    x[i] = x0 - h;
-    const double lm = L(x);
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * h);
-  }
-  return g;
-}
-
-// Runs a backward kernel through `call`, which must add its gradients into the buffers it is given
-// (one per gradient, of the given sizes). Returns the gradients from zeroed buffers, after checking
-// the ACCUMULATE contract: with random pre-filled buffers P, one call leaves P + g and a second
-// P + 2g (to float rounding of the additions).
-std::vector<Vec> backward_grads(const std::vector<std::size_t>& sizes,
-                                const std::function<void(std::vector<Vec>&)>& call, std::mt19937& rng) {
-  std::vector<Vec> g;
-  for (auto n : sizes) g.emplace_back(n, 0.0f);
-  call(g);
-
-  std::vector<Vec> prefill, acc;
-  for (auto n : sizes) prefill.push_back(uniform(rng, n, -2.0f, 2.0f));
-  acc = prefill;
-  for (int times = 1; times <= 2; ++times) {
-    call(acc);
-    for (std::size_t j = 0; j < sizes.size(); ++j) {
-      DVec want(sizes[j]);
-      for (std::size_t i = 0; i < sizes[j]; ++i) want[i] = double(prefill[j][i]) + times * double(g[j][i]);
-      check_close(
-          acc[j], want, 1e-6, 1e-6,
-          "gradient " + std::to_string(j) + " after " + std::to_string(times) + " call(s) on pre-filled buffers");
-    }
-  }
-  return g;
-}
 
 // ---- double-precision references (independent of the code under test) ------------------------------
 
@@ -647,11 +543,6 @@ TEST_CASE("attention backward matches the double reference across query blocks")
 
 // The heads of group g of G: NH·g/G .. NH·(g+1)/G − 1, as the model cuts them.
 std::pair<int, int> head_group(int NH, int G, int g) { return {NH * g / G, NH * (g + 1) / G - NH * g / G}; }
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 template <class T>
 void check_attention_head_groups(const AttentionShape& sh, int G, bool packed) {

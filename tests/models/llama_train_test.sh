@@ -48,17 +48,6 @@ print(f"  {sys.argv[1].split('/')[-2]}: {len(names)} task names" + (f", wrong: {
 sys.exit(1 if wrong else 0)
 PY
 }
-compare_losses() {  # LOG_A LOG_B WHAT TOLERANCE
-  python3 - "$(losses "$1")" "$(losses "$2")" "$3" "$4" <<'PY'
-import sys
-a = [float(x) for x in sys.argv[1].split()]
-b = [float(x) for x in sys.argv[2].split()]
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-worst, step = max((abs(x - y), i + 1) for i, (x, y) in enumerate(zip(a, b)))
-print(f"  {sys.argv[3]}: {len(b)} losses, max |diff| {worst:.1e} (step {step})")
-sys.exit(0 if worst <= float(sys.argv[4]) else 1)
-PY
-}
 
 case $part in
 single)
@@ -84,14 +73,7 @@ ok = h[0] == 20240803 and h[1] == 3 and (h[2], V, L, NH, NKV, C) == (64, 256, 2,
 sys.exit(0 if ok and os.path.getsize(sys.argv[1]) == 1024 + 4 * params else 1)
 PY
   # Resume: 30 steps, a checkpoint, 30 more: the uninterrupted run's losses and checkpoint.
-  "$starzero" "${llama[@]}" --steps 30 --checkpoint-out "$work/half.bin" > "$work/half.log" 2>&1 \
-    || { cat "$work/half.log"; fail "first half"; }
-  "$starzero" "${llama[@]}" --steps 30 --checkpoint-in "$work/half.bin" --checkpoint-out "$work/resumed.bin" \
-    > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "resumed half"; }
-  grep -q "resumed from .* at step 30" "$work/resumed.log" || fail "the second half did not resume at step 30"
-  [ "$( (losses "$work/half.log"; losses "$work/resumed.log") )" = "$(losses "$work/single.log")" ] \
-    || fail "30 + 30 resumed steps differ from 60 steps"
-  cmp -s "$work/full.bin" "$work/resumed.bin" || fail "the resumed run's checkpoint differs from the uninterrupted run's"
+  check_resume "$starzero" "$work" 30 "${llama[@]}"
   # The engine offloads the optimizer of a model it knows nothing about: the same losses.
   "$starzero" "${llama[@]}" --steps 20 --offload-optimizer cpu > "$work/offload.log" 2>&1 \
     || { cat "$work/offload.log"; fail "offload run"; }

@@ -18,17 +18,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 mlp=(train --model mlp --batch 16 --lr 1e-2 --warmup 0 --lr-final 1 --val-every 200 --val-batches 4 --cuda-workers 0)
 validation() { tr '\r' '\n' < "$1" | grep -oE 'validation loss [0-9.]+, accuracy [0-9.]+' | tail -n 1; }
-compare_losses() {  # LOG_A LOG_B WHAT TOLERANCE
-  python3 - "$(losses "$1")" "$(losses "$2")" "$3" "$4" <<'PY'
-import sys
-a = [float(x) for x in sys.argv[1].split()]
-b = [float(x) for x in sys.argv[2].split()]
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-worst, step = max((abs(x - y), i + 1) for i, (x, y) in enumerate(zip(a, b)))
-print(f"  {sys.argv[3]}: {len(b)} losses, max |diff| {worst:.1e} (step {step})")
-sys.exit(0 if worst <= float(sys.argv[4]) else 1)
-PY
-}
 
 case $part in
 single)
@@ -44,14 +33,7 @@ single)
     || { cat "$work/offload.log"; fail "offload run"; }
   [ "$(losses "$work/single.log")" = "$(losses "$work/offload.log")" ] || fail "--offload-optimizer cpu changed the losses"
   # Save at step 100, resume for 100 more: the same losses and the same final checkpoint.
-  "$starzero" "${mlp[@]}" --steps 100 --checkpoint-out "$work/half.bin" > "$work/half.log" 2>&1 \
-    || { cat "$work/half.log"; fail "first half"; }
-  "$starzero" "${mlp[@]}" --steps 100 --checkpoint-in "$work/half.bin" --checkpoint-out "$work/resumed.bin" \
-    > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "resumed half"; }
-  grep -q "resumed from .* at step 100" "$work/resumed.log" || fail "the second half did not resume at step 100"
-  [ "$( (losses "$work/half.log"; losses "$work/resumed.log") )" = "$(losses "$work/single.log")" ] \
-    || fail "100 + 100 resumed steps differ from 200 steps"
-  cmp -s "$work/full.bin" "$work/resumed.bin" || fail "the resumed run's checkpoint differs from the uninterrupted run's"
+  check_resume "$starzero" "$work" 100 "${mlp[@]}"
   cmp -s "$work/full.bin.state" "$work/resumed.bin.state" || fail "the resumed run's .state differs"
   # The checkpoint defines the shape: a contradicting --channels is one error line, exit 2.
   set +e

@@ -29,7 +29,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 
 namespace starzero::reference {
 

@@ -16,7 +16,7 @@
 #include "tests/temp_dir.hpp"
 
 #include "models/data.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 
 using namespace starzero;
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "models/gpt_layout.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "offload/footprint.hpp"
 #include "reference_gpt2.hpp"
 

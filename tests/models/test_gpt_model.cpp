@@ -20,8 +20,9 @@
 #include <vector>
 
 #include "models/gpt.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "offload/engine.hpp"
+#include "model_test_support.hpp"
 #include "reference_gpt2.hpp"
 #include "runtime/session.hpp"
 
@@ -29,16 +30,7 @@ using namespace starzero;
 
 namespace {
 
-using Layers = std::vector<std::vector<float>>;
-
-// Two CPU workers (the test machine has 2 cores), no GPU.
-SessionOptions cpu_session(const std::string& policy = "lws") {
-  SessionOptions o;
-  o.policy = policy;
-  o.cpu_workers = 2;
-  o.cuda_workers = 0;
-  return o;
-}
+using namespace starzero::testing;
 
 // The micro model of the loss, gradient and bf16 tests: {maxT, V, Vp, L, NH, C}; hs = 4.
 const GptShape kMicro{8, 11, 16, 2, 3, 12};
@@ -51,42 +43,12 @@ constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
 // bf16 model vs fp32 model on the same parameters.
 constexpr double kBf16LossRtol = 2e-2, kBf16MinCosine = 0.99;
 
-std::vector<int> random_tokens(std::mt19937& rng, std::size_t n, int vocab) {
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 // Random llm.c-order parameters: N(0, 0.1) weights and biases (padding rows of wte included:
 // they must not matter), layernorm gains around 1 (U(0.5, 1.5)) and N(0, 0.1) layernorm biases.
 std::vector<float> random_llmc_params(const GptShape& shape, std::uint32_t seed) {
   const reference::GptOffsets off(shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::uniform_real_distribution<float> gain(0.5f, 1.5f);
-  std::vector<float> p(off.total);
-  for (auto& x : p) x = normal(rng);
-  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
-  for (std::size_t start : {off.ln1w, off.ln2w})
-    for (std::size_t i = 0; i < L * C; ++i) p[start + i] = gain(rng);
-  for (std::size_t i = 0; i < C; ++i) p[off.lnfw + i] = gain(rng);
-  return p;
-}
-
-Layers to_layers(const GptModel& model, const std::vector<float>& llmc) {
-  Layers layers;
-  for (int l = 0; l < model.layers(); ++l) layers.emplace_back(model.layer_params(l));
-  std::vector<std::span<float>> spans(layers.begin(), layers.end());
-  model.llmc_to_layers(llmc, spans);
-  return layers;
-}
-
-std::vector<float> to_llmc(const GptModel& model, const Layers& layers) {
-  std::vector<float> llmc(model.shape().param_count());
-  std::vector<std::span<const float>> spans(layers.begin(), layers.end());
-  model.layers_to_llmc(spans, llmc);
-  return llmc;
+  return random_params_with_gains(off.total, 0.1f, std::size_t(shape.layers), std::size_t(shape.channels),
+                                  {off.ln1w, off.ln2w}, off.lnfw, seed);
 }
 
 // "qkvw[l=1][37]": which llm.c tensor (and layer) element k of the flat vector belongs to.
@@ -126,24 +88,6 @@ std::string llmc_name(const GptShape& shape, std::size_t k) {
   return "?";
 }
 
-bool bitwise_equal(const Layers& a, const Layers& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t l = 0; l < a.size(); ++l)
-    if (a[l].size() != b[l].size() || std::memcmp(a[l].data(), b[l].data(), a[l].size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * double(b[i]);
-    aa += double(a[i]) * double(a[i]);
-    bb += double(b[i]) * double(b[i]);
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 }  // namespace
 
 TEST_CASE("fp32 forward loss matches the double-precision reference", "[gpt][loss]") {
@@ -152,30 +96,14 @@ TEST_CASE("fp32 forward loss matches the double-precision reference", "[gpt][los
   INFO("tiles " << tiles);
   Session session(cpu_session());
   GptModel model(kMicro, DType::f32, kB, kT, tiles);
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
   Engine engine(model, opts);
 
-  std::mt19937 rng(11);
-  for (std::uint32_t trial = 0; trial < 3; ++trial) {
-    const std::vector<float> params = random_llmc_params(kMicro, 100 + trial);
-    const auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
-    const auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
-    engine.set_master_params(to_layers(model, params));
-    model.set_batch(inputs, targets);
-    engine.submit_forward();
-    const double loss = model.mean_loss();
-    const double expected = reference::gpt2_loss(params, kMicro, inputs, targets, kB, kT);
-    INFO("trial " << trial << ": model " << std::setprecision(10) << loss << ", reference " << expected
-                  << ", relative error " << std::abs(loss - expected) / std::abs(expected));
-    CHECK(std::isfinite(loss));
-    CHECK(std::abs(loss - expected) <= kLossRtol * std::abs(expected));
-
-    // The forward inside submit_gradients computes the same loss.
-    engine.submit_gradients();
-    CHECK(std::abs(model.mean_loss() - expected) <= kLossRtol * std::abs(expected));
-  }
+  check_loss_trials(
+      model, engine, 3, kMicro.vocab, kLossRtol, [](std::uint32_t trial) { return random_llmc_params(kMicro, 100 + trial); },
+      [](const auto& p, const auto& inputs, const auto& targets) {
+        return reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
+      });
 }
 
 TEST_CASE("every parameter's gradient matches finite differences of the reference", "[gpt][gradient]") {
@@ -183,50 +111,20 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
   INFO("tiles " << tiles);
   Session session(cpu_session());
   GptModel model(kMicro, DType::f32, kB, kT, tiles);
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
   Engine engine(model, opts);
 
-  std::mt19937 rng(5);
   const std::vector<float> params = random_llmc_params(kMicro, 42);
-  // Token 3 both as an input and a target: its wte row gets encoder and classifier gradients.
-  auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
-  auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
-  inputs[1] = 3;
-  targets[6] = 3;
-  engine.set_master_params(to_layers(model, params));
-  model.set_batch(inputs, targets);
-  engine.submit_gradients();
-  const std::vector<float> grad = to_llmc(model, engine.gradients());
-  REQUIRE(grad.size() == kMicro.param_count());
+  // Token 3 both as an input and a target: its wte row gets the embedding's and the head's gradients.
+  const BatchGradient g = batch_gradient(model, engine, params, kMicro.vocab);
+  const std::vector<int>& inputs = g.inputs;
+  const std::vector<float>& grad = g.grad;
+  const std::vector<int>& targets = g.targets;
 
   // Central differences of the double reference at the same (float-valued) parameters.
-  std::vector<double> p(params.begin(), params.end());
-  std::size_t failures = 0, significant = 0;
-  double worst = 0;
-  std::ostringstream report;
-  for (std::size_t k = 0; k < p.size(); ++k) {
-    const double saved = p[k];
-    p[k] = saved + kFdStep;
-    const double up = reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
-    p[k] = saved - kFdStep;
-    const double down = reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
-    p[k] = saved;
-    const double fd = (up - down) / (2 * kFdStep);
-    const double err = std::abs(double(grad[k]) - fd);
-    const double bound = kGradRtol * std::abs(fd) + kGradAtol;
-    if (std::abs(fd) > 1e-4) ++significant;
-    worst = std::max(worst, err / bound);
-    if (!(err <= bound)) {
-      if (++failures <= 20) report << llmc_name(kMicro, k) << ": engine " << grad[k] << ", fd " << fd << "\n";
-    }
-  }
-  INFO("parameters " << p.size() << ", |fd| > 1e-4: " << significant << ", worst err/bound " << worst);
-  INFO("first failures:\n" << report.str());
-  CHECK(failures == 0);
-  // Not vacuous: most parameters have a clearly non-zero gradient.
-  CHECK(significant > p.size() / 2);
+  check_finite_differences(
+      grad, params, [&](const std::vector<double>& p) { return reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT); },
+      kGradRtol, kGradAtol, kFdStep, [](std::size_t k) { return llmc_name(kMicro, k); });
 
   // The tied embedding and the positions, specifically (covered above; named here).
   const reference::GptOffsets off(kMicro);
@@ -247,32 +145,8 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
 
 TEST_CASE("bf16 model follows the fp32 model", "[gpt][bf16]") {
   Session session(cpu_session());
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
-  std::mt19937 rng(9);
-  const std::vector<float> params = random_llmc_params(kMicro, 77);
-  const auto inputs = random_tokens(rng, kB * kT, kMicro.vocab);
-  const auto targets = random_tokens(rng, kB * kT, kMicro.vocab);
-
-  auto loss_and_grad = [&](DType dtype) {
-    GptModel model(kMicro, dtype, kB, kT);
-    Engine engine(model, opts);
-    engine.set_master_params(to_layers(model, params));
-    model.set_batch(inputs, targets);
-    engine.submit_gradients();
-    const double loss = model.mean_loss();
-    return std::make_pair(loss, to_llmc(model, engine.gradients()));
-  };
-  const auto [loss32, grad32] = loss_and_grad(DType::f32);
-  const auto [loss16, grad16] = loss_and_grad(DType::bf16);
-
-  INFO("fp32 loss " << std::setprecision(8) << loss32 << ", bf16 loss " << loss16);
-  CHECK(std::abs(loss16 - loss32) <= kBf16LossRtol * std::abs(loss32));
-  CHECK(std::all_of(grad16.begin(), grad16.end(), [](float g) { return std::isfinite(g); }));
-  const double cos = cosine(grad16, grad32);
-  INFO("gradient cosine similarity " << cos);
-  CHECK(cos > kBf16MinCosine);
+  check_bf16_follows_fp32<GptModel>([](DType dtype) { return std::make_unique<GptModel>(kMicro, dtype, kB, kT); },
+                                    random_llmc_params(kMicro, 77), kMicro.vocab, kBf16LossRtol, kBf16MinCosine);
 }
 
 TEST_CASE("initial values: GPT-2's distributions, a function of (seed, layer) alone", "[gpt][init]") {
@@ -556,7 +430,7 @@ TEST_CASE("layer blocks <-> llm.c order: identity round trip at llm.c offsets", 
     labelled.emplace_back(model.layer_params(l));
     for (std::size_t i = 0; i < labelled.back().size(); ++i) labelled.back()[i] = float(100000 * l + int(i));
   }
-  const std::vector<float> llmc = to_llmc(model, labelled);
+  const std::vector<float> llmc = to_flat(model, labelled);
   auto label = [](int layer, std::size_t index) { return float(100000 * layer + int(index)); };
 
   SECTION("hand-computed offsets") {
@@ -601,7 +475,7 @@ TEST_CASE("layer blocks <-> llm.c order: identity round trip at llm.c offsets", 
   SECTION("round trips are the identity") {
     CHECK(bitwise_equal(to_layers(model, llmc), labelled));
     const std::vector<float> random = random_llmc_params(shape, 3);
-    const std::vector<float> back = to_llmc(model, to_layers(model, random));
+    const std::vector<float> back = to_flat(model, to_layers(model, random));
     CHECK(std::memcmp(back.data(), random.data(), random.size() * sizeof(float)) == 0);
   }
 }
@@ -616,9 +490,7 @@ TEST_CASE("bf16 with the fp32 gradient-accumulation buffer: the sum of micro-bat
     inputs.push_back(random_tokens(rng, kB * kT, kMicro.vocab));
     targets.push_back(random_tokens(rng, kB * kT, kMicro.vocab));
   }
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
 
   // Reference: each micro-batch's bf16 gradient on its own, summed in double, rounded to bf16.
   std::vector<std::vector<double>> sum;

@@ -30,9 +30,10 @@
 #include "models/llama_layout.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
+#include "model_test_support.hpp"
 #include "reference_llama3.hpp"
 #include "runtime/session.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace starzero;
@@ -40,15 +41,7 @@ using starzero::testing::TempDir;
 
 namespace {
 
-using Layers = std::vector<std::vector<float>>;
-
-SessionOptions cpu_session() {
-  SessionOptions o;
-  o.policy = "lws";
-  o.cpu_workers = 2;
-  o.cuda_workers = 0;
-  return o;
-}
+using namespace starzero::testing;
 
 // The micro model: L=2, C=16, NH=4, NKV=2 (hs 4, Q = 32), H=24, V=11, maxT=8.
 LlamaShape micro(int kv_heads = 2, bool scaled = false) {
@@ -72,41 +65,11 @@ constexpr int kB = 2, kT = 5;
 constexpr double kLossRtol = 1e-6;
 constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
 
-std::vector<int> random_tokens(std::mt19937& rng, std::size_t n, int vocab) {
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 // Random llm.c-order parameters: N(0, 0.2) weights, RMSNorm weights U(0.5, 1.5).
 std::vector<float> random_params(const LlamaShape& shape, std::uint32_t seed) {
   const reference::LlamaOffsets off(shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.2f);
-  std::uniform_real_distribution<float> gain(0.5f, 1.5f);
-  std::vector<float> p(off.total);
-  for (auto& x : p) x = normal(rng);
-  const std::size_t C = std::size_t(shape.channels), L = std::size_t(shape.layers);
-  for (std::size_t start : {off.ln1w, off.ln2w})
-    for (std::size_t i = 0; i < L * C; ++i) p[start + i] = gain(rng);
-  for (std::size_t i = 0; i < C; ++i) p[off.lnfw + i] = gain(rng);
-  return p;
-}
-
-Layers to_layers(const LlamaModel& model, const std::vector<float>& file) {
-  Layers layers;
-  for (int l = 0; l < model.layers(); ++l) layers.emplace_back(model.layer_params(l));
-  std::vector<std::span<float>> spans(layers.begin(), layers.end());
-  model.file_to_layers(file, spans);
-  return layers;
-}
-
-std::vector<float> to_file(const LlamaModel& model, const Layers& layers) {
-  std::vector<float> file(model.layout().param_count());
-  std::vector<std::span<const float>> spans(layers.begin(), layers.end());
-  model.layers_to_file(spans, file);
-  return file;
+  return random_params_with_gains(off.total, 0.2f, std::size_t(shape.layers), std::size_t(shape.channels),
+                                  {off.ln1w, off.ln2w}, off.lnfw, seed);
 }
 
 // "qkvw[37]": the llm.c tensor element k of the flat vector belongs to.
@@ -116,16 +79,6 @@ std::string tensor_name(const LlamaShape& shape, std::size_t k) {
     if (k >= t.file_offset && k < t.file_offset + t.count)
       return std::string(t.name) + "[" + std::to_string(k - t.file_offset) + "]";
   return "?";
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * double(b[i]);
-    aa += double(a[i]) * double(a[i]);
-    bb += double(b[i]) * double(b[i]);
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 }  // namespace
@@ -138,27 +91,13 @@ TEST_CASE("fp32 forward loss matches the double-precision reference", "[llama][l
   const LlamaShape shape = micro(kv_heads, scaled);
   Session session(cpu_session());
   LlamaModel model(shape, DType::f32, kB, kT, tiles);
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
   Engine engine(model, opts);
-  std::mt19937 rng(11);
-  for (std::uint32_t trial = 0; trial < 2; ++trial) {
-    const std::vector<float> params = random_params(shape, 100 + trial);
-    const auto inputs = random_tokens(rng, kB * kT, shape.vocab);
-    const auto targets = random_tokens(rng, kB * kT, shape.vocab);
-    engine.set_master_params(to_layers(model, params));
-    model.set_batch(inputs, targets);
-    engine.submit_forward();
-    const double loss = model.mean_loss();
-    const double expected = reference::llama3_loss(params, shape, inputs, targets, kB, kT);
-    INFO("trial " << trial << ": model " << std::setprecision(10) << loss << ", reference " << expected
-                  << ", relative error " << std::abs(loss - expected) / std::abs(expected));
-    CHECK(std::isfinite(loss));
-    CHECK(std::abs(loss - expected) <= kLossRtol * std::abs(expected));
-    engine.submit_gradients();
-    CHECK(std::abs(model.mean_loss() - expected) <= kLossRtol * std::abs(expected));
-  }
+  check_loss_trials(
+      model, engine, 2, shape.vocab, kLossRtol, [&](std::uint32_t trial) { return random_params(shape, 100 + trial); },
+      [&](const auto& p, const auto& inputs, const auto& targets) {
+        return reference::llama3_loss(p, shape, inputs, targets, kB, kT);
+      });
 }
 
 TEST_CASE("every parameter's gradient matches finite differences of the reference", "[llama][gradient]") {
@@ -169,46 +108,19 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
   const LlamaShape shape = micro(2, scaled);
   Session session(cpu_session());
   LlamaModel model(shape, DType::f32, kB, kT, tiles);
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
   Engine engine(model, opts);
 
-  std::mt19937 rng(5);
   const std::vector<float> params = random_params(shape, 42);
-  auto inputs = random_tokens(rng, kB * kT, shape.vocab);
-  auto targets = random_tokens(rng, kB * kT, shape.vocab);
-  inputs[1] = 3;
-  targets[6] = 3;
-  engine.set_master_params(to_layers(model, params));
-  model.set_batch(inputs, targets);
-  engine.submit_gradients();
-  const std::vector<float> grad = to_file(model, engine.gradients());
-  REQUIRE(grad.size() == shape.param_count());
+  // Token 3 both as an input and a target: its wte row gets the embedding's and the head's gradients.
+  const BatchGradient g = batch_gradient(model, engine, params, shape.vocab);
+  const std::vector<int>& inputs = g.inputs;
+  const std::vector<float>& grad = g.grad;
+  const std::vector<int>& targets = g.targets;
 
-  std::vector<double> p(params.begin(), params.end());
-  std::size_t failures = 0, significant = 0;
-  double worst = 0;
-  std::ostringstream report;
-  for (std::size_t k = 0; k < p.size(); ++k) {
-    const double saved = p[k];
-    p[k] = saved + kFdStep;
-    const double up = reference::llama3_loss(p, shape, inputs, targets, kB, kT);
-    p[k] = saved - kFdStep;
-    const double down = reference::llama3_loss(p, shape, inputs, targets, kB, kT);
-    p[k] = saved;
-    const double fd = (up - down) / (2 * kFdStep);
-    const double err = std::abs(double(grad[k]) - fd);
-    const double bound = kGradRtol * std::abs(fd) + kGradAtol;
-    if (std::abs(fd) > 1e-4) ++significant;
-    worst = std::max(worst, err / bound);
-    if (!(err <= bound) && ++failures <= 20)
-      report << tensor_name(shape, k) << ": engine " << grad[k] << ", fd " << fd << "\n";
-  }
-  INFO("parameters " << p.size() << ", |fd| > 1e-4: " << significant << ", worst err/bound " << worst);
-  INFO("first failures:\n" << report.str());
-  CHECK(failures == 0);
-  CHECK(significant > p.size() / 2);
+  check_finite_differences(
+      grad, params, [&](const std::vector<double>& p) { return reference::llama3_loss(p, shape, inputs, targets, kB, kT); },
+      kGradRtol, kGradAtol, kFdStep, [&](std::size_t k) { return tensor_name(shape, k); });
   // wte rows of tokens that are never inputs get no gradient (the head is untied).
   std::vector<bool> is_input(std::size_t(shape.vocab), false);
   for (int t : inputs) is_input[std::size_t(t)] = true;
@@ -224,30 +136,9 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
 TEST_CASE("bf16 model follows the fp32 model", "[llama][bf16]") {
   const LlamaShape shape = micro();
   Session session(cpu_session());
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
-  std::mt19937 rng(9);
-  const std::vector<float> params = random_params(shape, 77);
-  const auto inputs = random_tokens(rng, kB * kT, shape.vocab);
-  const auto targets = random_tokens(rng, kB * kT, shape.vocab);
-  auto loss_and_grad = [&](DType dtype) {
-    LlamaModel model(shape, dtype, kB, kT);
-    Engine engine(model, opts);
-    engine.set_master_params(to_layers(model, params));
-    model.set_batch(inputs, targets);
-    engine.submit_gradients();
-    const double loss = model.mean_loss();
-    return std::make_pair(loss, to_file(model, engine.gradients()));
-  };
-  const auto [loss32, grad32] = loss_and_grad(DType::f32);
-  const auto [loss16, grad16] = loss_and_grad(DType::bf16);
-  INFO("fp32 loss " << std::setprecision(8) << loss32 << ", bf16 loss " << loss16);
-  CHECK(std::abs(loss16 - loss32) <= 2e-2 * std::abs(loss32));
-  CHECK(std::all_of(grad16.begin(), grad16.end(), [](float g) { return std::isfinite(g); }));
-  const double cos = cosine(grad16, grad32);
-  INFO("gradient cosine similarity " << cos);
-  CHECK(cos > 0.99);
+  check_bf16_follows_fp32<LlamaModel>(
+      [&](DType dtype) { return std::make_unique<LlamaModel>(shape, dtype, kB, kT); }, random_params(shape, 77),
+      shape.vocab, 2e-2, 0.99);
 }
 
 TEST_CASE("initialisation is a function of (seed, layer) and starts at loss ln V", "[llama][init]") {
@@ -323,15 +214,13 @@ LossAndGradients run_gradients(const LlamaShape& shape, DType dtype, int B, int 
                                const ActivationPolicy& policy, const std::vector<float>& params,
                                const std::vector<int>& inputs, const std::vector<int>& targets) {
   LlamaModel model(shape, dtype, B, T, tiles, policy);
-  EngineOptions opts;
-  opts.seed = 7;
-  opts.grad_clip = 0;
+  const EngineOptions opts = reference_options();
   Engine engine(model, opts);
   engine.set_master_params(to_layers(model, params));
   model.set_batch(inputs, targets);
   engine.submit_gradients();
   const double loss = model.mean_loss();
-  return {loss, to_file(model, engine.gradients()), model.activation_bytes(), model.offloaded_activation_bytes()};
+  return {loss, to_flat(model, engine.gradients()), model.activation_bytes(), model.offloaded_activation_bytes()};
 }
 
 std::string describe(const ActivationPolicy& p) {

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "models/layer_checkpoint.hpp"
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "models/mlp.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"

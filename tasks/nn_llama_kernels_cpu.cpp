@@ -1,4 +1,4 @@
-// CPU implementations of tasks/llama_kernels.hpp: the Llama 3 forward and backward kernels
+// CPU implementations of tasks/nn_llama_kernels.hpp: the Llama 3 forward and backward kernels
 // (RMSNorm, RoPE, SwiGLU; the grouped-query attention is nn_kernels' memory-efficient attention,
 // inline in the header), written from the math of Meta's reference
 // model and llm.c's train_llama3.py. Storage T is float or bf16; everything is computed in float
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tasks/float_views.hpp"
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero::kernels {
 

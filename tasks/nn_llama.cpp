@@ -1,69 +1,23 @@
-#include "tasks/llama.hpp"
+#include "tasks/nn_llama.hpp"
 
 #include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#ifdef STARZERO_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
-
-#include "tasks/llama_kernels.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 #include "tasks/nn_kernels.hpp"
+#include "tasks/op_codelets.hpp"
 
 namespace starzero::tasks {
 
 namespace {
 
-// ---- the functions the codelets run (as tasks/nn.cpp) --------------------------------------------
-
-enum class Device { cpu, cuda };
-
-#ifdef STARZERO_WITH_CUDA
-void* cuda_stream() { return starpu_cuda_get_local_stream(); }
-#else
-[[maybe_unused]] void* cuda_stream() { return nullptr; }
-#endif
-
-// Runs the CPU kernel with `args`, or the CUDA kernel with `args` then the worker's stream.
-// `cuda` is STARZERO_CUDA_FUNC(kernel): a build without CUDA never names a CUDA kernel.
-template <Device device>
-struct Launch {
-  template <class... Params>
-  void operator()(void (*cpu)(Params...), [[maybe_unused]] auto cuda, std::type_identity_t<Params>... args) const {
-    if constexpr (device == Device::cpu)
-      cpu(args...);
-    else
-      cuda(args..., cuda_stream());
-  }
-  // Sets `bytes` bytes at `data` to zero, on the worker's device.
-  void zero(void* data, std::size_t bytes) const {
-    if constexpr (device == Device::cpu) {
-      std::memset(data, 0, bytes);
-    } else {
-#ifdef STARZERO_WITH_CUDA
-      cudaMemsetAsync(data, 0, bytes, static_cast<cudaStream_t>(cuda_stream()));
-#endif
-    }
-  }
-};
-
-template <auto op, Device device>
-void run(const TaskBuffers& b, const LlamaArgs& a) {
-  if (a.d.dtype == DType::f32)
-    op.template operator()<float>(Launch<device>{}, b, a);
-  else
-    op.template operator()<bf16>(Launch<device>{}, b, a);
-}
+// ---- the functions the codelets run (tasks/op_codelets.hpp) --------------------------------------
 
 template <auto op>
 Codelet<LlamaArgs>::Declaration running(Codelet<LlamaArgs>::Declaration declaration) {
-  declaration.cpu = run<op, Device::cpu>;
-#ifdef STARZERO_WITH_CUDA
-  declaration.cuda = run<op, Device::cuda>;
-#endif
-  return declaration;
+  return op_codelets::running<op, LlamaArgs>(std::move(declaration));
 }
 
 namespace ops {

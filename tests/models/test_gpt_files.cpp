@@ -26,7 +26,7 @@
 #include "tests/raw_files.hpp"
 #include "tests/temp_dir.hpp"
 
-#include "models/llmc_files.hpp"
+#include "models/gpt_files.hpp"
 #include "runtime/dtype.hpp"
 
 using namespace starzero;

@@ -1,6 +1,6 @@
 #pragma once
 // Llama 3's ops as StarPU tasks: one submit function per forward and per backward of the kernels
-// in tasks/llama_kernels.hpp (RMSNorm, RoPE, SwiGLU, grouped-query attention), plus a token
+// in tasks/nn_llama_kernels.hpp (RMSNorm, RoPE, SwiGLU, grouped-query attention), plus a token
 // embedding without position table. Like tasks/nn.hpp: each submit function is one submission of
 // a codelet declared once in llama.cpp (runtime/codelet.hpp), with a CPU and a CUDA
 // implementation, a history-based performance model and FLOP and byte counts. The bias-free

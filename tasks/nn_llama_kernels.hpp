@@ -27,7 +27,7 @@
 // attention_gqa_forward(out, lse, qkv, ...); backward: attention_gqa_backward into a zeroed scratch
 // dqkv_rot, then rope_backward(dqkv, dqkv_rot, ...) adds the gradient of the unrotated q and k and
 // (passed through) that of v into dqkv, the input gradient of the c_attn matmul.
-// Plain C++17: the CUDA implementations (llama_kernels.cu) include this header too.
+// Plain C++17: the CUDA implementations (nn_llama_kernels.cu) include this header too.
 #include <cstddef>
 
 #include "runtime/dtype.hpp"
@@ -109,7 +109,7 @@ void attention_gqa_backward(T* dqkv, const T* dout, const T* qkv, const float* l
   attention_backward_gqa(dqkv, dk, dv, (NH + 2 * NKV) * hs, dout, qkv, lse, NH * Tn, B, Tn, NH, NKV, hs, 0, NH);
 }
 
-// ---- CUDA (llama_kernels.cu; compiled whenever CUDA is on) ----------------------------------
+// ---- CUDA (nn_llama_kernels.cu; compiled whenever CUDA is on) ----------------------------------
 // Same math and conventions as the CPU kernels; asynchronous on `stream` (the StarPU worker's
 // cudaStream_t, passed as void*); every pointer is device memory (freqs_cis too). Deterministic:
 // no atomics, every gradient element written once per call. Declared in every build, so that a

@@ -1,0 +1,128 @@
+// What the transformer families share (models/transformer_family.hpp).
+#include "models/transformer_family.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace starzero {
+
+namespace fs = std::filesystem;
+
+// ---- LlmcRunsFormat -----------------------------------------------------------------------------
+
+LlmcRunsFormat::LlmcRunsFormat(std::string name, int layers,
+                               const std::function<std::vector<LlmcRun>(int)>& layer_runs,
+                               const std::function<std::size_t(int)>& layer_params)
+    : name_(std::move(name)) {
+  for (int l = 0; l < layers; ++l) {
+    layer_params_.push_back(layer_params(l));
+    for (const LlmcRun& run : layer_runs(l)) pieces_.push_back({l, run});
+  }
+  std::sort(pieces_.begin(), pieces_.end(),
+            [](const Piece& a, const Piece& b) { return a.run.llmc_offset < b.run.llmc_offset; });
+  for (const Piece& piece : pieces_) sizes_.push_back(piece.run.count);
+}
+
+std::string LlmcRunsFormat::describe(DType precision) const {
+  return name_ + " version " + std::to_string(version_of(precision));
+}
+
+// llm.c's order interleaves the layers (per-layer tensors are layer-major): the runs of every
+// layer are written by increasing file offset, one run in memory at a time.
+void LlmcRunsFormat::write(const fs::path& path, const LayerSource& source, DType precision) const {
+  write_runs(
+      path, version_of(precision),
+      [&](std::size_t offset, std::span<float> out) {
+        const Piece& piece = piece_at(offset);
+        source(piece.layer, piece.run.layer_offset, out);
+      },
+      sizes_);
+}
+
+// Each run read from the file straight into its layer's destination, in file order.
+void LlmcRunsFormat::read(const fs::path& path, const LayerDestination& destination) const {
+  std::vector<std::span<float>> layers;
+  for (std::size_t l = 0; l < layer_params_.size(); ++l) layers.push_back(destination(int(l), layer_params_[l]));
+  read_runs(
+      path,
+      [&](std::size_t offset, std::size_t count) {
+        const Piece& piece = piece_at(offset);
+        return layers[std::size_t(piece.layer)].subspan(piece.run.layer_offset, count);
+      },
+      sizes_);
+}
+
+// llm.c's versions: 3 stores fp32, 5 bf16.
+int LlmcRunsFormat::version_of(DType precision) const {
+  if (precision == DType::f32) return 3;
+  if (precision == DType::bf16) return 5;
+  throw std::invalid_argument(name_ + " checkpoints store fp32 (version 3) or bf16 (version 5)");
+}
+
+const LlmcRunsFormat::Piece& LlmcRunsFormat::piece_at(std::size_t offset) const {
+  const auto it = std::lower_bound(pieces_.begin(), pieces_.end(), offset,
+                                   [](const Piece& p, std::size_t o) { return p.run.llmc_offset < o; });
+  if (it == pieces_.end() || it->run.llmc_offset != offset) throw std::logic_error(name_ + " runs are not contiguous");
+  return *it;
+}
+
+// ---- the spec and prepare -----------------------------------------------------------------------
+
+std::string token_data_summary(const TokenDataset& data) {
+  return "data: " + std::to_string(data.split_size(Split::train)) + " training and " +
+         std::to_string(data.split_size(Split::validation)) + " validation tokens (vocabulary " +
+         std::to_string(data.vocab()) + ")";
+}
+
+TokenDataset load_token_data(const ModelRequest& request,
+                             const std::function<TokenDataset(const fs::path&, double)>& read_shard) {
+  if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
+  const fs::path& path = *request.data;
+  if (!fs::exists(path)) throw std::invalid_argument("--data: no such file '" + path.string() + "'");
+  return path.extension() == ".bin" ? read_shard(path, request.validation_fraction)
+                                    : TokenDataset::from_text_file(path, request.validation_fraction);
+}
+
+void check_flag(const char* flag, const std::optional<int>& given, int from_file) {
+  if (given && *given != from_file)
+    throw std::invalid_argument(std::string("--") + flag + " " + std::to_string(*given) +
+                                " contradicts the checkpoint's " + std::to_string(from_file));
+}
+
+void check_checkpoint_flags(const ModelRequest& request, int layers, int channels, int heads, int max_seq,
+                            const std::function<std::string(const ModelRequest&)>& preset_fields,
+                            const std::string& file_fields, const std::string& file_shape) {
+  if (request.preset) {
+    const std::string flags = preset_fields(request);
+    if (flags != file_fields)
+      throw std::invalid_argument("the shape flags (--preset " + *request.preset + ": " + flags +
+                                  ") contradict the checkpoint's shape " + file_shape);
+    return;
+  }
+  check_flag("layers", request.layers, layers);
+  check_flag("channels", request.channels, channels);
+  check_flag("heads", request.heads, heads);
+  check_flag("max-seq", request.max_seq, max_seq);
+}
+
+void check_data_vocabulary(const TokenDataset& data, int vocab, bool evaluation) {
+  const int largest = *std::max_element(data.tokens().begin(), data.tokens().end());
+  if (evaluation && largest >= vocab)
+    throw std::invalid_argument("the data holds token " + std::to_string(largest) +
+                                ", outside the checkpoint's vocabulary of " + std::to_string(vocab));
+  if (!evaluation && data.vocab() != vocab)
+    throw std::invalid_argument("the data's vocabulary " + std::to_string(data.vocab()) +
+                                " differs from the checkpoint's " + std::to_string(vocab));
+}
+
+int checked_seq(const ModelRequest& request, const TokenDataset& data, int max_seq, bool evaluation) {
+  const int T = request.seq.value_or(std::min(64, max_seq));
+  if (T < 1 || T > max_seq)
+    throw std::invalid_argument("--seq " + std::to_string(T) + " outside 1..max-seq " + std::to_string(max_seq));
+  if (!evaluation && data.split_size(Split::train) < std::size_t(T) + 1)
+    throw std::invalid_argument("the training data has " + std::to_string(data.split_size(Split::train)) +
+                                " tokens: too few for --seq " + std::to_string(T));
+  return T;
+}
+
+}  // namespace starzero

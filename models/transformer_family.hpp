@@ -1,0 +1,254 @@
+#pragma once
+// What the transformer families (GPT-2: models/gpt_family.cpp, Llama 3: models/llama_family.cpp)
+// share as model families: the llm.c checkpoint as a CheckpointFormat, the Trainable over a token
+// model and its data, the ModelSpec, and the checks of `prepare` (checkpoint, data, --seq). A
+// family supplies one traits struct that names what differs, and registers
+// `transformer_family<Traits>(name, summary)`:
+//
+//   struct Traits {
+//     using Shape = ...;   // layers, channels, heads, max_seq, vocab, param_count(), to_string()
+//     using Model = ...;   // an offload/model.hpp Model with batch(), seq(), set_batch(),
+//                          // probabilities(), mean_loss(), activation_bytes(), offloaded_...()
+//     using Format = ...;  // its CheckpointFormat, constructed from a Shape
+//     static std::string describe(const Shape&);             // "Llama 3 L=2 C=64 ..."
+//     static Shape preset(std::string_view name);             // std::invalid_argument
+//     static std::string preset_fields(const Shape&);         // the fields a preset fixes, for
+//                                                             // comparing with a checkpoint's
+//     static Shape checkpoint_shape(const std::filesystem::path&);  // FileFormatError
+//     static Shape shape_from_flags(const ModelRequest&, int vocab);
+//     static TokenDataset read_token_shard(const std::filesystem::path&, double validation_fraction);
+//     static void check_request(const ModelRequest&, const Shape&);   // family-only flags
+//     static ModelFootprint footprint(const Shape&, int B, int T, const ActivationPolicy&);
+//     static std::size_t activation_bytes(const Shape&, std::size_t element, int B, int T,
+//                                         const ActivationPolicy&);
+//     static std::size_t offloaded_activation_bytes(same arguments);
+//     static std::unique_ptr<Model> make_model(const Shape&, DType, int B, int T, int tiles,
+//                                              const ActivationPolicy&, std::optional<int> head_groups);
+//     static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields&);
+//   };
+//
+// docs/adding-a-model.md, "A transformer variant".
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/data.hpp"
+#include "models/gpt_layout.hpp"  // LlmcRun
+#include "models/registry.hpp"
+#include "models/token_rows.hpp"
+#include "offload/footprint.hpp"
+#include "train/trainable.hpp"
+
+namespace starzero {
+
+// ---- llm.c's checkpoint files as a CheckpointFormat --------------------------------------------
+
+// A checkpoint in llm.c's order, whose per-layer tensors are layer-major: the engine's layers map
+// to runs of the file (LlmcRun), written and read in file order, one run in memory at a time. A
+// family's format gives the runs of each layer and its file's streamed reader and writer.
+class LlmcRunsFormat : public CheckpointFormat {
+ public:
+  using RunFill = std::function<void(std::size_t, std::span<float>)>;
+  using RunPlace = std::function<std::span<float>(std::size_t, std::size_t)>;
+
+  std::string describe(DType precision) const override;
+  void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const override;
+  void read(const std::filesystem::path& path, const LayerDestination& destination) const override;
+
+ protected:
+  // `name` ("llm.c", "llm.c Llama 3") for messages; `layer_runs(l)` and `layer_params(l)` of each
+  // of the `layers` layers.
+  LlmcRunsFormat(std::string name, int layers, const std::function<std::vector<LlmcRun>(int)>& layer_runs,
+                 const std::function<std::size_t(int)>& layer_params);
+  // The family's file: version 3 (fp32) or 5 (bf16) written from `fill(offset, values)`, read into
+  // `place(offset, count)`, piece by piece in file order.
+  virtual void write_runs(const std::filesystem::path& path, int version, const RunFill& fill,
+                          std::span<const std::size_t> sizes) const = 0;
+  virtual void read_runs(const std::filesystem::path& path, const RunPlace& place,
+                         std::span<const std::size_t> sizes) const = 0;
+
+ private:
+  struct Piece {
+    int layer;
+    LlmcRun run;
+  };
+  int version_of(DType precision) const;
+  const Piece& piece_at(std::size_t offset) const;
+
+  std::string name_;
+  std::vector<std::size_t> layer_params_;
+  std::vector<Piece> pieces_;       // every layer's runs by file offset: they tile the file
+  std::vector<std::size_t> sizes_;  // their sizes, in that order
+};
+
+// ---- a token model with its data as a Trainable -------------------------------------------------
+
+// What a transformer's spec fixes besides its shape and data.
+struct TransformerOptions {
+  int seq = 0;                     // T, tokens per row
+  std::optional<int> head_groups;  // --head-groups (empty: the model's own choice)
+  std::uint64_t seed = 0;          // the training batches' seed
+  Split evaluation_split = Split::validation;
+};
+
+template <class TokenModel>
+class TransformerTrainable final : public Trainable {
+ public:
+  TransformerTrainable(std::unique_ptr<TokenModel> model, const TokenDataset& data, const TransformerOptions& options)
+      : model_(std::move(model)), data_(data), seed_(options.seed), evaluation_split_(options.evaluation_split) {}
+
+  int layers() const override { return model_->layers(); }
+  std::size_t layer_params(int layer) const override { return model_->layer_params(layer); }
+  std::string layer_name(int layer) const override { return model_->layer_name(layer); }
+  DType dtype() const override { return model_->dtype(); }
+  std::vector<int> shared_groups(int layer) const override { return model_->shared_groups(layer); }
+  std::vector<std::size_t> gradient_pieces(int layer) const override { return model_->gradient_pieces(layer); }
+  void init_layer(int layer, std::span<float> params, std::uint64_t seed) const override {
+    model_->init_layer(layer, params, seed);
+  }
+  void submit_forward(int layer, const GroupHandles& groups) override { model_->submit_forward(layer, groups); }
+  void submit_backward(int layer, const GroupHandles& groups) override { model_->submit_backward(layer, groups); }
+
+  int micro_batch() const override { return model_->batch(); }
+  int row_tokens() const override { return model_->seq(); }
+  void load_train_rows(std::uint64_t step, const BatchRows& rows) override {
+    set_batch_rows(*model_, data_.train_batch(rows.global, model_->seq(), seed_, step), rows);
+  }
+  std::size_t validation_batches(int global_rows) const override {
+    return data_.sequential_batches(global_rows, model_->seq(), evaluation_split_);
+  }
+  void load_validation_rows(std::size_t batch, const BatchRows& rows) override {
+    set_batch_rows(*model_, data_.sequential_batch(rows.global, model_->seq(), batch, evaluation_split_), rows);
+  }
+  double mean_loss() const override { return model_->mean_loss(); }
+  std::optional<std::size_t> activation_bytes() const override { return model_->activation_bytes(); }
+  std::optional<std::size_t> offloaded_activation_bytes() const override {
+    return model_->offloaded_activation_bytes();
+  }
+  std::optional<std::string> sample(const std::function<void()>& forward, const std::string& prompt, int tokens,
+                                    std::uint64_t seed) override {
+    return sample_bytes(*model_, data_, forward, prompt, tokens, seed);
+  }
+
+ private:
+  std::unique_ptr<TokenModel> model_;
+  const TokenDataset& data_;
+  std::uint64_t seed_;
+  Split evaluation_split_;
+};
+
+// ---- the spec -----------------------------------------------------------------------------------
+
+// "data: N training and M validation tokens (vocabulary V)".
+std::string token_data_summary(const TokenDataset& data);
+
+template <class Traits>
+class TransformerSpec final : public ModelSpec {
+ public:
+  using Shape = typename Traits::Shape;
+  TransformerSpec(const Shape& shape, TokenDataset data, const TransformerOptions& options)
+      : shape_(shape), data_(std::move(data)), options_(options), format_(shape) {}
+
+  std::string describe() const override {
+    return Traits::describe(shape_) + ", " + std::to_string(shape_.param_count()) + " parameters";
+  }
+  std::string data_summary() const override { return token_data_summary(data_); }
+  std::size_t parameter_count() const override { return shape_.param_count(); }
+  ModelFootprint footprint(int batch, const ActivationPolicy& activations) const override {
+    return Traits::footprint(shape_, batch, options_.seq, activations);
+  }
+  const CheckpointFormat& checkpoint_format() const override { return format_; }
+  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,
+                                   const ActivationPolicy& activations) const override {
+    return std::make_unique<TransformerTrainable<typename Traits::Model>>(
+        Traits::make_model(shape_, dtype, batch, options_.seq, tiles, activations, options_.head_groups), data_,
+        options_);
+  }
+  std::optional<std::size_t> activation_bytes(DType dtype, int batch,
+                                              const ActivationPolicy& activations) const override {
+    return Traits::activation_bytes(shape_, dtype_size(dtype), batch, options_.seq, activations);
+  }
+  std::optional<std::size_t> offloaded_activation_bytes(DType dtype, int batch,
+                                                        const ActivationPolicy& activations) const override {
+    return Traits::offloaded_activation_bytes(shape_, dtype_size(dtype), batch, options_.seq, activations);
+  }
+
+ private:
+  Shape shape_;
+  TokenDataset data_;
+  TransformerOptions options_;
+  typename Traits::Format format_;
+};
+
+// ---- prepare: from the command line's request to a checked spec --------------------------------
+
+// The data a request names: the checkout's text without --data, a text file, or (.bin) the token
+// shard `read_shard` reads.
+TokenDataset load_token_data(const ModelRequest& request,
+                             const std::function<TokenDataset(const std::filesystem::path&, double)>& read_shard);
+// std::invalid_argument "--FLAG given contradicts the checkpoint's from_file" when given differs.
+void check_flag(const char* flag, const std::optional<int>& given, int from_file);
+// The shape flags against a checkpoint's shape: `fields` of the preset with the flags' overrides
+// must equal the checkpoint's (`file_fields`); without --preset, each flag given must agree.
+void check_checkpoint_flags(const ModelRequest& request, int layers, int channels, int heads, int max_seq,
+                            const std::function<std::string(const ModelRequest&)>& preset_fields,
+                            const std::string& file_fields, const std::string& file_shape);
+// The data against a checkpoint's vocabulary: evaluation needs every token inside it, training
+// the same vocabulary.
+void check_data_vocabulary(const TokenDataset& data, int vocab, bool evaluation);
+// --seq (default min(64, max_seq)) within 1..max_seq and the training data long enough for it.
+int checked_seq(const ModelRequest& request, const TokenDataset& data, int max_seq, bool evaluation);
+
+template <class Traits>
+typename Traits::Shape transformer_shape_from_checkpoint(const ModelRequest& request) {
+  const typename Traits::Shape shape = Traits::checkpoint_shape(*request.checkpoint);
+  const auto preset_fields = [](const ModelRequest& r) {
+    typename Traits::Shape flags = Traits::preset(*r.preset);
+    flags.layers = r.layers.value_or(flags.layers);
+    flags.channels = r.channels.value_or(flags.channels);
+    flags.heads = r.heads.value_or(flags.heads);
+    flags.max_seq = r.max_seq.value_or(flags.max_seq);
+    return Traits::preset_fields(flags);
+  };
+  check_checkpoint_flags(request, shape.layers, shape.channels, shape.heads, shape.max_seq, preset_fields,
+                         Traits::preset_fields(shape), shape.to_string());
+  return shape;
+}
+
+template <class Traits>
+std::unique_ptr<ModelSpec> prepare_transformer(const ModelRequest& request) {
+  if (request.checkpoint && !std::filesystem::exists(*request.checkpoint))
+    throw std::invalid_argument("no such checkpoint '" + request.checkpoint->string() + "'");
+  TokenDataset data = load_token_data(request, Traits::read_token_shard);
+  data.use_tokenizer(request.tokenizer);
+  const bool evaluation = request.validation_fraction == 0;
+  typename Traits::Shape shape;
+  if (request.checkpoint) {
+    shape = transformer_shape_from_checkpoint<Traits>(request);
+    data.check_tokenizer_vocab(shape.vocab);
+    check_data_vocabulary(data, shape.vocab, evaluation);
+  } else {
+    shape = Traits::shape_from_flags(request, data.vocab());
+  }
+  TransformerOptions options;
+  options.seq = checked_seq(request, data, shape.max_seq, evaluation);
+  Traits::check_request(request, shape);
+  options.head_groups = request.head_groups;
+  options.seed = request.seed;
+  options.evaluation_split = evaluation ? Split::train : Split::validation;
+  return std::make_unique<TransformerSpec<Traits>>(shape, std::move(data), options);
+}
+
+template <class Traits>
+ModelFamily transformer_family(std::string name, std::string summary) {
+  return {std::move(name), std::move(summary), prepare_transformer<Traits>, Traits::format_of_state};
+}
+
+}  // namespace starzero
