@@ -7,6 +7,7 @@
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
 #include "apps/deepspeed_config.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/registry.hpp"
 #include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
@@ -131,7 +132,10 @@ void add_run_options(cli::ArgParser& p) {
   p.option("checkpoint-in", "FILE|DIR",
               "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
               "a --checkpoint-dir folder: its latest set")
-      .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
+      .option("checkpoint-out", "FILE|DIR", "write a checkpoint (and FILE.state) at the end")
+      .option("checkpoint-format", "F",
+              "--checkpoint-out as llmc (llm.c's file, default) or hf (a Hugging Face folder DIR: config.json and "
+              "model.safetensors, GPT-2 and Llama 3)")
       .option("checkpoint-dir", "DIR",
               "write each save as a crash-safe set DIR/step_N/ and then DIR/latest (a kill never leaves "
               "an incomplete set named)")
@@ -311,6 +315,13 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.keep_checkpoints = int_option(p, "keep-checkpoints", 0, 0);
   o.steps_are_total = p.flag_set("resume");
   o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
+  const std::string format = p.value("checkpoint-format").value_or("llmc");
+  if (format != "llmc" && format != "hf")
+    throw UsageError("--checkpoint-format: '" + cli::printable(format) + "' is not llmc or hf");
+  if (p.given("checkpoint-format") && !o.checkpoint_out) throw UsageError("--checkpoint-format is for --checkpoint-out");
+  o.checkpoint_hf = format == "hf";
+  if (o.checkpoint_hf && !spec.checkpoint_format().hugging_face())
+    throw UsageError("--checkpoint-format hf: this model has no Hugging Face format (GPT-2 and Llama 3 have)");
   if (const auto metrics = p.value("metrics")) o.metrics = *metrics;
   return o;
 }
@@ -370,7 +381,8 @@ int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
 
 cli::ArgParser make_eval_parser() {
   cli::ArgParser p("starzero eval");
-  p.option("checkpoint", "FILE", "llm.c checkpoint (version 3 fp32 or 5 bf16)")
+  p.option("checkpoint", "PATH",
+           "llm.c checkpoint (GPT-2 or Llama 3, version 3 fp32 or 5 bf16) or a Hugging Face folder (GPT-2, Llama 3)")
       .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes)")
       .option("batch", "B", "sequences per batch")
       .option("seq", "T", "tokens per sequence")
@@ -387,6 +399,7 @@ int run_eval(const cli::ArgParser& p) {
   request.checkpoint = *p.value("checkpoint");
   if (!std::filesystem::exists(*request.checkpoint))
     throw UsageError("--checkpoint: no such file '" + cli::printable(request.checkpoint->string()) + "'");
+  request.family = checkpoint_family(*request.checkpoint);
   request.data = *p.value("data");
   request.seq = int_option(p, "seq", 0, 1);
   request.validation_fraction = 0;  // the whole file is evaluation data
@@ -416,7 +429,7 @@ int train_main(int argc, char** argv) { return train_main(argc, argv, nullptr); 
 
 int eval_main(int argc, char** argv) {
   cli::ArgParser parser = make_eval_parser();
-  return run_command({"starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]"},
+  return run_command({"starzero eval", "starzero eval --checkpoint PATH --data FILE --batch B --seq T [options]"},
                      parser, argc, argv, run_eval);
 }
 

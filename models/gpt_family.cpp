@@ -11,6 +11,7 @@
 #include "models/gpt.hpp"
 #include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/llmc_files.hpp"
 #include "models/registry.hpp"
 #include "models/token_rows.hpp"
@@ -44,6 +45,7 @@ class LlmcCheckpointFormat final : public CheckpointFormat {
         run_sizes());
   }
   void check(const fs::path& path) const override { read_llmc_checkpoint_header(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override { return gpt_hf_format(shape_); }
   // Each run read from the file straight into its layer's destination, in file order.
   void read(const fs::path& path, const LayerDestination& destination) const override {
     std::vector<std::span<float>> layers;
@@ -221,7 +223,7 @@ void check_flag(const char* flag, const std::optional<int>& given, int from_file
 // The checkpoint's shape; every shape flag given must agree with it (a preset with its
 // overrides is compared as the shape it makes).
 GptShape shape_from_checkpoint(const ModelRequest& request) {
-  const GptShape shape = read_llmc_checkpoint_header(*request.checkpoint).shape;
+  const GptShape shape = gpt_checkpoint_shape(*request.checkpoint);  // a file or a Hugging Face folder
   if (request.preset) {
     GptShape flags = gpt_preset(*request.preset);
     flags.layers = request.layers.value_or(flags.layers);
@@ -306,6 +308,10 @@ std::unique_ptr<CheckpointFormat> gpt_format_of_state(const StateShapeFields& fi
 }
 
 }  // namespace
+
+std::unique_ptr<CheckpointFormat> gpt_llmc_format(const GptShape& shape) {
+  return std::make_unique<LlmcCheckpointFormat>(shape);
+}
 
 ModelFamily gpt_family() {
   return {"gpt", "GPT-2 in llm.c's layout (--preset, --layers, --channels, --heads, --max-seq; llm.c checkpoints)",

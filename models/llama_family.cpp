@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "models/data.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/llama.hpp"
 #include "models/llama_files.hpp"
 #include "models/llama_layout.hpp"
@@ -50,6 +51,7 @@ class LlamaCheckpointFormat final : public CheckpointFormat {
         sizes_);
   }
   void check(const fs::path& path) const override { read_llama_checkpoint_header(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override { return llama_hf_format(shape_); }
   void read(const fs::path& path, const LayerDestination& destination) const override {
     std::vector<std::span<float>> layers;
     for (int l = 0; l < layout_.layers(); ++l) layers.push_back(destination(l, layout_.layer_params(l)));
@@ -239,7 +241,7 @@ LlamaShape shape_from_flags(const ModelRequest& request, int vocab) {
 }
 
 LlamaShape shape_from_checkpoint(const ModelRequest& request) {
-  const LlamaShape shape = read_llama_checkpoint_header(*request.checkpoint).shape;
+  const LlamaShape shape = llama_checkpoint_shape(*request.checkpoint);  // a file or a Hugging Face folder
   if (request.preset) {
     LlamaShape flags = llama_preset(*request.preset);
     flags.layers = request.layers.value_or(flags.layers);
@@ -302,6 +304,10 @@ std::unique_ptr<CheckpointFormat> llama_format_of_state(const StateShapeFields& 
 }
 
 }  // namespace
+
+std::unique_ptr<CheckpointFormat> llama_llmc_format(const LlamaShape& shape) {
+  return std::make_unique<LlamaCheckpointFormat>(shape);
+}
 
 ModelFamily llama3_family() {
   return {"llama3",

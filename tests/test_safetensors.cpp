@@ -1,10 +1,12 @@
-// models/safetensors.hpp, host-side: fp16 widening against ldexp, narrowing by nearest even, a
-// written file read back.
+// models/safetensors.hpp and the layout changes of models/hf_checkpoint.hpp, host-side: fp16
+// widening against ldexp, narrowing by nearest even, a written file read back, and the rotary row
+// permutation against transformers' view/transpose written out as loops.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 
+#include "models/hf_checkpoint.hpp"
 #include "models/safetensors.hpp"
 #include "temp_dir.hpp"
 
@@ -65,4 +67,30 @@ TEST_CASE("a written safetensors file reads back", "[safetensors]") {
   in.read(reinterpret_cast<char*>(&n), 8);
   REQUIRE(n % 8 == 0);
   REQUIRE(std::filesystem::file_size(dir / "m.safetensors") == 8 + n + 6 * 4 + 4 * 2 + 3 * 2);
+}
+
+TEST_CASE("HF's q/k row permutation and the transpose, both ways", "[safetensors]") {
+  const std::size_t heads = 2, hs = 6, cols = 3, rows = heads * hs;
+  std::vector<float> meta(rows * cols);
+  for (std::size_t k = 0; k < meta.size(); ++k) meta[k] = float(k);
+  // transformers: w.view(heads, hs/2, 2, cols).transpose(1, 2).reshape(rows, cols).
+  std::vector<float> hf;
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t j = 0; j < 2; ++j)
+      for (std::size_t i = 0; i < hs / 2; ++i)
+        for (std::size_t c = 0; c < cols; ++c) hf.push_back(meta[(h * hs + 2 * i + j) * cols + c]);
+  const HfTensorMap rope{"q", {rows, cols}, 1, 0, rows * cols, HfTransform::rope_rows, int(heads)};
+  std::vector<float> engine(rows * cols), back(rows * cols);
+  hf_to_engine(rope, hf, engine);
+  REQUIRE(engine == meta);
+  engine_to_hf(rope, engine, back);
+  REQUIRE(back == hf);
+  // Conv1D [in=2, out=3] is llm.c's [3, 2]; a padded region gets zeros.
+  const HfTensorMap conv{"w", {2, 3}, 1, 0, 8, HfTransform::transpose, 0};
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  std::vector<float> region(8, -1.0f), w_back(6);
+  hf_to_engine(conv, w, region);
+  REQUIRE(region == std::vector<float>{1, 4, 2, 5, 3, 6, 0, 0});
+  engine_to_hf(conv, region, w_back);
+  REQUIRE(w_back == w);
 }

@@ -44,6 +44,17 @@ void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format
 
 }  // namespace
 
+const CheckpointFormat& hugging_face_format(const CheckpointFormat& native, std::unique_ptr<CheckpointFormat>& held) {
+  if (!held) held = native.hugging_face();
+  if (!held) throw std::invalid_argument("this model has no Hugging Face format (GPT-2 and Llama 3 have)");
+  return *held;
+}
+
+const CheckpointFormat& checkpoint_format_at(const fs::path& path, const CheckpointFormat& native,
+                                             std::unique_ptr<CheckpointFormat>& held) {
+  return fs::is_directory(path) ? hugging_face_format(native, held) : native;
+}
+
 ResumeFiles read_resume_files(const fs::path& checkpoint, const CheckpointFormat& format) {
   format.check(checkpoint);
   return ResumeFiles{checkpoint, &format, ShardedTrainingState::find(checkpoint, format.state_layout())};

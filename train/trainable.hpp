@@ -99,6 +99,9 @@ class CheckpointFormat {
   }
   // "llm.c version 3" and the like, for messages.
   virtual std::string describe(DType precision) const = 0;
+  // The same model as a Hugging Face folder (config.json, model.safetensors), or null when the
+  // family has none (models/hf_checkpoint.hpp).
+  virtual std::unique_ptr<CheckpointFormat> hugging_face() const { return nullptr; }
 };
 
 class ModelSpec {
