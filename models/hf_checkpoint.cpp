@@ -333,6 +333,7 @@ class HfCheckpointFormat final : public CheckpointFormat {
   void read(const fs::path& path, const LayerDestination& destination) const override {
     read_hf_folder(path, map_, destination);
   }
+  bool writes_layers_in_order() const override { return true; }  // the maps list the tensors layer by layer
   std::string describe(DType precision) const override {
     return "Hugging Face " + map_.family + " folder, " + (precision == DType::bf16 ? "BF16" : "F32");
   }

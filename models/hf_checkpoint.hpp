@@ -44,7 +44,7 @@ struct HfTensorMap {
 // One family's folder for one shape.
 struct HfModelMap {
   std::string family;                 // "GPT-2", for messages
-  std::vector<HfTensorMap> tensors;   // in the order a writer stores them
+  std::vector<HfTensorMap> tensors;   // in the order a writer stores them: by increasing layer
   std::vector<std::size_t> layer_params;
   std::string config_json;            // what a writer puts in config.json
   std::vector<std::string> prefixes;  // also accepted before every name on reading ("transformer.")

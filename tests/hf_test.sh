@@ -7,8 +7,9 @@
 #               and `train --checkpoint-in DIR` trains (the loss falls)
 #   roundtrip - llm.c checkpoints of short GPT and Llama 3 runs -> hf -> llm.c are byte-identical
 #               (fp32 and bf16), and `eval` on the folder equals `eval` on the file
-#   zero      - --checkpoint-format hf of a 2-rank ZeRO-3 run equals, converted, `consolidate`'s
-#               llm.c checkpoint of the same run's state files
+#   zero      - --checkpoint-format hf of a 2-rank ZeRO-3 run (written a layer at a time) equals,
+#               converted, `consolidate`'s llm.c checkpoint of the same run's state files; on one
+#               rank in bf16, the llm.c checkpoint of the same seeded run
 #   errors    - malformed or mismatched folders: one error line and exit code 2
 # Usage: hf_test.sh STARZERO PART
 set -euo pipefail
@@ -96,8 +97,9 @@ roundtrip() {
 }
 
 zero() {
-  local run=(train --data "$work/data.txt" --preset tiny --layers 2 --batch 4 --seq 16 --steps 3 --val-every 0
-             --sample-tokens 2 "${cpu[@]}" --stage 3)
+  local base=(train --data "$work/data.txt" --preset tiny --layers 2 --batch 4 --seq 16 --steps 3 --val-every 0
+              --sample-tokens 2 "${cpu[@]}")
+  local run=("${base[@]}" --stage 3)
   timeout 300 "${mpirun[@]}" -np 2 "$starzero" "${run[@]}" --checkpoint-out "$work/z3" --checkpoint-format hf \
     > "$work/z3.log" 2>&1 || { tail -20 "$work/z3.log"; fail "ZeRO-3 on 2 ranks with --checkpoint-format hf"; return; }
   [ -f "$work/z3/config.json" ] && [ -f "$work/z3/model.safetensors" ] || fail "no folder written"
@@ -105,6 +107,13 @@ zero() {
   convert --from hf "$work/z3" --to llmc "$work/z3.converted.bin"
   same_bytes "ZeRO-3 x2 --checkpoint-format hf, converted, vs consolidate's llm.c file" \
     "$work/z3.consolidated.bin" "$work/z3.converted.bin"
+  # One rank, bf16: the folder equals the llm.c file of the same seeded run, converted.
+  local one=("${base[@]}" --checkpoint-precision bf16)
+  "$starzero" "${one[@]}" --checkpoint-out "$work/one.bin" > /dev/null 2>&1 || fail "one rank, llmc"
+  "$starzero" "${one[@]}" --checkpoint-out "$work/one" --checkpoint-format hf > /dev/null 2>&1 || fail "one rank, hf"
+  convert --from hf "$work/one" --to llmc "$work/one.converted.bin"
+  same_bytes "one rank bf16 --checkpoint-format hf, converted, vs the llm.c file of the same run" \
+    "$work/one.bin" "$work/one.converted.bin"
 }
 
 # Rewrites DIR/model.safetensors with its header changed by MUTATION (python, on `h`: name ->
