@@ -176,6 +176,11 @@ cli::ArgParser make_train_parser() {
   return p;
 }
 
+// "DIR/" as "DIR": a Hugging Face folder's state files are DIR.state beside it, however it is spelled.
+std::filesystem::path folder_name(const std::filesystem::path& path) {
+  return path.has_filename() || !path.has_parent_path() ? path : path.parent_path();
+}
+
 ModelRequest model_request(const cli::ArgParser& p) {
   ModelRequest r;
   r.family = p.value("model").value_or("gpt");
@@ -198,7 +203,7 @@ ModelRequest model_request(const cli::ArgParser& p) {
       throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");
     if (!std::filesystem::exists(*checkpoint))
       throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint) + "'");
-    r.checkpoint = resolve_checkpoint_in(*checkpoint);
+    r.checkpoint = resolve_checkpoint_in(folder_name(*checkpoint));
   }
   if (p.flag_set("resume")) {
     if (!p.given("checkpoint-dir")) throw UsageError("--resume needs --checkpoint-dir DIR");
@@ -310,7 +315,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   o.checkpoint_in = request.checkpoint;
-  if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = *out;
+  if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = folder_name(*out);
   if (const auto dir = p.value("checkpoint-dir")) o.checkpoint_dir = *dir;
   o.keep_checkpoints = int_option(p, "keep-checkpoints", 0, 0);
   o.steps_are_total = p.flag_set("resume");

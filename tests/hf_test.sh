@@ -110,7 +110,11 @@ zero() {
   # One rank, bf16: the folder equals the llm.c file of the same seeded run, converted.
   local one=("${base[@]}" --checkpoint-precision bf16)
   "$starzero" "${one[@]}" --checkpoint-out "$work/one.bin" > /dev/null 2>&1 || fail "one rank, llmc"
-  "$starzero" "${one[@]}" --checkpoint-out "$work/one" --checkpoint-format hf > /dev/null 2>&1 || fail "one rank, hf"
+  "$starzero" "${one[@]}" --checkpoint-out "$work/one/" --checkpoint-format hf > /dev/null 2>&1 || fail "one rank, hf"
+  [ -f "$work/one.state" ] || fail "the optimizer state of --checkpoint-out DIR/ is not DIR.state"
+  "$starzero" train --checkpoint-in "$work/one/" --data "$work/data.txt" --batch 4 --seq 16 --steps 1 --val-every 0 \
+    --sample-tokens 2 "${cpu[@]}" > "$work/resume.log" 2>&1 || { tail -5 "$work/resume.log"; fail "resume from DIR/"; }
+  grep -q "resumed from .* at step 3" "$work/resume.log" || fail "train --checkpoint-in DIR/ did not resume from DIR.state"
   convert --from hf "$work/one" --to llmc "$work/one.converted.bin"
   same_bytes "one rank bf16 --checkpoint-format hf, converted, vs the llm.c file of the same run" \
     "$work/one.bin" "$work/one.converted.bin"
