@@ -12,6 +12,7 @@ int eval_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
 int bench_adam_main(int argc, char** argv);  // `starzero bench adam`
 int consolidate_main(int argc, char** argv);
+int convert_main(int argc, char** argv);  // `starzero convert --from hf DIR --to llmc FILE` and back
 int trace_main(int argc, char** argv);  // `starzero trace DIR`
 int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
 int plot_main(int argc, char** argv);   // `starzero plot FILE.jsonl --out FILE.svg`

@@ -20,10 +20,12 @@ void print_usage(std::FILE* to) {
       "  plan    ZeRO memory and communication per rank for a model size or GPT config,\n"
       "          per stage and data-parallel degree, with offload placements and fit checks\n"
       "  train   train a GPT-2 model (default: `tiny` on this checkout's own docs and sources)\n"
-      "  eval    mean loss of an llm.c checkpoint over the first K batches of a token file\n"
+      "  eval    mean loss of a checkpoint (llm.c file or Hugging Face folder) over the first\n"
+      "          K batches of a token file\n"
       "  bench   `bench step`: training-step time, tokens/s and MFU against a GEMM probe;\n"
       "          `bench adam`: the fused CPU AdamW; `bench blas`: tiled against threaded sgemm\n"
       "  consolidate  merge the per-rank shards of a ZeRO run into one llm.c checkpoint\n"
+      "  convert  a Hugging Face folder (safetensors) to an llm.c checkpoint and back\n"
       "  trace   report of a `train --trace DIR` run: steps, critical paths, workers, transfers\n"
       "  sweep   the same training under each scheduling policy x priority scheme, compared\n"
       "  plot    loss, validation and throughput curves of a `train --metrics` file, as SVG\n"
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   if (command == "eval") return starzero::eval_main(argc - 1, argv + 1);
   if (command == "bench") return starzero::bench_main(argc - 1, argv + 1);
   if (command == "consolidate") return starzero::consolidate_main(argc - 1, argv + 1);
+  if (command == "convert") return starzero::convert_main(argc - 1, argv + 1);
   if (command == "trace") return starzero::trace_main(argc - 1, argv + 1);
   if (command == "sweep") return starzero::sweep_main(argc - 1, argv + 1);
   if (command == "plot") return starzero::plot_main(argc - 1, argv + 1);

@@ -7,6 +7,7 @@
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
 #include "apps/deepspeed_config.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/registry.hpp"
 #include "models/tokenizer.hpp"
 #include "optimizers/lr_schedule.hpp"
@@ -134,7 +135,10 @@ void add_run_options(cli::ArgParser& p) {
   p.option("checkpoint-in", "FILE|DIR",
               "start from a checkpoint, which defines the model's shape (resumes exactly when FILE.state exists); "
               "a --checkpoint-dir folder: its latest set")
-      .option("checkpoint-out", "FILE", "write a checkpoint (and FILE.state) at the end")
+      .option("checkpoint-out", "FILE|DIR", "write a checkpoint (and FILE.state) at the end")
+      .option("checkpoint-format", "F",
+              "--checkpoint-out as llmc (llm.c's file, default) or hf (a Hugging Face folder DIR: config.json and "
+              "model.safetensors, GPT-2 and Llama 3)")
       .option("checkpoint-dir", "DIR",
               "write each save as a crash-safe set DIR/step_N/ and then DIR/latest (a kill never leaves "
               "an incomplete set named)")
@@ -175,6 +179,11 @@ cli::ArgParser make_train_parser() {
   return p;
 }
 
+// "DIR/" as "DIR": a Hugging Face folder's state files are DIR.state beside it, however it is spelled.
+std::filesystem::path folder_name(const std::filesystem::path& path) {
+  return path.has_filename() || !path.has_parent_path() ? path : path.parent_path();
+}
+
 ModelRequest model_request(const cli::ArgParser& p) {
   ModelRequest r;
   r.family = p.value("model").value_or("gpt");
@@ -197,7 +206,7 @@ ModelRequest model_request(const cli::ArgParser& p) {
       throw UsageError("--resume takes the checkpoint from --checkpoint-dir: no --checkpoint-in");
     if (!std::filesystem::exists(*checkpoint))
       throw UsageError("--checkpoint-in: no such file '" + cli::printable(*checkpoint) + "'");
-    r.checkpoint = resolve_checkpoint_in(*checkpoint);
+    r.checkpoint = resolve_checkpoint_in(folder_name(*checkpoint));
   }
   if (p.flag_set("resume")) {
     if (!p.given("checkpoint-dir")) throw UsageError("--resume needs --checkpoint-dir DIR");
@@ -309,11 +318,18 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   o.checkpoint_in = request.checkpoint;
-  if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = *out;
+  if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = folder_name(*out);
   if (const auto dir = p.value("checkpoint-dir")) o.checkpoint_dir = *dir;
   o.keep_checkpoints = int_option(p, "keep-checkpoints", 0, 0);
   o.steps_are_total = p.flag_set("resume");
   o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
+  const std::string format = p.value("checkpoint-format").value_or("llmc");
+  if (format != "llmc" && format != "hf")
+    throw UsageError("--checkpoint-format: '" + cli::printable(format) + "' is not llmc or hf");
+  if (p.given("checkpoint-format") && !o.checkpoint_out) throw UsageError("--checkpoint-format is for --checkpoint-out");
+  o.checkpoint_hf = format == "hf";
+  if (o.checkpoint_hf && !spec.checkpoint_format().hugging_face())
+    throw UsageError("--checkpoint-format hf: this model has no Hugging Face format (GPT-2 and Llama 3 have)");
   if (const auto metrics = p.value("metrics")) o.metrics = *metrics;
   return o;
 }
@@ -373,7 +389,8 @@ int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
 
 cli::ArgParser make_eval_parser() {
   cli::ArgParser p("starzero eval");
-  p.option("checkpoint", "FILE", "llm.c checkpoint (version 3 fp32 or 5 bf16)")
+  p.option("checkpoint", "PATH",
+           "llm.c checkpoint (GPT-2 or Llama 3, version 3 fp32 or 5 bf16) or a Hugging Face folder (GPT-2, Llama 3)")
       .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes; tokens with --tokenizer)")
       .option("tokenizer", "FILE", "a Hugging Face tokenizer.json (byte-level BPE, GPT-2 or Llama 3) that encodes a "
                                    "text --data; its vocabulary must be the checkpoint's")
@@ -392,6 +409,7 @@ int run_eval(const cli::ArgParser& p) {
   request.checkpoint = *p.value("checkpoint");
   if (!std::filesystem::exists(*request.checkpoint))
     throw UsageError("--checkpoint: no such file '" + cli::printable(request.checkpoint->string()) + "'");
+  request.family = checkpoint_family(*request.checkpoint);
   request.data = *p.value("data");
   if (const auto tokenizer = p.value("tokenizer")) request.tokenizer = *tokenizer;
   request.seq = int_option(p, "seq", 0, 1);
@@ -422,7 +440,7 @@ int train_main(int argc, char** argv) { return train_main(argc, argv, nullptr); 
 
 int eval_main(int argc, char** argv) {
   cli::ArgParser parser = make_eval_parser();
-  return run_command({"starzero eval", "starzero eval --checkpoint FILE --data FILE --batch B --seq T [options]"},
+  return run_command({"starzero eval", "starzero eval --checkpoint PATH --data FILE --batch B --seq T [options]"},
                      parser, argc, argv, run_eval);
 }
 

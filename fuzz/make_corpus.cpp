@@ -14,6 +14,7 @@
 #include "models/layer_checkpoint.hpp"
 #include "models/llama_files.hpp"
 #include "models/gpt_files.hpp"
+#include "models/safetensors.hpp"
 #include "tasks/nn_llama_kernels.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"
@@ -454,6 +455,34 @@ void machine_files() {
   text("not_an_object", "[\"name\"]");
 }
 
+// fuzz_safetensors: a small file of each dtype with metadata, an empty one, and broken headers.
+void safetensors_files(const fs::path& tmp) {
+  const std::string h = "fuzz_safetensors";
+  const fs::path file = tmp / "m.safetensors";
+  const auto fill = [](std::size_t i, std::span<float> v) {
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = float(i + 1) * 0.25f - float(k);
+  };
+  write_safetensors(file,
+                    {{"wte.weight", SafeDType::f32, {3, 2}}, {"h.0.ln_1.weight", SafeDType::bf16, {2}},
+                     {"h.0.attn.c_attn.weight", SafeDType::f16, {2, 3}}, {"scalar", SafeDType::f32, {}}},
+                    {{"format", "pt"}}, fill);
+  const Bytes three = read_bytes(file);
+  save(h, "three_dtypes", three);
+  write_safetensors(file, {}, {}, fill);
+  save(h, "empty", read_bytes(file));
+  Bytes overlapping = three;
+  std::uint64_t length = 0;
+  std::memcpy(&length, three.data(), 8);
+  std::string changed(three.begin() + 8, three.begin() + 8 + std::ptrdiff_t(length));
+  changed.replace(changed.find("[24,28]"), 7, "[20,24]");  // h.0.ln_1.weight over wte.weight's end
+  std::copy(changed.begin(), changed.end(), overlapping.begin() + 8);
+  save(h, "overlapping", overlapping);
+  save(h, "truncated", Bytes(three.begin(), three.end() - 3));
+  Bytes huge = three;
+  huge[6] = 1;  // a header length of 2^48 and more
+  save(h, "header_too_large", huge);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -474,6 +503,7 @@ int main(int argc, char** argv) {
   command_lines();
   deepspeed_configs();
   machine_files();
+  safetensors_files(tmp);
   fs::remove_all(tmp);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/gpt_files.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/transformer_family.hpp"
 
 namespace starzero {
@@ -25,6 +26,7 @@ class LlmcCheckpointFormat final : public LlmcRunsFormat {
 
   StateLayout state_layout() const override { return gpt_state_layout(shape_); }
   void check(const fs::path& path) const override { read_llmc_checkpoint_header(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override { return gpt_hf_format(shape_); }
 
  private:
   LlmcCheckpointFormat(const GptShape& shape, const GptLayout& layout)
@@ -54,7 +56,8 @@ struct GptTraits {
     return "L=" + std::to_string(s.layers) + " NH=" + std::to_string(s.heads) + " C=" + std::to_string(s.channels) +
            " maxT=" + std::to_string(s.max_seq);
   }
-  static GptShape checkpoint_shape(const fs::path& path) { return read_llmc_checkpoint_header(path).shape; }
+  // A file or a Hugging Face folder.
+  static GptShape checkpoint_shape(const fs::path& path) { return gpt_checkpoint_shape(path); }
   static GptShape shape_from_flags(const ModelRequest& request, int vocab) {
     GptShape shape = gpt_preset(request.preset.value_or("tiny"));
     if (request.layers) shape.layers = *request.layers;
@@ -113,6 +116,10 @@ struct GptTraits {
 };
 
 }  // namespace
+
+std::unique_ptr<CheckpointFormat> gpt_llmc_format(const GptShape& shape) {
+  return std::make_unique<LlmcCheckpointFormat>(shape);
+}
 
 ModelFamily gpt_family() {
   return transformer_family<GptTraits>(

@@ -11,6 +11,7 @@
 #include "models/llama_files.hpp"
 #include "models/llama_layout.hpp"
 #include "models/gpt_files.hpp"
+#include "models/hf_checkpoint.hpp"
 #include "models/transformer_family.hpp"
 #include "tasks/nn_llama_kernels.hpp"
 
@@ -27,6 +28,7 @@ class LlamaCheckpointFormat final : public LlmcRunsFormat {
 
   StateLayout state_layout() const override { return llama_state_layout(shape_); }
   void check(const fs::path& path) const override { read_llama_checkpoint_header(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override { return llama_hf_format(shape_); }
 
  private:
   LlamaCheckpointFormat(const LlamaShape& shape, const LlamaLayout& layout)
@@ -69,7 +71,8 @@ struct LlamaTraits {
     return "L=" + std::to_string(s.layers) + " C=" + std::to_string(s.channels) + " NH=" + std::to_string(s.heads) +
            " NKV=" + std::to_string(s.kv_heads) + " maxT=" + std::to_string(s.max_seq);
   }
-  static LlamaShape checkpoint_shape(const fs::path& path) { return read_llama_checkpoint_header(path).shape; }
+  // A file or a Hugging Face folder.
+  static LlamaShape checkpoint_shape(const fs::path& path) { return llama_checkpoint_shape(path); }
   static LlamaShape shape_from_flags(const ModelRequest& request, int vocab) {
     LlamaShape shape = llama_preset(request.preset.value_or("llama3-tiny"));
     if (request.layers) shape.layers = *request.layers;
@@ -129,6 +132,10 @@ struct LlamaTraits {
 };
 
 }  // namespace
+
+std::unique_ptr<CheckpointFormat> llama_llmc_format(const LlamaShape& shape) {
+  return std::make_unique<LlamaCheckpointFormat>(shape);
+}
 
 ModelFamily llama3_family() {
   return transformer_family<LlamaTraits>(

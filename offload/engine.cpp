@@ -853,23 +853,25 @@ float Engine::last_grad_norm() const {
   return view.as<float>()[0];
 }
 
-std::vector<std::vector<float>> Engine::master_params() const {
+std::vector<float> Engine::master_layer(int l) const {
   resolve_speculation();
   // Direct collectives below must not run while collective tasks use the communicator.
   if (sharded()) starpu_task_wait_for_all();
-  std::vector<std::vector<float>> out;
-  for (const Layer& layer : layers_) {
-    std::vector<float> mine = read_f32(layer.master);
-    if (!sharded()) {
-      mine.resize(layer.count());
-      out.push_back(std::move(mine));
-      continue;
-    }
-    std::vector<float> full(layer.padded());
-    host_comm().all_gather(mine.data(), full.data(), layer.count(), DType::f32);
-    full.resize(layer.count());
-    out.push_back(std::move(full));
+  const Layer& layer = layers_.at(std::size_t(l));
+  std::vector<float> mine = read_f32(layer.master);
+  if (!sharded()) {
+    mine.resize(layer.count());
+    return mine;
   }
+  std::vector<float> full(layer.padded());
+  host_comm().all_gather(mine.data(), full.data(), layer.count(), DType::f32);
+  full.resize(layer.count());
+  return full;
+}
+
+std::vector<std::vector<float>> Engine::master_params() const {
+  std::vector<std::vector<float>> out;
+  for (int l = 0; l < int(layers_.size()); ++l) out.push_back(master_layer(l));
   return out;
 }
 

@@ -201,6 +201,9 @@ class Engine {
   // Full fp32 master parameters per layer, gathered from every rank's shard (waits). Collective
   // when the optimizer state is sharded: every rank must call it.
   std::vector<std::vector<float>> master_params() const;
+  // One layer of them (collective in the same way: every rank asks for the same layers in the
+  // same order), so that a writer holds one layer at a time.
+  std::vector<float> master_layer(int layer) const;
   // Replaces master and model parameters from full per-layer values (every rank passes the same).
   void set_master_params(const std::vector<std::vector<float>>& layers);
   // The same, with `fill` writing each layer's values where they go, the workers asleep

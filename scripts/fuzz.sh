@@ -19,7 +19,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-fuzz
 harnesses=(fuzz_llmc_checkpoint fuzz_token_shard fuzz_llama_checkpoint fuzz_llama_token_shard fuzz_state_file
-  fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config fuzz_machine_json fuzz_tokenizer)
+  fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config fuzz_machine_json fuzz_tokenizer
+  fuzz_safetensors)
 
 die() { echo "fuzz: $*" >&2; exit 2; }
 usage() { echo "usage: scripts/fuzz.sh SECONDS [HARNESS...] | --build | --make-corpus" >&2; exit 2; }
@@ -82,7 +83,8 @@ sources_of() {
     fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
     fuzz_machine_json) echo "sim/platform.cpp" ;;
     fuzz_tokenizer) echo "runtime/files.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
-    make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp" ;;
+    fuzz_safetensors) echo "runtime/files.cpp models/safetensors.cpp" ;;
+    make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp models/safetensors.cpp" ;;
   esac
 }
 # Libraries beside the sources (the Llama kernels' file calls OpenBLAS).

@@ -44,6 +44,17 @@ void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format
 
 }  // namespace
 
+const CheckpointFormat& hugging_face_format(const CheckpointFormat& native, std::unique_ptr<CheckpointFormat>& held) {
+  if (!held) held = native.hugging_face();
+  if (!held) throw std::invalid_argument("this model has no Hugging Face format (GPT-2 and Llama 3 have)");
+  return *held;
+}
+
+const CheckpointFormat& checkpoint_format_at(const fs::path& path, const CheckpointFormat& native,
+                                             std::unique_ptr<CheckpointFormat>& held) {
+  return fs::is_directory(path) ? hugging_face_format(native, held) : native;
+}
+
 ResumeFiles read_resume_files(const fs::path& checkpoint, const CheckpointFormat& format) {
   format.check(checkpoint);
   return ResumeFiles{checkpoint, &format, ShardedTrainingState::find(checkpoint, format.state_layout())};
@@ -71,14 +82,19 @@ std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine) {
   return saved.step();
 }
 
-void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
-                     const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
-  engine.flush();  // a delayed update is applied first: the files hold the updated state
+namespace {
+
+void check_finite(const std::vector<float>& values, std::size_t layer, std::uint64_t step) {
+  if (!std::all_of(values.begin(), values.end(), [](float x) { return std::isfinite(x); }))
+    throw std::runtime_error("not saving step " + std::to_string(step) + ": layer " + std::to_string(layer) +
+                             " has non-finite parameters");
+}
+
+// The leader writes `checkpoint` from every layer gathered at once (collective when sharded).
+void write_gathered(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+                    const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
   const std::vector<std::vector<float>> layers = engine.master_params();  // collective when sharded
-  for (std::size_t l = 0; l < layers.size(); ++l)
-    if (!std::all_of(layers[l].begin(), layers[l].end(), [](float x) { return std::isfinite(x); }))
-      throw std::runtime_error("not saving step " + std::to_string(step) + ": layer " + std::to_string(l) +
-                               " has non-finite parameters");
+  for (std::size_t l = 0; l < layers.size(); ++l) check_finite(layers[l], l, step);
   if (ranks.leader())
     format.write(
         checkpoint,
@@ -87,6 +103,43 @@ void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format,
           std::copy_n(values.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
         },
         precision);
+}
+
+// The same for a format that asks for the layers in order: every rank gathers them one at a time
+// (the same collectives in the same order), and the leader's writer reads each as it asks for it.
+// A non-finite layer stops every rank at that layer, before the leader's file is complete.
+void write_layer_by_layer(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+                          const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+  const int layers = int(format.state_layout().layer_params.size());
+  int next = 0;
+  std::vector<float> current;
+  const auto gather_through = [&](int layer) {
+    for (; next <= layer; ++next) {
+      current = engine.master_layer(next);
+      check_finite(current, std::size_t(next), step);
+    }
+  };
+  if (ranks.leader())
+    format.write(
+        checkpoint,
+        [&](int layer, std::size_t begin, std::span<float> out) {
+          if (layer < next - 1) throw std::logic_error("a layer-ordered checkpoint format asked for an earlier layer");
+          gather_through(layer);
+          std::copy_n(current.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
+        },
+        precision);
+  gather_through(layers - 1);
+}
+
+}  // namespace
+
+void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
+                     const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+  engine.flush();  // a delayed update is applied first: the files hold the updated state
+  if (format.writes_layers_in_order())
+    write_layer_by_layer(checkpoint, format, engine, ranks, step, precision);
+  else
+    write_gathered(checkpoint, format, engine, ranks, step, precision);
   write_rank_state(checkpoint, format, engine, step);
   ranks.barrier();  // every rank's file is written
   if (ranks.leader()) remove_other_training_states(checkpoint, ranks.size());

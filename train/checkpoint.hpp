@@ -32,6 +32,13 @@ struct ResumeFiles {
   const CheckpointFormat* format = nullptr;   // checkpoint's format; outlives the run
   std::optional<ShardedTrainingState> state;  // optimizer state and step, when saved
 };
+// The model's checkpoint as a Hugging Face folder: native.hugging_face(), kept in `held`;
+// std::invalid_argument when the model has none.
+const CheckpointFormat& hugging_face_format(const CheckpointFormat& native, std::unique_ptr<CheckpointFormat>& held);
+// The format of the checkpoint at `path`: a folder is a Hugging Face one, a file native's.
+const CheckpointFormat& checkpoint_format_at(const std::filesystem::path& path, const CheckpointFormat& native,
+                                             std::unique_ptr<CheckpointFormat>& held);
+
 // FileFormatError for a checkpoint or state file that does not fit `format`.
 ResumeFiles read_resume_files(const std::filesystem::path& checkpoint, const CheckpointFormat& format);
 

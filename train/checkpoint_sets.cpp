@@ -144,7 +144,7 @@ void CheckpointSets::abandon(std::uint64_t step) const {
 }
 
 fs::path resolve_checkpoint_in(const fs::path& path) {
-  if (!fs::is_directory(path)) return path;
+  if (!fs::is_directory(path) || fs::exists(path / "config.json")) return path;  // a file or a Hugging Face folder
   const auto latest = CheckpointSets(path).latest();
   if (!latest) throw_format_error(path, "a folder without a `latest` file: no complete checkpoint set to start from");
   return *latest;

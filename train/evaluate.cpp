@@ -11,8 +11,10 @@ namespace starzero {
 
 double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& options) {
   // Check the file before StarPU starts (its values are read into the engine).
-  spec.checkpoint_format().check(options.checkpoint);
-  const ResumeFiles files{options.checkpoint, &spec.checkpoint_format(), std::nullopt};
+  std::unique_ptr<CheckpointFormat> folder_format;  // a Hugging Face folder's
+  const CheckpointFormat& format = checkpoint_format_at(options.checkpoint, spec.checkpoint_format(), folder_format);
+  format.check(options.checkpoint);
+  const ResumeFiles files{options.checkpoint, &format, std::nullopt};
   Session session(options.session);
   const std::unique_ptr<Trainable> model =
       spec.build(options.precision, options.batch, auto_tiles(session, options.batch), ActivationPolicy{});

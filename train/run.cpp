@@ -493,6 +493,8 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   if (ranks.leader()) print_banner(spec, o, run, ranks, host);
   const std::uint64_t first_step = resume ? resume_engine(*resume, o, engine, ranks) + 1 : 1;
   const CheckpointFormat& format = spec.checkpoint_format();
+  std::unique_ptr<CheckpointFormat> hf;
+  const CheckpointFormat& out_format = o.checkpoint_hf ? hugging_face_format(format, hf) : format;
   std::optional<CheckpointSets> sets = open_checkpoint_destinations(o, ranks);
   Trainer trainer(*run.model, engine, ranks, o.trainer);
   std::optional<Watchdog> watchdog;  // not movable: started in place
@@ -531,14 +533,14 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   const auto save = [&](std::uint64_t step) {
     const activity::Scope saving("saving step " + std::to_string(step));
     if (sets) save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step, o.checkpoint_precision);
-    if (o.checkpoint_out) save_checkpoint(*o.checkpoint_out, format, engine, ranks, step, o.checkpoint_precision);
+    if (o.checkpoint_out) save_checkpoint(*o.checkpoint_out, out_format, engine, ranks, step, o.checkpoint_precision);
     progress("the save of step " + std::to_string(step));
   };
   if (sets || o.checkpoint_out) trainer.on_save = save;
   const TrainingSummary summary = trainer.run(first_step);
   if (sets || o.checkpoint_out) {
     save(last_step);
-    if (ranks.leader()) print_saved(o, format, sets ? &*sets : nullptr, last_step, ranks.size());
+    if (ranks.leader()) print_saved(o, out_format, sets ? &*sets : nullptr, last_step, ranks.size());
   }
   if (!o.trainer.quiet && simulation::kernels_run)  // a simulation has no probabilities to sample from
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
@@ -577,7 +579,10 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
   const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
   // Read and check the files before StarPU starts: a bad file is an input error, found early.
   std::optional<ResumeFiles> resume;
-  if (options.checkpoint_in) resume = read_resume_files(*options.checkpoint_in, spec.checkpoint_format());
+  std::unique_ptr<CheckpointFormat> folder_format;  // a Hugging Face folder's; outlives the run
+  if (options.checkpoint_in)
+    resume = read_resume_files(*options.checkpoint_in,
+                               checkpoint_format_at(*options.checkpoint_in, spec.checkpoint_format(), folder_format));
   const std::uint64_t done = resume && resume->state ? resume->state->step() : 0;
 
   DataParallelRanks ranks =

@@ -84,6 +84,7 @@ struct RunOptions {
   // learning-rate schedule); a run already there trains nothing.
   bool steps_are_total = false;
   DType checkpoint_precision = DType::f32;
+  bool checkpoint_hf = false;  // --checkpoint-out is a Hugging Face folder (--checkpoint-format hf)
   std::optional<std::filesystem::path> metrics;  // JSON lines, one per step (train/metrics.hpp)
   // Set: the run profiles its workers (a few us per task) and fills it in (not in simulation).
   RunMeasurements* measurements = nullptr;

@@ -99,6 +99,12 @@ class CheckpointFormat {
   }
   // "llm.c version 3" and the like, for messages.
   virtual std::string describe(DType precision) const = 0;
+  // The same model as a Hugging Face folder (config.json, model.safetensors), or null when the
+  // family has none (models/hf_checkpoint.hpp).
+  virtual std::unique_ptr<CheckpointFormat> hugging_face() const { return nullptr; }
+  // Whether write() asks for the layers in increasing order, all of a layer's values before the
+  // next layer's: a ZeRO run then gathers and holds one layer at a time while it writes.
+  virtual bool writes_layers_in_order() const { return false; }
 };
 
 class ModelSpec {
