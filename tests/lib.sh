@@ -7,6 +7,7 @@
 # finish MESSAGE (exit 1 if anything failed, else print MESSAGE), and here (the sourcing test's
 # folder, where its Python checks live).
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
+tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # lib.py: the Python of these helpers
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -14,28 +15,14 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 write_words() {
-  python3 - "$1" "$2" "$3" <<'PY'
-import random, sys
-random.seed(int(sys.argv[2]))
-words = "the of and to in is that for it as with was on be by this are from at or an which".split()
-with open(sys.argv[1], "w") as f:
-    f.write(" ".join(random.choice(words) for _ in range(int(sys.argv[3]))))
-PY
+  python3 "$tests_dir/lib.py" write-words "$1" "$2" "$3"
 }
 
 losses() { tr '\r' '\n' < "$1" | grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+' | awk '{print $NF}'; }
 
 # The step losses of two logs agree within TOLERANCE (same count, max |difference|).
 compare_losses() {  # LOG_A LOG_B WHAT TOLERANCE
-  python3 - "$(losses "$1")" "$(losses "$2")" "$3" "$4" <<'PY'
-import sys
-a = [float(x) for x in sys.argv[1].split()]
-b = [float(x) for x in sys.argv[2].split()]
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-worst, step = max((abs(x - y), i + 1) for i, (x, y) in enumerate(zip(a, b)))
-print(f"  {sys.argv[3]}: {len(b)} losses, max |diff| {worst:.1e} (step {step})")
-sys.exit(0 if worst <= float(sys.argv[4]) else 1)
-PY
+  python3 "$tests_dir/lib.py" compare-losses "$(losses "$1")" "$(losses "$2")" "$3" "$4"
 }
 # Exact resume: STARZERO FLAGS... run for HALF steps, then HALF more from its checkpoint, must print
 # the losses of WORK/single.log (2·HALF steps) and write WORK/full.bin's checkpoint.

@@ -40,13 +40,7 @@ write_words "$work/data.txt" 5 12000
 llama=(train --model llama3 --preset llama3-tiny --layers 2 --data "$work/data.txt" --seq 32 --batch 4 --precision fp32
        --cuda-workers 0 --cpu-workers 1 --val-every 0 --lr 3e-3 --warmup 0 --lr-final 1 --seed 11)
 ran() {  # TASKS_REC NAME... (a name that ran; "!NAME": one that did not)
-  python3 - "$1" "${@:2}" <<'PY'
-import sys
-names = {line[6:].strip() for line in open(sys.argv[1]) if line.startswith("Name: ")}
-wrong = [n for n in sys.argv[2:] if n.startswith("!") == (n.lstrip("!") in names)]
-print(f"  {sys.argv[1].split('/')[-2]}: {len(names)} task names" + (f", wrong: {wrong}" if wrong else ""))
-sys.exit(1 if wrong else 0)
-PY
+  python3 "$here/check_llama_train.py" ran "$1" "${@:2}"
 }
 
 case $part in
@@ -54,24 +48,9 @@ single)
   "$starzero" "${llama[@]}" --steps 60 --checkpoint-out "$work/full.bin" > "$work/single.log" 2>&1 \
     || { cat "$work/single.log"; fail "run"; exit 1; }
   [[ $(losses "$work/single.log" | wc -l) == 60 ]] || fail "expected 60 step lines"
-  python3 - "$(losses "$work/single.log")" <<'PY' || fail "the loss does not fall"
-import math, sys
-l = [float(x) for x in sys.argv[1].split()]
-first, last = sum(l[:5]) / 5, sum(l[-10:]) / 10
-print(f"  loss: step 1 {l[0]:.4f} (ln 256 = {math.log(256):.4f}), first 5 {first:.4f}, last 10 {last:.4f}")
-sys.exit(0 if abs(l[0] - math.log(256)) < 0.3 and last < first - 2.0 else 1)
-PY
+  python3 "$here/check_llama_train.py" loss-falls "$(losses "$work/single.log")" || fail "the loss does not fall"
   # The checkpoint: llm.c's Llama 3 header, its exact size.
-  python3 - "$work/full.bin" <<'PY' || fail "the checkpoint is no llm.c Llama 3 file"
-import os, struct, sys
-h = struct.unpack("256i", open(sys.argv[1], "rb").read(1024))
-L, C, NH, NKV, V, H = h[4], h[7], h[5], h[6], h[3], 192
-Q = (NH + 2 * NKV) * (C // NH)
-params = 2 * V * C + C + L * (2 * C + Q * C + C * C + 3 * C * H)
-print(f"  header {h[:16]}, {params} parameters")
-ok = h[0] == 20240803 and h[1] == 3 and (h[2], V, L, NH, NKV, C) == (64, 256, 2, 4, 2, 64)
-sys.exit(0 if ok and os.path.getsize(sys.argv[1]) == 1024 + 4 * params else 1)
-PY
+  python3 "$here/check_llama_train.py" checkpoint-file "$work/full.bin" || fail "the checkpoint is no llm.c Llama 3 file"
   # Resume: 30 steps, a checkpoint, 30 more: the uninterrupted run's losses and checkpoint.
   check_resume "$starzero" "$work" 30 "${llama[@]}"
   # The engine offloads the optimizer of a model it knows nothing about: the same losses.
@@ -80,14 +59,7 @@ PY
   [ "$(losses "$work/offload.log")" = "$(losses "$work/single.log" | head -n 20)" ] \
     || fail "--offload-optimizer cpu changed the losses"
   # A Llama 3 token shard (version 7, uint32 tokens): vocabulary 128256, the loss starts at ln V.
-  python3 - "$work/shard.bin" <<'PY'
-import random, struct, sys
-random.seed(1)
-tokens = [random.randrange(128256) for _ in range(3000)]
-header = [0] * 256
-header[0], header[1], header[2] = 20240801, 7, len(tokens)
-open(sys.argv[1], "wb").write(struct.pack("256i", *header) + struct.pack(f"{len(tokens)}I", *tokens))
-PY
+  python3 "$here/check_llama_train.py" write-token-shard "$work/shard.bin"
   "$starzero" train --model llama3 --data "$work/shard.bin" --layers 1 --seq 16 --batch 2 --steps 2 --precision fp32 \
     --cuda-workers 0 --cpu-workers 1 --val-every 0 > "$work/shard.log" 2>&1 || { cat "$work/shard.log"; fail "shard run"; }
   grep -q "vocabulary 128256" "$work/shard.log" || fail "the shard's vocabulary is not Llama 3's"
@@ -118,17 +90,7 @@ zero_np2)
     tail -n 30 "$work/z3.log"; fail "ZeRO-3 on 2 ranks did not finish"; finish ""; exit 1
   fi
   compare_losses "$work/single.log" "$work/z3.log" "ZeRO-3 on 2 ranks" 2e-4 || fail "ZeRO-3: losses differ"
-  python3 - "$work/single.bin" "$work/z3.bin" <<'PY' || fail "ZeRO-3: final parameters differ from one rank's"
-import struct, sys
-def params(path):
-    data = open(path, "rb").read()
-    return data[:1024], struct.unpack(f"{(len(data) - 1024) // 4}f", data[1024:])
-(ha, a), (hb, b) = params(sys.argv[1]), params(sys.argv[2])
-assert ha == hb and len(a) == len(b)
-worst = max(abs(x - y) for x, y in zip(a, b))
-print(f"  parameters: {len(a)}, max |diff| {worst:.2e} (headers identical)")
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
+  python3 "$here/check_llama_train.py" same-params "$work/single.bin" "$work/z3.bin" || fail "ZeRO-3: final parameters differ from one rank's"
   # The state files alone make rank 0's checkpoint.
   "$starzero" consolidate --checkpoint "$work/z3.bin" --out "$work/merged.bin" > "$work/consolidate.log" 2>&1 \
     || { cat "$work/consolidate.log"; fail "consolidate"; }
@@ -211,15 +173,9 @@ recompute)
   done
   "$starzero" "${tiny[@]}" --precision fp32 --offload-activations cpu --recompute-window 0 > "$work/offload.log" 2>&1 \
     || fail "none + offload for memory"
-  python3 - "$(held "$work/none.log")" "$(held "$work/selective.log")" "$(held "$work/full.log")" \
-    "$(held "$work/offload.log")" "$(grep -oE "^activations offloaded: [0-9.]+" "$work/offload.log" | grep -oE "[0-9.]+$")" <<'PY' \
+  python3 "$here/check_llama_train.py" activation-bytes "$(held "$work/none.log")" "$(held "$work/selective.log")" "$(held "$work/full.log")" \
+    "$(held "$work/offload.log")" "$(grep -oE "^activations offloaded: [0-9.]+" "$work/offload.log" | grep -oE "[0-9.]+$")" \
     || fail "the activation bytes do not shrink as they should"
-import sys
-none, selective, full, device, offloaded = map(float, sys.argv[1:])
-print(f"  activations MB: none {none}, selective {selective}, full {full}; offload: {device} + {offloaded} offloaded")
-assert full < selective < none, (none, selective, full)
-assert offloaded > 0.1 and abs(none - offloaded - device) < 0.11, (none, device, offloaded)
-PY
   # The tasks: selective recomputes the RMSNorms, the attention and SwiGLU per tile, no matmul;
   # full the matmuls and RoPE too, not mlp.c_proj. One fetch per offloaded block (L − 1 of them).
   "$starzero" "${tiny[@]}" --precision fp32 --tiles 2 --recompute selective --offload-activations cpu \
