@@ -104,9 +104,14 @@ def adamw_waits():
 
 
 def adamw_turns():
-    """TASKS_REC ascending|descending: the CPU AdamW pool is taken layer by layer in that order in every step."""
+    """TASKS_REC ascending|descending: the CPU AdamW pool is taken layer by layer in that order in every step.
+
+    Untagged tasks (iteration 0 in update_order) are the delayed update's last flush, after the
+    last step: no backward or forward waits for it, so its tasks take the pool as they become
+    ready and their order is not checked (it was [3, 2, 0, 1] once in CI)."""
     orders = tasks_rec.update_order(tasks_rec.read(sys.argv[1]))
     print(f"  AdamW start order per step ({sys.argv[2]} expected): {orders}")
+    orders.pop(0, None)
     assert len(orders) >= 2, orders
     sign = 1 if sys.argv[2] == "ascending" else -1
     sys.exit(0 if all(sorted(o[1:], key=lambda l: sign * l) == o[1:] for o in orders.values()) else 1)
