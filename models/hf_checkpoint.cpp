@@ -73,15 +73,25 @@ void throw_config_error(const fs::path& dir, const std::string& field, const std
   throw_format_error(dir / "config.json", field + ": " + what);
 }
 
-json read_hf_config(const fs::path& dir) {
-  const fs::path path = dir / "config.json";
-  if (!fs::is_regular_file(path)) throw_format_error(dir, "a Hugging Face folder needs config.json");
-  json config;
+namespace {
+
+// A JSON file (config.json, the index); FileFormatError naming it when it does not parse.
+json read_json_file(const fs::path& path) {
+  json root;
   try {
-    config = json::parse(read_whole_file(path));
+    root = json::parse(read_whole_file(path));
   } catch (const json::exception& e) {
     throw_format_error(path, std::string("not valid JSON: ") + e.what());
   }
+  return root;
+}
+
+}  // namespace
+
+json read_hf_config(const fs::path& dir) {
+  const fs::path path = dir / "config.json";
+  if (!fs::is_regular_file(path)) throw_format_error(dir, "a Hugging Face folder needs config.json");
+  json config = read_json_file(path);
   if (!config.is_object()) throw_format_error(path, "not a JSON object");
   return config;
 }
@@ -162,12 +172,7 @@ class HfFolder {
     return *files_.back();
   }
   void open_index(const fs::path& dir, const fs::path& index) {
-    json root;
-    try {
-      root = json::parse(read_whole_file(index));
-    } catch (const json::exception& e) {
-      throw_format_error(index, std::string("not valid JSON: ") + e.what());
-    }
+    json root = read_json_file(index);
     if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
       throw_format_error(index, "no weight_map object");
     std::map<std::string, const SafetensorsFile*> opened;
