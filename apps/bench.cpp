@@ -56,11 +56,12 @@ int run_step_bench(const cli::ArgParser& p) {
   const int steps = cli::int_option(p, "steps", 3, 1, 1 << 20),
             probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
   if (T > shape.max_seq) throw UsageError("--seq exceeds the preset's max-seq " + std::to_string(shape.max_seq));
-  const DType dtype = cli::precision_option(p, "precision", DType::f32);
+  const Precision precision_flag = cli::precision_option(p, "precision", Precision::fp32);
+  const DType dtype = storage_dtype(precision_flag);
   // Empty: auto, once the session's workers are known.
   const std::optional<int> tiles_given = cli::auto_or_int_option(p, "tiles", 1, B),
                            groups_given = cli::auto_or_int_option(p, "head-groups", 1, shape.heads);
-  const std::string precision = dtype == DType::f32 ? "fp32" : "bf16";
+  const std::string precision(precision_name(precision_flag));
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
   std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %s\n", shape.to_string().c_str(),

@@ -393,10 +393,23 @@ OffloadFraction speculative_fraction_option(const ArgParser& p, bool speculative
   return fraction_or_auto(flag, *v, "the share of the parameters whose CPU AdamW is speculative");
 }
 
-DType precision_option(const ArgParser& p, std::string_view name, DType fallback) {
+Precision precision_option(const ArgParser& p, std::string_view name, Precision fallback,
+                           std::initializer_list<std::string_view> choices) {
   const auto v = p.value(name);
   if (!v) return fallback;
-  return parse_choice("--" + std::string(name), *v, {"bf16", "fp32"}) == "fp32" ? DType::f32 : DType::bf16;
+  return *precision_from_name(parse_choice("--" + std::string(name), *v, choices));
+}
+
+OffloadOptions offload_options(const ArgParser& p) {
+  OffloadOptions o;
+  o.optimizer = *optimizer_offload_from_name(
+      parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu", "nvme"}));
+  o.optimizer_fraction = offload_fraction_option(p, o.optimizer);
+  o.params = *param_offload_from_name(
+      parse_choice("--offload-params", p.value("offload-params").value_or("none"), {"none", "cpu"}));
+  o.speculative_update = p.flag_set("speculative-update");
+  o.speculative_fraction = speculative_fraction_option(p, o.speculative_update);
+  return o;
 }
 
 ArgParser& add_session_options(ArgParser& p) {

@@ -23,7 +23,7 @@
 
 #include "offload/footprint.hpp"
 #include "offload/placement.hpp"
-#include "runtime/dtype.hpp"
+#include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 
 namespace starzero {
@@ -97,8 +97,10 @@ std::optional<int> auto_or_int_option(const ArgParser& p, std::string_view name,
                                       std::int64_t max_value = std::int64_t{1} << 30);
 // A non-negative real (default `fallback`).
 float real_option(const ArgParser& p, std::string_view name, double fallback);
-// fp32 or bf16.
-DType precision_option(const ArgParser& p, std::string_view name, DType fallback);
+// The training precision (runtime/precision.hpp) by name, one of `choices` (runs: fp32 or bf16;
+// the planner also counts fp16).
+Precision precision_option(const ArgParser& p, std::string_view name, Precision fallback,
+                           std::initializer_list<std::string_view> choices = {"bf16", "fp32"});
 // --recompute none|selective|full, --recompute-window W (default: none, window 1) and
 // --offload-activations none|cpu; a window needs recomputation or offload (UsageError).
 ActivationPolicy activation_policy_option(const ArgParser& p);
@@ -108,6 +110,11 @@ ActivationPolicy activation_policy_option(const ArgParser& p);
 OffloadFraction offload_fraction_option(const ArgParser& p, OptimizerOffload offload);
 // --speculative-fraction F|auto (default 1): UsageError without --speculative-update.
 OffloadFraction speculative_fraction_option(const ArgParser& p, bool speculative_update);
+// The offload flags `train` and `plan` share, read into the one OffloadOptions
+// (offload/placement.hpp) both hand on: --offload-optimizer none|cpu|nvme, its fraction,
+// --offload-params none|cpu, --speculative-update and its fraction. `train` adds its own
+// (--nvme-path, --adam-threads, ...) and validates the whole.
+OffloadOptions offload_options(const ArgParser& p);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers, --cpu-compute, ...
 ArgParser& add_session_options(ArgParser& p);

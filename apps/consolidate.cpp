@@ -16,7 +16,7 @@ int run_consolidate(const cli::ArgParser& p) {
   if (!p.given("checkpoint")) throw UsageError("--checkpoint FILE is required (the --checkpoint-out of the run)");
   if (!p.given("out")) throw UsageError("--out FILE is required");
   const std::filesystem::path checkpoint = *p.value("checkpoint"), out = *p.value("out");
-  const DType precision = cli::precision_option(p, "precision", DType::f32);
+  const DType precision = storage_dtype(cli::precision_option(p, "precision", Precision::fp32));
   const ConsolidateResult result = consolidate_checkpoint(checkpoint, out, checkpoint_format_of_state, precision);
   std::printf("consolidated %d rank file(s) of step %llu into %s (%s), at most %zu values in memory at once\n",
               result.ranks, (unsigned long long)result.step, out.c_str(), result.format.c_str(), result.largest_slice);

@@ -65,7 +65,7 @@ int run_convert(const cli::ArgParser& p) {
   const CheckpointFormat& target_format = to == "hf" ? *f.hf : *f.llmc;
   source_format.check(in);
   const DType input_precision = from == "hf" ? hf_folder_precision(in) : f.llmc_precision;
-  const DType precision = cli::precision_option(p, "precision", input_precision);
+  const DType precision = storage_dtype(cli::precision_option(p, "precision", precision_of(input_precision)));
   const LayerSource source =
       from == "hf" ? hf_folder_source(in, f.map) : llmc_file_source(in, f.runs, kLlmcHeaderInts * 4, f.llmc_precision);
   target_format.write(out, source, precision);

@@ -315,24 +315,13 @@ PlanRequest read_args(const cli::ArgParser& p) {
 // Precision, optimizer state, offload and the windows: the PlanInput every row shares.
 void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
   PlanInput& in = a.base;
-  if (auto v = p.value("precision")) {
-    in.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
-  }
+  in.precision = cli::precision_option(p, "precision", in.precision, {"bf16", "fp16", "fp32"});
   if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
   in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
-  in.speculative_update = p.flag_set("speculative-update");
-  if (auto v = p.value("offload-optimizer")) {
-    in.offload_optimizer =
-        *optimizer_offload_from_name(cli::parse_choice("offload-optimizer", *v, {"none", "cpu", "nvme"}));
-  }
-  in.offload_fraction = cli::offload_fraction_option(p, in.offload_optimizer);
-  in.speculative_fraction = cli::speculative_fraction_option(p, in.speculative_update);
-  if (auto v = p.value("offload-params")) {
-    in.offload_params = *param_offload_from_name(cli::parse_choice("offload-params", *v, {"none", "cpu"}));
-  }
+  in.offload = cli::offload_options(p);
   // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
   const bool one_rank = std::all_of(a.dps.begin(), a.dps.end(), [](std::int64_t dp) { return dp == 1; });
-  if (in.offload_params == ParamOffload::cpu && !one_rank && !(a.stages.size() == 1 && a.stages[0] == 3)) {
+  if (in.offload.params == ParamOffload::cpu && !one_rank && !(a.stages.size() == 1 && a.stages[0] == 3)) {
     throw UsageError("--offload-params cpu needs --stage 3 at dp > 1 (parameters are sharded only by ZeRO-3)");
   }
   if (auto v = p.value("prefetch-depth")) in.prefetch_depth = cli::parse_count("prefetch-depth", *v);
@@ -369,9 +358,9 @@ void read_machine_options(const cli::ArgParser& p, PlanRequest& a) {
     a.auto_gpu_bytes = a.limits.gpu_bytes;
   else if (a.machine && a.machine->gpus > 0)
     a.auto_gpu_bytes = a.machine->gpu_memory_bytes;
-  if (in.speculative_fraction.automatic && !a.limits.host_bytes)
+  if (in.offload.speculative_fraction.automatic && !a.limits.host_bytes)
     throw UsageError("--speculative-fraction auto needs the host's memory: --host-mem");
-  if (in.offload_fraction.automatic && !a.auto_gpu_bytes)
+  if (in.offload.optimizer_fraction.automatic && !a.auto_gpu_bytes)
     throw UsageError("--offload-optimizer-fraction auto needs the GPU's memory: --gpu-mem, or --platform with a GPU");
   if (p.given("grad-accum")) {
     if (!a.machine) throw UsageError("--grad-accum needs --platform (it sets the micro-batches of the step bound)");
@@ -419,8 +408,7 @@ MaxModelSettings max_model_settings(const cli::ArgParser& p) {
   MemoryLimits& limits = m.limits;
   if (auto v = p.value("gpu-mem")) limits.gpu_bytes = cli::parse_bytes("gpu-mem", *v);
   if (auto v = p.value("host-mem")) limits.host_bytes = cli::parse_bytes("host-mem", *v);
-  if (auto v = p.value("precision"))
-    base.precision = *precision_from_name(cli::parse_choice("precision", *v, {"bf16", "fp16", "fp32"}));
+  base.precision = cli::precision_option(p, "precision", base.precision, {"bf16", "fp16", "fp32"});
   if (auto v = p.value("k")) base.k = cli::parse_number("k", *v);
   if (auto v = p.value("prefetch-depth")) base.prefetch_depth = cli::parse_count("prefetch-depth", *v);
   if (auto v = p.value("grad-window")) {
@@ -472,8 +460,8 @@ void print_max_model_table(const MaxModelSettings& settings, FootprintOf&& footp
   std::printf("\n");
   for (std::size_t i = 0; i < results[0].size(); ++i) {
     const FitOption& o = results[0][i].option;
-    std::printf("ZeRO-%-1d %-9s %-9s", o.stage, std::string(offload_name(o.offload_optimizer)).c_str(),
-                std::string(offload_name(o.offload_params)).c_str());
+    std::printf("ZeRO-%-1d %-9s %-9s", o.stage, std::string(offload_name(o.offload.optimizer)).c_str(),
+                std::string(offload_name(o.offload.params)).c_str());
     for (std::size_t c = 0; c < results.size(); ++c) {
       const LargestFit& fit = results[c][i];
       std::printf(" | %-*s", c + 1 < results.size() ? width : 0,

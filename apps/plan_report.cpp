@@ -97,10 +97,10 @@ std::string stage_name(int stage) { return "ZeRO-" + std::to_string(stage); }
 
 // ", optimizer state fraction 0.5" (or auto) when --offload-optimizer-fraction splits the state.
 std::string fraction_text(const PlanInput& in) {
-  if (in.offload_optimizer == OptimizerOffload::none) return "";
-  if (in.offload_fraction.automatic) return ", optimizer state fraction auto";
-  if (in.offload_fraction.value == 1) return "";
-  return strf(", optimizer state fraction %g", in.offload_fraction.value);
+  if (in.offload.optimizer == OptimizerOffload::none) return "";
+  if (in.offload.optimizer_fraction.automatic) return ", optimizer state fraction auto";
+  if (in.offload.optimizer_fraction.value == 1) return "";
+  return strf(", optimizer state fraction %g", in.offload.optimizer_fraction.value);
 }
 
 // " (F = 0.514)": an option's offloaded share when it is not all of the state.
@@ -198,8 +198,8 @@ Results compute(const PlanRequest& a) {
       PlanInput in = a.base;
       in.dp = dp;
       in.stage = 0;
-      in.offload_optimizer = OptimizerOffload::none;
-      in.offload_params = ParamOffload::none;
+      in.offload.optimizer = OptimizerOffload::none;
+      in.offload.params = ParamOffload::none;
       r.fits.push_back(check_fit(in, a.limits));
     }
   }
@@ -242,7 +242,7 @@ std::string fit_verdict(const FitReport& f) {
                             " per rank";
   if (!o.offloaded()) return "fits without offload: " + stage_name(o.stage) + " (" + where + ").";
   return "does not fit without offload at dp " + std::to_string(f.dp) + "; use " +
-         option_name(o.stage, o.offload_optimizer, o.offload_params) + " (" + where +
+         option_name(o.stage, o.offload.optimizer, o.offload.params) + " (" + where +
          "),\n             or more GPUs: " + more_gpus + ".";
 }
 
@@ -250,7 +250,7 @@ std::string fit_verdict(const FitReport& f) {
 void print_header(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
   const int prec = precision_bytes(in.precision);
-  const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
+  const bool offload = in.offload.anything_offloaded();
   out += "starzero plan: ZeRO memory and communication per rank\n";
   if (a.gpt) {
     const GptArgs& g = *a.gpt;
@@ -278,8 +278,8 @@ void print_header(const PlanRequest& a, const Results& r, std::string& out) {
               std::string(precision_name(in.precision)).c_str(), prec, k_text(in.k).c_str());
   if (in.fp32_grad_accum) out += "fp32 gradient accumulation buffer: counted under gradients\n";
   if (offload) {
-    out += "offload: optimizer " + std::string(offload_name(in.offload_optimizer)) + ", parameters " +
-           std::string(offload_name(in.offload_params)) + fraction_text(in) + "\n";
+    out += "offload: optimizer " + std::string(offload_name(in.offload.optimizer)) + ", parameters " +
+           std::string(offload_name(in.offload.params)) + fraction_text(in) + "\n";
   }
   out += "GB = 1e9 bytes; N = data-parallel degree (dp); all memory is per rank.\n\n";
 
@@ -313,21 +313,21 @@ const ActivationPolicy* activation_policy(const PlanRequest& a) {
 // (the footprint's, 0 = the embedding) and bytes per rank on each side.
 void print_optimizer_split(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
-  if (!in.offload_fraction.automatic && in.offload_fraction.value == 1) return;
+  if (!in.offload.optimizer_fraction.automatic && in.offload.optimizer_fraction.value == 1) return;
   out += "Optimizer state split (--offload-optimizer-fraction " +
-         (in.offload_fraction.automatic ? "auto: as much on the GPU as " + gb_exact(*a.auto_gpu_bytes) +
-                                              " GB holds beside the rest, less " +
-                                              strf("%g", 100 * kAutoGpuMargin) + " %"
-                                        : strf("%g", in.offload_fraction.value)) +
+         (in.offload.optimizer_fraction.automatic
+              ? "auto: as much on the GPU as " + gb_exact(*a.auto_gpu_bytes) + " GB holds beside the rest, less " +
+                    strf("%g", 100 * kAutoGpuMargin) + " %"
+              : strf("%g", in.offload.optimizer_fraction.value)) +
          "): the last layers' state offloaded (CPU AdamW),\nthe first layers' on the GPU (device AdamW); "
          "GB per rank:\n";
-  const std::string where = in.offload_optimizer == OptimizerOffload::nvme ? "NVMe" : "host";
+  const std::string where = in.offload.optimizer == OptimizerOffload::nvme ? "NVMe" : "host";
   out += "  " + rpad("dp", 6) + "  " + pad("stage", 8) + rpad("F", 8) + rpad("GPU GB", 12) + rpad(where + " GB", 12) +
          "  layers\n";
   for (const Row& row : r.rows) {
     const OptimizerSplit& split = row.mem.optimizer_split;
-    const double on_host = in.offload_optimizer == OptimizerOffload::nvme ? row.mem.nvme.optimizer
-                                                                          : row.mem.host.optimizer;
+    const double on_host =
+        in.offload.optimizer == OptimizerOffload::nvme ? row.mem.nvme.optimizer : row.mem.host.optimizer;
     out += "  " + rpad(std::to_string(row.dp), 6) + "  " + pad(stage_name(row.stage), 8) +
            rpad(strf("%.4g", split.fraction()), 8) + rpad(gb_exact(row.mem.gpu.optimizer), 12) +
            rpad(gb_exact(on_host), 12) + "  " + describe_split(split, where) + "\n";
@@ -338,10 +338,11 @@ void print_optimizer_split(const PlanRequest& a, const Results& r, std::string& 
 // host memory) and those left synchronous.
 void print_speculative_split(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
-  if (!in.speculative_update || in.offload_optimizer != OptimizerOffload::cpu) return;
+  if (!in.offload.speculative_update || in.offload.optimizer != OptimizerOffload::cpu) return;
   out += "Speculative update (--speculative-fraction " +
-         (in.speculative_fraction.automatic ? "auto: as much as " + gb_exact(*a.limits.host_bytes) + " GB of host holds"
-                                            : strf("%g", in.speculative_fraction.value)) +
+         (in.offload.speculative_fraction.automatic
+              ? "auto: as much as " + gb_exact(*a.limits.host_bytes) + " GB of host holds"
+              : strf("%g", in.offload.speculative_fraction.value)) +
          "):\nthe last CPU-updated layers' AdamW runs during the backward (a second set of optimizer state\n"
          "on the host); the other CPU layers' waits for the norm:\n";
   out += "  " + rpad("dp", 6) + "  " + pad("stage", 8) + rpad("F", 8) + rpad("host GB", 16) + "  layers\n";
@@ -356,8 +357,8 @@ void print_speculative_split(const PlanRequest& a, const Results& r, std::string
 // Breakdown per dp, stages as columns.
 void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
   const PlanInput& in = a.base;
-  const bool offload = in.offload_optimizer != OptimizerOffload::none || in.offload_params != ParamOffload::none;
-  const bool any_nvme = in.offload_optimizer == OptimizerOffload::nvme;
+  const bool offload = in.offload.anything_offloaded();
+  const bool any_nvme = in.offload.optimizer == OptimizerOffload::nvme;
   const ActivationPolicy* policy = activation_policy(a);
   std::string activations_label;
   if (policy) {
@@ -398,12 +399,12 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
     line("      model states", [](const MemoryPlan& m) { return gb_exact(m.gpu.total()); });
     if (in.model) {
       line(activations_label, [](const MemoryPlan& m) { return gb_exact(*m.activations); });
-      const bool fetched = in.offload_params == ParamOffload::cpu &&
-                           std::find(a.dps.begin(), a.dps.end(), 1) != a.dps.end();
+      const bool fetched =
+          in.offload.params == ParamOffload::cpu && std::find(a.dps.begin(), a.dps.end(), 1) != a.dps.end();
       line(strf(fetched ? "      ZeRO-3 full layers / fetched (W+1=%lld)" : "      ZeRO-3 full layers (W+1=%lld)",
                 (long long)(in.prefetch_depth + 1)),
            [](const MemoryPlan& m) { return gb_exact(*m.temporaries); });
-      if (fetched && in.offload_optimizer != OptimizerOffload::none)
+      if (fetched && in.offload.optimizer != OptimizerOffload::none)
         line(strf("      gradients in flight (G=%lld)", (long long)in.grad_window),
              [](const MemoryPlan& m) { return gb_exact(*m.grads_in_flight); });
       line("      total", [](const MemoryPlan& m) { return gb_exact(m.gpu_total()); });
@@ -463,9 +464,9 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
            " params) × " + std::to_string(prec) + " bytes,\ngathered for compute and prefetch; 0 at dp 1 " +
            "without parameter offload (the shard is the whole model).\n";
   }
-  if (in.offload_optimizer != OptimizerOffload::none) {
+  if (in.offload.optimizer != OptimizerOffload::none) {
     out += std::string("Optimizer offload: the optimizer state lives in ") +
-           (in.offload_optimizer == OptimizerOffload::cpu ? "host memory" : "NVMe") +
+           (in.offload.optimizer == OptimizerOffload::cpu ? "host memory" : "NVMe") +
            ";\nhost memory also holds the gradient shard that comes down and the updated parameter shard\n"
            "that goes up (" +
            std::to_string(prec) + "Ψ/N bytes each; " + std::to_string(prec) +
@@ -473,12 +474,12 @@ void print_notes(const PlanRequest& a, const Results& r, std::string& out) {
     print_optimizer_split(a, r, out);
     print_speculative_split(a, r, out);
   }
-  if (in.offload_params == ParamOffload::cpu) {
+  if (in.offload.params == ParamOffload::cpu) {
     out +=
         "Parameter offload: the ZeRO-3 parameter shard lives in host memory; the GPU keeps only the\n"
         "full layers being computed and prefetched. At dp 1 (any stage) the whole model lives there and\n"
         "the same window of layers is fetched to the GPU, the device copy dropped after use.\n";
-    if (in.offload_optimizer != OptimizerOffload::none)
+    if (in.offload.optimizer != OptimizerOffload::none)
       out += "With the optimizer offloaded too, at dp 1 the full gradients live in host memory: each layer's\n"
              "comes to the GPU for its backward (zeroed there, or fetched back for a later micro-batch) and\n"
              "goes home after it; at most G = " + std::to_string(in.grad_window) +
@@ -552,8 +553,9 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
         verdict = std::string("no (") + (o.fits_gpu ? "" : "GPU") + (!o.fits_gpu && !o.fits_host ? ", " : "") +
                   (o.fits_host ? "" : "host") + ")";
       }
-      out += "    " + pad(option_name(o.stage, o.offload_optimizer, o.offload_params) +
-                            split_note(o.plan, o.offload_optimizer), 52) +
+      out += "    " +
+             pad(option_name(o.stage, o.offload.optimizer, o.offload.params) + split_note(o.plan, o.offload.optimizer),
+                 52) +
              rpad(gb_exact(o.plan.gpu_total()), gpu_w + 2) + rpad(gb_exact(o.plan.host_total()), host_w + 2) +
              rpad(gb_exact(o.plan.nvme_total()), nvme_w + 2) + "  " + verdict + "\n";
     }
@@ -569,8 +571,8 @@ void print_fit_check(const PlanRequest& a, const Results& r, std::string& out) {
       // What stays per rank however large dp gets.
       PlanInput plain = in;
       plain.stage = s;
-      plain.offload_optimizer = OptimizerOffload::none;
-      plain.offload_params = ParamOffload::none;
+      plain.offload.optimizer = OptimizerOffload::none;
+      plain.offload.params = ParamOffload::none;
       out += "never: at least " + gb_exact(gpu_floor_bytes(plain)) + " GB per rank stay on the GPU at any dp";
     }
     out += "\n";
@@ -587,12 +589,12 @@ void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) 
               m.name.c_str(), m.cpus, m.gpus);
   out += "  rates: " + rates.source + ":\n    " + rates.compute_device + " compute " +
          strf("%.4g TFLOP/s", rates.compute_flops_per_s / 1e12);
-  if (a.base.offload_optimizer != OptimizerOffload::none)
+  if (a.base.offload.optimizer != OptimizerOffload::none)
     out += strf(", CPU AdamW %.4g GB/s (%d threads)", rates.adam_bytes_per_s / 1e9, rates.adam_threads);
   if (m.gpus > 0)
     out += strf(", PCIe %.4g GB/s host->GPU, %.4g GB/s GPU->host", rates.host_to_gpu_Bps / 1e9,
                 rates.gpu_to_host_Bps / 1e9);
-  if (a.base.offload_optimizer == OptimizerOffload::nvme)
+  if (a.base.offload.optimizer == OptimizerOffload::nvme)
     out += strf(", disk %.4g GB/s read, %.4g GB/s write", rates.disk_read_Bps / 1e9, rates.disk_write_Bps / 1e9);
   out += "\n";
   if (first.work.compute_flops) {
@@ -678,15 +680,17 @@ void json_settings(const PlanRequest& a, std::string& out) {
   out += "  \"settings\": {\"precision\": " + json_string(precision_name(in.precision)) +
          ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
          ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
-         ", \"offload_optimizer\": " + json_string(offload_name(in.offload_optimizer)) +
+         ", \"offload_optimizer\": " + json_string(offload_name(in.offload.optimizer)) +
          ", \"offload_optimizer_fraction\": " +
-         (in.offload_fraction.automatic ? json_string("auto") : json_number(in.offload_fraction.value)) +
-         ", \"speculative_update\": " + json_bool(in.speculative_update) + ", \"speculative_fraction\": " +
-         (in.speculative_fraction.automatic ? json_string("auto") : json_number(in.speculative_fraction.value)) +
-         ", \"offload_params\": " + json_string(offload_name(in.offload_params)) +
+         (in.offload.optimizer_fraction.automatic ? json_string("auto")
+                                                  : json_number(in.offload.optimizer_fraction.value)) +
+         ", \"speculative_update\": " + json_bool(in.offload.speculative_update) + ", \"speculative_fraction\": " +
+         (in.offload.speculative_fraction.automatic ? json_string("auto")
+                                                    : json_number(in.offload.speculative_fraction.value)) +
+         ", \"offload_params\": " + json_string(offload_name(in.offload.params)) +
          ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) +
-         ", \"grad_window\": " + std::to_string(in.grad_window) + ", \"micro_batches\": " +
-         std::to_string(a.micro_batches) + ", \"bytes_unit\": \"byte\"},\n";
+         ", \"grad_window\": " + std::to_string(in.grad_window) +
+         ", \"micro_batches\": " + std::to_string(a.micro_batches) + ", \"bytes_unit\": \"byte\"},\n";
 }
 
 // One row of "plans": a configuration's placement, communication and bound.
@@ -743,8 +747,8 @@ void json_fit(const PlanRequest& a, const Results& r, std::string& out) {
       const FitOption& o = f.options[j];
       out += j ? ",\n      " : "\n      ";
       out += "{\"stage\": " + std::to_string(o.stage) +
-             ", \"offload_optimizer\": " + json_string(offload_name(o.offload_optimizer)) +
-             ", \"offload_params\": " + json_string(offload_name(o.offload_params)) +
+             ", \"offload_optimizer\": " + json_string(offload_name(o.offload.optimizer)) +
+             ", \"offload_params\": " + json_string(offload_name(o.offload.params)) +
              ", \"gpu_total\": " + json_number(o.plan.gpu_total()) +
              ", \"host_total\": " + json_number(o.plan.host_total()) +
              ", \"nvme_total\": " + json_number(o.plan.nvme_total()) + ", \"fits_gpu\": " + json_bool(o.fits_gpu) +
@@ -754,8 +758,8 @@ void json_fit(const PlanRequest& a, const Results& r, std::string& out) {
     if (f.recommended) {
       const FitOption& o = f.options[*f.recommended];
       out += "{\"stage\": " + std::to_string(o.stage) +
-             ", \"offload_optimizer\": " + json_string(offload_name(o.offload_optimizer)) +
-             ", \"offload_params\": " + json_string(offload_name(o.offload_params)) + "}";
+             ", \"offload_optimizer\": " + json_string(offload_name(o.offload.optimizer)) +
+             ", \"offload_params\": " + json_string(offload_name(o.offload.params)) + "}";
     } else {
       out += "null";
     }

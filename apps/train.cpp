@@ -254,33 +254,30 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
   return t;
 }
 
-void offload_options(const cli::ArgParser& p, RunOptions& o) {
-  o.offload_optimizer = *optimizer_offload_from_name(
-      cli::parse_choice("--offload-optimizer", p.value("offload-optimizer").value_or("none"), {"none", "cpu", "nvme"}));
-  o.offload_optimizer_fraction = cli::offload_fraction_option(p, o.offload_optimizer);
-  o.offload_params = *param_offload_from_name(
-      cli::parse_choice("--offload-params", p.value("offload-params").value_or("none"), {"none", "cpu"}));
-  if (o.offload_optimizer == OptimizerOffload::nvme) {
-    if (!p.given("nvme-path")) throw UsageError("--offload-optimizer nvme needs --nvme-path DIR");
-    o.nvme_path = *p.value("nvme-path");
+// The offload options, read and validated here once: the run, the host plan, the engine and the
+// reports all read this object (RunOptions::offload).
+OffloadOptions train_offload_options(const cli::ArgParser& p) {
+  OffloadOptions o = cli::offload_options(p);
+  if (o.optimizer == OptimizerOffload::nvme) {
+    if (p.given("nvme-path")) o.nvme_path = *p.value("nvme-path");
     o.host_mem_limit_mib = std::size_t(int_option(p, "host-mem-limit", 1024, 16));
   } else {
     if (p.given("nvme-path")) throw UsageError("--nvme-path is only for --offload-optimizer nvme");
     if (p.given("host-mem-limit")) throw UsageError("--host-mem-limit is only for --offload-optimizer nvme");
   }
-  if (p.given("adam-threads")) {
-    if (o.offload_optimizer == OptimizerOffload::none)
-      throw UsageError("--adam-threads is for --offload-optimizer cpu|nvme (on the device AdamW is a GPU kernel)");
-    o.adam_threads = int_option(p, "adam-threads", 1, 1);
-  }
+  if (p.given("adam-threads")) o.adam_threads = int_option(p, "adam-threads", 1, 1);
   if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
-  o.speculative_update = p.flag_set("speculative-update");
-  o.speculative_fraction = cli::speculative_fraction_option(p, o.speculative_update);
+  try {
+    validate(o);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return o;
 }
 
 RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {
   RunOptions o;
-  o.precision = p.given("precision") ? cli::precision_option(p, "precision", DType::bf16) : spec.default_precision();
+  o.precision = cli::precision_option(p, "precision", precision_of(spec.default_precision()));
   o.trainer = trainer_options(p, request.seed);
   o.grad_clip = real_option(p, "grad-clip", 1.0);
   o.weight_decay = real_option(p, "weight-decay", 0.0);
@@ -312,7 +309,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.collectives = collectives == "auto"  ? Collectives::automatic
                   : collectives == "mpi" ? Collectives::mpi
                                          : Collectives::nccl;
-  offload_options(p, o);
+  o.offload = train_offload_options(p);
   o.tiles = cli::auto_or_int_option(p, "tiles", 1);
   o.activations = cli::activation_policy_option(p);
   o.session = cli::session_options(p);
@@ -322,7 +319,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   if (const auto dir = p.value("checkpoint-dir")) o.checkpoint_dir = *dir;
   o.keep_checkpoints = int_option(p, "keep-checkpoints", 0, 0);
   o.steps_are_total = p.flag_set("resume");
-  o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", DType::f32);
+  o.checkpoint_precision = cli::precision_option(p, "checkpoint-precision", Precision::fp32);
   const std::string format = p.value("checkpoint-format").value_or("llmc");
   if (format != "llmc" && format != "hf")
     throw UsageError("--checkpoint-format: '" + cli::printable(format) + "' is not llmc or hf");
@@ -418,13 +415,13 @@ int run_eval(const cli::ArgParser& p) {
   options.checkpoint = *request.checkpoint;
   options.batch = int_option(p, "batch", 0, 1);
   options.batches = int_option(p, "batches", 1, 1);
-  options.precision = cli::precision_option(p, "precision", DType::f32);
+  options.precision = cli::precision_option(p, "precision", Precision::fp32);
   options.session = cli::session_options(p);
   const std::unique_ptr<ModelSpec> spec = prepare_model(request);
   const double loss = evaluate_checkpoint(*spec, options);
   std::printf("eval: %s on %s: mean loss %.6f over %d batches of %dx%d (%s)\n", options.checkpoint.c_str(),
               request.data->c_str(), loss, options.batches, options.batch, *request.seq,
-              options.precision == DType::f32 ? "fp32" : "bf16");
+              std::string(precision_name(options.precision)).c_str());
   return 0;
 }
 

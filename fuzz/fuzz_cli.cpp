@@ -118,7 +118,7 @@ void use_accessors(const cli::ArgParser& p) {
     const OffloadFraction f = cli::offload_fraction_option(p, OptimizerOffload::cpu);
     FUZZ_CHECK(f.value >= 0 && f.value <= 1);
   });
-  call([&] { cli::precision_option(p, "precision", DType::f32); });
+  call([&] { cli::precision_option(p, "precision", Precision::fp32); });
   call([&] {
     if (const auto v = p.value("memory")) cli::parse_bytes("--memory", *v);
   });

@@ -32,17 +32,22 @@ std::string at(std::string_view what, int index) { return std::string(what) + "[
 
 }  // namespace
 
-void check_speculative_update(const EngineOptions& options) {
-  if (!options.speculative_update) return;
-  if (options.offload_optimizer != OptimizerOffload::cpu)
+void check_engine_options(const EngineOptions& options, int ranks) {
+  if (options.stage < 0 || options.stage > 3)
+    throw std::invalid_argument("--stage " + std::to_string(options.stage) + " is not a ZeRO stage (0..3)");
+  if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
+  if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
+  if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
+  validate(options.offload);
+  // With one rank nothing is sharded and every stage is the same: the parameters may live on the
+  // host at any stage. With several, only ZeRO-3 shards them.
+  if (options.offload.params != ParamOffload::none && options.stage != 3 && ranks > 1)
     throw std::invalid_argument(
-        "--speculative-update is for the CPU AdamW in host memory: it needs --offload-optimizer cpu");
-  if (options.grad_clip <= 0)
+        "--offload-params cpu needs --stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
+  if (options.offload.speculative_update && options.grad_clip <= 0)
     throw std::invalid_argument(
         "--speculative-update needs clipping (--grad-clip > 0): without it every AdamW already starts as soon as its "
         "own gradient is reduced");
-  if (options.delayed_update_warmup >= 0)
-    throw std::invalid_argument("--speculative-update and --delayed-update cannot be combined: pick one");
 }
 
 // One layer's buffers, as its plan says (offload/layer_plan.hpp): param and grad always exist,
@@ -155,18 +160,12 @@ void write_part(Tensor& tensor, std::span<const float> full, std::size_t offset)
 }
 
 // What no engine can do with these options and this model, before anything is allocated.
-void check_options(const Model& model, const EngineOptions& options) {
-  if (options.stage < 0 || options.stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3");
-  if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
-  if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
-  if (options.offload_optimizer == OptimizerOffload::nvme && !options.nvme)
+void check_options(const Model& model, const EngineOptions& options, int ranks) {
+  check_engine_options(options, ranks);
+  if (options.offload.optimizer == OptimizerOffload::nvme && !options.nvme)
     throw std::invalid_argument("optimizer offload to nvme needs a disk node");
-  if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
-  check_speculative_update(options);
-  if (!(options.speculative_fraction >= 0 && options.speculative_fraction <= 1))
-    throw std::invalid_argument("the speculative fraction must be in [0, 1]");
-  if (options.offload_optimizer == OptimizerOffload::none && options.offload_optimizer_fraction != 1.0)
-    throw std::invalid_argument("an offloaded fraction of the optimizer state needs optimizer offload");
+  if (options.offload.optimizer_fraction.automatic || options.offload.speculative_fraction.automatic)
+    throw std::invalid_argument("the engine needs resolved offload fractions, not auto");
   for (const auto& [step, layer] : options.nan_gradients)
     if (layer < 0 || layer >= model.layers() || model.dtype() != DType::f32)
       throw std::invalid_argument("NaN gradients (testing) need an fp32 model and a layer in 0.." +
@@ -187,16 +186,11 @@ Engine::Engine(Model& model, const EngineOptions& options)
       unclipped_scale_(Tensor::host(DType::f32, 1, "unclipped_scale")),
       unclipped_norm_(Tensor::host(DType::f32, 1, "unclipped_norm")),
       commit_counts_(Tensor::host(DType::f32, 3, "adamw_commit_counts")) {
-  check_options(model, options);
   if (options.comm) {
     ranks_ = options.comm->size();
     rank_ = options.comm->rank();
   }
-  // With one rank nothing is sharded and every stage is the same: the parameters may live on the host
-  // at any stage. With several, only ZeRO-3 shards them.
-  if (options.offload_params != ParamOffload::none && options.stage != 3 && ranks_ > 1)
-    throw std::invalid_argument(
-        "parameter offload needs ZeRO stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
+  check_options(model, options, ranks_);
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
   zero_ = ZeroState::of(options.stage, ranks_);
@@ -222,10 +216,11 @@ void Engine::split_optimizer(const Model& model) {
   std::vector<std::int64_t> layer_params;
   for (int l = 0; l < model.layers(); ++l) layer_params.push_back(std::int64_t(model.layer_params(l)));
   optimizer_split_ = split_optimizer_state(
-      layer_params, options_.offload_optimizer == OptimizerOffload::none ? 0.0 : options_.offload_optimizer_fraction);
+      layer_params, options_.offload.optimizer_offloaded() ? options_.offload.optimizer_fraction.value : 0.0);
   speculative_split_ = split_optimizer_state(
-      layer_params,
-      options_.speculative_update ? speculative_share(optimizer_split_, options_.speculative_fraction) : 0.0);
+      layer_params, options_.offload.speculative_update
+                        ? speculative_share(optimizer_split_, options_.offload.speculative_fraction.value)
+                        : 0.0);
 }
 
 // A streamed gradient comes in only once the one written home grad_window earlier is gone, so
@@ -271,7 +266,7 @@ void Engine::initialise_state() {
     zero(layer.m.handle(), "zero_adam_m");
     zero(layer.v.handle(), "zero_adam_v");
   }
-  if (options_.speculative_update) {
+  if (options_.offload.speculative_update) {
     auto counts = commit_counts_.view(Access::write);
     std::fill(counts.as<float>().begin(), counts.as<float>().end(), 0.0f);
   }
@@ -311,10 +306,10 @@ LayerPlanInput Engine::layer_plan_input(int layer) const {
   input.ranks = ranks_;
   input.rank = rank_;
   // Per layer: the last layers' state offloaded, the first ones' on the device (optimizer_split.hpp).
-  input.offload_optimizer = optimizer_split_.offloaded(layer) ? options_.offload_optimizer : OptimizerOffload::none;
-  input.offload_params = options_.offload_params;
-  input.delayed_update = options_.delayed_update_warmup >= 0;
-  input.speculative_update = options_.speculative_update && speculative_split_.offloaded(layer);
+  input.offload_optimizer = optimizer_split_.offloaded(layer) ? options_.offload.optimizer : OptimizerOffload::none;
+  input.offload_params = options_.offload.params;
+  input.delayed_update = options_.offload.delayed_update_warmup >= 0;
+  input.speculative_update = options_.offload.speculative_update && speculative_split_.offloaded(layer);
   input.fp32_grad_accum = options_.fp32_grad_accum;
   input.dtype = model_.dtype();
   input.params = model_.layer_params(layer);
@@ -597,7 +592,7 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
   hyper.step = step;
   // The speculative AdamW multiplies the summed gradient by the unclipped scale: it does not wait
   // for the norm.
-  const bool speculative = options_.speculative_update;
+  const bool speculative = options_.offload.speculative_update;
   if (speculative)
     optim::submit_clip_scale({}, 0.0f, float(ranks_ * micro_batches), unclipped_scale_.handle(),
                              unclipped_norm_.handle(), "unclipped_scale");
@@ -619,7 +614,7 @@ void Engine::submit_step(float lr, int step, int micro_batches, const std::funct
 
   submit_grad_norm(micro_batches);
 
-  if (options_.delayed_update_warmup >= 0 && step > options_.delayed_update_warmup) {
+  if (options_.offload.delayed_update_warmup >= 0 && step > options_.offload.delayed_update_warmup) {
     pending_update_ = hyper;  // submitted at the start of the next step (or by flush)
     return;
   }
@@ -728,7 +723,7 @@ void Engine::submit_commit(int l, const optim::AdamWHyper& hyper) {
 
 Engine::CommitCounts Engine::commits() const {
   resolve_speculation();
-  if (!options_.speculative_update) return {};
+  if (!options_.offload.speculative_update) return {};
   const std::vector<float> counts = read_f32(commit_counts_);
   const CommitCounts ran{0, std::int64_t(counts[std::size_t(optim::CommitOutcome::rerun)]),
                          std::int64_t(counts[std::size_t(optim::CommitOutcome::discarded)])};
@@ -909,7 +904,7 @@ void Engine::set_master_params(const std::vector<std::vector<float>>& values) {
 // destination may be asked for different layers from several threads at once.
 void Engine::load_master_params(const std::function<void(const LayerValues& destination)>& fill) {
   resolve_speculation();
-  const bool in_place = !sharded() && options_.offload_optimizer != OptimizerOffload::nvme;
+  const bool in_place = !sharded() && options_.offload.optimizer != OptimizerOffload::nvme;
   std::deque<Tensor::HostView> masters;
   if (in_place)
     for (const Layer& layer : layers_) masters.emplace_back(layer.master.handle(), Access::write, layer.master.bytes());

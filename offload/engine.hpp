@@ -49,21 +49,21 @@
 // and costs no overlap (the update runs during the next step's forward and backward).
 //
 // ZeRO-Offload (docs/architecture.md):
-//   offload_optimizer cpu:  master/m/v in pinned host memory on a chosen NUMA node; AdamW is a
+//   offload.optimizer cpu:  master/m/v in pinned host memory on a chosen NUMA node; AdamW is a
 //                           CPU-only task (fused SIMD kernel, adam_threads threads) that reads
 //                           the gradient shard and writes a parameter shard whole: StarPU moves
 //                           the shard down and the updated parameters up, precision bytes each
 //                           way; at stages 1-2 an all-gather then rebuilds the full parameters.
-//   offload_optimizer nvme: master/m/v homed on a StarPU disk node (out-of-core), fetched to RAM
+//   offload.optimizer nvme: master/m/v homed on a StarPU disk node (out-of-core), fetched to RAM
 //                           by the CPU Adam task and evicted under the host-memory limit.
-//   offload_params cpu:     ZeRO-3: parameter shards in pinned host memory, fetched per layer by
+//   offload.params cpu:     ZeRO-3: parameter shards in pinned host memory, fetched per layer by
 //                           the all-gathers inside the prefetch window. One rank (any stage): the
 //                           full parameters in pinned host memory, fetched to the device per layer
 //                           inside the same window, the device copy dropped after; with the
 //                           optimizer offloaded too, the full gradients are streamed: homed on the
 //                           host, on the device only around each backward that accumulates into
 //                           them, inside the gradient window (grad_window).
-//   offload_optimizer_fraction F: only the last layers holding F·Ψ are offloaded as above; the
+//   offload.optimizer_fraction F: only the last layers holding F·Ψ are offloaded as above; the
 //                           first ones keep their state on the device and run the device AdamW
 //                           (offload/optimizer_split.hpp: the rule and why). Each layer's plan
 //                           says which: LayerPlanInput::offload_optimizer is per layer.
@@ -113,25 +113,22 @@ struct EngineOptions {
   int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
                            // grad_window reductions earlier is gone (bounds live full grads);
                            // streamed gradients (one rank) likewise, counted per group
-  OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  // Under optimizer offload, the share F of the parameters whose state is offloaded: the last
-  // layers holding at least F·Ψ (offload/optimizer_split.hpp). 1: every layer. Must be 1 without
-  // optimizer offload; `auto` is resolved before (train/run.cpp).
-  double offload_optimizer_fraction = 1.0;
-  ParamOffload offload_params = ParamOffload::none;  // stage 3 with several ranks; any stage with one
-  DiskNode* nvme = nullptr;                          // the disk node for offload_optimizer nvme (outlives the engine)
-  int host_numa_node = -1;                           // where pinned host buffers live (-1: not bound)
-  int adam_threads = 1;                              // CPU AdamW threads under optimizer offload
-  int delayed_update_warmup = -1;                    // < 0: no delayed update; else synchronous steps before it
-  // Exact clipping without the wait (offload_optimizer cpu, grad_clip > 0): each CPU AdamW runs as
-  // soon as its gradient is reduced, from one set of optimizer state into a second, and a commit
-  // after the norm adopts it, re-runs it clipped or discards it (docs/architecture.md, "Exact
-  // clipping"). Bit-identical to the synchronous update; 12 more bytes per parameter on the host.
-  bool speculative_update = false;
-  // Of the CPU-updated layers, the last ones holding this share of the parameters are speculative
-  // (the offloaded share's rule, offload/optimizer_split.hpp); the others update after the norm,
-  // without a second set. 1: all of them.
-  double speculative_fraction = 1.0;
+  // Where the model states go and how the CPU AdamW runs: the run's offload options
+  // (offload/placement.hpp), the same object the planner reads. Its fractions must be resolved
+  // (no `auto`: train/run.cpp resolves them before the engine). optimizer_fraction F: the state of
+  // the last layers holding at least F·Ψ is offloaded (offload/optimizer_split.hpp; 1: every
+  // layer). params: stage 3 with several ranks; any stage with one. delayed_update_warmup >= 0:
+  // the delayed update after that many synchronous steps. speculative_update: exact clipping
+  // without the wait (optimizer cpu, grad_clip > 0): each CPU AdamW runs as soon as its gradient is
+  // reduced, from one set of optimizer state into a second, and a commit after the norm adopts
+  // it, re-runs it clipped or discards it (docs/architecture.md, "Exact clipping"); bit-identical
+  // to the synchronous update, 12 more bytes per parameter on the host. speculative_fraction: of
+  // the CPU-updated layers, the last ones holding this share are speculative, the others update
+  // after the norm. Its adam_threads and paths are the host plan's input, not read here.
+  OffloadOptions offload;
+  DiskNode* nvme = nullptr;  // the disk node for optimizer offload nvme (outlives the engine)
+  int host_numa_node = -1;   // where pinned host buffers live (-1: not bound)
+  int adam_threads = 1;      // CPU AdamW threads under optimizer offload (the host plan's)
   // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
   // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
   bool fp32_grad_accum = false;
@@ -147,9 +144,12 @@ struct LayerOptimizerState {
   std::vector<float> master, m, v;
 };
 
-// std::invalid_argument (one line, naming the flags) when the speculative update is asked for where
-// it cannot work: without the CPU AdamW in host memory, without clipping, with the delayed update.
-void check_speculative_update(const EngineOptions& options);
+// std::invalid_argument (one line, naming the flags) for options no engine of `ranks` ranks can run:
+// the offload options' own rules (validate, offload/placement.hpp), then the ones that join them
+// with the rest: parameter offload outside ZeRO-3 with several ranks, the speculative update
+// without clipping. The run checks with it before StarPU starts (train/run.cpp), the engine again
+// when built.
+void check_engine_options(const EngineOptions& options, int ranks);
 
 class Engine {
  public:

@@ -29,13 +29,10 @@ std::string printable(const fs::path& path) {
 
 void validate(const HostPlanInput& in, const Topology& topology) {
   if (in.ranks_here < 1) throw std::invalid_argument("ranks on this machine must be >= 1");
-  if (in.adam_threads && *in.adam_threads < 1)
-    throw std::invalid_argument("CPU Adam threads must be >= 1, got " + std::to_string(*in.adam_threads));
   if (in.gpu >= int(topology.gpus.size()))
     throw std::invalid_argument("GPU " + std::to_string(in.gpu) + " is not in the topology (" +
                                 std::to_string(topology.gpus.size()) + " GPUs)");
-  if (in.offload_optimizer == OptimizerOffload::nvme && in.nvme_path.empty())
-    throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
+  validate(in.offload);
 }
 
 // The plan's host bytes must fit into what this machine has free, for every rank on it. Not in
@@ -43,18 +40,19 @@ void validate(const HostPlanInput& in, const Topology& topology) {
 // (allocate_host), so they take address space here, not memory.
 void check_host_memory(const HostPlanInput& in) {
   if constexpr (!simulation::host_is_this_machine) return;
-  const bool nvme = in.offload_optimizer == OptimizerOffload::nvme;
+  const bool nvme = in.offload.optimizer == OptimizerOffload::nvme;
   const double host_needed =
-      nvme ? in.memory.host_total() + double(in.host_mem_limit_mib) * kMiB : in.memory.host_total();
+      nvme ? in.memory.host_total() + double(in.offload.host_mem_limit_mib) * kMiB : in.memory.host_total();
   const double available = double(available_host_memory_bytes());
   if (host_needed * in.ranks_here > available)
     throw std::invalid_argument("too little host memory for this offload plan: " + std::to_string(in.ranks_here) +
                                 " rank(s) on this machine need " + format_bytes(host_needed) + " each, " +
                                 format_bytes(available) + " is available (MemAvailable); use more ranks, " +
                                 (nvme ? "a smaller --host-mem-limit" : "--offload-optimizer nvme") +
-                                (in.speculative_update ? ", --speculative-fraction auto or no --speculative-update (it doubles "
-                                                         "the optimizer state)"
-                                                       : "") +
+                                (in.offload.speculative_update
+                                     ? ", --speculative-fraction auto or no --speculative-update (it doubles "
+                                       "the optimizer state)"
+                                     : "") +
                                 ", or a smaller model");
 }
 
@@ -63,12 +61,15 @@ void check_host_memory(const HostPlanInput& in) {
 std::size_t plan_disk(const HostPlanInput& in) {
   const double nvme_needed = in.memory.nvme_total();
   const std::size_t disk_bytes =
-      std::size_t(nvme_needed) + in.host_mem_limit_mib * std::size_t(kMiB) + (std::size_t(64) << 20);
+      std::size_t(nvme_needed) + in.offload.host_mem_limit_mib * std::size_t(kMiB) + (std::size_t(64) << 20);
   std::error_code ec;
-  fs::create_directories(in.nvme_path, ec);
-  if (ec) throw std::invalid_argument("--nvme-path: cannot create '" + printable(in.nvme_path) + "': " + ec.message());
-  const auto space = fs::space(in.nvme_path, ec);
-  if (ec) throw std::invalid_argument("--nvme-path: cannot query '" + printable(in.nvme_path) + "': " + ec.message());
+  fs::create_directories(in.offload.nvme_path, ec);
+  if (ec)
+    throw std::invalid_argument("--nvme-path: cannot create '" + printable(in.offload.nvme_path) +
+                                "': " + ec.message());
+  const auto space = fs::space(in.offload.nvme_path, ec);
+  if (ec)
+    throw std::invalid_argument("--nvme-path: cannot query '" + printable(in.offload.nvme_path) + "': " + ec.message());
   if (double(space.available) < nvme_needed * in.ranks_here)
     throw std::invalid_argument("--nvme-path: " + format_bytes(double(space.available)) +
                                 " free, the optimizer state of " + std::to_string(in.ranks_here) + " rank(s) needs " +
@@ -82,15 +83,15 @@ HostPlan plan_host(const HostPlanInput& in, const Topology& topology) {
   validate(in, topology);
   HostPlan plan;
   plan.cpu_workers = in.cpu_workers;
-  if (in.offload_optimizer == OptimizerOffload::none && in.offload_params == ParamOffload::none) return plan;
+  if (!in.offload.anything_offloaded()) return plan;
   if (in.gpu >= 0) plan.numa_node = topology.gpus[std::size_t(in.gpu)].numa_node;  // nearest to this rank's GPU
   const int cores = std::max(1, topology.cores / in.ranks_here);
   const bool gpu = in.gpu >= 0;
-  if (in.offload_optimizer != OptimizerOffload::none)
-    plan.adam_threads = in.adam_threads.value_or(default_adam_threads(cores, gpu));
+  if (in.offload.optimizer_offloaded())
+    plan.adam_threads = in.offload.adam_threads.value_or(default_adam_threads(cores, gpu));
   if (plan.cpu_workers < 0) plan.cpu_workers = default_cpu_workers(cores, gpu, plan.adam_threads);
   check_host_memory(in);
-  if (in.offload_optimizer == OptimizerOffload::nvme) plan.disk_bytes = plan_disk(in);
+  if (in.offload.optimizer == OptimizerOffload::nvme) plan.disk_bytes = plan_disk(in);
   return plan;
 }
 

@@ -15,16 +15,14 @@
 namespace starzero {
 
 struct HostPlanInput {
-  OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  ParamOffload offload_params = ParamOffload::none;
-  bool speculative_update = false;     // its second optimizer state is in `memory`: named when short
-  std::optional<int> adam_threads;     // asked for (>= 1); default: the cores the GPU worker leaves
-  int gpu = -1;                        // this rank's GPU in the topology; -1: none
-  int ranks_here = 1;                  // ranks on this machine (they share its cores and memory)
-  int cpu_workers = -1;                // StarPU CPU workers asked for; < 0: chosen here
-  std::filesystem::path nvme_path;     // offload_optimizer nvme: where the disk node's files go
-  std::size_t host_mem_limit_mib = 0;  // offload_optimizer nvme: StarPU's host-memory limit
-  MemoryPlan memory;                   // plan_memory of this run: host and NVMe bytes per rank
+  // The run's offload options (validated here too): where the state goes, the CPU AdamW's
+  // threads asked for (default: the cores the GPU worker leaves), the NVMe folder and host-memory
+  // limit, and whether the speculative update's second state is in `memory` (named when short).
+  OffloadOptions offload;
+  int gpu = -1;          // this rank's GPU in the topology; -1: none
+  int ranks_here = 1;    // ranks on this machine (they share its cores and memory)
+  int cpu_workers = -1;  // StarPU CPU workers asked for; < 0: chosen here
+  MemoryPlan memory;     // plan_memory of this run: host and NVMe bytes per rank
 };
 
 struct HostPlan {

@@ -31,24 +31,6 @@ ByteSplit seeds_bytes(double psi, std::int64_t dp, int stage, double k, bool fp3
 
 }  // namespace
 
-int precision_bytes(Precision p) { return p == Precision::fp32 ? 4 : 2; }
-
-std::string_view precision_name(Precision p) {
-  switch (p) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::fp32: return "fp32";
-  }
-  return "?";
-}
-
-std::optional<Precision> precision_from_name(std::string_view name) {
-  if (name == "bf16") return Precision::bf16;
-  if (name == "fp16") return Precision::fp16;
-  if (name == "fp32") return Precision::fp32;
-  return std::nullopt;
-}
-
 // ---- One configuration ---------------------------------------------------------------------
 
 void validate(const PlanInput& in) {
@@ -72,15 +54,16 @@ void validate(const PlanInput& in) {
   }
   if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
   // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
-  if (in.offload_params != ParamOffload::none && in.stage != 3 && in.dp > 1) {
+  if (in.offload.params != ParamOffload::none && in.stage != 3 && in.dp > 1) {
     throw PlanError("parameter offload needs ZeRO-3 with dp > 1 (parameters are sharded only there), got stage " +
                     std::to_string(in.stage));
   }
-  if (!(in.offload_fraction.value >= 0 && in.offload_fraction.value <= 1))
+  if (!(in.offload.optimizer_fraction.value >= 0 && in.offload.optimizer_fraction.value <= 1))
     throw PlanError("the offloaded fraction of the optimizer state must be in [0, 1], got " +
-                    std::to_string(in.offload_fraction.value));
-  if (!(in.speculative_fraction.value >= 0 && in.speculative_fraction.value <= 1))
-    throw PlanError("the speculative fraction must be in [0, 1], got " + std::to_string(in.speculative_fraction.value));
+                    std::to_string(in.offload.optimizer_fraction.value));
+  if (!(in.offload.speculative_fraction.value >= 0 && in.offload.speculative_fraction.value <= 1))
+    throw PlanError("the speculative fraction must be in [0, 1], got " +
+                    std::to_string(in.offload.speculative_fraction.value));
   if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
   if (in.model && !in.model->layer_params.empty()) {
     std::int64_t sum = 0;
@@ -102,9 +85,6 @@ double MemoryPlan::gpu_total() const {
 
 namespace {
 
-// The engine's storage type of the precision: only its size matters here (fp16 is 2 bytes, as bf16).
-DType storage_dtype(Precision p) { return p == Precision::fp32 ? DType::f32 : DType::bf16; }
-
 // The plan of one layer holding `psi` parameters on rank 0 of N, its optimizer state offloaded
 // as `offload` says (`speculative`: with the second set of optimizer state): with all Ψ
 // parameters its held buffers, unpadded, are the seeds' figures placed; a split optimizer state is
@@ -115,7 +95,7 @@ LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffl
   layer.ranks = in.dp;
   layer.rank = 0;
   layer.offload_optimizer = offload;
-  layer.offload_params = in.offload_params;
+  layer.offload_params = in.offload.params;
   layer.fp32_grad_accum = in.fp32_grad_accum;
   // Its second set of optimizer state exists where a speculative CPU AdamW runs.
   layer.speculative_update = speculative;
@@ -126,7 +106,7 @@ LayerPlan whole_model_layer(const PlanInput& in, std::int64_t psi, OptimizerOffl
 }
 
 std::optional<double> zero3_temporaries(const PlanInput& in, int prec) {
-  const bool fetched = in.dp == 1 && in.offload_params == ParamOffload::cpu;  // from host memory, any stage
+  const bool fetched = in.dp == 1 && in.offload.params == ParamOffload::cpu;  // from host memory, any stage
   if (in.stage < 3 && !fetched) return 0.0;
   if (in.dp == 1 && !fetched) return 0.0;  // the "shard" is the whole model
   if (!in.model) return std::nullopt;
@@ -157,10 +137,10 @@ void add_placed_bytes(const LayerPlan& plan, bool padded, PlacedBytes& sum) {
 
 OptimizerSplit optimizer_split_of(const PlanInput& in) {
   const std::int64_t psi = model_params(in);
-  const bool offloaded = in.offload_optimizer != OptimizerOffload::none;
-  if (offloaded && in.offload_fraction.automatic)
+  const bool offloaded = in.offload.optimizer != OptimizerOffload::none;
+  if (offloaded && in.offload.optimizer_fraction.automatic)
     throw PlanError("--offload-optimizer-fraction auto must be resolved against the GPU's memory first");
-  const double fraction = offloaded ? in.offload_fraction.value : 0.0;
+  const double fraction = offloaded ? in.offload.optimizer_fraction.value : 0.0;
   if (in.model && !in.model->layer_params.empty()) return split_optimizer_state(in.model->layer_params, fraction);
   return split_optimizer_state(psi, fraction);
 }
@@ -184,11 +164,11 @@ MemoryPlan plan_memory(const PlanInput& in) {
   // offloaded and speculative, offloaded and synchronous, kept on the device.
   std::optional<LayerPlan> speculative_share, offloaded_share, kept_share;
   if (speculative > 0) {
-    speculative_share.emplace(whole_model_layer(in, speculative, in.offload_optimizer, true));
+    speculative_share.emplace(whole_model_layer(in, speculative, in.offload.optimizer, true));
     add_placed_bytes(*speculative_share, false, placed);
   }
   if (offloaded > speculative) {
-    offloaded_share.emplace(whole_model_layer(in, offloaded - speculative, in.offload_optimizer, false));
+    offloaded_share.emplace(whole_model_layer(in, offloaded - speculative, in.offload.optimizer, false));
     add_placed_bytes(*offloaded_share, false, placed);
   }
   if (offloaded < psi_count) {
@@ -204,10 +184,10 @@ MemoryPlan plan_memory(const PlanInput& in) {
     // This rank's gradient shard of the offloaded share comes down, its updated parameter shard
     // goes up (at dp 1 with the parameters on the host, the next forward's fetch below brings them).
     const double shard = prec * double(offloaded) / double(optimizer_divisor(in.stage, in.dp));
-    const bool params_fetched = in.dp == 1 && in.offload_params == ParamOffload::cpu;
+    const bool params_fetched = in.dp == 1 && in.offload.params == ParamOffload::cpu;
     p.offload_transfer_bytes += params_fetched ? shard : 2 * shard;
   }
-  if (in.offload_params == ParamOffload::cpu) {
+  if (in.offload.params == ParamOffload::cpu) {
     // Each layer's shard goes up for the forward and again for the backward all-gather.
     p.offload_transfer_bytes += 2 * p.seeds.params;
   }
@@ -227,10 +207,11 @@ MemoryPlan plan_memory(const PlanInput& in) {
 
 OptimizerSplit speculative_split_of(const PlanInput& in) {
   const std::int64_t psi = model_params(in);
-  const bool cpu_adamw = in.speculative_update && in.offload_optimizer == OptimizerOffload::cpu;
-  if (cpu_adamw && in.speculative_fraction.automatic)
+  const bool cpu_adamw = in.offload.speculative_update && in.offload.optimizer == OptimizerOffload::cpu;
+  if (cpu_adamw && in.offload.speculative_fraction.automatic)
     throw PlanError("--speculative-fraction auto must be resolved against the host's memory first");
-  const double fraction = cpu_adamw ? speculative_share(optimizer_split_of(in), in.speculative_fraction.value) : 0.0;
+  const double fraction =
+      cpu_adamw ? speculative_share(optimizer_split_of(in), in.offload.speculative_fraction.value) : 0.0;
   if (in.model && !in.model->layer_params.empty()) return split_optimizer_state(in.model->layer_params, fraction);
   return split_optimizer_state(psi, fraction);
 }
@@ -239,7 +220,7 @@ double auto_speculative_fraction(const PlanInput& input, double host_bytes) {
   if (!(host_bytes > 0) || !std::isfinite(host_bytes)) throw PlanError("the host's memory must be > 0 bytes");
   PlanInput probe = input;
   const auto fits = [&](double fraction) {
-    probe.speculative_fraction = {fraction, false};
+    probe.offload.speculative_fraction = {fraction, false};
     return plan_memory(probe).host_total() <= host_bytes;
   };
   if (fits(1.0)) return 1.0;
@@ -259,9 +240,9 @@ double auto_speculative_fraction(const PlanInput& input, double host_bytes) {
   }
   // F·Ψ continuous: the host total grows linearly in F.
   if (!fits(0.0)) return 0.0;
-  probe.speculative_fraction = {0.0, false};
+  probe.offload.speculative_fraction = {0.0, false};
   const double without = plan_memory(probe).host_total();
-  probe.speculative_fraction = {1.0, false};
+  probe.offload.speculative_fraction = {1.0, false};
   const double per_param = (plan_memory(probe).host_total() - without) / double(psi);
   if (!(per_param > 0)) return 1.0;
   best = std::floor((host_bytes - without) / per_param) / double(psi);
@@ -269,21 +250,21 @@ double auto_speculative_fraction(const PlanInput& input, double host_bytes) {
 }
 
 PlanInput resolve_speculative_fraction(PlanInput input, std::optional<double> host_bytes) {
-  if (!input.speculative_fraction.automatic) return input;
-  if (!input.speculative_update || input.offload_optimizer != OptimizerOffload::cpu) {
-    input.speculative_fraction = {1.0, false};
+  if (!input.offload.speculative_fraction.automatic) return input;
+  if (!input.offload.speculative_update || input.offload.optimizer != OptimizerOffload::cpu) {
+    input.offload.speculative_fraction = {1.0, false};
     return input;
   }
   if (!host_bytes) throw PlanError("--speculative-fraction auto needs the host's memory (--host-mem)");
-  input.speculative_fraction = {auto_speculative_fraction(input, *host_bytes), false};
+  input.offload.speculative_fraction = {auto_speculative_fraction(input, *host_bytes), false};
   return input;
 }
 
 double auto_offload_fraction(const PlanInput& input, double gpu_bytes) {
   if (!(gpu_bytes > 0) || !std::isfinite(gpu_bytes)) throw PlanError("the GPU's memory must be > 0 bytes");
   PlanInput all = input, none = input;
-  all.offload_fraction = {1.0, false};
-  none.offload_fraction = {0.0, false};
+  all.offload.optimizer_fraction = {1.0, false};
+  none.offload.optimizer_fraction = {0.0, false};
   const MemoryPlan with_all = plan_memory(all), with_none = plan_memory(none);
   const double psi = double(with_all.params);
   // The state's GPU bytes per parameter: k, or k/N once sharded (the two plans differ by it alone).
@@ -299,10 +280,10 @@ double auto_offload_fraction(const PlanInput& input, double gpu_bytes) {
 }
 
 PlanInput resolve_offload_fraction(PlanInput input, std::optional<double> gpu_bytes) {
-  if (!input.offload_fraction.automatic || input.offload_optimizer == OptimizerOffload::none) return input;
+  if (!input.offload.optimizer_fraction.automatic || input.offload.optimizer == OptimizerOffload::none) return input;
   if (!gpu_bytes)
     throw PlanError("--offload-optimizer-fraction auto needs the GPU's memory (--gpu-mem, or --platform with a GPU)");
-  input.offload_fraction = {auto_offload_fraction(input, *gpu_bytes), false};
+  input.offload.optimizer_fraction = {auto_offload_fraction(input, *gpu_bytes), false};
   return input;
 }
 
@@ -375,8 +356,7 @@ FitOption evaluate(const PlanInput& given, const MemoryLimits& limits) {
       resolve_speculative_fraction(resolve_offload_fraction(given, limits.gpu_bytes), limits.host_bytes);
   FitOption o;
   o.stage = input.stage;
-  o.offload_optimizer = input.offload_optimizer;
-  o.offload_params = input.offload_params;
+  o.offload = input.offload;
   o.plan = plan_memory(input);
   o.fits_gpu = !limits.gpu_bytes || o.plan.gpu_total() <= *limits.gpu_bytes;
   o.fits_host = !limits.host_bytes || o.plan.host_total() <= *limits.host_bytes;
@@ -449,20 +429,20 @@ FitReport check_fit(const PlanInput& base, const MemoryLimits& limits) {
     for (ParamOffload par : {ParamOffload::none, ParamOffload::cpu}) {
       if (par == ParamOffload::cpu && stage != 3) continue;
       for (OptimizerOffload opt : {OptimizerOffload::none, OptimizerOffload::cpu, OptimizerOffload::nvme}) {
-        in.offload_optimizer = opt;
-        in.offload_params = par;
+        in.offload.optimizer = opt;
+        in.offload.params = par;
         report.options.push_back(evaluate(in, limits));
       }
     }
-    in.offload_optimizer = OptimizerOffload::none;
-    in.offload_params = ParamOffload::none;
+    in.offload.optimizer = OptimizerOffload::none;
+    in.offload.params = ParamOffload::none;
     report.min_dp_without_offload[stage] = min_dp_to_fit(in, limits);
   }
   for (std::size_t i = 0; i < report.options.size(); ++i) {
     const FitOption& o = report.options[i];
     if (!o.fits()) continue;
     const auto key = [](const FitOption& x) {
-      return std::make_tuple(offload_rank(x.offload_optimizer, x.offload_params), x.stage == 3 ? 3 : 2,
+      return std::make_tuple(offload_rank(x.offload.optimizer, x.offload.params), x.stage == 3 ? 3 : 2,
                              x.plan.gpu_total());
     };
     if (!report.recommended || key(o) < key(report.options[*report.recommended])) report.recommended = i;

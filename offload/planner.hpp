@@ -59,6 +59,7 @@
 #include "offload/footprint.hpp"
 #include "offload/optimizer_split.hpp"
 #include "offload/placement.hpp"
+#include "runtime/precision.hpp"
 
 namespace starzero {
 
@@ -69,11 +70,8 @@ class PlanError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Precision of parameters, gradients and activations (optimizer state is k bytes/param).
-enum class Precision { bf16, fp16, fp32 };
-int precision_bytes(Precision p);  // 2, 2, 4
-std::string_view precision_name(Precision p);
-std::optional<Precision> precision_from_name(std::string_view name);
+// Precision of parameters, gradients and activations (runtime/precision.hpp; optimizer state is
+// k bytes/param).
 
 // ---- One configuration ---------------------------------------------------------------------
 struct PlanInput {
@@ -84,23 +82,19 @@ struct PlanInput {
   Precision precision = Precision::bf16;
   double k = 12;  // optimizer state bytes per parameter
   bool fp32_grad_accum = false;
-  OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  // Under optimizer offload, the share of Ψ whose state is offloaded (ignored without it). An
-  // automatic one must be resolved first (resolve_offload_fraction): plan_memory refuses it.
-  OffloadFraction offload_fraction;
-  ParamOffload offload_params = ParamOffload::none;  // cpu: stage 3 when dp > 1; any stage at dp 1
-  std::int64_t prefetch_depth = 1;                   // W >= 0: ZeRO-3 layers gathered ahead of the current one
+  // The run's offload options (offload/placement.hpp), the same object `starzero train` hands
+  // its engine. Read here: where the state goes (optimizer, params), the offloaded share of Ψ
+  // (optimizer_fraction, ignored without optimizer offload; an automatic one must be resolved
+  // first: resolve_offload_fraction, plan_memory refuses it) and the speculative update's second
+  // set of optimizer state, k bytes per parameter in host memory, for the last CPU-updated layers
+  // holding speculative_fraction of Ψ (ignored without a CPU AdamW; an automatic one resolved by
+  // resolve_speculative_fraction against the host's memory). The paths, threads and delayed
+  // update are the run's only.
+  OffloadOptions offload;
+  std::int64_t prefetch_depth = 1;  // W >= 0: ZeRO-3 layers gathered ahead of the current one
   // G >= 1 (--grad-window): ZeRO-2/3 full gradients alive beyond the one computed (counted by
   // auto_offload_fraction), and at dp 1 with both offloads the gradients streamed at once.
   std::int64_t grad_window = 2;
-  // --speculative-update: a second set of optimizer state (k bytes per parameter) in host memory,
-  // where the optimizer is offloaded to the CPU (ignored elsewhere).
-  bool speculative_update = false;
-  // --speculative-fraction: of the CPU-updated layers, the last ones holding this share of Ψ are
-  // speculative (the same rule as the offloaded share, so they are a subset of it); the rest update
-  // synchronously, without a second set. An automatic one must be resolved first
-  // (resolve_speculative_fraction) against the host's memory.
-  OffloadFraction speculative_fraction;
 };
 
 void validate(const PlanInput& input);              // throws PlanError
@@ -213,13 +207,12 @@ struct MemoryLimits {
 
 struct FitOption {
   int stage = 0;
-  OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  ParamOffload offload_params = ParamOffload::none;
+  OffloadOptions offload;  // the option's optimizer and parameter offload, the base's fractions
   MemoryPlan plan;
   bool fits_gpu = true;
   bool fits_host = true;
   bool fits() const { return fits_gpu && fits_host; }
-  bool offloaded() const { return offload_optimizer != OptimizerOffload::none || offload_params != ParamOffload::none; }
+  bool offloaded() const { return offload.anything_offloaded(); }
 };
 
 struct FitReport {

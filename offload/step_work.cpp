@@ -24,18 +24,18 @@ sim::StepWork plan_step_work(const PlanInput& input, int micro_batches, bool on_
       // One rank with the parameters on the host (any stage): the next forward's fetch brings the
       // updated parameters up, and the full gradients are streamed: home after every micro-batch's
       // backward, back up for every later one's.
-      const bool streamed = input.dp == 1 && input.offload_params == ParamOffload::cpu;
+      const bool streamed = input.dp == 1 && input.offload.params == ParamOffload::cpu;
       work.gpu_to_host_bytes += (streamed ? K : 1.0) * p * n;  // the gradient shard comes down
       work.host_to_gpu_bytes += streamed ? (K - 1) * p * n     // the gradient goes back up
                                          : p * n;              // the updated parameter shard goes up
     }
-    if (input.offload_optimizer == OptimizerOffload::nvme)
+    if (input.offload.optimizer == OptimizerOffload::nvme)
       work.disk_read_bytes = work.disk_write_bytes = plan.nvme_total();
   }
   if (on_gpu) {
     // Parameter offload: the shard (at dp 1 the whole model) goes up for the forward's and the
     // backward's gathers (at dp 1: fetches).
-    if (input.offload_params == ParamOffload::cpu) work.host_to_gpu_bytes += K * 2.0 * plan.seeds.params;
+    if (input.offload.params == ParamOffload::cpu) work.host_to_gpu_bytes += K * 2.0 * plan.seeds.params;
     // Activation offload: down after the forward, up before the backward.
     work.gpu_to_host_bytes += K * plan.host_activations;
     work.host_to_gpu_bytes += K * plan.host_activations;
@@ -53,7 +53,7 @@ sim::ResourceRates planned_rates(const sim::MachineSpec& machine, const PlanInpu
   if (adam_threads && (*adam_threads < 1 || *adam_threads > cores))
     throw std::invalid_argument("CPU AdamW threads must be 1.." + std::to_string(cores) + " (a rank's cores on " +
                                 machine.name + "), got " + std::to_string(*adam_threads));
-  const bool cpu_adam = input.offload_optimizer != OptimizerOffload::none;
+  const bool cpu_adam = input.offload.optimizer != OptimizerOffload::none;
   const int threads = cpu_adam ? adam_threads.value_or(default_adam_threads(cores, gpu)) : 0;
   const int compute_cores = gpu ? 0 : default_cpu_workers(cores, false, std::max(1, threads));
   return sim::rates_of_machine(machine, input.precision != Precision::fp32, compute_cores, threads);

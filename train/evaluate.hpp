@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 
-#include "runtime/dtype.hpp"
+#include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 #include "train/trainable.hpp"
 
@@ -15,7 +15,7 @@ struct EvaluationOptions {
   std::filesystem::path checkpoint;
   int batch = 1;    // rows per batch
   int batches = 1;  // K
-  DType precision = DType::f32;
+  Precision precision = Precision::fp32;
   SessionOptions session;
 };
 

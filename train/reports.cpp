@@ -17,9 +17,9 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   input.params = std::int64_t(padded ? engine.padded_parameter_count() : engine.parameter_count());
   input.dp = engine.ranks();
   input.stage = options.stage;
-  input.precision = engine.model_dtype() == DType::f32 ? Precision::fp32 : Precision::bf16;
+  input.precision = precision_of(engine.model_dtype());
   input.fp32_grad_accum = options.fp32_grad_accum;
-  input.offload_optimizer = options.offload_optimizer;
+  input.offload = options.offload;
   // The engine's splits exactly: its offloaded (and speculative) layers' share of Ψ, padded or
   // not, which the planner, given no layers, takes as round(F·Ψ) parameters.
   const auto share_of = [&](const OptimizerSplit& split) {
@@ -28,10 +28,8 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
       count += padded ? engine.layer_plan(l).padded() : engine.layer_plan(l).count();
     return OffloadFraction{double(count) / double(input.params), false};
   };
-  input.offload_fraction = share_of(engine.optimizer_split());
-  input.speculative_update = options.speculative_update;
-  input.speculative_fraction = share_of(engine.speculative_split());
-  input.offload_params = options.offload_params;
+  input.offload.optimizer_fraction = share_of(engine.optimizer_split());
+  input.offload.speculative_fraction = share_of(engine.speculative_split());
   input.prefetch_depth = options.prefetch_depth;
   input.grad_window = options.grad_window;
   return input;
@@ -137,14 +135,14 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
                   planned[place]->grads, planned[place]->optimizer, planned_pad[place]->total());
     }
   // Whose optimizer state the device and host rows above hold.
-  if (engine.options().offload_optimizer != OptimizerOffload::none) {
+  if (engine.options().offload.optimizer != OptimizerOffload::none) {
     const OptimizerSplit& split = engine.optimizer_split();
     const auto names = [&](int first, int last) {
       return first == last ? engine.layer_name(first) : engine.layer_name(first) + " .. " + engine.layer_name(last);
     };
-    std::printf("  optimizer state: %s\n",
-                describe_split(split, engine.options().offload_optimizer == OptimizerOffload::nvme ? "disk" : "host")
-                    .c_str());
+    std::printf(
+        "  optimizer state: %s\n",
+        describe_split(split, engine.options().offload.optimizer == OptimizerOffload::nvme ? "disk" : "host").c_str());
     if (split.offloaded_layers() > 0)
       std::printf("    offloaded (CPU AdamW): %s\n", names(split.first_offloaded, split.layers - 1).c_str());
     if (split.first_offloaded > 0)

@@ -44,30 +44,18 @@ std::string fixed(double value, int digits) {
 
 EngineOptions engine_options_of(const RunOptions& o);
 
-// Input that cannot work, before anything starts.
+// Input that cannot work, before anything starts. The offload options' rules are the engine's
+// (check_engine_options, with offload/placement.hpp's validate): checked here before StarPU starts.
 void check_options(const RunOptions& o, int world) {
   const TrainerOptions& t = o.trainer;
-  if (o.stage < 0 || o.stage > 3)
-    throw std::invalid_argument("--stage " + std::to_string(o.stage) + " is not a ZeRO stage (0..3)");
+  check_engine_options(engine_options_of(o), world);
   if (t.global_batch % (world * t.micro_batches) != 0)
     throw std::invalid_argument("--batch " + std::to_string(t.global_batch) + " must be divisible by the " +
                                 std::to_string(world) + " ranks times --grad-accum " + std::to_string(t.micro_batches) +
                                 " (each rank trains B/(N*K) sequences per micro-batch)");
-  if (o.fp32_grad_accum && o.precision != DType::bf16)
+  if (o.fp32_grad_accum && o.precision != Precision::bf16)
     throw std::invalid_argument(
         "--fp32-grad-accum is for --precision bf16 (fp32 gradients already accumulate in fp32)");
-  // One rank shards nothing, so every stage may keep its parameters on the host; with several only ZeRO-3.
-  if (o.offload_params != ParamOffload::none && o.stage != 3 && world > 1)
-    throw std::invalid_argument(
-        "--offload-params cpu needs --stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
-  check_speculative_update(engine_options_of(o));
-  if (o.offload_optimizer == OptimizerOffload::nvme && o.nvme_path.empty())
-    throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
-  if (const OffloadFraction& f = o.offload_optimizer_fraction; !(f.value >= 0 && f.value <= 1))
-    throw std::invalid_argument("--offload-optimizer-fraction must be in [0, 1] or auto");
-  if (o.offload_optimizer == OptimizerOffload::none &&
-      (o.offload_optimizer_fraction.automatic || o.offload_optimizer_fraction.value != 1))
-    throw std::invalid_argument("--offload-optimizer-fraction is for --offload-optimizer cpu|nvme");
   if (t.save_every > 0 && !o.checkpoint_out && !o.checkpoint_dir)
     throw std::invalid_argument("--save-every needs --checkpoint-out or --checkpoint-dir");
   if (o.keep_checkpoints != 0 && !o.checkpoint_dir)
@@ -99,12 +87,7 @@ EngineOptions engine_options_of(const RunOptions& o) {
   e.grad_window = o.grad_window;
   e.fp32_grad_accum = o.fp32_grad_accum;
   e.nan_gradients = o.nan_gradients;
-  e.offload_optimizer = o.offload_optimizer;
-  e.offload_optimizer_fraction = o.offload_optimizer_fraction.value;  // resolved by start_session
-  e.offload_params = o.offload_params;
-  e.delayed_update_warmup = o.delayed_update_warmup;
-  e.speculative_update = o.speculative_update;
-  e.speculative_fraction = o.speculative_fraction.value;  // resolved by start_session
+  e.offload = o.offload;  // its fractions resolved by start_session
   return e;
 }
 
@@ -113,13 +96,9 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.model = spec.footprint(micro_batch, o.activations);
   input.dp = world;
   input.stage = o.stage;
-  input.precision = o.precision == DType::f32 ? Precision::fp32 : Precision::bf16;
-  input.offload_optimizer = o.offload_optimizer;
-  input.offload_fraction = o.offload_optimizer_fraction;
-  input.offload_params = o.offload_params;
+  input.precision = o.precision;
+  input.offload = o.offload;
   input.prefetch_depth = o.prefetch_depth;
-  input.speculative_update = o.speculative_update;
-  input.speculative_fraction = o.speculative_fraction;
   input.grad_window = o.grad_window;
   return input;
 }
@@ -137,9 +116,10 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
   const Session& session = *run.session;
   const TrainerOptions& t = o.trainer;
   if constexpr (simulation::predicts_times) std::printf("%s\n", simulation::machine_description().c_str());
-  std::printf("%s: %s, %s, B=%d T=%d, %d steps, policy %s, %s\n", o.program.c_str(), spec.describe().c_str(),
-              o.precision == DType::f32 ? "fp32" : "bf16 (fp32 master)", t.global_batch, run.model->row_tokens(),
-              t.steps, session.policy().c_str(), session.workers_summary().c_str());
+  std::printf(
+      "%s: %s, %s, B=%d T=%d, %d steps, policy %s, %s\n", o.program.c_str(), spec.describe().c_str(),
+      (std::string(precision_name(o.precision)) + (o.precision == Precision::fp32 ? "" : " (fp32 master)")).c_str(),
+      t.global_batch, run.model->row_tokens(), t.steps, session.policy().c_str(), session.workers_summary().c_str());
   if (ranks.is_simulated() && ranks.size() > 1) {
     const simulation::CollectiveLink& link = simulation::collective_link();
     std::printf(
@@ -152,26 +132,26 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                 ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.stage, run.model->micro_batch(),
                 o.stage == 3 ? (", prefetch depth " + std::to_string(o.prefetch_depth)).c_str() : "");
   if (const std::string data = spec.data_summary(); !data.empty()) std::printf("%s\n", data.c_str());
-  if (o.offload_optimizer == OptimizerOffload::none && o.offload_params == ParamOffload::none) return;
-  const std::string nvme =
-      o.offload_optimizer == OptimizerOffload::nvme
-          ? " (" + o.nvme_path.string() + ", host limit " + std::to_string(o.host_mem_limit_mib) + " MiB)"
-          : "";
-  const std::string delayed = o.delayed_update_warmup >= 0
-                                  ? ", delayed update after " + std::to_string(o.delayed_update_warmup) + " steps"
-                              : o.speculative_update ? ", speculative update (exact)"
-                                                     : "";
+  if (!o.offload.anything_offloaded()) return;
+  const std::string nvme = o.offload.optimizer == OptimizerOffload::nvme
+                               ? " (" + o.offload.nvme_path.string() + ", host limit " +
+                                     std::to_string(o.offload.host_mem_limit_mib) + " MiB)"
+                               : "";
+  const std::string delayed =
+      o.offload.delayed_update_warmup >= 0
+          ? ", delayed update after " + std::to_string(o.offload.delayed_update_warmup) + " steps"
+      : o.offload.speculative_update ? ", speculative update (exact)"
+                                     : "";
   std::printf("offload: optimizer %s%s, parameters %s, CPU AdamW %d thread(s) (%s), host memory on NUMA node %s%s\n",
-              std::string(offload_name(o.offload_optimizer)).c_str(), nvme.c_str(),
-              std::string(offload_name(o.offload_params)).c_str(), host.adam_threads,
+              std::string(offload_name(o.offload.optimizer)).c_str(), nvme.c_str(),
+              std::string(offload_name(o.offload.params)).c_str(), host.adam_threads,
               std::string(optim::simd_path_name(optim::best_simd_path())).c_str(),
               host.numa_node < 0 ? "any" : std::to_string(host.numa_node).c_str(), delayed.c_str());
-  if (o.offload_optimizer != OptimizerOffload::none)
-    std::printf("optimizer state: %s\n",
-                describe_split(run.engine->optimizer_split(),
-                               o.offload_optimizer == OptimizerOffload::nvme ? "NVMe" : "host")
-                    .c_str());
-  if (o.speculative_update)
+  if (o.offload.optimizer != OptimizerOffload::none)
+    std::printf("optimizer state: %s\n", describe_split(run.engine->optimizer_split(),
+                                                        o.offload.optimizer == OptimizerOffload::nvme ? "NVMe" : "host")
+                                             .c_str());
+  if (o.offload.speculative_update)
     std::printf("speculative update: %s\n",
                 describe_speculative_split(run.engine->speculative_split(), run.engine->optimizer_split()).c_str());
 }
@@ -197,22 +177,22 @@ Topology run_topology() {
 // not checked: all of them.
 void resolve_speculative_fraction_auto(RunOptions& o, const PlanInput& planned, int ranks_here, bool leader) {
   const double host_bytes = double(available_host_memory_bytes()) / ranks_here;
-  o.speculative_fraction = {simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0,
-                            false};
+  o.offload.speculative_fraction = {
+      simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0, false};
   if (!leader) return;
   const std::string why = simulation::host_is_this_machine
                               ? "their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
                                     " GB available per rank beside the rest of the plan"
                               : "a simulation: all of them, its host memory is not checked";
-  std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n", o.speculative_fraction.value,
-              why.c_str());
+  std::printf("--speculative-fraction auto: F = %.4g of the parameters speculative (%s)\n",
+              o.offload.speculative_fraction.value, why.c_str());
 }
 
 // --offload-optimizer-fraction auto (offload/planner.hpp): as much state on the GPU (of
 // `device_bytes`) as its memory holds beside the rest of the plan; without a GPU, all of it
 // offloaded (as --offload-optimizer alone).
 void resolve_offload_fraction_auto(RunOptions& o, const PlanInput& planned, std::size_t device_bytes, bool leader) {
-  o.offload_optimizer_fraction = {device_bytes > 0 ? auto_offload_fraction(planned, double(device_bytes)) : 1.0, false};
+  o.offload.optimizer_fraction = {device_bytes > 0 ? auto_offload_fraction(planned, double(device_bytes)) : 1.0, false};
   if (!leader) return;
   const std::string why = device_bytes > 0 ? "the state of the rest fits the GPU's " +
                                                  fixed(double(device_bytes) / 1e9, 1) +
@@ -220,7 +200,7 @@ void resolve_offload_fraction_auto(RunOptions& o, const PlanInput& planned, std:
                                                  fixed(100 * kAutoGpuMargin, 0) + " % margin"
                                            : "no GPU: all of it, as --offload-optimizer alone";
   std::printf("--offload-optimizer-fraction auto: F = %.4g of the parameters offloaded (%s)\n",
-              o.offload_optimizer_fraction.value, why.c_str());
+              o.offload.optimizer_fraction.value, why.c_str());
 }
 
 // What every step needs on the device for good (parameters, gradients, optimizer state: the
@@ -257,31 +237,26 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   const int rank_gpu = gpus > 0 ? ranks.local_rank() % gpus : -1;
   if (ranks.size() > 1 && rank_gpu >= 0) session.cuda_device = rank_gpu;
   HostPlanInput host_input;
-  host_input.offload_optimizer = o.offload_optimizer;
-  host_input.offload_params = o.offload_params;
-  host_input.speculative_update = o.speculative_update;
-  host_input.adam_threads = o.adam_threads;
+  host_input.offload = o.offload;
   host_input.gpu = rank_gpu;
   // Simulated ranks share the machine while it has a GPU for each; beyond, each machine holds as
   // many as it has GPUs (CPU-only: one rank per machine).
   host_input.ranks_here = !ranks.is_simulated() ? ranks.local_size() : gpus > 0 ? std::min(ranks.size(), gpus) : 1;
   host_input.cpu_workers = session.cpu_workers;
-  host_input.nvme_path = o.nvme_path;
-  host_input.host_mem_limit_mib = o.host_mem_limit_mib;
   // Until the GPU's memory is known, auto plans for all of the state on the host: the most host
   // memory it can take.
   PlanInput planned = plan_input_of(spec, o, ranks.size(), micro_batch);
-  if (planned.offload_fraction.automatic) planned.offload_fraction = {1.0, false};
-  if (o.speculative_fraction.automatic) {
+  if (planned.offload.optimizer_fraction.automatic) planned.offload.optimizer_fraction = {1.0, false};
+  if (o.offload.speculative_fraction.automatic) {
     resolve_speculative_fraction_auto(o, planned, host_input.ranks_here, ranks.leader());
-    planned.speculative_fraction = o.speculative_fraction;
+    planned.offload.speculative_fraction = o.offload.speculative_fraction;
   }
   host_input.memory = plan_memory(planned);
   const HostPlan host = plan_host(host_input, topology);
   session.cpu_workers = host.cpu_workers;
-  if (o.offload_optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.host_mem_limit_mib;
+  if (o.offload.optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.offload.host_mem_limit_mib;
   run.session.emplace(session);
-  if (o.offload_optimizer_fraction.automatic) {
+  if (o.offload.optimizer_fraction.automatic) {
     resolve_offload_fraction_auto(o, planned, run.session->cuda_memory_bytes(), ranks.leader());
     host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
   }
@@ -294,8 +269,8 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
       throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
     ranks.use_nccl(std::max(0, session.cuda_device));
   }
-  if (o.offload_optimizer == OptimizerOffload::nvme)  // each rank its own folder: files never collide
-    run.nvme.emplace((o.nvme_path / ("rank" + std::to_string(ranks.rank()))).string(), host.disk_bytes);
+  if (o.offload.optimizer == OptimizerOffload::nvme)  // each rank its own folder: files never collide
+    run.nvme.emplace((o.offload.nvme_path / ("rank" + std::to_string(ranks.rank()))).string(), host.disk_bytes);
   return host;
 }
 
@@ -311,14 +286,14 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
     // the peak of the devices this rank runs on (its GPU, else the machine's CPU cores).
     const simulation::Roofline& r = simulation::roofline();
     const simulation::MachineSize machine = simulation::machine_size();
-    const double gpu_peak = o.precision == DType::f32 ? r.gpu_fp32_flops : r.gpu_bf16_flops;
+    const double gpu_peak = o.precision == Precision::fp32 ? r.gpu_fp32_flops : r.gpu_bf16_flops;
     const double peak = machine.gpus > 0 ? gpu_peak : r.cpu_core_flops * machine.cpus;
     const double model_flops = 6.0 * double(parameters) * tokens / double(ranks) / s.train_seconds;
     std::printf(
         "model FLOP/s (6 per parameter and token) per rank: %.2f GFLOP/s, MFU %.1f %% of the %s peak "
         "(%.0f GFLOP/s)\n",
         model_flops / 1e9, 100.0 * model_flops / peak,
-        machine.gpus > 0 ? (o.precision == DType::f32 ? "GPU's fp32" : "GPU's bf16") : "CPU cores'", peak / 1e9);
+        machine.gpus > 0 ? ("GPU's " + std::string(precision_name(o.precision))).c_str() : "CPU cores'", peak / 1e9);
     const simulation::DurationSources sources = simulation::duration_sources();
     const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
     const simulation::ChargedOverhead& overhead = simulation::charged_task_overhead();
@@ -364,21 +339,21 @@ std::optional<sim::RunBoundFigures> run_bound_figures(const ModelSpec& spec, con
                                                       std::optional<double> steady_step_s) {
   const Session& session = *run.session;
   const bool gpu = session.cuda_workers() > 0;
-  const bool cpu_adam = o.offload_optimizer != OptimizerOffload::none;
+  const bool cpu_adam = o.offload.optimizer_offloaded();
   sim::RunBoundFigures figures;
   figures.steady_step_s = steady_step_s;
   figures.planned =
       plan_step_work(plan_input_of(spec, o, ranks.size(), run.model->micro_batch()), o.trainer.micro_batches, gpu);
   if (const std::optional<sim::MachineSpec>& machine = sim::simulated_machine()) {
     // At most the machine's cores: --adam-threads may ask for more threads than there are.
-    figures.rates = sim::rates_of_machine(*machine, o.precision != DType::f32,
+    figures.rates = sim::rates_of_machine(*machine, o.precision != Precision::fp32,
                                           gpu ? 0 : std::min(session.cpu_workers(), machine->cpus),
                                           cpu_adam ? std::min(host.adam_threads, machine->cpus) : 0);
   } else {
     if (!steady_step_s) return std::nullopt;
     // The AdamW's parameters per step: 12 FLOPs each.
-    figures.rates =
-        measured_rates(session, o.precision, cpu_adam ? host.adam_threads : 0, figures.planned.adam_flops / 12.0);
+    figures.rates = measured_rates(session, storage_dtype(o.precision), cpu_adam ? host.adam_threads : 0,
+                                   figures.planned.adam_flops / 12.0);
   }
   return figures;
 }
@@ -453,7 +428,7 @@ void start_watchdog(std::optional<Watchdog>& watchdog, const RunOptions& o, Data
 // The leader's line for the last save.
 void print_saved(const RunOptions& o, const CheckpointFormat& format, const CheckpointSets* sets,
                  std::uint64_t step, int ranks) {
-  const std::string what = format.describe(o.checkpoint_precision);
+  const std::string what = format.describe(storage_dtype(o.checkpoint_precision));
   if (sets)
     std::printf("wrote %s/step_%llu (%s and the optimizer state; `latest` names it)\n", sets->dir().c_str(),
                 (unsigned long long)step, what.c_str());
@@ -467,7 +442,7 @@ void print_activation_report(const ModelSpec& spec, const RunOptions& o, const T
   const auto held = model.activation_bytes();
   if (!held) return;
   const ActivationPolicy& a = o.activations;
-  const auto plan = spec.activation_bytes(o.precision, model.micro_batch(), a);
+  const auto plan = spec.activation_bytes(storage_dtype(o.precision), model.micro_batch(), a);
   const bool windowed = a.recompute != Recompute::none || a.offload != ActivationOffload::none;
   std::printf("activations: %.1f MB per micro-batch held (--recompute %s%s%s), plan %s\n", double(*held) / 1e6,
               recompute_name(a.recompute), windowed ? (", window " + std::to_string(a.window)).c_str() : "",
@@ -475,7 +450,7 @@ void print_activation_report(const ModelSpec& spec, const RunOptions& o, const T
               plan ? (fixed(double(*plan) / 1e6, 1) + " MB" + (*plan == *held ? "" : " (differs)")).c_str() : "none");
   if (a.offload == ActivationOffload::none) return;
   const auto offloaded = model.offloaded_activation_bytes();
-  const auto offloaded_plan = spec.offloaded_activation_bytes(o.precision, model.micro_batch(), a);
+  const auto offloaded_plan = spec.offloaded_activation_bytes(storage_dtype(o.precision), model.micro_batch(), a);
   std::printf("activations offloaded: %.1f MB per micro-batch in pinned host memory, plan %s\n",
               double(offloaded.value_or(0)) / 1e6,
               offloaded_plan ? (fixed(double(*offloaded_plan) / 1e6, 1) + " MB" +
@@ -505,7 +480,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   std::optional<MetricsLog> metrics;  // the leader's
   if (o.metrics && ranks.leader()) {
     metrics.emplace(*o.metrics);
-    metrics->start(RunDescription{spec.describe(), o.precision == DType::f32 ? "fp32" : "bf16", o.trainer.global_batch,
+    metrics->start(RunDescription{spec.describe(), std::string(precision_name(o.precision)), o.trainer.global_batch,
                                   run.model->row_tokens(), o.trainer.steps, ranks.size(), o.stage, first_step});
   }
   const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
@@ -532,8 +507,11 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   };
   const auto save = [&](std::uint64_t step) {
     const activity::Scope saving("saving step " + std::to_string(step));
-    if (sets) save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step, o.checkpoint_precision);
-    if (o.checkpoint_out) save_checkpoint(*o.checkpoint_out, out_format, engine, ranks, step, o.checkpoint_precision);
+    if (sets)
+      save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step,
+                          storage_dtype(o.checkpoint_precision));
+    if (o.checkpoint_out)
+      save_checkpoint(*o.checkpoint_out, out_format, engine, ranks, step, storage_dtype(o.checkpoint_precision));
     progress("the save of step " + std::to_string(step));
   };
   if (sets || o.checkpoint_out) trainer.on_save = save;
@@ -546,13 +524,12 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
       std::printf("sample: %s\n", text->c_str());
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
-  if (o.offload_optimizer != OptimizerOffload::none || o.offload_params != ParamOffload::none)
-    print_placement_report(engine, ranks);
+  if (o.offload.anything_offloaded()) print_placement_report(engine, ranks);
   if (metrics) metrics->end(summary.steps, summary.train_seconds);
   if (!ranks.leader()) return std::nullopt;
   print_activation_report(spec, o, *run.model);
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
-  if (o.speculative_update && simulation::kernels_run) print_speculative_report(engine, summary);
+  if (o.offload.speculative_update && simulation::kernels_run) print_speculative_report(engine, summary);
   const std::optional<sim::RunBoundFigures> bound =
       run_bound_figures(spec, o, run, ranks, host, steady_step_seconds(std::move(steady_seconds)));
   if (bound) print_step_bound(*bound);
@@ -603,7 +580,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
       RunState run;
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
-      run.model = spec.build(options.precision, micro_batch,
+      run.model = spec.build(storage_dtype(options.precision), micro_batch,
                              options.tiles.value_or(auto_tiles(*run.session, micro_batch)), options.activations);
       bound = train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "offload/placement.hpp"
-#include "runtime/dtype.hpp"
+#include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 #include "runtime/task_overhead.hpp"
 #include "train/trainable.hpp"
@@ -34,7 +34,7 @@ struct RunMeasurements {
 
 struct RunOptions {
   std::string program = "starzero train";  // names the run in messages
-  DType precision = DType::bf16;           // parameters, gradients, activations
+  Precision precision = Precision::bf16;   // parameters, gradients, activations
   TrainerOptions trainer;
   // The engine.
   float grad_clip = 1.0f;  // <= 0: no clipping
@@ -53,20 +53,12 @@ struct RunOptions {
   // starzero-sim: this process is rank 0 of this many simulated ranks (runtime/ranks.hpp); 0: the
   // ranks of mpirun (or one).
   int simulate_ranks = 0;
-  // Offload.
-  OptimizerOffload offload_optimizer = OptimizerOffload::none;
-  // The share of the optimizer state offloaded (offload/optimizer_split.hpp); auto is resolved
-  // once StarPU has started, from the GPU's memory (all of it without a GPU).
-  OffloadFraction offload_optimizer_fraction;
-  ParamOffload offload_params = ParamOffload::none;
-  std::filesystem::path nvme_path;        // offload_optimizer nvme
-  std::size_t host_mem_limit_mib = 1024;  // offload_optimizer nvme
-  std::optional<int> adam_threads;        // default: the host plan's
-  int delayed_update_warmup = -1;         // < 0: no delayed update
-  bool speculative_update = false;        // exact clipping, CPU AdamW during the backward (engine.hpp)
-  // Its share of the parameters (the last CPU-updated layers; engine.hpp); auto is resolved once
-  // the host plan is known, from the host's memory (all of them in a simulation).
-  OffloadFraction speculative_fraction;
+  // Offload: where the model states go, the CPU AdamW, the delayed and speculative updates
+  // (offload/placement.hpp). Its fractions may be auto: the run resolves them once StarPU has
+  // started (optimizer_fraction from the GPU's memory, all of it without a GPU;
+  // speculative_fraction from the host's memory, all of it in a simulation), then hands the
+  // object to the host plan, the planner and the engine.
+  OffloadOptions offload;
   // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
   std::optional<int> tiles;
   // What the model keeps of the activations for the backward, what it recomputes.
@@ -83,7 +75,7 @@ struct RunOptions {
   // (`--resume`: the same command line continues a killed run to the same end, on the same
   // learning-rate schedule); a run already there trains nothing.
   bool steps_are_total = false;
-  DType checkpoint_precision = DType::f32;
+  Precision checkpoint_precision = Precision::fp32;
   bool checkpoint_hf = false;  // --checkpoint-out is a Hugging Face folder (--checkpoint-format hf)
   std::optional<std::filesystem::path> metrics;  // JSON lines, one per step (train/metrics.hpp)
   // Set: the run profiles its workers (a few us per task) and fills it in (not in simulation).

@@ -304,10 +304,10 @@ TEST_CASE("ZeRO-3 temporary full layers: (W+1) x largest layer x precision", "[p
   // dp = 1 without parameter offload: the shard is the model, nothing is gathered.
   in.dp = 1;
   CHECK(*plan_memory(in).temporaries == 0);
-  in.offload_params = ParamOffload::cpu;
+  in.offload.params = ParamOffload::cpu;
   CHECK(*plan_memory(in).temporaries == 4 * largest * 4);
   // Stages 0-2 keep full parameters: no temporaries.
-  in.offload_params = ParamOffload::none;
+  in.offload.params = ParamOffload::none;
   in.dp = 8;
   for (int stage = 0; stage <= 2; ++stage) {
     in.stage = stage;
@@ -319,7 +319,7 @@ TEST_CASE("ZeRO-3 temporary full layers: (W+1) x largest layer x precision", "[p
 
 TEST_CASE("optimizer offload to cpu: state and staging copies on the host", "[planner][offload]") {
   PlanInput in = input7b(8, 2);
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const MemoryPlan p = plan_memory(in);
   CHECK(p.seeds.total() == 26.25e9);  // the seeds' figure is unchanged
   CHECK(p.gpu.params == 14e9);
@@ -349,7 +349,7 @@ TEST_CASE("optimizer offload to cpu: state and staging copies on the host", "[pl
 
 TEST_CASE("optimizer offload to nvme: state on NVMe, staging on the host", "[planner][offload]") {
   PlanInput in = input7b(8, 3);
-  in.offload_optimizer = OptimizerOffload::nvme;
+  in.offload.optimizer = OptimizerOffload::nvme;
   const MemoryPlan p = plan_memory(in);
   CHECK(p.gpu.total() == 28e9 / 8);
   CHECK(p.nvme.optimizer == 84e9 / 8);
@@ -360,7 +360,7 @@ TEST_CASE("optimizer offload to nvme: state on NVMe, staging on the host", "[pla
 
 TEST_CASE("parameter offload (ZeRO-3): parameter shard on the host", "[planner][offload]") {
   PlanInput in = input7b(8, 3);
-  in.offload_params = ParamOffload::cpu;
+  in.offload.params = ParamOffload::cpu;
   const MemoryPlan p = plan_memory(in);
   CHECK(p.gpu.params == 0);
   CHECK(p.gpu.grads == 14e9 / 8);
@@ -370,7 +370,7 @@ TEST_CASE("parameter offload (ZeRO-3): parameter shard on the host", "[planner][
   CHECK(p.offload_transfer_bytes == 2 * 14e9 / 8);  // up for forward and for backward
 
   // Both: the parameter shard on the host is also the optimizer's staging buffer (not twice).
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const MemoryPlan both = plan_memory(in);
   CHECK(both.gpu.total() == 14e9 / 8);
   CHECK(both.host.params == 14e9 / 8);
@@ -409,8 +409,8 @@ TEST_CASE("70B on 4 x 80 GB: ZeRO-3 with offload, or plain ZeRO-3 from dp 14", "
   REQUIRE(f.recommended.has_value());
   const FitOption& rec = f.options[*f.recommended];
   CHECK(rec.stage == 3);
-  CHECK(rec.offload_optimizer == OptimizerOffload::cpu);
-  CHECK(rec.offload_params == ParamOffload::none);
+  CHECK(rec.offload.optimizer == OptimizerOffload::cpu);
+  CHECK(rec.offload.params == ParamOffload::none);
   CHECK(rec.plan.gpu_total() == 4 * 70e9 / 4);    // 2Ψ/N + 2Ψ/N = 70 GB
   CHECK(rec.plan.host_total() == 16 * 70e9 / 4);  // 12Ψ/N + 2Ψ/N + 2Ψ/N = 280 GB
   for (const FitOption& o : f.options) {
@@ -427,7 +427,7 @@ TEST_CASE("70B on 4 x 80 GB: ZeRO-3 with offload, or plain ZeRO-3 from dp 14", "
   const FitReport f2 = check_fit(in, limits);
   REQUIRE(f2.recommended.has_value());
   CHECK(f2.options[*f2.recommended].stage == 3);
-  CHECK(f2.options[*f2.recommended].offload_optimizer == OptimizerOffload::nvme);
+  CHECK(f2.options[*f2.recommended].offload.optimizer == OptimizerOffload::nvme);
 }
 
 TEST_CASE("fit check prefers no offload, then less communication, then less memory", "[planner][fit]") {
@@ -454,8 +454,8 @@ TEST_CASE("fit check prefers no offload, then less communication, then less memo
   const FitReport host_only = check_fit(input7b(1, 0), limits);
   REQUIRE(host_only.recommended.has_value());
   const FitOption& all_host = host_only.options[*host_only.recommended];
-  CHECK(all_host.offload_optimizer == OptimizerOffload::cpu);
-  CHECK(all_host.offload_params == ParamOffload::cpu);
+  CHECK(all_host.offload.optimizer == OptimizerOffload::cpu);
+  CHECK(all_host.offload.params == ParamOffload::cpu);
   CHECK(all_host.plan.gpu.total() == 0);
   CHECK(all_host.plan.host.total() == 16 * 7e9);
   CHECK_FALSE(all_host.plan.grads_in_flight.has_value());
@@ -500,7 +500,7 @@ TEST_CASE("invalid planner input throws PlanError", "[planner][errors]") {
 
   for (int stage = 0; stage <= 2; ++stage) {
     PlanInput in = input7b(8, stage);
-    in.offload_params = ParamOffload::cpu;
+    in.offload.params = ParamOffload::cpu;
     CHECK_THROWS_AS(plan_memory(in), PlanError);
   }
   PlanInput in = input7b(8, 3);
@@ -785,8 +785,8 @@ TEST_CASE("planner placement is the layer plan's, and padded layers sum to the p
             input.stage = stage;
             input.precision = Precision::fp32;
             input.fp32_grad_accum = accum;
-            input.offload_optimizer = opt;
-            input.offload_params = par;
+            input.offload.optimizer = opt;
+            input.offload.params = par;
             const MemoryPlan plan = plan_memory(input);
             for (auto [mine, theirs] : {std::pair{&engine.gpu, &plan.gpu}, std::pair{&engine.host, &plan.host},
                                         std::pair{&engine.nvme, &plan.nvme}}) {
@@ -821,7 +821,7 @@ Topology machine16(bool gpu) {
 
 HostPlanInput cpu_offload(bool gpu) {
   HostPlanInput in;
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   in.gpu = gpu ? 0 : -1;
   in.memory.host.optimizer = 1e6;  // 1 MB: fits anywhere
   return in;
@@ -850,14 +850,14 @@ TEST_CASE("host plan: CPU AdamW threads and StarPU workers on 16 cores", "[plann
   CHECK(plan.cpu_workers == 2);
   // Threads asked for; workers asked for stay.
   HostPlanInput asked = cpu_offload(true);
-  asked.adam_threads = 4;
+  asked.offload.adam_threads = 4;
   CHECK(plan_host(asked, machine16(true)).cpu_workers == 16 - 1 - 3);
   asked.cpu_workers = 3;
   CHECK(plan_host(asked, machine16(true)).cpu_workers == 3);
   // Parameters offloaded, optimizer not: AdamW stays on the device (1 thread).
   HostPlanInput params_only = cpu_offload(true);
-  params_only.offload_optimizer = OptimizerOffload::none;
-  params_only.offload_params = ParamOffload::cpu;
+  params_only.offload.optimizer = OptimizerOffload::none;
+  params_only.offload.params = ParamOffload::cpu;
   CHECK(plan_host(params_only, machine16(true)).adam_threads == 1);
   CHECK(plan_host(params_only, machine16(true)).cpu_workers == 15);
   // No offload: the workers asked for (-1: StarPU's default) come back, nothing is checked.
@@ -867,7 +867,7 @@ TEST_CASE("host plan: CPU AdamW threads and StarPU workers on 16 cores", "[plann
   CHECK(plan.cpu_workers == -1);
   CHECK(plan.adam_threads == 1);
   CHECK(plan.numa_node == -1);
-  asked.adam_threads = 0;
+  asked.offload.adam_threads = 0;
   CHECK_THROWS_AS(plan_host(asked, machine16(true)), std::invalid_argument);
 }
 
@@ -885,9 +885,9 @@ TEST_CASE("host plan: host memory and NVMe space are checked", "[planner][host_p
   }
   testing::TempDir dir("host_plan");
   HostPlanInput nvme = cpu_offload(true);
-  nvme.offload_optimizer = OptimizerOffload::nvme;
-  nvme.nvme_path = dir / "nvme";
-  nvme.host_mem_limit_mib = 16;
+  nvme.offload.optimizer = OptimizerOffload::nvme;
+  nvme.offload.nvme_path = dir / "nvme";
+  nvme.offload.host_mem_limit_mib = 16;
   nvme.memory.host.optimizer = 0;
   nvme.memory.nvme.optimizer = 1e6;
   const HostPlan plan = plan_host(nvme, machine16(true));
@@ -1139,9 +1139,9 @@ TEST_CASE("GPT and Llama 3 footprints list the engine's layers", "[planner][spli
 
 TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[planner][split]") {
   PlanInput in = input7b(8, 2);
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const MemoryPlan all = plan_memory(in);
-  in.offload_fraction = {1.0, false};
+  in.offload.optimizer_fraction = {1.0, false};
   const MemoryPlan one = plan_memory(in);  // F = 1 is what --offload-optimizer alone plans
   CHECK(one.gpu.total() == all.gpu.total());
   CHECK(one.host.total() == all.host.total());
@@ -1149,7 +1149,7 @@ TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[plan
   CHECK(one.optimizer_split.offloaded_params == kPsi7B);
 
   // F = 0.25 of 7e9 (no layers: exactly 1.75e9 parameters) at ZeRO-2 on 8 ranks, bf16.
-  in.offload_fraction = {0.25, false};
+  in.offload.optimizer_fraction = {0.25, false};
   const MemoryPlan q = plan_memory(in);
   CHECK(q.optimizer_split.offloaded_params == 1'750'000'000);
   CHECK(q.gpu.params == 14e9);
@@ -1161,7 +1161,7 @@ TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[plan
   CHECK(q.offload_transfer_bytes == Approx(2 * 2 * 1.75e9 / 8));
 
   // F = 0: the state stays on the GPU, as without offload.
-  in.offload_fraction = {0.0, false};
+  in.offload.optimizer_fraction = {0.0, false};
   const MemoryPlan none = plan_memory(in);
   PlanInput plain = input7b(8, 2);
   CHECK(none.gpu.total() == plan_memory(plain).gpu.total());
@@ -1170,11 +1170,11 @@ TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[plan
   CHECK(none.optimizer_split.offloaded_params == 0);
 
   // Without optimizer offload the fraction is not used.
-  plain.offload_fraction = {0.5, false};
+  plain.offload.optimizer_fraction = {0.5, false};
   CHECK(plan_memory(plain).host.total() == 0);
 
   // The CPU AdamW and the PCIe transfers of the step bound: the offloaded share only.
-  in.offload_fraction = {0.25, false};
+  in.offload.optimizer_fraction = {0.25, false};
   const sim::StepWork w = plan_step_work(in);
   const double n = 1.75e9 / 8;  // this rank's offloaded parameters
   CHECK(w.adam_bytes == Approx(28 * n));
@@ -1182,9 +1182,9 @@ TEST_CASE("optimizer offload of a fraction: the two shares placed apart", "[plan
   CHECK(w.gpu_to_host_bytes == Approx(2 * n));
   CHECK(w.host_to_gpu_bytes == Approx(2 * n));
 
-  in.offload_fraction = {1.5, false};
+  in.offload.optimizer_fraction = {1.5, false};
   CHECK_THROWS_AS(plan_memory(in), PlanError);
-  in.offload_fraction = {1.0, true};  // auto, not resolved
+  in.offload.optimizer_fraction = {1.0, true};  // auto, not resolved
   CHECK_THROWS_AS(plan_memory(in), PlanError);
   CHECK_THROWS_AS(resolve_offload_fraction(in, std::nullopt), PlanError);
 }
@@ -1193,8 +1193,8 @@ TEST_CASE("optimizer offload of a fraction of GPT-2 124M: whole layers from the 
   PlanInput in;
   in.model = gpt2_124m();
   in.precision = Precision::fp32;
-  in.offload_optimizer = OptimizerOffload::cpu;
-  in.offload_fraction = {0.5, false};
+  in.offload.optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer_fraction = {0.5, false};
   const MemoryPlan p = plan_memory(in);
   // Layers: embedding 50304·768 + 1024·768 = 39,419,904; 12 blocks of 7,087,872; final layernorm 1,536.
   // Ψ/2 = 62,237,952: the final layernorm and 9 blocks (63,792,384) are the first run to reach it.
@@ -1212,18 +1212,18 @@ TEST_CASE("speculative fraction: a second set of state for the last CPU-updated 
   PlanInput in;
   in.model = gpt2_124m();
   in.precision = Precision::fp32;
-  in.offload_optimizer = OptimizerOffload::cpu;
-  in.offload_fraction = {0.5, false};
+  in.offload.optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer_fraction = {0.5, false};
   const MemoryPlan sync = plan_memory(in);
   CHECK(sync.speculative_split.offloaded_params == 0);  // no --speculative-update: none
-  in.speculative_update = true;
+  in.offload.speculative_update = true;
   const MemoryPlan all = plan_memory(in);  // F = 1: every CPU-updated layer, no more
   CHECK(all.speculative_split.first_offloaded == 4);
   CHECK(all.host.optimizer == 2 * sync.host.optimizer);
   CHECK(all.gpu.total() == sync.gpu.total());
   // F = 0.2 of Ψ = 124,475,904 (24,895,180.8): the final layernorm and 4 blocks (28,353,024) are the
   // first run of last layers to reach it: layers 9-13, their 12 bytes per parameter twice.
-  in.speculative_fraction = {0.2, false};
+  in.offload.speculative_fraction = {0.2, false};
   const MemoryPlan part = plan_memory(in);
   CHECK(part.speculative_split.first_offloaded == 9);
   CHECK(part.speculative_split.offloaded_params == 1536 + 4 * 7'087'872);
@@ -1235,19 +1235,19 @@ TEST_CASE("speculative fraction: a second set of state for the last CPU-updated 
         "layers 9-13 speculative (28353024 of 124475904 parameters, F = 0.2278), layers 4-8 synchronous "
         "(CPU AdamW after the norm)");
   // F = 0: none; and never more than the offloaded layers.
-  in.speculative_fraction = {0.0, false};
+  in.offload.speculative_fraction = {0.0, false};
   CHECK(plan_memory(in).host.total() == sync.host.total());
-  in.speculative_fraction = {0.9, false};
+  in.offload.speculative_fraction = {0.9, false};
   CHECK(plan_memory(in).speculative_split.first_offloaded == 4);
   // On the device (no CPU AdamW) there is no speculation.
-  in.offload_optimizer = OptimizerOffload::none;
+  in.offload.optimizer = OptimizerOffload::none;
   CHECK(plan_memory(in).speculative_split.offloaded_params == 0);
-  in.offload_optimizer = OptimizerOffload::nvme;
+  in.offload.optimizer = OptimizerOffload::nvme;
   CHECK(plan_memory(in).speculative_split.offloaded_params == 0);
-  in.offload_optimizer = OptimizerOffload::cpu;
-  in.speculative_fraction = {-0.1, false};
+  in.offload.optimizer = OptimizerOffload::cpu;
+  in.offload.speculative_fraction = {-0.1, false};
   CHECK_THROWS_AS(plan_memory(in), PlanError);
-  in.speculative_fraction = {1.0, true};  // auto, not resolved
+  in.offload.speculative_fraction = {1.0, true};  // auto, not resolved
   CHECK_THROWS_AS(plan_memory(in), PlanError);
   CHECK_THROWS_AS(resolve_speculative_fraction(in, std::nullopt), PlanError);
 }
@@ -1256,9 +1256,9 @@ TEST_CASE("speculative fraction auto: the most last layers whose second set fits
   PlanInput in;
   in.model = gpt2_124m();
   in.precision = Precision::fp32;
-  in.offload_optimizer = OptimizerOffload::cpu;
-  in.speculative_update = true;
-  in.speculative_fraction = {0.0, false};
+  in.offload.optimizer = OptimizerOffload::cpu;
+  in.offload.speculative_update = true;
+  in.offload.speculative_fraction = {0.0, false};
   const double without = plan_memory(in).host_total();
   const double block = 12.0 * 7'087'872;  // a block's second set
   const double layernorm = 12.0 * 1536;
@@ -1266,23 +1266,23 @@ TEST_CASE("speculative fraction auto: the most last layers whose second set fits
   const double host = without + layernorm + 3.5 * block;
   const double f = auto_speculative_fraction(in, host);
   CHECK(f == double(1536 + 3 * 7'087'872) / double(124'475'904));
-  in.speculative_fraction = {f, false};
+  in.offload.speculative_fraction = {f, false};
   const MemoryPlan p = plan_memory(in);
   CHECK(p.speculative_split.first_offloaded == 10);
   CHECK(p.host_total() <= host);
   CHECK(p.host_total() + block > host);
   // Exactly the room for them: the same layers.
-  in.speculative_fraction = {1.0, true};
-  CHECK(resolve_speculative_fraction(in, p.host_total()).speculative_fraction.value == f);
+  in.offload.speculative_fraction = {1.0, true};
+  CHECK(resolve_speculative_fraction(in, p.host_total()).offload.speculative_fraction.value == f);
   // All fit: 1; not even the last layer: 0.
   CHECK(auto_speculative_fraction(in, without + 12.0 * 124'475'904) == 1.0);
   CHECK(auto_speculative_fraction(in, without + layernorm / 2) == 0.0);
   // Without layers (Ψ only) the share is continuous: floor of the room over k bytes.
   PlanInput flat;
   flat.params = 1'000'000;
-  flat.offload_optimizer = OptimizerOffload::cpu;
-  flat.speculative_update = true;
-  flat.speculative_fraction = {0.0, false};
+  flat.offload.optimizer = OptimizerOffload::cpu;
+  flat.offload.speculative_update = true;
+  flat.offload.speculative_fraction = {0.0, false};
   const double base = plan_memory(flat).host_total();
   CHECK(auto_speculative_fraction(flat, base + 12.0 * 250'000 + 5) == 0.25);
 }
@@ -1290,21 +1290,21 @@ TEST_CASE("speculative fraction auto: the most last layers whose second set fits
 TEST_CASE("offload fraction auto: the most state that fits the GPU beside the rest", "[planner][split]") {
   PlanInput in;
   in.model = gpt2_124m(8);
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   for (const auto& [dp, stage] : {std::pair<std::int64_t, int>{1, 0}, {8, 1}, {8, 2}, {8, 3}}) {
     in.dp = dp;
     in.stage = stage;
     PlanInput all = in;
-    all.offload_fraction = {1.0, false};
+    all.offload.optimizer_fraction = {1.0, false};
     const double rest = plan_memory(all).gpu_total();  // everything offloaded
     const double per_param = stage >= 1 ? 12.0 / double(dp) : 12.0;
     const double windows = stage >= 2 ? 3.0 * 39'419'904 * 2 : 0.0;  // (2 + 1) embeddings, bf16
     // A GPU whose room (after the margin) holds the state of 60 M parameters.
     const double gpu = (rest + windows + per_param * 60e6) / (1 - kAutoGpuMargin);
-    in.offload_fraction = {1.0, true};
+    in.offload.optimizer_fraction = {1.0, true};
     const PlanInput resolved = resolve_offload_fraction(in, gpu);
-    CHECK_FALSE(resolved.offload_fraction.automatic);
-    CHECK(resolved.offload_fraction.value == Approx(1 - 60e6 / double(in.model->params)).epsilon(1e-6));
+    CHECK_FALSE(resolved.offload.optimizer_fraction.automatic);
+    CHECK(resolved.offload.optimizer_fraction.value == Approx(1 - 60e6 / double(in.model->params)).epsilon(1e-6));
     const MemoryPlan p = plan_memory(resolved);
     INFO("dp " << dp << " stage " << stage << ": " << p.optimizer_split.device_params() << " on the GPU");
     // Fits, and keeps as many whole first layers on the GPU as fit: the embedding and 2 blocks.
@@ -1319,13 +1319,13 @@ TEST_CASE("offload fraction auto: the most state that fits the GPU beside the re
   // The fit check resolves auto per option against --gpu-mem.
   in.dp = 1;
   in.stage = 0;
-  in.offload_fraction = {1.0, false};
+  in.offload.optimizer_fraction = {1.0, false};
   const double room = plan_memory(in).gpu_total() / (1 - kAutoGpuMargin) + 1e9;  // 1 GB for state
-  in.offload_fraction = {1.0, true};
+  in.offload.optimizer_fraction = {1.0, true};
   const FitReport fit = check_fit(in, MemoryLimits{room, std::nullopt});
   bool some_split = false;
   for (const FitOption& o : fit.options)
-    if (o.offload_optimizer != OptimizerOffload::none) {
+    if (o.offload.optimizer != OptimizerOffload::none) {
       CHECK(o.plan.optimizer_split.fraction() < 1.0);
       some_split = true;
     }
@@ -1380,8 +1380,8 @@ TEST_CASE("one rank with the whole model on the host: the GPU holds the windows 
     PlanInput in;
     in.model = f;
     in.stage = stage;
-    in.offload_optimizer = OptimizerOffload::cpu;
-    in.offload_params = ParamOffload::cpu;
+    in.offload.optimizer = OptimizerOffload::cpu;
+    in.offload.params = ParamOffload::cpu;
     in.prefetch_depth = 2;
     in.grad_window = 3;
     const MemoryPlan p = plan_memory(in);
@@ -1397,7 +1397,7 @@ TEST_CASE("one rank with the whole model on the host: the GPU holds the windows 
     // upload is the next forward's fetch).
     CHECK(p.offload_transfer_bytes == 2 * 7500 + 2 * 2 * 7500);
     // Without the optimizer offloaded the gradients stay on the GPU.
-    in.offload_optimizer = OptimizerOffload::none;
+    in.offload.optimizer = OptimizerOffload::none;
     const MemoryPlan resident = plan_memory(in);
     CHECK(*resident.grads_in_flight == 0);
     CHECK(resident.gpu.grads == 2 * 7500);
@@ -1410,6 +1410,6 @@ TEST_CASE("one rank with the whole model on the host: the GPU holds the windows 
   bad.grad_window = 1;
   bad.dp = 2;
   bad.stage = 2;
-  bad.offload_params = ParamOffload::cpu;
+  bad.offload.params = ParamOffload::cpu;
   CHECK_THROWS_AS(plan_memory(bad), PlanError);
 }

@@ -171,7 +171,7 @@ TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_boun
   CHECK(w.host_to_gpu_bytes + w.gpu_to_host_bytes + w.disk_read_bytes + w.disk_write_bytes == 0);
 
   // CPU offload at ZeRO-2, N = 8: the rank's 1/8 of the state; 2 + 24 + 2 bytes per parameter.
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   w = plan_step_work(in);
   const double shard = 7e9 / 8;
   CHECK(w.adam_bytes == Approx(28 * shard));
@@ -195,15 +195,15 @@ TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_boun
   CHECK(w.adam_bytes == Approx(28 * shard));
 
   // NVMe: the state (12 bytes per parameter of the shard) read and written once.
-  in.offload_optimizer = OptimizerOffload::nvme;
+  in.offload.optimizer = OptimizerOffload::nvme;
   w = plan_step_work(in);
   CHECK(w.disk_read_bytes == Approx(12 * shard));
   CHECK(w.disk_write_bytes == Approx(12 * shard));
 
   // ZeRO-3 parameter offload: the parameter shard (2Ψ/N) goes up twice per micro-batch.
   in.stage = 3;
-  in.offload_optimizer = OptimizerOffload::cpu;
-  in.offload_params = ParamOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
+  in.offload.params = ParamOffload::cpu;
   w = plan_step_work(in);
   CHECK(w.host_to_gpu_bytes == Approx(2 * shard + 2 * (2 * shard)));
   CHECK(w.gpu_to_host_bytes == Approx(2 * shard));
@@ -219,8 +219,8 @@ TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_boun
   PlanInput one;
   one.params = 1'000'000;
   one.stage = 1;
-  one.offload_optimizer = OptimizerOffload::cpu;
-  one.offload_params = ParamOffload::cpu;
+  one.offload.optimizer = OptimizerOffload::cpu;
+  one.offload.params = ParamOffload::cpu;
   w = plan_step_work(one);
   CHECK(w.host_to_gpu_bytes == Approx(2 * 2e6));
   CHECK(w.gpu_to_host_bytes == Approx(2e6));
@@ -247,7 +247,7 @@ TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_boun
 TEST_CASE("planned rates: the host plan's AdamW threads and each rank's share of the machine", "[step_bound][plan]") {
   PlanInput in;
   in.params = 1'000'000'000;
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const sim::MachineSpec h200 = h200x1_32_cores();
   // One GPU, 32 cores: 32 - 1 (the GPU's worker) - 1 (a CPU worker) = 30 AdamW threads.
   CHECK(planned_rates(h200, in).adam_threads == 30);
@@ -261,13 +261,13 @@ TEST_CASE("planned rates: the host plan's AdamW threads and each rank's share of
   CHECK(dgx.adam_threads == 6);
   CHECK(dgx.adam_bytes_per_s == Approx(6 * 614.4e9 / 64 * 0.8));
   // Without optimizer offload there is no CPU AdamW.
-  in.offload_optimizer = OptimizerOffload::none;
+  in.offload.optimizer = OptimizerOffload::none;
   CHECK(planned_rates(h200, in).adam_threads == 0);
   // Without a GPU the CPU workers compute: all 32 cores (the AdamW has 1 thread, which is one of them).
   sim::MachineOverrides no_gpu;
   no_gpu.gpus = 0;
   in.dp = 1;
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const sim::ResourceRates cpu = planned_rates(sim::with_overrides(h200, no_gpu), in);
   CHECK(cpu.compute_device == "CPU");
   CHECK(cpu.adam_threads == 1);
@@ -280,7 +280,7 @@ TEST_CASE("the 13B of issue 27 on one H200 with 32 cores: CPU AdamW binds at abo
   in.model = gpt_footprint(gpt_13b(), 8, full);
   in.model->training_flops = gpt_training_flops(gpt_13b(), 8, 1024, full);
   in.stage = 1;
-  in.offload_optimizer = OptimizerOffload::cpu;
+  in.offload.optimizer = OptimizerOffload::cpu;
   const sim::StepBound b = sim::step_bound(plan_step_work(in), planned_rates(h200x1_32_cores(), in));
   // Ψ = Vp·C + T·C + L·(12C² + 13C) + 2C.
   const double C = 5120, L = 40, Vp = 50304, T = 1024, B = 8, N = B * T;
