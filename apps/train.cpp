@@ -277,17 +277,17 @@ OffloadOptions train_offload_options(const cli::ArgParser& p) {
 
 RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {
   RunOptions o;
-  o.precision = cli::precision_option(p, "precision", precision_of(spec.default_precision()));
+  o.precision = cli::precision_option(p, "precision", spec.default_precision());
   o.trainer = trainer_options(p, request.seed);
   o.grad_clip = real_option(p, "grad-clip", 1.0);
-  o.weight_decay = real_option(p, "weight-decay", 0.0);
-  o.adam_beta1 = real_option(p, "adam-beta1", 0.9);
-  o.adam_beta2 = real_option(p, "adam-beta2", 0.999);
-  o.adam_eps = real_option(p, "adam-eps", 1e-8);
-  if (o.adam_beta1 >= 1 || o.adam_beta2 >= 1) throw UsageError("--adam-beta1 and --adam-beta2 must be below 1");
-  o.stage = int_option(p, "stage", 0, 0, 3);
-  o.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
-  o.grad_window = int_option(p, "grad-window", 2, 1);
+  o.adam.weight_decay = real_option(p, "weight-decay", 0.0);
+  o.adam.beta1 = real_option(p, "adam-beta1", 0.9);
+  o.adam.beta2 = real_option(p, "adam-beta2", 0.999);
+  o.adam.eps = real_option(p, "adam-eps", 1e-8);
+  if (o.adam.beta1 >= 1 || o.adam.beta2 >= 1) throw UsageError("--adam-beta1 and --adam-beta2 must be below 1");
+  o.zero.stage = int_option(p, "stage", 0, 0, 3);
+  o.zero.prefetch_depth = int_option(p, "prefetch-depth", 1, 0);
+  o.zero.grad_window = int_option(p, "grad-window", 2, 1);
   o.fp32_grad_accum = p.flag_set("fp32-grad-accum");
   o.watchdog_seconds = int_option(p, "watchdog", 600, 0);
   if (const auto hang = p.value("debug-hang")) {

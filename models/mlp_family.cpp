@@ -23,7 +23,7 @@ class MlpSpec final : public ModelSpec {
            std::to_string(seed_) + ")";
   }
   std::size_t parameter_count() const override { return shape_.state_layout().param_count(); }
-  DType default_precision() const override { return DType::f32; }
+  Precision default_precision() const override { return Precision::fp32; }
   ModelFootprint footprint(int batch, const ActivationPolicy& /*activations: the MLP keeps all*/) const override {
     const std::int64_t B = batch, C = shape_.hidden, V = shape_.classes, K = shape_.blocks;
     ModelFootprint f;

@@ -33,15 +33,15 @@ std::string at(std::string_view what, int index) { return std::string(what) + "[
 }  // namespace
 
 void check_engine_options(const EngineOptions& options, int ranks) {
-  if (options.stage < 0 || options.stage > 3)
-    throw std::invalid_argument("--stage " + std::to_string(options.stage) + " is not a ZeRO stage (0..3)");
-  if (options.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
-  if (options.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
+  if (options.zero.stage < 0 || options.zero.stage > 3)
+    throw std::invalid_argument("--stage " + std::to_string(options.zero.stage) + " is not a ZeRO stage (0..3)");
+  if (options.zero.prefetch_depth < 0) throw std::invalid_argument("prefetch depth must be >= 0");
+  if (options.zero.grad_window < 1) throw std::invalid_argument("gradient window must be >= 1");
   if (options.adam_threads < 1) throw std::invalid_argument("CPU Adam threads must be >= 1");
   validate(options.offload);
   // With one rank nothing is sharded and every stage is the same: the parameters may live on the
   // host at any stage. With several, only ZeRO-3 shards them.
-  if (options.offload.params != ParamOffload::none && options.stage != 3 && ranks > 1)
+  if (options.offload.params != ParamOffload::none && options.zero.stage != 3 && ranks > 1)
     throw std::invalid_argument(
         "--offload-params cpu needs --stage 3 with several ranks (stages 0-2 keep full parameters on the device)");
   if (options.offload.speculative_update && options.grad_clip <= 0)
@@ -193,7 +193,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   check_options(model, options, ranks_);
   if (options.host_comm && (options.host_comm->size() != ranks_ || options.host_comm->rank() != rank_))
     throw std::invalid_argument("the host communicator must have the same ranks as the engine's");
-  zero_ = ZeroState::of(options.stage, ranks_);
+  zero_ = ZeroState::of(options.zero.stage, ranks_);
   split_optimizer(model);
   if (zero_.collectives) order_ = std::make_unique<tasks::CollectiveOrder>(*options.comm);
   if (optimizer_offloaded()) cpu_adam_token_.emplace(Tensor::host(DType::f32, 1, "cpu_adam_pool"));
@@ -207,7 +207,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
   initialise_state();
   add_held_bytes_to_ledger();
   if (zero_.shard_params || layers_.front().plan.param_access() == ParamAccess::fetched_per_use)
-    for (int slot = 0; slot <= options.prefetch_depth; ++slot)
+    for (int slot = 0; slot <= options.zero.prefetch_depth; ++slot)
       window_slots_.push_back(Tensor::host(DType::f32, 1, at("prefetch_window", slot)));
 }
 
@@ -228,8 +228,8 @@ void Engine::split_optimizer(const Model& model) {
 void Engine::check_grad_window() const {
   if (layers_.front().plan.grad_access() == GradAccess::streamed)
     for (int l = 0; l < model_.layers(); ++l)
-      if (uses(l).size() > std::size_t(options_.grad_window))
-        throw std::invalid_argument("gradient window " + std::to_string(options_.grad_window) + ": layer " +
+      if (uses(l).size() > std::size_t(options_.zero.grad_window))
+        throw std::invalid_argument("gradient window " + std::to_string(options_.zero.grad_window) + ": layer " +
                                     std::to_string(l) + " touches " + std::to_string(uses(l).size()) +
                                     " parameter groups, which stream in together; use --grad-window " +
                                     std::to_string(uses(l).size()) + " or more");
@@ -302,7 +302,7 @@ void Engine::split_gradients() {
 
 LayerPlanInput Engine::layer_plan_input(int layer) const {
   LayerPlanInput input;
-  input.stage = options_.stage;
+  input.stage = options_.zero.stage;
   input.ranks = ranks_;
   input.rank = rank_;
   // Per layer: the last layers' state offloaded, the first ones' on the device (optimizer_split.hpp).
@@ -412,7 +412,7 @@ void Engine::allocate_gradient(int group, bool first_micro_batch) {
   if (!per_use && !first_micro_batch && !layer.grad_accum) return;
   if (per_use) {
     std::vector<starpu_data_handle_t> handles{layer.grad.handle()};
-    const std::size_t window = std::size_t(options_.grad_window);
+    const std::size_t window = std::size_t(options_.zero.grad_window);
     if (recently_reduced_.size() >= window) handles.push_back(recently_reduced_[recently_reduced_.size() - window]);
     const auto bytes = std::int64_t(layer.grad.bytes());
     tasks::submit_mark(
@@ -432,7 +432,7 @@ void Engine::stream_gradients_in(int layer, bool first_micro_batch) {
     Layer& group = layers_[std::size_t(g)];
     if (group.plan.grad_access() != GradAccess::streamed) continue;
     std::vector<starpu_data_handle_t> handles{group.grad.handle()};
-    if (streamed_out_.size() == std::size_t(options_.grad_window)) handles.push_back(streamed_out_.front());
+    if (streamed_out_.size() == std::size_t(options_.zero.grad_window)) handles.push_back(streamed_out_.front());
     const auto bytes = std::int64_t(group.grad.bytes());
     tasks::submit_mark(
         handles, [this, bytes] { ledger_.add(MemoryCategory::grads, bytes); }, at("grad_alloc", g));
@@ -456,7 +456,7 @@ void Engine::stream_gradients_out(int layer) {
     // The window runs on across micro-batches and steps (the next one's first gradients would
     // otherwise come in beside this one's last).
     streamed_out_.push_back(group.grad.handle());
-    if (streamed_out_.size() > std::size_t(options_.grad_window)) streamed_out_.pop_front();
+    if (streamed_out_.size() > std::size_t(options_.zero.grad_window)) streamed_out_.pop_front();
   }
 }
 

@@ -97,6 +97,16 @@ class CollectiveOrder;
 }
 class DiskNode;
 
+// How the data-parallel ranks share the model states: the ZeRO stage and the windows that bound
+// what it holds at once. One object from the flags (RunOptions::zero) to the engine.
+struct ZeroOptions {
+  int stage = 0;           // ZeRO stage 0..3 (--stage)
+  int prefetch_depth = 1;  // ZeRO-3: layers gathered ahead of the one being computed (--prefetch-depth)
+  int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
+                           // grad_window reductions earlier is gone (bounds live full grads);
+                           // streamed gradients (one rank) likewise, counted per group (--grad-window)
+};
+
 struct EngineOptions {
   optim::AdamWHyper adam;     // lr and step are set per step
   float grad_clip = 1.0f;     // global-norm clipping threshold; <= 0: no clipping
@@ -104,15 +114,11 @@ struct EngineOptions {
   // false: the parameters are left unset for set_master_params (a checkpoint is loaded next),
   // which saves drawing them; the AdamW moments are zeroed either way.
   bool initialise_params = true;
-  int stage = 0;                 // ZeRO stage 0..3
+  ZeroOptions zero;              // the ZeRO stage and its windows
   Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
   // For the engine's direct collectives on host buffers (gathering master weights for a
   // checkpoint): an MPI communicator of the same ranks when `comm` is NCCL; nullptr: `comm`.
   Communicator* host_comm = nullptr;
-  int prefetch_depth = 1;  // ZeRO-3: layers gathered ahead of the one being computed
-  int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
-                           // grad_window reductions earlier is gone (bounds live full grads);
-                           // streamed gradients (one rank) likewise, counted per group
   // Where the model states go and how the CPU AdamW runs: the run's offload options
   // (offload/placement.hpp), the same object the planner reads. Its fractions must be resolved
   // (no `auto`: train/run.cpp resolves them before the engine). optimizer_fraction F: the state of
@@ -224,7 +230,7 @@ class Engine {
   std::size_t regathered_elements_per_step() const;
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }
-  int stage() const { return options_.stage; }
+  int stage() const { return options_.zero.stage; }
   const EngineOptions& options() const { return options_; }
   bool sharded() const { return zero_.sharded; }
   // What ZeRO shards in this run, and each layer's buffers and operations.

@@ -16,7 +16,7 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   PlanInput input;
   input.params = std::int64_t(padded ? engine.padded_parameter_count() : engine.parameter_count());
   input.dp = engine.ranks();
-  input.stage = options.stage;
+  input.stage = options.zero.stage;
   input.precision = precision_of(engine.model_dtype());
   input.fp32_grad_accum = options.fp32_grad_accum;
   input.offload = options.offload;
@@ -30,8 +30,8 @@ PlanInput plan_input_of(const Engine& engine, bool padded) {
   };
   input.offload.optimizer_fraction = share_of(engine.optimizer_split());
   input.offload.speculative_fraction = share_of(engine.speculative_split());
-  input.prefetch_depth = options.prefetch_depth;
-  input.grad_window = options.grad_window;
+  input.prefetch_depth = options.zero.prefetch_depth;
+  input.grad_window = options.zero.grad_window;
   return input;
 }
 
@@ -151,13 +151,14 @@ void print_placement_report(const Engine& engine, const DataParallelRanks& ranks
   // One rank with the parameters on the host: what the windows let onto the device at once.
   if (engine.layer_plan(0).param_access() == ParamAccess::fetched_per_use) {
     const EngineOptions& options = engine.options();
-    std::printf("  device in flight (one rank, parameters on the host): parameters peak %lld bytes, %lld layers "
-                "(prefetch window W+1 = %d)",
-                (long long)ledger.peak(MemoryCategory::temporaries),
-                (long long)ledger.peak_items(MemoryCategory::temporaries), options.prefetch_depth + 1);
+    std::printf(
+        "  device in flight (one rank, parameters on the host): parameters peak %lld bytes, %lld layers "
+        "(prefetch window W+1 = %d)",
+        (long long)ledger.peak(MemoryCategory::temporaries), (long long)ledger.peak_items(MemoryCategory::temporaries),
+        options.zero.prefetch_depth + 1);
     if (engine.layer_plan(0).grad_access() == GradAccess::streamed)
       std::printf("; gradients streamed, peak %lld bytes (gradient window G = %d)",
-                  (long long)ledger.peak(MemoryCategory::grads), options.grad_window);
+                  (long long)ledger.peak(MemoryCategory::grads), options.zero.grad_window);
     std::printf("\n");
   }
   const HostMemoryStats pins = host_memory_stats();

@@ -78,13 +78,8 @@ EngineOptions engine_options_of(const RunOptions& o) {
   EngineOptions e;
   e.seed = o.trainer.seed;
   e.grad_clip = o.grad_clip;
-  e.adam.weight_decay = o.weight_decay;
-  e.adam.beta1 = o.adam_beta1;
-  e.adam.beta2 = o.adam_beta2;
-  e.adam.eps = o.adam_eps;
-  e.stage = o.stage;
-  e.prefetch_depth = o.prefetch_depth;
-  e.grad_window = o.grad_window;
+  e.adam = o.adam;
+  e.zero = o.zero;
   e.fp32_grad_accum = o.fp32_grad_accum;
   e.nan_gradients = o.nan_gradients;
   e.offload = o.offload;  // its fractions resolved by start_session
@@ -95,11 +90,11 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   PlanInput input;
   input.model = spec.footprint(micro_batch, o.activations);
   input.dp = world;
-  input.stage = o.stage;
+  input.stage = o.zero.stage;
   input.precision = o.precision;
   input.offload = o.offload;
-  input.prefetch_depth = o.prefetch_depth;
-  input.grad_window = o.grad_window;
+  input.prefetch_depth = o.zero.prefetch_depth;
+  input.grad_window = o.zero.grad_window;
   return input;
 }
 
@@ -126,11 +121,12 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
         "simulated data parallel: this is rank 0 of %d ranks, ZeRO-%d, %d sequences per rank and "
         "micro-batch; each collective is costed as its ring volume over %s (%.0f GB/s, %.1f us per ring "
         "step): an approximation (docs/simulation.md, \"Simulated ranks\")\n",
-        ranks.size(), o.stage, run.model->micro_batch(), link.what.c_str(), link.Bps / 1e9, link.step_latency_s * 1e6);
+        ranks.size(), o.zero.stage, run.model->micro_batch(), link.what.c_str(), link.Bps / 1e9,
+        link.step_latency_s * 1e6);
   } else if (ranks.size() > 1)
     std::printf("data parallel: %d ranks (%s collectives), ZeRO-%d, %d sequences per rank and micro-batch%s\n",
-                ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.stage, run.model->micro_batch(),
-                o.stage == 3 ? (", prefetch depth " + std::to_string(o.prefetch_depth)).c_str() : "");
+                ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.zero.stage, run.model->micro_batch(),
+                o.zero.stage == 3 ? (", prefetch depth " + std::to_string(o.zero.prefetch_depth)).c_str() : "");
   if (const std::string data = spec.data_summary(); !data.empty()) std::printf("%s\n", data.c_str());
   if (!o.offload.anything_offloaded()) return;
   const std::string nvme = o.offload.optimizer == OptimizerOffload::nvme
@@ -481,7 +477,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   if (o.metrics && ranks.leader()) {
     metrics.emplace(*o.metrics);
     metrics->start(RunDescription{spec.describe(), std::string(precision_name(o.precision)), o.trainer.global_batch,
-                                  run.model->row_tokens(), o.trainer.steps, ranks.size(), o.stage, first_step});
+                                  run.model->row_tokens(), o.trainer.steps, ranks.size(), o.zero.stage, first_step});
   }
   const std::uint64_t last_step = first_step + std::uint64_t(o.trainer.steps) - 1;
   std::vector<double> steady_seconds;

@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "offload/engine.hpp"
 #include "offload/placement.hpp"
+#include "optimizers/adamw.hpp"
 #include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 #include "runtime/task_overhead.hpp"
@@ -38,11 +40,8 @@ struct RunOptions {
   TrainerOptions trainer;
   // The engine.
   float grad_clip = 1.0f;  // <= 0: no clipping
-  float weight_decay = 0.0f;
-  float adam_beta1 = 0.9f, adam_beta2 = 0.999f, adam_eps = 1e-8f;
-  int stage = 0;
-  int prefetch_depth = 1;
-  int grad_window = 2;
+  optim::AdamWHyper adam;  // betas, eps, weight decay (the engine sets lr and step per step)
+  ZeroOptions zero;        // --stage, --prefetch-depth, --grad-window
   bool fp32_grad_accum = false;
   std::vector<std::pair<int, int>> nan_gradients;  // testing: EngineOptions::nan_gradients
   int hang_at_step = 0, hang_rank = 0;             // testing: EngineOptions::hang_at_step, on this rank

@@ -22,6 +22,7 @@
 #include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/precision.hpp"
 #include "train/state_layout.hpp"
 
 namespace starzero {
@@ -116,7 +117,7 @@ class ModelSpec {
   virtual std::string data_summary() const = 0;
   virtual std::size_t parameter_count() const = 0;
   // Precision when the user names none (a model may support only fp32).
-  virtual DType default_precision() const { return DType::bf16; }
+  virtual Precision default_precision() const { return Precision::bf16; }
   // Sizes for the planner (host memory checks before StarPU starts), with activations kept as
   // `activations` says.
   virtual ModelFootprint footprint(int micro_batch, const ActivationPolicy& activations) const = 0;
