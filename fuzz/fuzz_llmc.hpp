@@ -1,14 +1,46 @@
 #pragma once
-// Shared by the llm.c checkpoint harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp).
+// Shared by the llm.c checkpoint harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp)
+// and the seed corpus that feeds them (make_corpus.cpp): the shapes of its files, and the check
+// of what a reader returned.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "models/gpt_layout.hpp"
+#include "models/llama_layout.hpp"
 #include "runtime/dtype.hpp"
+#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero::fuzz {
+
+inline GptShape gpt_shape(int maxT, int V, int Vp, int L, int NH, int C) { return GptShape{maxT, V, Vp, L, NH, C}; }
+
+// Llama 3.1's header version, unscaled RoPE of theta 10000, H from the multiplier's rule (the
+// harnesses that call it link tasks/nn_llama_kernels_cpu.cpp).
+inline LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float multiplier, int multiple_of) {
+  LlamaShape s;
+  s.layers = L;
+  s.channels = C;
+  s.heads = NH;
+  s.kv_heads = NKV;
+  s.vocab = V;
+  s.max_seq = maxT;
+  s.rope_theta = 10000.0f;
+  s.use_scaled_rope = false;
+  s.ffn_dim_multiplier = multiplier;
+  s.multiple_of = multiple_of;
+  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
+  s.major_version = 3;
+  s.minor_version = 1;
+  return s;
+}
+
+// The shapes of the corpus's valid "tiny" checkpoints: GPT maxT 4, V 5 padded to 8, L 1, NH 2,
+// C 4; Llama L 1, C 4, NH 2, NKV 1, V 5, maxT 4, H = 12 (244 parameters).
+inline GptShape tiny_gpt_shape() { return gpt_shape(4, 5, 8, 1, 2, 4); }
+inline LlamaShape tiny_llama_shape() { return llama_shape(1, 4, 2, 1, 5, 4, 0.0f, 4); }
 
 // The parameters a reader returned are the file's body bit for bit: fp32 (`elem` 4) as stored,
 // bf16 (`elem` 2) widened exactly.

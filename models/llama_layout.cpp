@@ -55,19 +55,8 @@ std::int64_t size_of(const LlamaShape& s, Size size) {
   return 0;
 }
 
-std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product))
-    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
-  return product;
-}
-
-std::int64_t checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
-  return sum;
-}
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) { return llmc_checked_mul(a, b, "Llama"); }
+std::int64_t checked_add(std::int64_t a, std::int64_t b) { return llmc_checked_add(a, b, "Llama"); }
 
 // Elements of dims[skip..].
 std::int64_t elements(const LlamaShape& s, const std::vector<Size>& dims, std::size_t skip = 0) {
@@ -175,43 +164,24 @@ bool LlamaShape::same_model(const LlamaShape& o) const {
 
 std::span<const LlamaPreset> llama_presets() { return presets(); }
 
-LlamaShape llama_preset(std::string_view name) {
-  for (const LlamaPreset& preset : presets())
-    if (preset.name == name) return preset.shape;
-  std::string names;
-  for (const auto& n : llama_preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown Llama preset '" + std::string(name) + "'; valid: " + names);
-}
+LlamaShape llama_preset(std::string_view name) { return llmc_preset(llama_presets(), name, "Llama preset"); }
 
-std::vector<std::string> llama_preset_names() {
-  std::vector<std::string> names;
-  for (const LlamaPreset& preset : presets()) names.emplace_back(preset.name);
-  return names;
-}
+std::vector<std::string> llama_preset_names() { return llmc_preset_names(llama_presets()); }
 
 // ---- LlamaLayout --------------------------------------------------------------------------------
 
-LlamaLayout::LlamaLayout(const LlamaShape& shape) : shape_(shape) {
+LlamaLayout::LlamaLayout(const LlamaShape& shape) : LlmcLayout(shape, "Llama") {
   shape.validate();
+  std::vector<LlamaTensor> tensors;
   for (const ParamDef& def : param_table()) {
     LlamaTensor tensor{def.id, def.name, def.layer_kind, {}};
     for (Size size : def.dims) tensor.dims.push_back(std::size_t(size_of(shape, size)));
     tensor.per_layer = def.layer_kind == LlamaLayerKind::block;
     tensor.count = std::size_t(elements(shape, def.dims));
     tensor.layer_count = std::size_t(elements(shape, def.dims, tensor.per_layer ? 1 : 0));
-    tensors_.push_back(std::move(tensor));
+    tensors.push_back(std::move(tensor));
   }
-  param_count_ = place_llmc_tensors<&LlamaTensor::file_offset>(tensors_, kind_params_);
-}
-
-LlamaLayerKind LlamaLayout::layer_kind(int layer) const {
-  return LlamaLayerKind(llmc_layer_kind(layer, shape_.layers, "Llama"));
-}
-
-std::size_t LlamaLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
-
-std::vector<LlmcRun> LlamaLayout::layer_runs(int layer) const {
-  return llmc_layer_runs<&LlamaTensor::file_offset>(tensors_, layer, std::size_t(layer_kind(layer)));
+  place(std::move(tensors));
 }
 
 // ---- derived views ------------------------------------------------------------------------------
