@@ -11,30 +11,15 @@
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
 #include "runtime/dtype.hpp"
-#include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero::fuzz {
 
 inline GptShape gpt_shape(int maxT, int V, int Vp, int L, int NH, int C) { return GptShape{maxT, V, Vp, L, NH, C}; }
 
-// Llama 3.1's header version, unscaled RoPE of theta 10000, H from the multiplier's rule (the
-// harnesses that call it link tasks/nn_llama_kernels_cpu.cpp).
+// Llama 3.1's header version, unscaled RoPE of theta 10000 (llama_shape computes H with
+// tasks/nn_llama_kernels_cpu.cpp's llama_ffn_hidden).
 inline LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float multiplier, int multiple_of) {
-  LlamaShape s;
-  s.layers = L;
-  s.channels = C;
-  s.heads = NH;
-  s.kv_heads = NKV;
-  s.vocab = V;
-  s.max_seq = maxT;
-  s.rope_theta = 10000.0f;
-  s.use_scaled_rope = false;
-  s.ffn_dim_multiplier = multiplier;
-  s.multiple_of = multiple_of;
-  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
-  s.major_version = 3;
-  s.minor_version = 1;
-  return s;
+  return starzero::llama_shape(L, C, NH, NKV, V, maxT, 10000.0f, false, multiplier, multiple_of, 3, 1);
 }
 
 // The shapes of the corpus's valid "tiny" checkpoints: GPT maxT 4, V 5 padded to 8, L 1, NH 2,

@@ -82,8 +82,28 @@ std::int64_t total_params(const LlamaShape& s) {
 
 // ---- presets ----------------------------------------------------------------------------------
 
-LlamaShape make(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
-                int multiple_of, int major, int minor) {
+
+// Meta's published configurations (params.json) in llm.c's untied layout. The 1B is Llama 3.2
+// 1B's shape; Meta ties its embedding, llm.c's format keeps lm_head apart, and the kernels' RoPE
+// scaling is Llama 3.1's (factor 8; Meta's 3.2 uses 32): docs/llama.md.
+const std::vector<LlamaPreset>& presets() {
+  static const std::vector<LlamaPreset> list = {
+      // H = llama_ffn_hidden(64, none, 32) = 192; hs = 16.
+      {"llama3-tiny", llama_shape(4, 64, 4, 2, 256, 64, 10000.0f, false, 0.0f, 32, 3, 1)},
+      // H = 8192.
+      {"llama3-1B", llama_shape(16, 2048, 32, 8, 128256, 8192, 500000.0f, true, 1.5f, 256, 3, 2)},
+      // H = 14336.
+      {"llama3-8B", llama_shape(32, 4096, 32, 8, 128256, 8192, 500000.0f, true, 1.3f, 1024, 3, 1)},
+      // H = 28672.
+      {"llama3-70B", llama_shape(80, 8192, 64, 8, 128256, 8192, 500000.0f, true, 1.3f, 4096, 3, 1)},
+  };
+  return list;
+}
+
+}  // namespace
+
+LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
+                       int multiple_of, int major, int minor) {
   LlamaShape s;
   s.layers = L;
   s.channels = C;
@@ -101,25 +121,6 @@ LlamaShape make(int L, int C, int NH, int NKV, int V, int maxT, float theta, boo
   s.minor_version = minor;
   return s;
 }
-
-// Meta's published configurations (params.json) in llm.c's untied layout. The 1B is Llama 3.2
-// 1B's shape; Meta ties its embedding, llm.c's format keeps lm_head apart, and the kernels' RoPE
-// scaling is Llama 3.1's (factor 8; Meta's 3.2 uses 32): docs/llama.md.
-const std::vector<LlamaPreset>& presets() {
-  static const std::vector<LlamaPreset> list = {
-      // H = llama_ffn_hidden(64, none, 32) = 192; hs = 16.
-      {"llama3-tiny", make(4, 64, 4, 2, 256, 64, 10000.0f, false, 0.0f, 32, 3, 1)},
-      // H = 8192.
-      {"llama3-1B", make(16, 2048, 32, 8, 128256, 8192, 500000.0f, true, 1.5f, 256, 3, 2)},
-      // H = 14336.
-      {"llama3-8B", make(32, 4096, 32, 8, 128256, 8192, 500000.0f, true, 1.3f, 1024, 3, 1)},
-      // H = 28672.
-      {"llama3-70B", make(80, 8192, 64, 8, 128256, 8192, 500000.0f, true, 1.3f, 4096, 3, 1)},
-  };
-  return list;
-}
-
-}  // namespace
 
 // ---- LlamaShape ---------------------------------------------------------------------------------
 

@@ -64,6 +64,11 @@ using LlamaPreset = LlmcPreset<LlamaShape>;
 std::span<const LlamaPreset> llama_presets();
 // std::invalid_argument listing the names.
 LlamaShape llama_preset(std::string_view name);
+// A shape from its header's fields (norm_eps 1e-5): L blocks of C channels, NH heads of which NKV
+// key/value heads, V tokens, maxT positions, RoPE theta (scaled: Llama 3.1's scaling), and H from
+// llm.c's rule (ffn_dim_multiplier `multiplier`, `multiple_of`); Llama major.minor. Not validated.
+LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
+                       int multiple_of, int major, int minor);
 std::vector<std::string> llama_preset_names();
 
 // ---- the table of named tensors ---------------------------------------------------------------
