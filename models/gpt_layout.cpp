@@ -247,12 +247,7 @@ GptShape gpt_shape_from_fields(const StateShapeFields& f) {
 }
 
 StateLayout gpt_state_layout(const GptShape& shape) {
-  const GptLayout layout(shape);
-  StateLayout state;
-  state.shape_fields = gpt_shape_fields(shape);
-  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
-  state.print_fields = print_gpt_fields;
-  return state;
+  return GptLayout(shape).state_layout(gpt_shape_fields(shape), print_gpt_fields);
 }
 
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields) {

@@ -227,15 +227,10 @@ LlamaShape llama_shape_from_fields(const StateShapeFields& f) {
 }
 
 StateLayout llama_state_layout(const LlamaShape& shape) {
-  const LlamaLayout layout(shape);
-  StateLayout state;
-  state.shape_fields = llama_shape_fields(shape);
-  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
-  state.print_fields = [](const StateShapeFields& f) {
+  return LlamaLayout(shape).state_layout(llama_shape_fields(shape), [](const StateShapeFields& f) {
     return "V=" + std::to_string(f[0]) + " C=" + std::to_string(f[1]) + " L=" + std::to_string(f[2]) +
            " NH=" + std::to_string(f[3]) + " NKV=" + std::to_string(f[4]) + " H=" + std::to_string(-std::int64_t(f[5]));
-  };
-  return state;
+  });
 }
 
 namespace {

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "train/state_layout.hpp"
+
 namespace starzero {
 
 // A run of elements that is contiguous both in a layer's array and in llm.c's order.
@@ -111,6 +113,16 @@ class LlmcLayout {
     std::sort(in_kind.begin(), in_kind.end(),
               [](const Tensor* a, const Tensor* b) { return a->layer_offset < b->layer_offset; });
     return in_kind;
+  }
+  // The training state's layout (train/state_layout.hpp): the state files' shape `fields`, every
+  // layer's size, and how messages print such fields.
+  StateLayout state_layout(const StateShapeFields& fields,
+                           std::string (*print_fields)(const StateShapeFields&)) const {
+    StateLayout state;
+    state.shape_fields = fields;
+    for (int layer = 0; layer < layers(); ++layer) state.layer_params.push_back(layer_params(layer));
+    state.print_fields = print_fields;
+    return state;
   }
   // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset:
   // block b (layer b + 1) holds slice b of each per-layer tensor.
