@@ -1,5 +1,6 @@
-// `starzero bench step`: time training steps of a GPT-2 preset and report model FLOP utilisation
-// against this machine's peak as measured in the same run (a GEMM probe on every worker).
+// `starzero bench step`: time training steps of a preset (any family's: models/registry.hpp) and
+// report model FLOP utilisation against this machine's peak as measured in the same run (a GEMM
+// probe on every worker).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,7 +14,8 @@
 #include "apps/cli.hpp"
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
-#include "models/gpt.hpp"
+#include "models/gpt_layout.hpp"
+#include "models/registry.hpp"
 #include "offload/engine.hpp"
 #include "runtime/session.hpp"
 #include "tasks/blas_study.hpp"
@@ -30,15 +32,15 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // Training FLOPs per token (PaLM appendix B): 6 per parameter (forward 2, backward 4) plus the
 // attention score and value products, 12·L·C·T.
-double flops_per_token(const GptShape& s, int T) {
-  return 6.0 * double(s.param_count()) + 12.0 * s.layers * double(s.channels) * T;
+double flops_per_token(const PresetModel& s, int T) {
+  return 6.0 * double(s.parameters) + 12.0 * s.layers * double(s.channels) * T;
 }
 
 constexpr int kProbeRepeats = 5;
 
 cli::ArgParser make_parser() {
   cli::ArgParser p("starzero bench");
-  p.option("preset", "NAME", "model shape (default gpt2-124M)")
+  p.option("preset", "NAME", "model shape, of any family (default gpt2-124M)")
       .option("batch", "B", "sequences per step (default 4)")
       .option("seq", "T", "tokens per sequence (default 64)")
       .option("precision", "P", "fp32 (default) or bf16")
@@ -51,7 +53,7 @@ cli::ArgParser make_parser() {
 }
 
 int run_step_bench(const cli::ArgParser& p) {
-  const GptShape shape = gpt_preset(p.value("preset").value_or("gpt2-124M"));
+  const PresetModel shape = preset_model(p.value("preset").value_or("gpt2-124M"));
   const int B = cli::int_option(p, "batch", 4, 1), T = cli::int_option(p, "seq", 64, 1);
   const int steps = cli::int_option(p, "steps", 3, 1, 1 << 20),
             probe_size = cli::int_option(p, "probe-size", 1024, 1, 1 << 16);
@@ -64,8 +66,8 @@ int run_step_bench(const cli::ArgParser& p) {
   const std::string precision(precision_name(precision_flag));
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
-  std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %s\n", shape.to_string().c_str(),
-              shape.param_count(), precision.c_str(), B, T, session.policy().c_str(),
+  std::printf("bench step: %s (%zu parameters), %s, B=%d T=%d, policy %s, %s\n", shape.describe.c_str(),
+              shape.parameters, precision.c_str(), B, T, session.policy().c_str(),
               session.workers_summary().c_str());
 
   std::printf("peak probe: %d independent %dx%dx%d GEMMs, fastest of %d runs ...\n", std::max(1, 4 * workers),
@@ -76,9 +78,15 @@ int run_step_bench(const cli::ArgParser& p) {
               probe.seconds);
 
   const int tiles = tiles_given.value_or(auto_tiles(session, B));
-  const int head_groups = groups_given.value_or(auto_head_groups(shape.heads, tiles));
-  std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", tiles, head_groups);
-  GptModel model(shape, dtype, B, T, tiles, {}, head_groups);
+  std::optional<int> head_groups = groups_given;
+  if (shape.auto_head_groups) {
+    head_groups = groups_given.value_or(shape.auto_head_groups(tiles));
+    std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", tiles, *head_groups);
+  } else {
+    std::printf("tiles: %d per row-wise op\n", tiles);
+  }
+  const std::unique_ptr<TokenModel> made = shape.make_model(dtype, B, T, tiles, head_groups);
+  TokenModel& model = *made;
   EngineOptions engine_options;
   Engine engine(model, engine_options);
   std::mt19937 rng(42);

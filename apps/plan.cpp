@@ -2,8 +2,8 @@
 // count, a GPT config or a preset (GPT, or Llama 3 with --model llama3), per stage and
 // data-parallel degree, with offload placements and a fit check against given GPU/host memory.
 // All numbers come from offload/planner.hpp (a GPT config becomes a model footprint through
-// models/gpt_layout.hpp, a Llama 3 preset through models/llama_layout.hpp); this file reads the
-// flags and apps/plan_report.cpp prints.
+// models/gpt_layout.hpp, a preset of either family through the family's entry in
+// models/registry.hpp); this file reads the flags and apps/plan_report.cpp prints.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
+#include "models/registry.hpp"
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 #include "sim/platform.hpp"
@@ -180,9 +181,9 @@ LlamaArgs llama_args(const cli::ArgParser& p) {
     throw UsageError("--model llama3 needs --preset " + names);
   }
   const std::string name = *p.value("preset");
-  LlamaShape shape;
+  PresetModel shape;
   try {
-    shape = llama_preset(name);
+    shape = starzero::model_family("llama3").preset(name);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--preset: ") + e.what());
   }
@@ -210,9 +211,9 @@ LlamaArgs llama_args(const cli::ArgParser& p) {
 GptArgs gpt_preset_args(const cli::ArgParser& p) {
   refuse_with_preset(p, "--preset");
   const std::string name = *p.value("preset");
-  GptShape shape;
+  PresetModel shape;
   try {
-    shape = gpt_preset(name);
+    shape = starzero::model_family("gpt").preset(name);
   } catch (const std::invalid_argument& e) {
     for (const std::string& llama : llama_preset_names())
       if (llama == name) throw UsageError("--preset " + name + " is a Llama 3 preset: add --model llama3");
@@ -231,10 +232,11 @@ GptArgs gpt_preset_args(const cli::ArgParser& p) {
   return g;
 }
 
-// The Llama preset's footprint (models/llama_layout.hpp); failures are PlanErrors.
-ModelFootprint llama_model_footprint(const LlamaArgs& l) {
+// A preset's footprint, from its family's entry in the registry; failures are PlanErrors.
+ModelFootprint preset_footprint(const std::string& family, const std::string& preset, std::int64_t batch,
+                                std::int64_t seq, const ActivationPolicy& activations) {
   try {
-    return llama_footprint(llama_preset(l.preset), int(l.batch), int(l.seq), l.activations);
+    return starzero::model_family(family).preset(preset).footprint(int(batch), int(seq), activations);
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());
   }
@@ -307,8 +309,12 @@ PlanRequest read_args(const cli::ArgParser& p) {
   read_machine_options(p, a);
   a.json = p.flag_set("json");
   // After every flag is read: a bad flag is reported before a bad GPT config, as the planner did.
-  if (a.gpt) in.model = gpt_model_footprint(*a.gpt);
-  if (a.llama) in.model = llama_model_footprint(*a.llama);
+  if (a.gpt)
+    in.model = a.gpt->preset.empty() ? gpt_model_footprint(*a.gpt)
+                                     : preset_footprint("gpt", a.gpt->preset, a.gpt->batch, a.gpt->seq,
+                                                        a.gpt->activations);
+  if (a.llama)
+    in.model = preset_footprint("llama3", a.llama->preset, a.llama->batch, a.llama->seq, a.llama->activations);
   return a;
 }
 

@@ -29,31 +29,11 @@ namespace {
 
 constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
 
-// The shape of the seed corpus's valid "tiny" files (fuzz/make_corpus.cpp): H = 12, 244 parameters.
-LlamaShape tiny_shape() {
-  LlamaShape s;
-  s.layers = 1;
-  s.channels = 4;
-  s.heads = 2;
-  s.kv_heads = 1;
-  s.vocab = 5;
-  s.max_seq = 4;
-  s.rope_theta = 10000.0f;
-  s.use_scaled_rope = false;
-  s.ffn_dim_multiplier = 0.0f;
-  s.multiple_of = 4;
-  s.ffn_hidden = kernels::llama_ffn_hidden(s.channels, s.ffn_dim_multiplier, s.multiple_of);
-  s.major_version = 3;
-  s.minor_version = 1;
-  return s;
-}
-
 struct WriterFailed {};  // thrown from a writer's fill to test that a failed write changes nothing
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
-
 
 // Nothing in the scratch directory but `names` (a writer leaves no temporary file behind).
 bool only_files(std::initializer_list<const char*> names) {
@@ -88,7 +68,7 @@ long long ffn_hidden_unwrapped(long long C, float multiplier, long long multiple
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fs::path path = fuzz::scratch_dir() / "model.bin";
   static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
-  static const LlamaShape tiny = tiny_shape();
+  static const LlamaShape tiny = fuzz::tiny_llama_shape();
   std::error_code ec;
   fs::remove(copy, ec);
   fuzz::write_input(path, data, size);

@@ -1,14 +1,31 @@
 #pragma once
-// Shared by the llm.c checkpoint harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp).
+// Shared by the llm.c checkpoint harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp)
+// and the seed corpus that feeds them (make_corpus.cpp): the shapes of its files, and the check
+// of what a reader returned.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "models/gpt_layout.hpp"
+#include "models/llama_layout.hpp"
 #include "runtime/dtype.hpp"
 
 namespace starzero::fuzz {
+
+inline GptShape gpt_shape(int maxT, int V, int Vp, int L, int NH, int C) { return GptShape{maxT, V, Vp, L, NH, C}; }
+
+// Llama 3.1's header version, unscaled RoPE of theta 10000 (llama_shape computes H with
+// tasks/nn_llama_kernels_cpu.cpp's llama_ffn_hidden).
+inline LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float multiplier, int multiple_of) {
+  return starzero::llama_shape(L, C, NH, NKV, V, maxT, 10000.0f, false, multiplier, multiple_of, 3, 1);
+}
+
+// The shapes of the corpus's valid "tiny" checkpoints: GPT maxT 4, V 5 padded to 8, L 1, NH 2,
+// C 4; Llama L 1, C 4, NH 2, NKV 1, V 5, maxT 4, H = 12 (244 parameters).
+inline GptShape tiny_gpt_shape() { return gpt_shape(4, 5, 8, 1, 2, 4); }
+inline LlamaShape tiny_llama_shape() { return llama_shape(1, 4, 2, 1, 5, 4, 0.0f, 4); }
 
 // The parameters a reader returned are the file's body bit for bit: fp32 (`elem` 4) as stored,
 // bf16 (`elem` 2) widened exactly.

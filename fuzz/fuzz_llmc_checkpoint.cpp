@@ -22,18 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The shape of the seed corpus's valid files (fuzz/make_corpus.cpp).
-GptShape tiny_shape() {
-  GptShape s;
-  s.max_seq = 4;
-  s.vocab = 5;
-  s.padded_vocab = 8;
-  s.layers = 1;
-  s.heads = 2;
-  s.channels = 4;
-  return s;
-}
-
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
@@ -52,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const fs::path path = fuzz::scratch_dir() / "model.bin";
   static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
   fuzz::write_input(path, data, size);
-  const GptShape tiny = tiny_shape();
+  const GptShape tiny = fuzz::tiny_gpt_shape();
 
   const auto header = try_read([&] { return read_llmc_checkpoint_header(path); });
   const auto full = try_read([&] { return read_llmc_checkpoint(path); });

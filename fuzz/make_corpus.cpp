@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "fuzz/fuzz_llmc.hpp"
 #include "models/layer_checkpoint.hpp"
 #include "models/llama_files.hpp"
 #include "models/gpt_files.hpp"
@@ -59,39 +61,39 @@ std::vector<float> values(std::size_t n, float scale) {
   return v;
 }
 
-GptShape shape(int maxT, int V, int Vp, int L, int NH, int C) {
-  GptShape s;
-  s.max_seq = maxT;
-  s.vocab = V;
-  s.padded_vocab = Vp;
-  s.layers = L;
-  s.heads = NH;
-  s.channels = C;
-  return s;
-}
+GptShape shape(int maxT, int V, int Vp, int L, int NH, int C) { return fuzz::gpt_shape(maxT, V, Vp, L, NH, C); }
 
-void llmc_checkpoints(const fs::path& tmp) {
-  const std::string h = "fuzz_llmc_checkpoint";
-  const GptShape tiny = shape(4, 5, 8, 1, 2, 4);  // fuzz_llmc_checkpoint.cpp's tiny_shape()
-  const GptShape other = shape(2, 3, 4, 2, 1, 2);
-  const fs::path file = tmp / "ckpt.bin";
-  write_llmc_checkpoint(file, tiny, values(tiny.param_count(), 1.0f), kLlmcCheckpointFp32);
-  const Bytes v3 = read_bytes(file);
-  write_llmc_checkpoint(file, tiny, values(tiny.param_count(), 2.0f), kLlmcCheckpointBf16);
-  const Bytes v5 = read_bytes(file);
-  write_llmc_checkpoint(file, other, values(other.param_count(), 0.5f), kLlmcCheckpointBf16);
-  const Bytes v5_other = read_bytes(file);
-  write_llmc_checkpoint(file, other, values(other.param_count(), 0.5f), kLlmcCheckpointFp32);
-  const Bytes v3_other = read_bytes(file);
+// The seeds of every llm.c checkpoint reader (GPT-2's and Llama 3's both write version 3 as fp32
+// and 5 as bf16), written through `write(path, shape, values, version)` to `file`: `tiny` and
+// `other` in both versions, tiny's fp32 file truncated, its bf16 file with trailing bytes, the
+// header alone or cut, an empty file. Returns tiny's version 3 and 5 files, for seeds of its own.
+template <class Shape, class Write>
+std::pair<Bytes, Bytes> checkpoint_seeds(const std::string& h, const fs::path& file, const Shape& tiny,
+                                         const Shape& other, const Write& write) {
+  const auto written = [&](const Shape& shape, float scale, int version) {
+    write(file, shape, values(shape.param_count(), scale), version);
+    return read_bytes(file);
+  };
+  const Bytes v3 = written(tiny, 1.0f, 3), v5 = written(tiny, 2.0f, 5);
   save(h, "v3_tiny", v3);
   save(h, "v5_tiny", v5);
-  save(h, "v3_other_shape", v3_other);
-  save(h, "v5_other_shape", v5_other);
+  save(h, "v3_other_shape", written(other, 0.5f, 3));
+  save(h, "v5_other_shape", written(other, 0.5f, 5));
   save(h, "v3_truncated", first(v3, v3.size() - 6));
   save(h, "v5_trailing", plus(v5, "xy"));
   save(h, "header_only", first(v3, 1024));
   save(h, "header_truncated", first(v3, 100));
   save(h, "empty", {});
+  return {v3, v5};
+}
+
+void llmc_checkpoints(const fs::path& tmp) {
+  const std::string h = "fuzz_llmc_checkpoint";
+  const GptShape tiny = fuzz::tiny_gpt_shape();
+  const GptShape other = shape(2, 3, 4, 2, 1, 2);
+  const auto [v3, v5] = checkpoint_seeds(h, tmp / "ckpt.bin", tiny, other, [](const auto&... a) {
+    write_llmc_checkpoint(a...);
+  });
   save(h, "wrong_magic_token_shard", patched(v3, 0, kLlmcTokenMagic));
   save(h, "version_4", patched(v3, 4, std::int32_t(4)));
   save(h, "v3_as_v5", patched(v3, 4, kLlmcCheckpointBf16));
@@ -133,53 +135,21 @@ void token_shards(const fs::path& tmp) {
   save(h, "checkpoint_magic", patched(valid, 0, kLlmcCheckpointMagic));
 }
 
-LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float multiplier, int multiple_of) {
-  LlamaShape s;
-  s.layers = L;
-  s.channels = C;
-  s.heads = NH;
-  s.kv_heads = NKV;
-  s.vocab = V;
-  s.max_seq = maxT;
-  s.rope_theta = 10000.0f;
-  s.use_scaled_rope = false;
-  s.ffn_dim_multiplier = multiplier;
-  s.multiple_of = multiple_of;
-  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
-  s.major_version = 3;
-  s.minor_version = 1;
-  return s;
-}
+using fuzz::llama_shape;
 
 // Header field i (int32) of an llm.c file.
 Bytes field(const Bytes& bytes, int i, std::int32_t value) { return patched(bytes, std::size_t(4 * i), value); }
 
 void llama_checkpoints(const fs::path& tmp) {
   const std::string h = "fuzz_llama_checkpoint";
-  // fuzz_llama_checkpoint.cpp's tiny_shape(): H = 12, 244 parameters.
-  const LlamaShape tiny = llama_shape(1, 4, 2, 1, 5, 4, 0.0f, 4);
+  const LlamaShape tiny = fuzz::tiny_llama_shape();
   // H = int(2 · int(8·2/3)) = 10 rounded up to 12, Llama 3.1's scaled RoPE, 198 parameters.
   LlamaShape other = llama_shape(2, 2, 1, 1, 3, 2, 2.0f, 3);
   other.use_scaled_rope = true;
   other.rope_theta = 500000.0f;
-  const fs::path file = tmp / "llama.bin";
-  write_llama_checkpoint(file, tiny, values(tiny.param_count(), 1.0f), kLlamaCheckpointFp32);
-  const Bytes v3 = read_bytes(file);
-  write_llama_checkpoint(file, tiny, values(tiny.param_count(), 2.0f), kLlamaCheckpointBf16);
-  const Bytes v5 = read_bytes(file);
-  write_llama_checkpoint(file, other, values(other.param_count(), 0.5f), kLlamaCheckpointFp32);
-  const Bytes v3_other = read_bytes(file);
-  write_llama_checkpoint(file, other, values(other.param_count(), 0.5f), kLlamaCheckpointBf16);
-  const Bytes v5_other = read_bytes(file);
-  save(h, "v3_tiny", v3);
-  save(h, "v5_tiny", v5);
-  save(h, "v3_other_shape", v3_other);
-  save(h, "v5_other_shape", v5_other);
-  save(h, "v3_truncated", first(v3, v3.size() - 6));
-  save(h, "v5_trailing", plus(v5, "xy"));
-  save(h, "header_only", first(v3, 1024));
-  save(h, "header_truncated", first(v3, 100));
-  save(h, "empty", {});
+  const auto [v3, v5] = checkpoint_seeds(h, tmp / "llama.bin", tiny, other, [](const auto&... a) {
+    write_llama_checkpoint(a...);
+  });
   save(h, "gpt2_magic", field(v3, 0, kLlmcCheckpointMagic));
   save(h, "token_shard_magic", field(v3, 0, kLlamaTokenMagic));
   save(h, "version_4", field(v3, 1, 4));

@@ -16,14 +16,6 @@ namespace {
 
 std::string at(const char* what, int index) { return std::string(what) + "[" + std::to_string(index) + "]"; }
 
-// Every piece of each tensor (the whole one when it is not split).
-std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& tensors) {
-  std::vector<starpu_data_handle_t> handles;
-  for (const Tensor* tensor : tensors)
-    for (std::size_t k = 0; k < tensor->pieces(); ++k) handles.push_back(tensor->piece(k));
-  return handles;
-}
-
 // A linear layer's weight is [(L,) OC, C] in llm.c: its input and output widths.
 int in_features(const GptTensor& weight) { return int(weight.dims.back()); }
 int out_features(const GptTensor& weight) { return int(weight.dims[weight.dims.size() - 2]); }
@@ -57,12 +49,6 @@ void fill_normal_at(std::span<float> values, float stddev, std::uint64_t stream,
 }
 
 }  // namespace
-
-// Tiles of a micro-batch (models/sequence_tiles.hpp): with one tile every tensor is one handle,
-// with more a host tensor split into one piece per tile, and row-wise tasks run per tile.
-struct GptModel::Tiles : SequenceTiles {
-  using SequenceTiles::SequenceTiles;
-};
 
 // Groups of consecutive heads (`head_groups`): group g holds heads [NH·g/G, NH·(g+1)/G), so the
 // counts differ by at most one. With more than one group, attention forward and backward run as
@@ -182,7 +168,7 @@ struct GptModel::Buffers {
   std::vector<BlockActivations> blocks;
   Tensor &lnf, &lnf_mean, &lnf_rstd, &logits, &probs, &losses, &dlnf, &dlogits;
 
-  Buffers(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, int L, const ActivationPolicy& policy)
+  Buffers(const tasks::Dims& d, const SequenceTiles& t, const HeadGroups& h, int L, const ActivationPolicy& policy)
       : storage(L, policy),
         tokens(storage.keep(t.make(DType::i32, std::size_t(d.T), "tokens"))),
         targets(storage.keep(t.make(DType::i32, std::size_t(d.T), "targets"))),
@@ -221,18 +207,18 @@ struct GptModel::Buffers {
   }
 
  private:
-  static Tensor act(const tasks::Dims& d, const Tiles& t, int width, const std::string& name) {
+  static Tensor act(const tasks::Dims& d, const SequenceTiles& t, int width, const std::string& name) {
     return t.make(d.dtype, std::size_t(d.T) * std::size_t(width), name);
   }
-  static Tensor stat(const tasks::Dims& d, const Tiles& t, const std::string& name) {
+  static Tensor stat(const tasks::Dims& d, const SequenceTiles& t, const std::string& name) {
     return t.make(DType::f32, std::size_t(d.T), name);
   }
   // `host`: with a home in main memory (pinned when there are CUDA workers), even with one tile.
   // What the attention writes per head group is split into the groups' columns (a host tensor,
   // to be split): atty's rows of C by hs per head, att_lse's rows of NH·T (one per sequence) by T
   // per head.
-  static Tensor forward_tensor(const tasks::Dims& d, const Tiles& t, const HeadGroups& h, const ActivationKind& kind,
-                               const std::string& name, bool host = false) {
+  static Tensor forward_tensor(const tasks::Dims& d, const SequenceTiles& t, const HeadGroups& h,
+                               const ActivationKind& kind, const std::string& name, bool host = false) {
     const DType dtype = kind.stat || kind.attention ? DType::f32 : d.dtype;
     const std::size_t per_sequence = kind.stat        ? std::size_t(d.T)
                                      : kind.attention ? attention_size(d)
@@ -244,35 +230,36 @@ struct GptModel::Buffers {
   }
 };
 
-GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
-                   int head_groups)
-    : shape_(shape), layout_(shape), activations_(activations) {
+namespace {
+
+// The micro-batch's tiles, once the dtype, B and T are checked (std::invalid_argument).
+SequenceTiles checked_tiles(const GptShape& shape, DType dtype, int B, int T, int tiles) {
   if (dtype != DType::f32 && dtype != DType::bf16) throw std::invalid_argument("GPT model dtype must be fp32 or bf16");
   if (B <= 0 || T <= 0 || T > shape.max_seq)
     throw std::invalid_argument("batch " + std::to_string(B) + " x seq " + std::to_string(T) +
                                 ": need B > 0 and 0 < T <= max_seq = " + std::to_string(shape.max_seq));
-  tiles_ = std::make_unique<Tiles>(B, tiles);  // checks 1 <= tiles <= B
+  return SequenceTiles(B, tiles);  // checks 1 <= tiles <= B
+}
+
+}  // namespace
+
+GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, const ActivationPolicy& activations,
+                   int head_groups)
+    : TransformerModel(shape, checked_tiles(shape, dtype, B, T, tiles),
+                       tasks::Dims{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.padded_vocab},
+                       activations, "load_inputs") {
   if (head_groups < 1 || head_groups > shape.heads)
     throw std::invalid_argument(std::to_string(head_groups) + " head groups for a model of " +
                                 std::to_string(shape.heads) + " heads: 1 <= head groups <= heads");
-  dims_ = tasks::Dims{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.padded_vocab};
   head_groups_ = std::make_unique<HeadGroups>(HeadGroups{shape.heads, head_groups});
-  for (int n : tiles_->sequences()) {
-    tile_dims_.push_back(dims_);
-    tile_dims_.back().B = n;
-  }
   if (activations.window < 0)
     throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
-  buffers_ = std::make_unique<Buffers>(dims_, *tiles_, *head_groups_, shape.layers, activations);
+  buffers_ = std::make_unique<Buffers>(dims_, tiles_, *head_groups_, shape.layers, activations);
   if (tiles == 1) return;
   for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {
-    std::vector<const GptTensor*> in_kind;
-    for (const GptTensor& t : layout_.tensors())
-      if (t.layer_kind == kind) in_kind.push_back(&t);
-    std::ranges::sort(in_kind, {}, &GptTensor::layer_offset);
     GradientSplit split;
     std::size_t next_offset = 0;
-    for (const GptTensor* t : in_kind) {
+    for (const GptTensor* t : layout_.kind_tensors(kind)) {
       if (t->layer_offset < next_offset) continue;  // a layernorm bias, in its weight's piece
       if (t->layer_offset != next_offset)
         throw std::logic_error("gradient split: the layout is not the consecutive table it assumes");
@@ -296,8 +283,6 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, 
   }
 }
 
-int GptModel::tiles() const { return tiles_->count(); }
-
 int GptModel::head_groups() const { return head_groups_->count; }
 
 int auto_head_groups(int heads, int tiles) {
@@ -306,12 +291,9 @@ int auto_head_groups(int heads, int tiles) {
   return std::clamp((workers + tiles - 1) / std::max(tiles, 1), 1, std::max(heads, 1));
 }
 
-std::size_t GptModel::activation_bytes() const { return buffers_->storage.bytes(0); }
-
-std::size_t GptModel::offloaded_activation_bytes() const { return buffers_->storage.offloaded_bytes(); }
-
-std::string GptModel::tile_name(const std::string& name, int tile) const {
-  return tiles_->count() == 1 ? name : name + ".t" + std::to_string(tile);
+GptModel::TokenIo GptModel::token_io() const {
+  const Buffers& buf = *buffers_;
+  return {buf.tokens, buf.targets, buf.losses, buf.probs, buf.storage, 0};
 }
 
 std::string GptModel::head_group_name(const std::string& op, int block, int group, int tile) const {
@@ -320,8 +302,6 @@ std::string GptModel::head_group_name(const std::string& op, int block, int grou
 }
 
 GptModel::~GptModel() = default;
-
-std::size_t GptModel::layer_params(int layer) const { return layout_.layer_params(layer); }
 
 std::string GptModel::layer_name(int layer) const {
   if (layer == 0) return "embedding";
@@ -376,17 +356,6 @@ void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed
       default: std::ranges::fill(values, 0.0f); break;  // biases
     }
   }
-}
-
-void GptModel::set_batch(std::span<const int> inputs, std::span<const int> targets) {
-  submit_token_batch(buffers_->tokens, buffers_->targets, inputs, targets, std::size_t(dims_.N()), shape_.vocab,
-                     "load_inputs");
-}
-
-double GptModel::mean_loss() const { return mean_of_losses(buffers_->losses, std::size_t(dims_.N())); }
-
-std::vector<float> GptModel::probabilities(int b, int t) const {
-  return probability_row(buffers_->probs, b, t, dims_.B, dims_.T, dims_.Vp, dims_.V);
 }
 
 // Row-wise ops run once per tile: tile k's shapes are tile_dims_[k] (its sequences), its handles
@@ -548,15 +517,7 @@ void GptModel::submit_block_pass(int block, const GroupHandles& groups, Pass pas
     tasks::submit_residual_forward(d, a.residual3.piece(k), a.residual2.piece(k), a.fcproj.piece(k),
                                    name("residual3", k));
   }
-  // Offload: once written, what the block keeps goes back to its pinned host home and its device
-  // copy may be evicted (the block's output once the next block has read it).
-  if (forward && block < buf.storage.offloaded()) {
-    std::vector<const Tensor*> kept;
-    for (const Tensor* tensor : buf.storage.kept(block))
-      if (tensor != &a.residual3) kept.push_back(tensor);
-    tasks::submit_write_back(pieces_of(kept));
-  }
-  if (forward && block >= 1 && block - 1 < buf.storage.offloaded()) tasks::submit_write_back(pieces_of({&input}));
+  if (forward) submit_block_write_back(buf.storage, block, input, a.residual3);
 }
 
 // Attention of tile k: one task, or one per head group writing its own blocks of columns (all
@@ -603,47 +564,23 @@ void GptModel::submit_block_backward(int block, const GroupHandles& groups) {
     submit_layernorm_backward(op, block, groups, block + 1, w, b, dinp, dout, inp, mean, rstd);
   };
 
-  if (activations_.recompute != Recompute::none) submit_block_pass(block, groups, Pass::recompute);
-  // The gradients accumulate: this block's (its slot's, shared with other blocks), and the block
-  // below's dresidual3 (or dencoded), which this backward is the first to write.
-  for (const Tensor* gradient : a.own_gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
-  tasks::submit_zero(dinput.handle(), "zero_" + dinput.name());
-
-  for (int k = 0; k < tiles(); ++k)
-    tasks::submit_residual_backward(tile_dims_[k], a.dresidual2.piece(k), a.dfcproj.piece(k), a.dresidual3.piece(k),
-                                    name("residual3_bwd", k));
+  begin_block_backward(a.own_gradients(), dinput, [&] { submit_block_pass(block, groups, Pass::recompute); });
+  submit_residual_backward("residual3_bwd", block, a.dresidual2, a.dfcproj, a.dresidual3);
   linear("fcproj", fcprojw, fcprojb, a.dfch_gelu, a.dfcproj, a.fch_gelu);
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_gelu_backward(tile_dims_[k], a.dfch.piece(k), a.fch.piece(k), a.dfch_gelu.piece(k),
                                 name("gelu_bwd", k));
   linear("fc", fcw, fcb, a.dln2, a.dfch, a.ln2);
   layernorm("ln2", ln2w, ln2b, a.dresidual2, a.dln2, a.residual2, a.ln2_mean, a.ln2_rstd);
-  for (int k = 0; k < tiles(); ++k)
-    tasks::submit_residual_backward(tile_dims_[k], dinput.piece(k), a.dattproj.piece(k), a.dresidual2.piece(k),
-                                    name("residual2_bwd", k));
+  submit_residual_backward("residual2_bwd", block, dinput, a.dattproj, a.dresidual2);
   linear("attproj", attprojw, attprojb, a.datty, a.dattproj, a.atty);
   for (int k = 0; k < tiles(); ++k) submit_attention_backward(block, k);
   linear("qkv", qkvw, qkvb, a.dln1, a.dqkv, a.ln1);
   layernorm("ln1", ln1w, ln1b, dinput, a.dln1, input, a.ln1_mean, a.ln1_rstd);
 
-  // Offload: once this backward is done, block − W − 1's kept activations (and its input, block
-  // − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
-  const int ahead = block - activations_.window - 1;
-  if (ahead >= 0 && ahead < buf.storage.offloaded()) {
-    std::vector<const Tensor*> fetched = buf.storage.kept(ahead);
-    if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].residual3);
-    std::vector<starpu_data_handle_t> handles = pieces_of(fetched);
-    const std::vector<starpu_data_handle_t> gates = pieces_of({&dinput});
-    tasks::submit_fetch(handles, gates, at("activation_fetch", ahead));
-  }
-}
-
-void GptModel::layers_to_llmc(const std::vector<std::span<const float>>& layer_values, std::span<float> llmc) const {
-  layers_to_llmc_order(layout_, layer_values, llmc);
-}
-
-void GptModel::llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const {
-  llmc_order_to_layers(layout_, llmc, layer_values);
+  submit_block_fetch(
+      buf.storage, block, activations_.window,
+      [&](int b) -> const Tensor& { return buf.blocks[std::size_t(b)].residual3; }, dinput);
 }
 
 }  // namespace starzero

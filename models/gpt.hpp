@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/gpt_layout.hpp"
+#include "models/transformer_model.hpp"
 #include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
@@ -30,7 +31,7 @@ namespace starzero {
 // CPU workers), at most one group per head.
 int auto_head_groups(int heads, int tiles);
 
-class GptModel final : public Model {
+class GptModel final : public TransformerModel<GptShape, GptLayout> {
  public:
   // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups
   // of whole sequences (1 <= tiles <= B): every row-wise op is then one task per tile, so that
@@ -44,10 +45,7 @@ class GptModel final : public Model {
            int head_groups = 1);
   ~GptModel() override;
 
-  int layers() const override { return shape_.layers + 2; }
-  std::size_t layer_params(int layer) const override;
   std::string layer_name(int layer) const override;
-  DType dtype() const override { return dims_.dtype; }
   std::vector<int> shared_groups(int layer) const override;
   // With more than one tile, the embedding's and the blocks' gradients are cut so that each
   // parameter's gradient task writes its own piece: every linear weight in `tiles` pieces of whole
@@ -58,41 +56,15 @@ class GptModel final : public Model {
   void submit_forward(int layer, const GroupHandles& groups) override;
   void submit_backward(int layer, const GroupHandles& groups) override;
 
-  const GptShape& shape() const { return shape_; }
-  const GptLayout& layout() const { return layout_; }
-  int batch() const { return dims_.B; }
-  int seq() const { return dims_.T; }
-  int tiles() const;
   int head_groups() const;
-  const ActivationPolicy& activation_policy() const { return activations_; }
-  // Bytes of one micro-batch's activation buffers, their gradients and scratch, as allocated, that
-  // stay on the device (docs/activation-memory.md has the formula; gpt_activation_bytes computes
-  // it independently).
-  std::size_t activation_bytes() const;
-  // Of them, what --offload-activations cpu keeps in pinned host memory instead: not counted in
-  // activation_bytes() (gpt_offloaded_activation_bytes is its formula).
-  std::size_t offloaded_activation_bytes() const;
-
-  // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
-  void set_batch(std::span<const int> inputs, std::span<const int> targets);
-  // Mean loss of the last forward pass; waits only for that pass's loss task.
-  double mean_loss() const;
-  // Softmax probabilities of position t of sequence b after the last forward pass (the first V
-  // of them), for sampling; waits for that pass.
-  std::vector<float> probabilities(int b, int t) const;
-
-  // llm.c's flat parameter order <-> the layers' arrays: where each element of each layer's array
-  // sits in llm.c's params array (16 tensors, per-layer tensors stored layer-major).
-  void layers_to_llmc(const std::vector<std::span<const float>>& layer_params, std::span<float> llmc) const;
-  void llmc_to_layers(std::span<const float> llmc, const std::vector<std::span<float>>& layer_values) const;
+  // activation_bytes(): docs/activation-memory.md has the formula (gpt_activation_bytes computes
+  // it independently); offloaded_activation_bytes(): gpt_offloaded_activation_bytes.
 
  private:
-  struct Tiles;
   struct HeadGroups;
   struct BlockActivations;
   struct Buffers;
-  // `name`, with ".t<k>" when there is more than one tile.
-  std::string tile_name(const std::string& name, int tile) const;
+  TokenIo token_io() const override;
   // An attention task's name: `op` + "[block]", "[g]" when there is more than one head group,
   // then the tile suffix.
   std::string head_group_name(const std::string& op, int block, int group, int tile) const;
@@ -117,13 +89,7 @@ class GptModel final : public Model {
   void submit_block_pass(int block, const GroupHandles& groups, Pass pass);
   void submit_block_backward(int block, const GroupHandles& groups);
 
-  GptShape shape_;
-  GptLayout layout_;
-  ActivationPolicy activations_;
-  tasks::Dims dims_;
-  std::unique_ptr<Tiles> tiles_;
   std::unique_ptr<HeadGroups> head_groups_;
-  std::vector<tasks::Dims> tile_dims_;  // dims_ with the tile's sequences as B
   std::unique_ptr<Buffers> buffers_;
   std::vector<GradientSplit> gradient_splits_;  // per GptLayerKind; empty with one tile
 };

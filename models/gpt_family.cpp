@@ -19,36 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The llm.c checkpoint as a CheckpointFormat.
-class LlmcCheckpointFormat final : public LlmcRunsFormat {
- public:
-  explicit LlmcCheckpointFormat(const GptShape& shape) : LlmcCheckpointFormat(shape, GptLayout(shape)) {}
-
-  StateLayout state_layout() const override { return gpt_state_layout(shape_); }
-  void check(const fs::path& path) const override { read_llmc_checkpoint_header(path, shape_); }
-  std::unique_ptr<CheckpointFormat> hugging_face() const override { return gpt_hf_format(shape_); }
-
- private:
-  LlmcCheckpointFormat(const GptShape& shape, const GptLayout& layout)
-      : LlmcRunsFormat(
-            "llm.c", layout.layers(), [&](int l) { return layout.layer_runs(l); },
-            [&](int l) { return layout.layer_params(l); }),
-        shape_(shape) {}
-  void write_runs(const fs::path& path, int version, const RunFill& fill,
-                  std::span<const std::size_t> sizes) const override {
-    write_llmc_checkpoint_streamed(path, shape_, version, fill, sizes);
-  }
-  void read_runs(const fs::path& path, const RunPlace& place, std::span<const std::size_t> sizes) const override {
-    read_llmc_checkpoint_streamed(path, shape_, place, sizes);
-  }
-
-  GptShape shape_;
-};
-
 struct GptTraits {
   using Shape = GptShape;
   using Model = GptModel;
-  using Format = LlmcCheckpointFormat;
+  using Layout = GptLayout;
 
   static std::string describe(const GptShape& shape) { return shape.to_string(); }
   static GptShape preset(std::string_view name) { return gpt_preset(name); }
@@ -102,7 +76,17 @@ struct GptTraits {
   static std::unique_ptr<GptModel> make_model(const GptShape& shape, DType dtype, int B, int T, int tiles,
                                               const ActivationPolicy& activations, std::optional<int> head_groups) {
     return std::make_unique<GptModel>(shape, dtype, B, T, tiles, activations,
-                                      head_groups.value_or(auto_head_groups(shape.heads, tiles)));
+                                      head_groups.value_or(auto_head_groups(shape, tiles)));
+  }
+  // `plan --seq T` sizes the position table for T.
+  static GptShape planned_shape(GptShape shape, int seq) {
+    shape.max_seq = seq;
+    return shape;
+  }
+  static int kv_heads(const GptShape& shape) { return shape.heads; }
+  static int ffn_hidden(const GptShape& shape) { return 4 * shape.channels; }
+  static int auto_head_groups(const GptShape& shape, int tiles) {
+    return starzero::auto_head_groups(shape.heads, tiles);
   }
   static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields& fields) {
     const GptShape shape = gpt_shape_from_fields(fields);
@@ -111,14 +95,27 @@ struct GptTraits {
     } catch (const std::invalid_argument&) {
       return nullptr;
     }
-    return std::make_unique<LlmcCheckpointFormat>(shape);
+    return std::make_unique<LlmcFileFormat<GptTraits>>(shape);
+  }
+
+  static constexpr const char* kFileName = "llm.c";
+  static StateLayout state_layout(const GptShape& shape) { return gpt_state_layout(shape); }
+  static void check_file(const fs::path& path, const GptShape& shape) { read_llmc_checkpoint_header(path, shape); }
+  static std::unique_ptr<CheckpointFormat> hugging_face(const GptShape& shape) { return gpt_hf_format(shape); }
+  static void write_file(const fs::path& path, const GptShape& shape, int version, const LlmcRunsFormat::RunFill& fill,
+                         std::span<const std::size_t> sizes) {
+    write_llmc_checkpoint_streamed(path, shape, version, fill, sizes);
+  }
+  static void read_file(const fs::path& path, const GptShape& shape, const LlmcRunsFormat::RunPlace& place,
+                        std::span<const std::size_t> sizes) {
+    read_llmc_checkpoint_streamed(path, shape, place, sizes);
   }
 };
 
 }  // namespace
 
 std::unique_ptr<CheckpointFormat> gpt_llmc_format(const GptShape& shape) {
-  return std::make_unique<LlmcCheckpointFormat>(shape);
+  return std::make_unique<LlmcFileFormat<GptTraits>>(shape);
 }
 
 ModelFamily gpt_family() {

@@ -103,19 +103,8 @@ static_assert(table_is_consistent());
 
 // ---- overflow-checked int64 arithmetic --------------------------------------------------------
 
-std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product))
-    throw std::invalid_argument("GPT model too large: element count overflows 64 bits");
-  return product;
-}
-
-std::int64_t checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    throw std::invalid_argument("GPT model too large: element count overflows 64 bits");
-  return sum;
-}
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) { return llmc_checked_mul(a, b, "GPT"); }
+std::int64_t checked_add(std::int64_t a, std::int64_t b) { return llmc_checked_add(a, b, "GPT"); }
 
 // The values of Size for one shape and micro-batch.
 class Sizes {
@@ -213,44 +202,25 @@ GptShape GptShape::gpt2_124m() { return gpt_preset("gpt2-124M"); }
 
 std::span<const GptPreset> gpt_presets() { return kPresets; }
 
-GptShape gpt_preset(std::string_view name) {
-  for (const GptPreset& preset : kPresets)
-    if (preset.name == name) return preset.shape;
-  std::string names;
-  for (const auto& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown model preset '" + std::string(name) + "'; valid: " + names);
-}
+GptShape gpt_preset(std::string_view name) { return llmc_preset(gpt_presets(), name, "model preset"); }
 
-std::vector<std::string> gpt_preset_names() {
-  std::vector<std::string> names;
-  for (const GptPreset& preset : kPresets) names.emplace_back(preset.name);
-  return names;
-}
+std::vector<std::string> gpt_preset_names() { return llmc_preset_names(gpt_presets()); }
 
 // ---- GptLayout --------------------------------------------------------------------------------
 
-GptLayout::GptLayout(const GptShape& shape) : shape_(shape) {
+GptLayout::GptLayout(const GptShape& shape) : LlmcLayout(shape, "GPT") {
   shape.validate();  // every count below then fits (Ψ < 2^61)
   const Sizes sizes(shape, 0, 0);
+  std::vector<GptTensor> tensors;
   for (const ParamDef& def : kParams) {
     GptTensor tensor{def.id, def.name, def.layer_kind, {}};
     for (const Extent& extent : def.dims) tensor.dims.push_back(std::size_t(sizes(extent)));
     tensor.per_layer = def.layer_kind == GptLayerKind::block;
     tensor.count = std::size_t(sizes.elements(def.dims));
     tensor.layer_count = std::size_t(sizes.elements(def.dims, tensor.per_layer ? 1 : 0));
-    tensors_.push_back(std::move(tensor));
+    tensors.push_back(std::move(tensor));
   }
-  param_count_ = place_llmc_tensors<&GptTensor::llmc_offset>(tensors_, kind_params_);
-}
-
-GptLayerKind GptLayout::layer_kind(int layer) const {
-  return GptLayerKind(llmc_layer_kind(layer, shape_.layers, "GPT"));
-}
-
-std::size_t GptLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
-
-std::vector<LlmcRun> GptLayout::layer_runs(int layer) const {
-  return llmc_layer_runs<&GptTensor::llmc_offset>(tensors_, layer, std::size_t(layer_kind(layer)));
+  place(std::move(tensors));
 }
 
 int gpt_layers(const GptShape& shape) { return shape.layers + 2; }
@@ -277,12 +247,7 @@ GptShape gpt_shape_from_fields(const StateShapeFields& f) {
 }
 
 StateLayout gpt_state_layout(const GptShape& shape) {
-  const GptLayout layout(shape);
-  StateLayout state;
-  state.shape_fields = gpt_shape_fields(shape);
-  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
-  state.print_fields = print_gpt_fields;
-  return state;
+  return GptLayout(shape).state_layout(gpt_shape_fields(shape), print_gpt_fields);
 }
 
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields) {

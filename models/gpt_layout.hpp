@@ -50,10 +50,7 @@ struct GptShape {
 };
 
 // ---- presets ----------------------------------------------------------------------------------
-struct GptPreset {
-  std::string_view name;
-  GptShape shape;
-};
+using GptPreset = LlmcPreset<GptShape>;
 // "tiny" (byte vocabulary, trains visibly on 2 CPU cores in minutes), "gpt2-124M", "gpt2-350M",
 // "gpt2-774M", "gpt2-1558M".
 std::span<const GptPreset> gpt_presets();
@@ -86,40 +83,11 @@ inline constexpr std::size_t kGptParamCount = 16;
 // The kind of engine layer a tensor belongs to: layer 0, each of layers 1..L, layer L+1.
 enum class GptLayerKind { embedding, block, final_layernorm };
 
-// One row of the table, for a concrete shape.
-struct GptTensor {
-  GptParam id;
-  std::string_view name;  // llm.c's name
-  GptLayerKind layer_kind;
-  std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
-  bool per_layer = false;         // leading layer dimension: block l-1 (layer l) holds slice l-1
-  std::size_t count = 0;          // elements of the whole tensor (all layers)
-  std::size_t layer_count = 0;    // elements in one layer's array (count / L when per_layer)
-  std::size_t layer_offset = 0;   // first element inside its layer's flat array
-  std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
-};
+using GptTensor = LlmcTensor<GptParam, GptLayerKind>;
 
-
-class GptLayout {
+class GptLayout : public LlmcLayout<GptShape, GptParam, GptLayerKind> {
  public:
   explicit GptLayout(const GptShape& shape);  // validates the shape (std::invalid_argument)
-
-  const GptShape& shape() const { return shape_; }
-  const std::vector<GptTensor>& tensors() const { return tensors_; }  // llm.c's order
-  const GptTensor& operator[](GptParam param) const { return tensors_[std::size_t(param)]; }
-
-  int layers() const { return shape_.layers + 2; }
-  GptLayerKind layer_kind(int layer) const;  // std::out_of_range outside 0..L+1
-  std::size_t layer_params(int layer) const;
-  std::size_t param_count() const { return param_count_; }
-  // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset.
-  std::vector<LlmcRun> layer_runs(int layer) const;
-
- private:
-  GptShape shape_;
-  std::vector<GptTensor> tensors_;
-  std::array<std::size_t, 3> kind_params_{};  // per GptLayerKind: elements of one such layer
-  std::size_t param_count_ = 0;
 };
 
 // Shortcuts over GptLayout(shape).

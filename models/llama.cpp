@@ -36,13 +36,6 @@ std::string at(const std::string& what, int index) { return what + "[" + std::to
 // A task name: `op` with the block index ("[b]"), or alone for block -1.
 std::string indexed(const std::string& op, int block) { return block < 0 ? op : at(op, block); }
 
-// Every piece of each tensor (the whole one when it is not split).
-std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& tensors) {
-  std::vector<starpu_data_handle_t> handles;
-  for (const Tensor* tensor : tensors)
-    for (std::size_t k = 0; k < tensor->pieces(); ++k) handles.push_back(tensor->piece(k));
-  return handles;
-}
 
 // Per sequence: the attention's log-sum-exp of each query row of each query head, [NH, T] fp32.
 std::size_t attention_size(const LlamaShape& s, int T) { return std::size_t(s.heads) * std::size_t(T); }
@@ -194,19 +187,15 @@ SequenceTiles checked_tiles(const LlamaShape& shape, int B, int T, int tiles) {
 
 LlamaModel::LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, int tiles,
                        const ActivationPolicy& activations)
-    : shape_(shape),
-      layout_(shape),
-      activations_(activations),
-      tiles_(checked_tiles(shape, B, T, tiles)),
-      dims_{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.vocab},
+    : TransformerModel(shape, checked_tiles(shape, B, T, tiles),
+                       tasks::Dims{dtype, B, T, shape.channels, shape.heads, shape.vocab, shape.vocab}, activations,
+                       "load_tokens"),
       ldims_{dtype, B, T, shape.channels, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.norm_eps} {
   if (activations.window < 0)
     throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw std::invalid_argument("the llama3 model trains in fp32 or bf16 storage");
   for (int n : tiles_.sequences()) {
-    tile_dims_.push_back(dims_);
-    tile_dims_.back().B = n;
     tile_ldims_.push_back(ldims_);
     tile_ldims_.back().B = n;
   }
@@ -217,13 +206,9 @@ LlamaModel::LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, int t
   }
   if (tiles == 1) return;
   for (LlamaLayerKind kind : {LlamaLayerKind::block, LlamaLayerKind::head}) {
-    std::vector<const LlamaTensor*> in_kind;
-    for (const LlamaTensor& t : layout_.tensors())
-      if (t.layer_kind == kind) in_kind.push_back(&t);
-    std::ranges::sort(in_kind, {}, &LlamaTensor::layer_offset);
     GradientSplit split;
     std::size_t next_offset = 0;
-    for (const LlamaTensor* t : in_kind) {
+    for (const LlamaTensor* t : layout_.kind_tensors(kind)) {
       if (t->layer_offset != next_offset)
         throw std::logic_error("gradient split: the layout is not the consecutive table it assumes");
       split.first_piece[std::size_t(t->id)] = split.counts.size();
@@ -252,12 +237,9 @@ std::string LlamaModel::layer_name(int layer) const {
   return "?";
 }
 
-std::size_t LlamaModel::activation_bytes() const { return buffers_->storage.bytes(buffers_->scratch_bytes); }
-
-std::size_t LlamaModel::offloaded_activation_bytes() const { return buffers_->storage.offloaded_bytes(); }
-
-std::string LlamaModel::tile_name(const std::string& name, int tile) const {
-  return tiles_.count() == 1 ? name : name + ".t" + std::to_string(tile);
+LlamaModel::TokenIo LlamaModel::token_io() const {
+  const Buffers& buf = *buffers_;
+  return {buf.tokens, buf.targets, buf.losses, buf.probs, buf.storage, buf.scratch_bytes};
 }
 
 const LlamaModel::GradientSplit* LlamaModel::gradient_split(int layer) const {
@@ -365,15 +347,7 @@ void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass)
     tasks::submit_matmul_forward(d, a.mlpproj.piece(k), a.sw.piece(k), w(fcprojw), H, C, name("fcproj", k));
     tasks::submit_residual_forward(d, a.out.piece(k), a.res2.piece(k), a.mlpproj.piece(k), name("residual3", k));
   }
-  // Offload: once written, what the block keeps goes back to its pinned host home and its device
-  // copy may be evicted (the block's output once the next block has read it).
-  if (forward && b < buf.storage.offloaded()) {
-    std::vector<const Tensor*> kept;
-    for (const Tensor* tensor : buf.storage.kept(b))
-      if (tensor != &a.out) kept.push_back(tensor);
-    tasks::submit_write_back(pieces_of(kept));
-  }
-  if (forward && b >= 1 && b - 1 < buf.storage.offloaded()) tasks::submit_write_back(pieces_of({&x}));
+  if (forward) submit_block_write_back(buf.storage, b, x, a.out);
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -458,15 +432,9 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
     submit_rmsnorm_backward(op, b, groups, b + 1, weight, dinp, dout, inp, rstd);
   };
 
-  if (activations_.recompute != Recompute::none) submit_block_pass(b, groups, Pass::recompute);
-  // The gradients accumulate: this block's (its slot's, shared with other blocks), and the block
-  // below's output gradient (or the embedding's), which this backward is the first to write.
-  for (const Tensor* gradient : a.own_gradients()) tasks::submit_zero(gradient->handle(), "zero_" + gradient->name());
-  tasks::submit_zero(dx.handle(), "zero_" + dx.name());
+  begin_block_backward(a.own_gradients(), dx, [&] { submit_block_pass(b, groups, Pass::recompute); });
   // MLP half.
-  for (int k = 0; k < tiles(); ++k)
-    tasks::submit_residual_backward(tile_dims_[k], a.dres2.piece(k), a.dmlpproj.piece(k), a.dout.piece(k),
-                                    name("residual3_bwd", k));
+  submit_residual_backward("residual3_bwd", b, a.dres2, a.dmlpproj, a.dout);
   linear("fcproj", fcprojw, a.dsw, a.dmlpproj, a.sw);
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_swiglu_backward(tile_ldims_[k], a.dfc2.piece(k), a.dfc.piece(k), a.dsw.piece(k), a.fc2.piece(k),
@@ -475,9 +443,7 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
   linear("fc2", fc2w, a.dln2, a.dfc2, a.ln2);
   rmsnorm("ln2", ln2w, a.dres2, a.dln2, a.res2, a.rstd2);
   // Attention half.
-  for (int k = 0; k < tiles(); ++k)
-    tasks::submit_residual_backward(tile_dims_[k], dx.piece(k), a.dattproj.piece(k), a.dres2.piece(k),
-                                    name("residual2_bwd", k));
+  submit_residual_backward("residual2_bwd", b, dx, a.dattproj, a.dres2);
   linear("attproj", attprojw, a.datty, a.dattproj, a.atty);
   for (int k = 0; k < tiles(); ++k) {
     tasks::submit_attention_gqa_backward(tile_ldims_[k], a.dqkv_rot.piece(k), a.datty.piece(k), a.qkv.piece(k),
@@ -488,35 +454,9 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
   linear("qkv", qkvw, a.dln1, a.dqkv, a.ln1);
   rmsnorm("ln1", ln1w, dx, a.dln1, x, a.rstd1);
 
-  // Offload: once this backward is done, block b − W − 1's kept activations (and its input, block
-  // b − W − 2's output) come back, W + 1 blocks ahead at most: the gate is this block's last output.
-  const int ahead = b - activations_.window - 1;
-  if (ahead >= 0 && ahead < buf.storage.offloaded()) {
-    std::vector<const Tensor*> fetched = buf.storage.kept(ahead);
-    if (ahead >= 1) fetched.push_back(&buf.blocks[std::size_t(ahead - 1)].out);
-    tasks::submit_fetch(pieces_of(fetched), pieces_of({&dx}), at("activation_fetch", ahead));
-  }
-}
-
-// ---- data and results -------------------------------------------------------------------------
-
-void LlamaModel::set_batch(std::span<const int> inputs, std::span<const int> targets) {
-  submit_token_batch(buffers_->tokens, buffers_->targets, inputs, targets, std::size_t(dims_.N()), shape_.vocab,
-                     "load_tokens");
-}
-
-double LlamaModel::mean_loss() const { return mean_of_losses(buffers_->losses, std::size_t(dims_.N())); }
-
-std::vector<float> LlamaModel::probabilities(int b, int t) const {
-  return probability_row(buffers_->probs, b, t, dims_.B, dims_.T, dims_.V, dims_.V);
-}
-
-void LlamaModel::layers_to_file(const std::vector<std::span<const float>>& layer_params, std::span<float> file) const {
-  layers_to_llmc_order(layout_, layer_params, file);
-}
-
-void LlamaModel::file_to_layers(std::span<const float> file, const std::vector<std::span<float>>& layer_values) const {
-  llmc_order_to_layers(layout_, file, layer_values);
+  submit_block_fetch(
+      buf.storage, b, activations_.window, [&](int block) -> const Tensor& { return buf.blocks[std::size_t(block)].out; },
+      dx);
 }
 
 }  // namespace starzero

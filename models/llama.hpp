@@ -23,6 +23,7 @@
 
 #include "models/llama_layout.hpp"
 #include "models/sequence_tiles.hpp"
+#include "models/transformer_model.hpp"
 #include "offload/footprint.hpp"
 #include "offload/model.hpp"
 #include "runtime/tensor.hpp"
@@ -31,7 +32,7 @@
 
 namespace starzero {
 
-class LlamaModel final : public Model {
+class LlamaModel final : public TransformerModel<LlamaShape, LlamaLayout> {
  public:
   // Activations for micro-batches of B sequences of T <= max_seq tokens, cut into `tiles` groups of
   // whole sequences (1 <= tiles <= B). `activations`: what the blocks keep for the backward, what
@@ -43,10 +44,7 @@ class LlamaModel final : public Model {
              const ActivationPolicy& activations = {});
   ~LlamaModel() override;
 
-  int layers() const override { return shape_.layers + 2; }
-  std::size_t layer_params(int layer) const override { return layout_.layer_params(layer); }
   std::string layer_name(int layer) const override;
-  DType dtype() const override { return dims_.dtype; }
   // With more than one tile, each block's and the head's gradient is cut so that each
   // weight-gradient task writes its own piece: every linear weight (and lm_head) into min(tiles,
   // its output channels) pieces of whole output channels, each RMSNorm weight one piece. The
@@ -58,29 +56,8 @@ class LlamaModel final : public Model {
   void submit_forward(int layer, const GroupHandles& groups) override;
   void submit_backward(int layer, const GroupHandles& groups) override;
 
-  const LlamaShape& shape() const { return shape_; }
-  const LlamaLayout& layout() const { return layout_; }
-  int batch() const { return dims_.B; }
-  int seq() const { return dims_.T; }
-  int tiles() const { return tiles_.count(); }
-  const ActivationPolicy& activation_policy() const { return activations_; }
-  // Bytes of one micro-batch's buffers as allocated that stay on the device
-  // (llama_activation_bytes gives the same).
-  std::size_t activation_bytes() const;
-  // Of the blocks' kept tensors, what --offload-activations cpu keeps in pinned host memory
-  // instead: not in activation_bytes() (llama_offloaded_activation_bytes gives the same).
-  std::size_t offloaded_activation_bytes() const;
-
-  // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
-  void set_batch(std::span<const int> inputs, std::span<const int> targets);
-  // Mean loss of the last forward pass; waits only for that pass's loss task.
-  double mean_loss() const;
-  // Softmax probabilities of position t of sequence b after the last forward pass.
-  std::vector<float> probabilities(int b, int t) const;
-
-  // llm.c's flat order (models/llama_files.hpp) <-> the layers' arrays.
-  void layers_to_file(const std::vector<std::span<const float>>& layer_params, std::span<float> file) const;
-  void file_to_layers(std::span<const float> file, const std::vector<std::span<float>>& layer_values) const;
+  // activation_bytes() and offloaded_activation_bytes(): llama_activation_bytes and
+  // llama_offloaded_activation_bytes give the same.
 
  private:
   struct Block;
@@ -103,18 +80,12 @@ class LlamaModel final : public Model {
                                LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
                                const Tensor& rstd);
   const GradientSplit* gradient_split(int layer) const;
-  // `name`, with ".t<k>" when there is more than one tile.
-  std::string tile_name(const std::string& name, int tile) const;
+  TokenIo token_io() const override;
   std::size_t offset(LlamaParam param) const { return layout_[param].layer_offset; }
 
-  LlamaShape shape_;
-  LlamaLayout layout_;
-  ActivationPolicy activations_;
-  SequenceTiles tiles_;
-  tasks::Dims dims_;                          // for tasks/nn.hpp's ops (NH = heads, V = Vp = vocab)
+  // dims_ (the base's) is for tasks/nn.hpp's ops: NH = heads, V = Vp = vocab.
   tasks::LlamaDims ldims_;                    // for tasks/nn_llama.hpp's
-  std::vector<tasks::Dims> tile_dims_;        // dims_ with tile k's sequences as B
-  std::vector<tasks::LlamaDims> tile_ldims_;  // the same for ldims_
+  std::vector<tasks::LlamaDims> tile_ldims_;  // ldims_ with tile k's sequences as B
   std::unique_ptr<Buffers> buffers_;
   std::vector<GradientSplit> gradient_splits_;  // block and head; empty with one tile
 };

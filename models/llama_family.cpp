@@ -21,32 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The llm.c Llama 3 checkpoint as a CheckpointFormat.
-class LlamaCheckpointFormat final : public LlmcRunsFormat {
- public:
-  explicit LlamaCheckpointFormat(const LlamaShape& shape) : LlamaCheckpointFormat(shape, LlamaLayout(shape)) {}
-
-  StateLayout state_layout() const override { return llama_state_layout(shape_); }
-  void check(const fs::path& path) const override { read_llama_checkpoint_header(path, shape_); }
-  std::unique_ptr<CheckpointFormat> hugging_face() const override { return llama_hf_format(shape_); }
-
- private:
-  LlamaCheckpointFormat(const LlamaShape& shape, const LlamaLayout& layout)
-      : LlmcRunsFormat(
-            "llm.c Llama 3", layout.layers(), [&](int l) { return layout.layer_runs(l); },
-            [&](int l) { return layout.layer_params(l); }),
-        shape_(shape) {}
-  void write_runs(const fs::path& path, int version, const RunFill& fill,
-                  std::span<const std::size_t> sizes) const override {
-    write_llama_checkpoint_streamed(path, shape_, version, fill, sizes);
-  }
-  void read_runs(const fs::path& path, const RunPlace& place, std::span<const std::size_t> sizes) const override {
-    read_llama_checkpoint_streamed(path, shape_, place, sizes);
-  }
-
-  LlamaShape shape_;
-};
-
 // A shape whose width the flags changed: H from the preset's rule, and header fields llm.c's
 // int32 header can hold exactly (H as the multiple, no multiplier) unless the preset's still do.
 void settle_ffn(LlamaShape& shape) {
@@ -63,7 +37,7 @@ void settle_ffn(LlamaShape& shape) {
 struct LlamaTraits {
   using Shape = LlamaShape;
   using Model = LlamaModel;
-  using Format = LlamaCheckpointFormat;
+  using Layout = LlamaLayout;
 
   static std::string describe(const LlamaShape& shape) { return "Llama 3 " + shape.to_string(); }
   static LlamaShape preset(std::string_view name) { return llama_preset(name); }
@@ -120,21 +94,37 @@ struct LlamaTraits {
                                                 const ActivationPolicy& activations, std::optional<int>) {
     return std::make_unique<LlamaModel>(shape, dtype, B, T, tiles, activations);
   }
+  static LlamaShape planned_shape(const LlamaShape& shape, int) { return shape; }
+  static int kv_heads(const LlamaShape& shape) { return shape.kv_heads; }
+  static int ffn_hidden(const LlamaShape& shape) { return shape.ffn_hidden; }
   // Llama's state files record {V, C, L, NH, NKV, -H} (GPT's six fields are all positive, the
   // MLP's end in zeros).
   static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields& fields) {
     try {
-      return std::make_unique<LlamaCheckpointFormat>(llama_shape_from_fields(fields));
+      return std::make_unique<LlmcFileFormat<LlamaTraits>>(llama_shape_from_fields(fields));
     } catch (const std::invalid_argument&) {
       return nullptr;
     }
+  }
+
+  static constexpr const char* kFileName = "llm.c Llama 3";
+  static StateLayout state_layout(const LlamaShape& shape) { return llama_state_layout(shape); }
+  static void check_file(const fs::path& path, const LlamaShape& shape) { read_llama_checkpoint_header(path, shape); }
+  static std::unique_ptr<CheckpointFormat> hugging_face(const LlamaShape& shape) { return llama_hf_format(shape); }
+  static void write_file(const fs::path& path, const LlamaShape& shape, int version,
+                         const LlmcRunsFormat::RunFill& fill, std::span<const std::size_t> sizes) {
+    write_llama_checkpoint_streamed(path, shape, version, fill, sizes);
+  }
+  static void read_file(const fs::path& path, const LlamaShape& shape, const LlmcRunsFormat::RunPlace& place,
+                        std::span<const std::size_t> sizes) {
+    read_llama_checkpoint_streamed(path, shape, place, sizes);
   }
 };
 
 }  // namespace
 
 std::unique_ptr<CheckpointFormat> llama_llmc_format(const LlamaShape& shape) {
-  return std::make_unique<LlamaCheckpointFormat>(shape);
+  return std::make_unique<LlmcFileFormat<LlamaTraits>>(shape);
 }
 
 ModelFamily llama3_family() {

@@ -55,19 +55,8 @@ std::int64_t size_of(const LlamaShape& s, Size size) {
   return 0;
 }
 
-std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product))
-    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
-  return product;
-}
-
-std::int64_t checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    throw std::invalid_argument("Llama model too large: element count overflows 64 bits");
-  return sum;
-}
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) { return llmc_checked_mul(a, b, "Llama"); }
+std::int64_t checked_add(std::int64_t a, std::int64_t b) { return llmc_checked_add(a, b, "Llama"); }
 
 // Elements of dims[skip..].
 std::int64_t elements(const LlamaShape& s, const std::vector<Size>& dims, std::size_t skip = 0) {
@@ -93,8 +82,28 @@ std::int64_t total_params(const LlamaShape& s) {
 
 // ---- presets ----------------------------------------------------------------------------------
 
-LlamaShape make(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
-                int multiple_of, int major, int minor) {
+
+// Meta's published configurations (params.json) in llm.c's untied layout. The 1B is Llama 3.2
+// 1B's shape; Meta ties its embedding, llm.c's format keeps lm_head apart, and the kernels' RoPE
+// scaling is Llama 3.1's (factor 8; Meta's 3.2 uses 32): docs/llama.md.
+const std::vector<LlamaPreset>& presets() {
+  static const std::vector<LlamaPreset> list = {
+      // H = llama_ffn_hidden(64, none, 32) = 192; hs = 16.
+      {"llama3-tiny", llama_shape(4, 64, 4, 2, 256, 64, 10000.0f, false, 0.0f, 32, 3, 1)},
+      // H = 8192.
+      {"llama3-1B", llama_shape(16, 2048, 32, 8, 128256, 8192, 500000.0f, true, 1.5f, 256, 3, 2)},
+      // H = 14336.
+      {"llama3-8B", llama_shape(32, 4096, 32, 8, 128256, 8192, 500000.0f, true, 1.3f, 1024, 3, 1)},
+      // H = 28672.
+      {"llama3-70B", llama_shape(80, 8192, 64, 8, 128256, 8192, 500000.0f, true, 1.3f, 4096, 3, 1)},
+  };
+  return list;
+}
+
+}  // namespace
+
+LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
+                       int multiple_of, int major, int minor) {
   LlamaShape s;
   s.layers = L;
   s.channels = C;
@@ -112,25 +121,6 @@ LlamaShape make(int L, int C, int NH, int NKV, int V, int maxT, float theta, boo
   s.minor_version = minor;
   return s;
 }
-
-// Meta's published configurations (params.json) in llm.c's untied layout. The 1B is Llama 3.2
-// 1B's shape; Meta ties its embedding, llm.c's format keeps lm_head apart, and the kernels' RoPE
-// scaling is Llama 3.1's (factor 8; Meta's 3.2 uses 32): docs/llama.md.
-const std::vector<LlamaPreset>& presets() {
-  static const std::vector<LlamaPreset> list = {
-      // H = llama_ffn_hidden(64, none, 32) = 192; hs = 16.
-      {"llama3-tiny", make(4, 64, 4, 2, 256, 64, 10000.0f, false, 0.0f, 32, 3, 1)},
-      // H = 8192.
-      {"llama3-1B", make(16, 2048, 32, 8, 128256, 8192, 500000.0f, true, 1.5f, 256, 3, 2)},
-      // H = 14336.
-      {"llama3-8B", make(32, 4096, 32, 8, 128256, 8192, 500000.0f, true, 1.3f, 1024, 3, 1)},
-      // H = 28672.
-      {"llama3-70B", make(80, 8192, 64, 8, 128256, 8192, 500000.0f, true, 1.3f, 4096, 3, 1)},
-  };
-  return list;
-}
-
-}  // namespace
 
 // ---- LlamaShape ---------------------------------------------------------------------------------
 
@@ -175,43 +165,24 @@ bool LlamaShape::same_model(const LlamaShape& o) const {
 
 std::span<const LlamaPreset> llama_presets() { return presets(); }
 
-LlamaShape llama_preset(std::string_view name) {
-  for (const LlamaPreset& preset : presets())
-    if (preset.name == name) return preset.shape;
-  std::string names;
-  for (const auto& n : llama_preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown Llama preset '" + std::string(name) + "'; valid: " + names);
-}
+LlamaShape llama_preset(std::string_view name) { return llmc_preset(llama_presets(), name, "Llama preset"); }
 
-std::vector<std::string> llama_preset_names() {
-  std::vector<std::string> names;
-  for (const LlamaPreset& preset : presets()) names.emplace_back(preset.name);
-  return names;
-}
+std::vector<std::string> llama_preset_names() { return llmc_preset_names(llama_presets()); }
 
 // ---- LlamaLayout --------------------------------------------------------------------------------
 
-LlamaLayout::LlamaLayout(const LlamaShape& shape) : shape_(shape) {
+LlamaLayout::LlamaLayout(const LlamaShape& shape) : LlmcLayout(shape, "Llama") {
   shape.validate();
+  std::vector<LlamaTensor> tensors;
   for (const ParamDef& def : param_table()) {
     LlamaTensor tensor{def.id, def.name, def.layer_kind, {}};
     for (Size size : def.dims) tensor.dims.push_back(std::size_t(size_of(shape, size)));
     tensor.per_layer = def.layer_kind == LlamaLayerKind::block;
     tensor.count = std::size_t(elements(shape, def.dims));
     tensor.layer_count = std::size_t(elements(shape, def.dims, tensor.per_layer ? 1 : 0));
-    tensors_.push_back(std::move(tensor));
+    tensors.push_back(std::move(tensor));
   }
-  param_count_ = place_llmc_tensors<&LlamaTensor::file_offset>(tensors_, kind_params_);
-}
-
-LlamaLayerKind LlamaLayout::layer_kind(int layer) const {
-  return LlamaLayerKind(llmc_layer_kind(layer, shape_.layers, "Llama"));
-}
-
-std::size_t LlamaLayout::layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
-
-std::vector<LlmcRun> LlamaLayout::layer_runs(int layer) const {
-  return llmc_layer_runs<&LlamaTensor::file_offset>(tensors_, layer, std::size_t(layer_kind(layer)));
+  place(std::move(tensors));
 }
 
 // ---- derived views ------------------------------------------------------------------------------
@@ -256,15 +227,10 @@ LlamaShape llama_shape_from_fields(const StateShapeFields& f) {
 }
 
 StateLayout llama_state_layout(const LlamaShape& shape) {
-  const LlamaLayout layout(shape);
-  StateLayout state;
-  state.shape_fields = llama_shape_fields(shape);
-  for (int layer = 0; layer < layout.layers(); ++layer) state.layer_params.push_back(layout.layer_params(layer));
-  state.print_fields = [](const StateShapeFields& f) {
+  return LlamaLayout(shape).state_layout(llama_shape_fields(shape), [](const StateShapeFields& f) {
     return "V=" + std::to_string(f[0]) + " C=" + std::to_string(f[1]) + " L=" + std::to_string(f[2]) +
            " NH=" + std::to_string(f[3]) + " NKV=" + std::to_string(f[4]) + " H=" + std::to_string(-std::int64_t(f[5]));
-  };
-  return state;
+  });
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "models/gpt_layout.hpp"  // LlmcRun
+#include "models/llmc_layout.hpp"
 #include "offload/footprint.hpp"
 #include "train/state_layout.hpp"
 
@@ -57,15 +58,17 @@ struct LlamaShape {
 };
 
 // ---- presets ----------------------------------------------------------------------------------
-struct LlamaPreset {
-  std::string_view name;
-  LlamaShape shape;
-};
+using LlamaPreset = LlmcPreset<LlamaShape>;
 // "llama3-tiny" (byte vocabulary, for tests and the demo), "llama3-1B" (Llama 3.2 1B's shape),
 // "llama3-8B" (Llama 3.1 8B), "llama3-70B" (Llama 3.1 70B); docs/llama.md.
 std::span<const LlamaPreset> llama_presets();
 // std::invalid_argument listing the names.
 LlamaShape llama_preset(std::string_view name);
+// A shape from its header's fields (norm_eps 1e-5): L blocks of C channels, NH heads of which NKV
+// key/value heads, V tokens, maxT positions, RoPE theta (scaled: Llama 3.1's scaling), and H from
+// llm.c's rule (ffn_dim_multiplier `multiplier`, `multiple_of`); Llama major.minor. Not validated.
+LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
+                       int multiple_of, int major, int minor);
 std::vector<std::string> llama_preset_names();
 
 // ---- the table of named tensors ---------------------------------------------------------------
@@ -74,38 +77,11 @@ inline constexpr std::size_t kLlamaParamCount = 10;
 
 enum class LlamaLayerKind { embedding, block, head };
 
-struct LlamaTensor {
-  LlamaParam id;
-  std::string_view name;  // llm.c's (train_llama3.py) name
-  LlamaLayerKind layer_kind;
-  std::vector<std::size_t> dims;  // e.g. {V, C}, {L, Q, C}
-  bool per_layer = false;         // leading layer dimension
-  std::size_t count = 0;          // elements of the whole tensor (all layers)
-  std::size_t layer_count = 0;    // elements in one layer's array
-  std::size_t layer_offset = 0;   // first element inside its layer's flat array
-  std::size_t file_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
-};
+using LlamaTensor = LlmcTensor<LlamaParam, LlamaLayerKind>;
 
-class LlamaLayout {
+class LlamaLayout : public LlmcLayout<LlamaShape, LlamaParam, LlamaLayerKind> {
  public:
   explicit LlamaLayout(const LlamaShape& shape);  // validates the shape (std::invalid_argument)
-
-  const LlamaShape& shape() const { return shape_; }
-  const std::vector<LlamaTensor>& tensors() const { return tensors_; }  // llm.c's order
-  const LlamaTensor& operator[](LlamaParam param) const { return tensors_[std::size_t(param)]; }
-
-  int layers() const { return shape_.layers + 2; }
-  LlamaLayerKind layer_kind(int layer) const;  // std::out_of_range outside 0..L+1
-  std::size_t layer_params(int layer) const;
-  std::size_t param_count() const { return param_count_; }
-  // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset.
-  std::vector<LlmcRun> layer_runs(int layer) const;
-
- private:
-  LlamaShape shape_;
-  std::vector<LlamaTensor> tensors_;
-  std::array<std::size_t, 3> kind_params_{};  // per LlamaLayerKind: elements of one such layer
-  std::size_t param_count_ = 0;
 };
 
 // ---- what other parts need, derived from the table ------------------------------------------

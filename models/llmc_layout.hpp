@@ -2,14 +2,21 @@
 // What the layouts of llm.c's transformers share (GptLayout: models/gpt_layout.hpp, LlamaLayout:
 // models/llama_layout.hpp): the engine sees L + 2 layers of three kinds (layer 0 the embedding,
 // layers 1..L the blocks, layer L+1 the head), each kind one flat array of its tensors; llm.c's
-// file holds the tensors whole, one after the other, per-layer ones layer-major. A layout's
-// tensor type has `layer_kind` (an enum of those three kinds, in that order), `count`,
-// `layer_count`, `layer_offset` and its offset in llm.c's order (the member `FileOffset`).
+// file holds the tensors whole, one after the other, per-layer ones layer-major. A model names
+// its tensors (an enum `Param`, in llm.c's order) and its layer kinds (an enum `Kind` of those
+// three kinds, in that order); LlmcLayout places a table of LlmcTensors.
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "train/state_layout.hpp"
 
 namespace starzero {
 
@@ -28,32 +35,132 @@ inline std::size_t llmc_layer_kind(int layer, int blocks, const char* model) {
                           std::to_string(blocks + 1));
 }
 
-// Places the tensors, in llm.c's order: each one's offset in its kind's layer array (which
-// `kind_params` sums up per kind) and in llm.c's order. Returns the parameter count.
-template <auto FileOffset, class Tensor>
-std::size_t place_llmc_tensors(std::vector<Tensor>& tensors, std::array<std::size_t, 3>& kind_params) {
-  std::size_t file_end = 0;
-  for (Tensor& tensor : tensors) {
-    // kind_params grows tensor by tensor: the running end of that kind's layer array.
-    std::size_t& layer_end = kind_params[std::size_t(tensor.layer_kind)];
-    tensor.layer_offset = layer_end;
-    layer_end += tensor.layer_count;
-    tensor.*FileOffset = file_end;
-    file_end += tensor.count;
-  }
-  return file_end;
+// a·b and a+b, for element counts; std::invalid_argument "<model> model too large" on overflow.
+inline std::int64_t llmc_checked_mul(std::int64_t a, std::int64_t b, const char* model) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    throw std::invalid_argument(std::string(model) + " model too large: element count overflows 64 bits");
+  return product;
+}
+inline std::int64_t llmc_checked_add(std::int64_t a, std::int64_t b, const char* model) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    throw std::invalid_argument(std::string(model) + " model too large: element count overflows 64 bits");
+  return sum;
 }
 
-// Where the elements of engine layer `layer` (of kind `kind`) sit in llm.c's order, by
-// increasing layer offset: block b (layer b + 1) holds slice b of each per-layer tensor.
-template <auto FileOffset, class Tensor>
-std::vector<LlmcRun> llmc_layer_runs(const std::vector<Tensor>& tensors, int layer, std::size_t kind) {
-  const std::size_t slice = kind == 1 ? std::size_t(layer - 1) : 0;
-  std::vector<LlmcRun> runs;
-  for (const Tensor& tensor : tensors)
-    if (std::size_t(tensor.layer_kind) == kind)
-      runs.push_back({tensor.*FileOffset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
-  return runs;
+// A model's named preset shape.
+template <class Shape>
+struct LlmcPreset {
+  std::string_view name;
+  Shape shape;
+};
+
+// The names of `presets`, in order.
+template <class Shape>
+std::vector<std::string> llmc_preset_names(std::span<const LlmcPreset<Shape>> presets) {
+  std::vector<std::string> names;
+  for (const LlmcPreset<Shape>& preset : presets) names.emplace_back(preset.name);
+  return names;
 }
+
+// The shape of preset `name`; std::invalid_argument "unknown <what> '<name>'; valid: <names>".
+template <class Shape>
+Shape llmc_preset(std::span<const LlmcPreset<Shape>> presets, std::string_view name, const char* what) {
+  for (const LlmcPreset<Shape>& preset : presets)
+    if (preset.name == name) return preset.shape;
+  std::string names;
+  for (const std::string& n : llmc_preset_names(presets)) names += (names.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(name) + "'; valid: " + names);
+}
+
+// One row of a layout's table, for a concrete shape.
+template <class Param, class Kind>
+struct LlmcTensor {
+  Param id;
+  std::string_view name;  // llm.c's name
+  Kind layer_kind;
+  std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
+  bool per_layer = false;         // leading layer dimension: block l-1 (layer l) holds slice l-1
+  std::size_t count = 0;          // elements of the whole tensor (all layers)
+  std::size_t layer_count = 0;    // elements in one layer's array (count / L when per_layer)
+  std::size_t layer_offset = 0;   // first element inside its layer's flat array
+  std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
+};
+
+// The layout of a model of `Shape` (its `layers` blocks) whose tensors are LlmcTensor<Param, Kind>:
+// the engine's layers, each layer's size and where its elements sit in llm.c's order. A model's
+// layout derives from it and gives the table (place()) in its constructor.
+template <class Shape, class Param, class Kind>
+class LlmcLayout {
+ public:
+  using Tensor = LlmcTensor<Param, Kind>;
+
+  const Shape& shape() const { return shape_; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }  // llm.c's order
+  const Tensor& operator[](Param param) const { return tensors_[std::size_t(param)]; }
+
+  int layers() const { return shape_.layers + 2; }
+  // std::out_of_range outside 0..L+1.
+  Kind layer_kind(int layer) const { return Kind(llmc_layer_kind(layer, shape_.layers, model_)); }
+  std::size_t layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
+  std::size_t param_count() const { return param_count_; }
+  // The tensors of layer kind `kind`, in the order they sit in its layer array.
+  std::vector<const Tensor*> kind_tensors(Kind kind) const {
+    std::vector<const Tensor*> in_kind;
+    for (const Tensor& tensor : tensors_)
+      if (tensor.layer_kind == kind) in_kind.push_back(&tensor);
+    std::sort(in_kind.begin(), in_kind.end(),
+              [](const Tensor* a, const Tensor* b) { return a->layer_offset < b->layer_offset; });
+    return in_kind;
+  }
+  // The training state's layout (train/state_layout.hpp): the state files' shape `fields`, every
+  // layer's size, and how messages print such fields.
+  StateLayout state_layout(const StateShapeFields& fields,
+                           std::string (*print_fields)(const StateShapeFields&)) const {
+    StateLayout state;
+    state.shape_fields = fields;
+    for (int layer = 0; layer < layers(); ++layer) state.layer_params.push_back(layer_params(layer));
+    state.print_fields = print_fields;
+    return state;
+  }
+  // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset:
+  // block b (layer b + 1) holds slice b of each per-layer tensor.
+  std::vector<LlmcRun> layer_runs(int layer) const {
+    const std::size_t kind = std::size_t(layer_kind(layer));
+    const std::size_t slice = kind == 1 ? std::size_t(layer - 1) : 0;
+    std::vector<LlmcRun> runs;
+    for (const Tensor& tensor : tensors_)
+      if (std::size_t(tensor.layer_kind) == kind)
+        runs.push_back({tensor.llmc_offset + slice * tensor.layer_count, tensor.layer_offset, tensor.layer_count});
+    return runs;
+  }
+
+ protected:
+  // `model` ("GPT", "Llama") for messages.
+  LlmcLayout(const Shape& shape, const char* model) : shape_(shape), model_(model) {}
+  // The table, in llm.c's order, each tensor's id, name, kind, dims and counts set: places each
+  // one in its kind's layer array and in llm.c's order.
+  void place(std::vector<Tensor> tensors) {
+    tensors_ = std::move(tensors);
+    std::size_t file_end = 0;
+    for (Tensor& tensor : tensors_) {
+      // kind_params_ grows tensor by tensor: the running end of that kind's layer array.
+      std::size_t& layer_end = kind_params_[std::size_t(tensor.layer_kind)];
+      tensor.layer_offset = layer_end;
+      layer_end += tensor.layer_count;
+      tensor.llmc_offset = file_end;
+      file_end += tensor.count;
+    }
+    param_count_ = file_end;
+  }
+
+ private:
+  Shape shape_;
+  const char* model_;
+  std::vector<Tensor> tensors_;
+  std::array<std::size_t, 3> kind_params_{};  // per Kind: elements of one such layer
+  std::size_t param_count_ = 0;
+};
 
 }  // namespace starzero

@@ -105,7 +105,7 @@ std::unique_ptr<CheckpointFormat> mlp_format_of_state(const StateShapeFields& fi
 
 ModelFamily mlp_family() {
   return {"mlp", "a residual-MLP token classifier (--layers: blocks, default 3; --channels: hidden size, default 32)",
-          prepare_mlp, mlp_format_of_state};
+          prepare_mlp, mlp_format_of_state, nullptr};  // no presets
 }
 
 }  // namespace starzero

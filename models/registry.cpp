@@ -1,5 +1,6 @@
 #include "models/registry.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 namespace starzero {
@@ -25,6 +26,20 @@ const ModelFamily& model_family(std::string_view name) {
 
 std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request) {
   return model_family(request.family).prepare(request);
+}
+
+PresetModel preset_model(std::string_view name) {
+  std::optional<std::invalid_argument> first;
+  for (const ModelFamily& family : model_families()) {
+    if (!family.preset) continue;
+    try {
+      return family.preset(name);
+    } catch (const std::invalid_argument& e) {
+      if (!first) first = e;
+    }
+  }
+  if (first) throw *first;
+  throw std::invalid_argument("no model family has presets");
 }
 
 std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields) {

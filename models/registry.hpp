@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "models/token_model.hpp"
+#include "offload/footprint.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
@@ -32,6 +34,23 @@ struct ModelRequest {
   std::uint64_t seed = 1337;                        // data drawn from a seed
 };
 
+// A family's preset without data, for `starzero plan` and `bench step`: its shape and what it
+// takes (the vocabulary is the preset's, not a data set's).
+struct PresetModel {
+  std::string describe;  // the shape in words ("L=12 NH=12 C=768 ...")
+  std::size_t parameters = 0;
+  int layers = 0, channels = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, vocab = 0, max_seq = 0;
+  // The footprint of micro-batches of `batch` sequences of `seq` tokens (GPT: `seq` also sizes the
+  // position table); std::invalid_argument for what the shape cannot take.
+  std::function<ModelFootprint(int batch, int seq, const ActivationPolicy&)> footprint;
+  // The model, on the running StarPU session; `head_groups` empty: the family's choice.
+  std::function<std::unique_ptr<TokenModel>(DType, int batch, int seq, int tiles, std::optional<int> head_groups)>
+      make_model;
+  // The attention head groups per tile the family picks for `tiles` tiles; empty when its
+  // attention is not cut by heads.
+  std::function<int(int tiles)> auto_head_groups;
+};
+
 struct ModelFamily {
   std::string name;
   std::string summary;  // one line for --help
@@ -40,12 +59,18 @@ struct ModelFamily {
   // fields, or null when they are not this family's (`starzero consolidate` works from the
   // state files alone).
   std::function<std::unique_ptr<CheckpointFormat>(const StateShapeFields&)> format_of_state;
+  // The preset of that name (std::invalid_argument naming the family's presets when it has
+  // none); empty for a family without presets.
+  std::function<PresetModel(std::string_view name)> preset;
 };
 
 const std::vector<ModelFamily>& model_families();
 // std::invalid_argument listing the names for an unknown one.
 const ModelFamily& model_family(std::string_view name);
 std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request);
+// The first family's preset of that name; std::invalid_argument (the first family's message)
+// when no family has it.
+PresetModel preset_model(std::string_view name);
 // The checkpoint format of whichever family's state files record `fields`; std::invalid_argument
 // when none does.
 std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields);

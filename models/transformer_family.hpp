@@ -9,7 +9,7 @@
 //     using Shape = ...;   // layers, channels, heads, max_seq, vocab, param_count(), to_string()
 //     using Model = ...;   // an offload/model.hpp Model with batch(), seq(), set_batch(),
 //                          // probabilities(), mean_loss(), activation_bytes(), offloaded_...()
-//     using Format = ...;  // its CheckpointFormat, constructed from a Shape
+//     using Layout = ...;  // its models/llmc_layout.hpp layout, constructed from a Shape
 //     static std::string describe(const Shape&);             // "Llama 3 L=2 C=64 ..."
 //     static Shape preset(std::string_view name);             // std::invalid_argument
 //     static std::string preset_fields(const Shape&);         // the fields a preset fixes, for
@@ -25,6 +25,20 @@
 //     static std::unique_ptr<Model> make_model(const Shape&, DType, int B, int T, int tiles,
 //                                              const ActivationPolicy&, std::optional<int> head_groups);
 //     static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields&);
+//     // The llm.c file (LlmcFileFormat): its name in messages, the training state's layout, the
+//     // header check, the Hugging Face format, and the streamed writer and reader.
+//     static constexpr const char* kFileName = "llm.c ...";
+//     static StateLayout state_layout(const Shape&);
+//     static void check_file(const std::filesystem::path&, const Shape&);     // FileFormatError
+//     static std::unique_ptr<CheckpointFormat> hugging_face(const Shape&);
+//     static void write_file(path, const Shape&, int version, const LlmcRunsFormat::RunFill&,
+//                            std::span<const std::size_t> sizes);
+//     static void read_file(path, const Shape&, const LlmcRunsFormat::RunPlace&,
+//                           std::span<const std::size_t> sizes);
+//     static Shape planned_shape(const Shape&, int seq);  // the shape `plan` sizes for --seq
+//     static int kv_heads(const Shape&);                   // key/value heads
+//     static int ffn_hidden(const Shape&);                 // the MLP's hidden width
+//     static int auto_head_groups(const Shape&, int tiles);  // optional: attention cut by heads
 //   };
 //
 // docs/adding-a-model.md, "A transformer variant".
@@ -86,6 +100,35 @@ class LlmcRunsFormat : public CheckpointFormat {
   std::vector<std::size_t> layer_params_;
   std::vector<Piece> pieces_;       // every layer's runs by file offset: they tile the file
   std::vector<std::size_t> sizes_;  // their sizes, in that order
+};
+
+// A family's llm.c checkpoint file (Traits: the family's, above) as a CheckpointFormat.
+template <class Traits>
+class LlmcFileFormat final : public LlmcRunsFormat {
+ public:
+  using Shape = typename Traits::Shape;
+  explicit LlmcFileFormat(const Shape& shape) : LlmcFileFormat(shape, typename Traits::Layout(shape)) {}
+
+  StateLayout state_layout() const override { return Traits::state_layout(shape_); }
+  void check(const std::filesystem::path& path) const override { Traits::check_file(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override { return Traits::hugging_face(shape_); }
+
+ private:
+  LlmcFileFormat(const Shape& shape, const typename Traits::Layout& layout)
+      : LlmcRunsFormat(
+            Traits::kFileName, layout.layers(), [&](int l) { return layout.layer_runs(l); },
+            [&](int l) { return layout.layer_params(l); }),
+        shape_(shape) {}
+  void write_runs(const std::filesystem::path& path, int version, const RunFill& fill,
+                  std::span<const std::size_t> sizes) const override {
+    Traits::write_file(path, shape_, version, fill, sizes);
+  }
+  void read_runs(const std::filesystem::path& path, const RunPlace& place,
+                 std::span<const std::size_t> sizes) const override {
+    Traits::read_file(path, shape_, place, sizes);
+  }
+
+  Shape shape_;
 };
 
 // ---- a token model with its data as a Trainable -------------------------------------------------
@@ -184,7 +227,7 @@ class TransformerSpec final : public ModelSpec {
   Shape shape_;
   TokenDataset data_;
   TransformerOptions options_;
-  typename Traits::Format format_;
+  LlmcFileFormat<Traits> format_;
 };
 
 // ---- prepare: from the command line's request to a checked spec --------------------------------
@@ -246,9 +289,37 @@ std::unique_ptr<ModelSpec> prepare_transformer(const ModelRequest& request) {
   return std::make_unique<TransformerSpec<Traits>>(shape, std::move(data), options);
 }
 
+// A preset without data: its shape, footprint and model (models/registry.hpp's PresetModel).
+template <class Traits>
+PresetModel transformer_preset(std::string_view name) {
+  using Shape = typename Traits::Shape;
+  const Shape shape = Traits::preset(name);
+  PresetModel preset;
+  preset.describe = Traits::describe(shape);
+  preset.parameters = shape.param_count();
+  preset.layers = shape.layers;
+  preset.channels = shape.channels;
+  preset.heads = shape.heads;
+  preset.kv_heads = Traits::kv_heads(shape);
+  preset.ffn_hidden = Traits::ffn_hidden(shape);
+  preset.vocab = shape.vocab;
+  preset.max_seq = shape.max_seq;
+  preset.footprint = [shape](int batch, int seq, const ActivationPolicy& activations) {
+    return Traits::footprint(Traits::planned_shape(shape, seq), batch, seq, activations);
+  };
+  preset.make_model = [shape](DType dtype, int batch, int seq, int tiles, std::optional<int> head_groups) {
+    return std::unique_ptr<TokenModel>(
+        Traits::make_model(shape, dtype, batch, seq, tiles, ActivationPolicy{}, head_groups));
+  };
+  if constexpr (requires { Traits::auto_head_groups(shape, 1); })
+    preset.auto_head_groups = [shape](int tiles) { return Traits::auto_head_groups(shape, tiles); };
+  return preset;
+}
+
 template <class Traits>
 ModelFamily transformer_family(std::string name, std::string summary) {
-  return {std::move(name), std::move(summary), prepare_transformer<Traits>, Traits::format_of_state};
+  return {std::move(name), std::move(summary), prepare_transformer<Traits>, Traits::format_of_state,
+          transformer_preset<Traits>};
 }
 
 }  // namespace starzero

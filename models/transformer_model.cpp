@@ -2,6 +2,7 @@
 #include "models/transformer_model.hpp"
 
 #include "tasks/nn.hpp"
+#include "tasks/prefetch.hpp"
 
 namespace starzero {
 
@@ -16,6 +17,33 @@ void submit_token_batch(const Tensor& tokens, const Tensor& targets, std::span<c
                                     std::to_string(vocab - 1));
   tasks::submit_load_tokens(tokens.handle(), inputs.data(), count, inputs_task);
   tasks::submit_load_tokens(targets.handle(), target_ids.data(), count, "load_targets");
+}
+
+std::vector<starpu_data_handle_t> pieces_of(const std::vector<const Tensor*>& tensors) {
+  std::vector<starpu_data_handle_t> handles;
+  for (const Tensor* tensor : tensors)
+    for (std::size_t k = 0; k < tensor->pieces(); ++k) handles.push_back(tensor->piece(k));
+  return handles;
+}
+
+void submit_block_write_back(const BlockActivationStorage& storage, int block, const Tensor& input,
+                             const Tensor& output) {
+  if (block < storage.offloaded()) {
+    std::vector<const Tensor*> kept;
+    for (const Tensor* tensor : storage.kept(block))
+      if (tensor != &output) kept.push_back(tensor);
+    tasks::submit_write_back(pieces_of(kept));
+  }
+  if (block >= 1 && block - 1 < storage.offloaded()) tasks::submit_write_back(pieces_of({&input}));
+}
+
+void submit_block_fetch(const BlockActivationStorage& storage, int block, int window,
+                        const std::function<const Tensor&(int)>& output_of, const Tensor& gate) {
+  const int ahead = block - window - 1;
+  if (ahead < 0 || ahead >= storage.offloaded()) return;
+  std::vector<const Tensor*> fetched = storage.kept(ahead);
+  if (ahead >= 1) fetched.push_back(&output_of(ahead - 1));
+  tasks::submit_fetch(pieces_of(fetched), pieces_of({&gate}), "activation_fetch[" + std::to_string(ahead) + "]");
 }
 
 double mean_of_losses(const Tensor& losses, std::size_t count) {

@@ -106,46 +106,49 @@ struct RopeShape {
   int units;  // work units per row
 };
 
+// Work unit u: where its element (the pair's first) sits and, for a rotated pair, the cosine and
+// sine of its angle at its position.
+struct RopeUnit {
+  size_t at;
+  bool rotated;
+  float cos_t, sin_t;
+};
+__device__ inline RopeUnit rope_unit(size_t u, const float* freqs_cis, const RopeShape& s) {
+  const int half = s.hs / 2;
+  const size_t row = u / s.units;
+  const int k = int(u % s.units);
+  const int t = int(row % s.Tn);
+  const size_t base = row * s.C;
+  if (k >= s.pairs) return {base + 2 * size_t(s.pairs) + (k - s.pairs), false, 0.0f, 0.0f};
+  const int h = k / half, i = k % half;
+  return {base + size_t(h) * s.hs + 2 * i, true, freqs_cis[size_t(t) * s.hs + 2 * i],
+          freqs_cis[size_t(t) * s.hs + 2 * i + 1]};
+}
+
 template <class D>
 __global__ void rope_forward_kernel(D* out, const D* inp, const float* freqs_cis, RopeShape s, size_t n) {
-  const int half = s.hs / 2;
   for (size_t u = global_index(); u < n; u += global_stride()) {
-    const size_t row = u / s.units;
-    const int k = int(u % s.units);
-    const int t = int(row % s.Tn);
-    const size_t base = row * s.C;
-    if (k < s.pairs) {
-      const int h = k / half, i = k % half;
-      const size_t at = base + size_t(h) * s.hs + 2 * i;
-      const float cos_t = freqs_cis[size_t(t) * s.hs + 2 * i], sin_t = freqs_cis[size_t(t) * s.hs + 2 * i + 1];
-      const float x0 = load_f(inp[at]), x1 = load_f(inp[at + 1]);
-      out[at] = store_f<D>(x0 * cos_t - x1 * sin_t);
-      out[at + 1] = store_f<D>(x0 * sin_t + x1 * cos_t);
+    const RopeUnit r = rope_unit(u, freqs_cis, s);
+    if (r.rotated) {
+      const float x0 = load_f(inp[r.at]), x1 = load_f(inp[r.at + 1]);
+      out[r.at] = store_f<D>(x0 * r.cos_t - x1 * r.sin_t);
+      out[r.at + 1] = store_f<D>(x0 * r.sin_t + x1 * r.cos_t);
     } else {
-      const size_t at = base + 2 * size_t(s.pairs) + (k - s.pairs);
-      out[at] = inp[at];
+      out[r.at] = inp[r.at];
     }
   }
 }
 
 template <class D>
 __global__ void rope_backward_kernel(D* dinp, const D* dout, const float* freqs_cis, RopeShape s, size_t n) {
-  const int half = s.hs / 2;
   for (size_t u = global_index(); u < n; u += global_stride()) {
-    const size_t row = u / s.units;
-    const int k = int(u % s.units);
-    const int t = int(row % s.Tn);
-    const size_t base = row * s.C;
-    if (k < s.pairs) {
-      const int h = k / half, i = k % half;
-      const size_t at = base + size_t(h) * s.hs + 2 * i;
-      const float cos_t = freqs_cis[size_t(t) * s.hs + 2 * i], sin_t = freqs_cis[size_t(t) * s.hs + 2 * i + 1];
-      const float d0 = load_f(dout[at]), d1 = load_f(dout[at + 1]);
-      add_to(&dinp[at], d0 * cos_t + d1 * sin_t);
-      add_to(&dinp[at + 1], d1 * cos_t - d0 * sin_t);
+    const RopeUnit r = rope_unit(u, freqs_cis, s);
+    if (r.rotated) {
+      const float d0 = load_f(dout[r.at]), d1 = load_f(dout[r.at + 1]);
+      add_to(&dinp[r.at], d0 * r.cos_t + d1 * r.sin_t);
+      add_to(&dinp[r.at + 1], d1 * r.cos_t - d0 * r.sin_t);
     } else {
-      const size_t at = base + 2 * size_t(s.pairs) + (k - s.pairs);
-      add_to(&dinp[at], load_f(dout[at]));
+      add_to(&dinp[r.at], load_f(dout[r.at]));
     }
   }
 }

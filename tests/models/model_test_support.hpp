@@ -106,10 +106,12 @@ using ReferenceLoss =
     std::function<double(const std::vector<double>&, const std::vector<int>&, const std::vector<int>&)>;
 
 // `trials` random batches on `params(trial)`: the model's fp32 loss (forward, and again in the
-// forward of the gradients) within `rtol` of the reference's.
+// forward of the gradients) within `rtol` of the reference's. An engine of reference_options().
 template <class Model>
-void check_loss_trials(Model& model, Engine& engine, int trials, int vocab, double rtol,
+void check_loss_trials(Model& model, int trials, int vocab, double rtol,
                        const std::function<std::vector<float>(std::uint32_t)>& params, const ReferenceLoss& reference) {
+  const EngineOptions opts = reference_options();
+  Engine engine(model, opts);
   std::mt19937 rng(11);
   const std::size_t N = std::size_t(model.batch()) * std::size_t(model.seq());
   for (std::uint32_t trial = 0; trial < std::uint32_t(trials); ++trial) {
@@ -179,6 +181,89 @@ inline void check_finite_differences(const std::vector<float>& grad, const std::
   CHECK(failures == 0);
   // Not vacuous: most parameters have a clearly non-zero gradient.
   CHECK(significant > p.size() / 2);
+}
+
+// Tolerances of check_finite_differences: |grad − fd| <= rtol·|fd| + atol, differences of `step`.
+struct FdTolerance {
+  double rtol, atol, step;
+};
+// The fp32 models' against their double references.
+inline constexpr FdTolerance kReferenceFd{1e-3, 1e-5, 1e-5};
+
+// The fp32 gradient of one random batch (batch_gradient, an engine of reference_options()) at
+// `params`, every element checked against central differences of the reference's loss on that
+// batch (check_finite_differences); the batch and the gradient, for checks of their own.
+template <class Model>
+BatchGradient check_reference_gradient(Model& model, const std::vector<float>& params, int vocab,
+                                       const ReferenceLoss& reference, const FdTolerance& tolerance,
+                                       const std::function<std::string(std::size_t)>& name) {
+  const EngineOptions opts = reference_options();
+  Engine engine(model, opts);
+  BatchGradient g = batch_gradient(model, engine, params, vocab);
+  check_finite_differences(
+      g.grad, params, [&](const std::vector<double>& p) { return reference(p, g.inputs, g.targets); },
+      tolerance.rtol, tolerance.atol, tolerance.step, name);
+  return g;
+}
+
+// The loss of the model's default initialisation (engine seed 2024) on one batch of random tokens
+// (drawn from seed 3): about ln(vocab) when the initial logits are small.
+template <class Model>
+double initial_loss(Model& model, int vocab) {
+  EngineOptions opts;
+  opts.seed = 2024;
+  Engine engine(model, opts);
+  std::mt19937 rng(3);
+  const std::size_t N = std::size_t(model.batch()) * std::size_t(model.seq());
+  model.set_batch(random_tokens(rng, N, vocab), random_tokens(rng, N, vocab));
+  engine.submit_forward();
+  return model.mean_loss();
+}
+
+// `steps` AdamW steps at `lr` (engine seed 1) on one batch of random tokens (drawn from seed
+// 17), memorised: the loss before, after, and every 25 steps (of the parameters before the step).
+struct OverfitResult {
+  double initial, final;
+  std::string trajectory;  // " 25:<loss> 50:<loss> ..."
+};
+template <class Model>
+OverfitResult overfit_one_batch(Model& model, int vocab, int steps, float lr) {
+  EngineOptions opts;
+  opts.seed = 1;
+  Engine engine(model, opts);
+  std::mt19937 rng(17);
+  const std::size_t N = std::size_t(model.batch()) * std::size_t(model.seq());
+  const auto inputs = random_tokens(rng, N, vocab);
+  const auto targets = random_tokens(rng, N, vocab);
+  OverfitResult result{};
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  result.initial = model.mean_loss();
+  std::ostringstream trajectory;
+  for (int step = 1; step <= steps; ++step) {
+    model.set_batch(inputs, targets);
+    engine.submit_step(lr, step);
+    if (step % 25 == 0) trajectory << " " << step << ":" << model.mean_loss();
+  }
+  model.set_batch(inputs, targets);
+  engine.submit_forward();
+  result.final = model.mean_loss();
+  result.trajectory = trajectory.str();
+  return result;
+}
+
+// Per token of the vocabulary: whether it is one of the batch's inputs, and the sum of |gradient|
+// over its embedding row (rows of `channels` from `offset` of the flat gradient).
+struct EmbeddingRows {
+  std::vector<bool> is_input;
+  std::vector<double> magnitude;
+};
+inline EmbeddingRows embedding_rows(const BatchGradient& g, int vocab, std::size_t channels, std::size_t offset) {
+  EmbeddingRows rows{std::vector<bool>(std::size_t(vocab), false), std::vector<double>(std::size_t(vocab), 0.0)};
+  for (int t : g.inputs) rows.is_input[std::size_t(t)] = true;
+  for (std::size_t v = 0; v < std::size_t(vocab); ++v)
+    for (std::size_t c = 0; c < channels; ++c) rows.magnitude[v] += std::abs(double(g.grad[offset + v * channels + c]));
+  return rows;
 }
 
 // The same parameters and batch in bf16 and fp32 (models made by `make(dtype)`): the losses

@@ -38,8 +38,6 @@ constexpr int kB = 2, kT = 5;  // T < maxT: the last wpe rows are unused (zero g
 
 // Forward loss: fp32 model vs the double reference, relative.
 constexpr double kLossRtol = 1e-5;
-// Gradients: |engine − finite difference| <= kGradRtol·|fd| + kGradAtol; step kFdStep (double).
-constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
 // bf16 model vs fp32 model on the same parameters.
 constexpr double kBf16LossRtol = 2e-2, kBf16MinCosine = 0.99;
 
@@ -96,11 +94,8 @@ TEST_CASE("fp32 forward loss matches the double-precision reference", "[gpt][los
   INFO("tiles " << tiles);
   Session session(cpu_session());
   GptModel model(kMicro, DType::f32, kB, kT, tiles);
-  const EngineOptions opts = reference_options();
-  Engine engine(model, opts);
-
   check_loss_trials(
-      model, engine, 3, kMicro.vocab, kLossRtol, [](std::uint32_t trial) { return random_llmc_params(kMicro, 100 + trial); },
+      model, 3, kMicro.vocab, kLossRtol, [](std::uint32_t trial) { return random_llmc_params(kMicro, 100 + trial); },
       [](const auto& p, const auto& inputs, const auto& targets) {
         return reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
       });
@@ -111,35 +106,25 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
   INFO("tiles " << tiles);
   Session session(cpu_session());
   GptModel model(kMicro, DType::f32, kB, kT, tiles);
-  const EngineOptions opts = reference_options();
-  Engine engine(model, opts);
-
-  const std::vector<float> params = random_llmc_params(kMicro, 42);
   // Token 3 both as an input and a target: its wte row gets the embedding's and the head's gradients.
-  const BatchGradient g = batch_gradient(model, engine, params, kMicro.vocab);
-  const std::vector<int>& inputs = g.inputs;
-  const std::vector<float>& grad = g.grad;
-  const std::vector<int>& targets = g.targets;
-
-  // Central differences of the double reference at the same (float-valued) parameters.
-  check_finite_differences(
-      grad, params, [&](const std::vector<double>& p) { return reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT); },
-      kGradRtol, kGradAtol, kFdStep, [](std::size_t k) { return llmc_name(kMicro, k); });
+  const BatchGradient g = check_reference_gradient(
+      model, random_llmc_params(kMicro, 42), kMicro.vocab,
+      [](const auto& p, const auto& inputs, const auto& targets) {
+        return reference::gpt2_loss(p, kMicro, inputs, targets, kB, kT);
+      },
+      kReferenceFd, [](std::size_t k) { return llmc_name(kMicro, k); });
 
   // The tied embedding and the positions, specifically (covered above; named here).
   const reference::GptOffsets off(kMicro);
   const std::size_t C = std::size_t(kMicro.channels);
   // Padding rows of wte and wpe rows at t >= T take no part: exactly zero gradient.
-  for (std::size_t i = std::size_t(kMicro.vocab) * C; i < off.wpe; ++i) REQUIRE(grad[i] == 0.0f);
-  for (std::size_t i = off.wpe + std::size_t(kT) * C; i < off.ln1w; ++i) REQUIRE(grad[i] == 0.0f);
+  for (std::size_t i = std::size_t(kMicro.vocab) * C; i < off.wpe; ++i) REQUIRE(g.grad[i] == 0.0f);
+  for (std::size_t i = off.wpe + std::size_t(kT) * C; i < off.ln1w; ++i) REQUIRE(g.grad[i] == 0.0f);
   // A token that is never an input: its wte row only has the classifier's gradient, still non-zero.
-  std::vector<bool> is_input(std::size_t(kMicro.vocab), false);
-  for (int t : inputs) is_input[std::size_t(t)] = true;
+  const EmbeddingRows rows = embedding_rows(g, kMicro.vocab, C, off.wte);
   for (std::size_t v = 0; v < std::size_t(kMicro.vocab); ++v) {
-    double row = 0;
-    for (std::size_t c = 0; c < C; ++c) row += std::abs(double(grad[off.wte + v * C + c]));
-    INFO("wte row " << v << (is_input[v] ? " (input)" : " (classifier only)"));
-    CHECK(row > 0);
+    INFO("wte row " << v << (rows.is_input[v] ? " (input)" : " (classifier only)"));
+    CHECK(rows.magnitude[v] > 0);
   }
 }
 
@@ -194,13 +179,7 @@ TEST_CASE("the default initialisation starts at loss ln(V)", "[gpt][init]") {
   REQUIRE(shape.vocab == 256);
   constexpr int B = 4, T = 32;
   GptModel model(shape, DType::f32, B, T);
-  EngineOptions opts;
-  opts.seed = 2024;
-  Engine engine(model, opts);
-  std::mt19937 rng(3);
-  model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
-  engine.submit_forward();
-  const double loss = model.mean_loss();
+  const double loss = initial_loss(model, shape.vocab);
   INFO("loss " << loss << ", ln 256 = " << std::log(256.0));
   CHECK(std::abs(loss - std::log(256.0)) < 0.1);
 }
@@ -217,28 +196,10 @@ TEST_CASE("AdamW overfits one fixed batch", "[gpt][train]") {
 
   Session session(cpu_session());
   GptModel model(shape, DType::f32, B, T);
-  EngineOptions opts;
-  opts.seed = 1;
-  Engine engine(model, opts);
-  std::mt19937 rng(17);
-  const auto inputs = random_tokens(rng, B * T, shape.vocab);
-  const auto targets = random_tokens(rng, B * T, shape.vocab);
-  model.set_batch(inputs, targets);
-  engine.submit_forward();
-  const double initial = model.mean_loss();
-  std::ostringstream trajectory;  // the loss every 25 steps (of the parameters before that step)
-  for (int step = 1; step <= kOverfitSteps; ++step) {
-    model.set_batch(inputs, targets);
-    engine.submit_step(kOverfitLr, step);
-    if (step % 25 == 0) trajectory << " " << step << ":" << model.mean_loss();
-  }
-  // The loss of the final parameters.
-  model.set_batch(inputs, targets);
-  engine.submit_forward();
-  const double loss = model.mean_loss();
-  INFO("initial loss " << initial << ", after " << kOverfitSteps << " steps " << loss << "; trajectory"
-                       << trajectory.str());
-  CHECK(loss < kOverfitThreshold);
+  const OverfitResult run = overfit_one_batch(model, shape.vocab, kOverfitSteps, kOverfitLr);
+  INFO("initial loss " << run.initial << ", after " << kOverfitSteps << " steps " << run.final << "; trajectory"
+                       << run.trajectory);
+  CHECK(run.final < kOverfitThreshold);
 }
 
 namespace {

@@ -63,7 +63,6 @@ constexpr int kB = 2, kT = 5;
 
 // Forward loss: fp32 model vs the double reference, relative (measured: at most 4.1e-8).
 constexpr double kLossRtol = 1e-6;
-constexpr double kGradRtol = 1e-3, kGradAtol = 1e-5, kFdStep = 1e-5;
 
 // Random llm.c-order parameters: N(0, 0.2) weights, RMSNorm weights U(0.5, 1.5).
 std::vector<float> random_params(const LlamaShape& shape, std::uint32_t seed) {
@@ -76,8 +75,8 @@ std::vector<float> random_params(const LlamaShape& shape, std::uint32_t seed) {
 std::string tensor_name(const LlamaShape& shape, std::size_t k) {
   const LlamaLayout layout(shape);
   for (const LlamaTensor& t : layout.tensors())
-    if (k >= t.file_offset && k < t.file_offset + t.count)
-      return std::string(t.name) + "[" + std::to_string(k - t.file_offset) + "]";
+    if (k >= t.llmc_offset && k < t.llmc_offset + t.count)
+      return std::string(t.name) + "[" + std::to_string(k - t.llmc_offset) + "]";
   return "?";
 }
 
@@ -91,10 +90,8 @@ TEST_CASE("fp32 forward loss matches the double-precision reference", "[llama][l
   const LlamaShape shape = micro(kv_heads, scaled);
   Session session(cpu_session());
   LlamaModel model(shape, DType::f32, kB, kT, tiles);
-  const EngineOptions opts = reference_options();
-  Engine engine(model, opts);
   check_loss_trials(
-      model, engine, 2, shape.vocab, kLossRtol, [&](std::uint32_t trial) { return random_params(shape, 100 + trial); },
+      model, 2, shape.vocab, kLossRtol, [&](std::uint32_t trial) { return random_params(shape, 100 + trial); },
       [&](const auto& p, const auto& inputs, const auto& targets) {
         return reference::llama3_loss(p, shape, inputs, targets, kB, kT);
       });
@@ -108,28 +105,18 @@ TEST_CASE("every parameter's gradient matches finite differences of the referenc
   const LlamaShape shape = micro(2, scaled);
   Session session(cpu_session());
   LlamaModel model(shape, DType::f32, kB, kT, tiles);
-  const EngineOptions opts = reference_options();
-  Engine engine(model, opts);
-
-  const std::vector<float> params = random_params(shape, 42);
   // Token 3 both as an input and a target: its wte row gets the embedding's and the head's gradients.
-  const BatchGradient g = batch_gradient(model, engine, params, shape.vocab);
-  const std::vector<int>& inputs = g.inputs;
-  const std::vector<float>& grad = g.grad;
-  const std::vector<int>& targets = g.targets;
-
-  check_finite_differences(
-      grad, params, [&](const std::vector<double>& p) { return reference::llama3_loss(p, shape, inputs, targets, kB, kT); },
-      kGradRtol, kGradAtol, kFdStep, [&](std::size_t k) { return tensor_name(shape, k); });
+  const BatchGradient g = check_reference_gradient(
+      model, random_params(shape, 42), shape.vocab,
+      [&](const auto& p, const auto& inputs, const auto& targets) {
+        return reference::llama3_loss(p, shape, inputs, targets, kB, kT);
+      },
+      kReferenceFd, [&](std::size_t k) { return tensor_name(shape, k); });
   // wte rows of tokens that are never inputs get no gradient (the head is untied).
-  std::vector<bool> is_input(std::size_t(shape.vocab), false);
-  for (int t : inputs) is_input[std::size_t(t)] = true;
-  const std::size_t C = std::size_t(shape.channels);
+  const EmbeddingRows rows = embedding_rows(g, shape.vocab, std::size_t(shape.channels), 0);
   for (std::size_t v = 0; v < std::size_t(shape.vocab); ++v) {
-    double row = 0;
-    for (std::size_t c = 0; c < C; ++c) row += std::abs(double(grad[v * C + c]));
     INFO("wte row " << v);
-    CHECK((row > 0) == bool(is_input[v]));
+    CHECK((rows.magnitude[v] > 0) == bool(rows.is_input[v]));
   }
 }
 
@@ -161,13 +148,7 @@ TEST_CASE("initialisation is a function of (seed, layer) and starts at loss ln V
   const std::vector<float> head = draw(shape.layers + 1, 7);
   for (std::size_t i = 0; i < lnf.layer_count; ++i) REQUIRE(head[lnf.layer_offset + i] == 1.0f);
 
-  EngineOptions opts;
-  opts.seed = 2024;
-  Engine engine(model, opts);
-  std::mt19937 rng(3);
-  model.set_batch(random_tokens(rng, B * T, shape.vocab), random_tokens(rng, B * T, shape.vocab));
-  engine.submit_forward();
-  const double loss = model.mean_loss();
+  const double loss = initial_loss(model, shape.vocab);
   INFO("loss " << loss << ", ln 256 = " << std::log(256.0));
   CHECK(std::abs(loss - std::log(256.0)) < 0.1);
   // The buffers as allocated are what the planner's formula says.
@@ -181,24 +162,9 @@ TEST_CASE("AdamW overfits one fixed batch", "[llama][train]") {
   constexpr int B = 2, T = 16;
   Session session(cpu_session());
   LlamaModel model(shape, DType::f32, B, T);
-  EngineOptions opts;
-  opts.seed = 1;
-  Engine engine(model, opts);
-  std::mt19937 rng(17);
-  const auto inputs = random_tokens(rng, B * T, shape.vocab);
-  const auto targets = random_tokens(rng, B * T, shape.vocab);
-  model.set_batch(inputs, targets);
-  engine.submit_forward();
-  const double initial = model.mean_loss();
-  for (int step = 1; step <= 150; ++step) {
-    model.set_batch(inputs, targets);
-    engine.submit_step(1e-2f, step);
-  }
-  model.set_batch(inputs, targets);
-  engine.submit_forward();
-  const double loss = model.mean_loss();
-  INFO("initial loss " << initial << ", after 150 steps " << loss);
-  CHECK(loss < 0.1 * initial);
+  const OverfitResult run = overfit_one_batch(model, shape.vocab, 150, 1e-2f);
+  INFO("initial loss " << run.initial << ", after 150 steps " << run.final << "; trajectory" << run.trajectory);
+  CHECK(run.final < 0.1 * run.initial);
 }
 
 namespace {
@@ -361,9 +327,9 @@ TEST_CASE("presets have Meta's published sizes", "[llama][layout]") {
                                           "attn.c_proj.weight", "ln_2.weight", "mlp.c_fc.weight", "mlp.c_fc2.weight",
                                           "mlp.c_proj.weight", "transformer.ln_f.weight", "lm_head.weight"});
   const reference::LlamaOffsets off(micro());
-  CHECK(layout[LlamaParam::qkvw].file_offset == off.qkvw);
-  CHECK(layout[LlamaParam::fc2w].file_offset == off.fc2w);
-  CHECK(layout[LlamaParam::lm_head].file_offset == off.lm_head);
+  CHECK(layout[LlamaParam::qkvw].llmc_offset == off.qkvw);
+  CHECK(layout[LlamaParam::fc2w].llmc_offset == off.fc2w);
+  CHECK(layout[LlamaParam::lm_head].llmc_offset == off.lm_head);
   CHECK(layout.param_count() == off.total);
   std::vector<int> covered(layout.param_count(), 0);
   std::size_t sum = 0;
