@@ -61,8 +61,7 @@ int run_step_bench(const cli::ArgParser& p) {
   const Precision precision_flag = cli::precision_option(p, "precision", Precision::fp32);
   const DType dtype = storage_dtype(precision_flag);
   // Empty: auto, once the session's workers are known.
-  const std::optional<int> tiles_given = cli::auto_or_int_option(p, "tiles", 1, B),
-                           groups_given = cli::auto_or_int_option(p, "head-groups", 1, shape.heads);
+  const Tiling given{cli::auto_or_int_option(p, "tiles", 1, B), cli::auto_or_int_option(p, "head-groups", 1, shape.heads)};
   const std::string precision(precision_name(precision_flag));
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
@@ -77,15 +76,14 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 
-  const int tiles = tiles_given.value_or(auto_tiles(session, B));
-  std::optional<int> head_groups = groups_given;
+  Tiling tiling = resolve_tiling(given, session, B);
   if (shape.auto_head_groups) {
-    head_groups = groups_given.value_or(shape.auto_head_groups(tiles));
-    std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", tiles, *head_groups);
+    tiling.head_groups = tiling.head_groups.value_or(shape.auto_head_groups(*tiling.tiles));
+    std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", *tiling.tiles, *tiling.head_groups);
   } else {
-    std::printf("tiles: %d per row-wise op\n", tiles);
+    std::printf("tiles: %d per row-wise op\n", *tiling.tiles);
   }
-  const std::unique_ptr<TokenModel> made = shape.make_model(dtype, B, T, tiles, head_groups);
+  const std::unique_ptr<TokenModel> made = shape.make_model(dtype, B, T, tiling);
   TokenModel& model = *made;
   EngineOptions engine_options;
   Engine engine(model, engine_options);

@@ -193,7 +193,6 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("heads")) r.heads = int_option(p, "heads", 0, 1);
   if (p.given("max-seq")) r.max_seq = int_option(p, "max-seq", 0, 1);
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
-  r.head_groups = cli::auto_or_int_option(p, "head-groups", 1);
   if (const auto data = p.value("data")) r.data = *data;
   if (const auto tokenizer = p.value("tokenizer")) {
     if (p.given("prompt"))
@@ -310,7 +309,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
                   : collectives == "mpi" ? Collectives::mpi
                                          : Collectives::nccl;
   o.offload = train_offload_options(p);
-  o.tiles = cli::auto_or_int_option(p, "tiles", 1);
+  o.tiling = {cli::auto_or_int_option(p, "tiles", 1), cli::auto_or_int_option(p, "head-groups", 1)};
   o.activations = cli::activation_policy_option(p);
   o.session = cli::session_options(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));

@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
     SessionOptions session_options;
     session_options.cuda_workers = 0;
     Session session(session_options);
-    const std::unique_ptr<Trainable> model = spec->build(DType::f32, /*micro_batch=*/4, auto_tiles(session, 4), ActivationPolicy{});
+    const std::unique_ptr<Trainable> model =
+        spec->build(DType::f32, /*micro_batch=*/4, resolve_tiling({}, session, 4), ActivationPolicy{});
 
     // 3. The engine: ZeRO stage 0 on one rank, AdamW with global-norm clipping at 1.
     EngineOptions engine_options;

@@ -53,9 +53,9 @@ struct GptTraits {
     return TokenDataset::from_token_shard(path, validation_fraction);
   }
   // --head-groups: whole heads per group.
-  static void check_request(const ModelRequest& request, const GptShape& shape) {
-    if (request.head_groups && (*request.head_groups < 1 || *request.head_groups > shape.heads))
-      throw std::invalid_argument("--head-groups " + std::to_string(*request.head_groups) +
+  static void check_tiling(const GptShape& shape, const Tiling& tiling) {
+    if (tiling.head_groups && (*tiling.head_groups < 1 || *tiling.head_groups > shape.heads))
+      throw std::invalid_argument("--head-groups " + std::to_string(*tiling.head_groups) +
                                   ": a group holds whole heads, so 1 <= head groups <= the model's " +
                                   std::to_string(shape.heads) + " heads");
   }
@@ -73,10 +73,11 @@ struct GptTraits {
     return gpt_offloaded_activation_bytes(shape, element, B, T, activations);
   }
   // Head groups: --head-groups, else auto_head_groups on the running session.
-  static std::unique_ptr<GptModel> make_model(const GptShape& shape, DType dtype, int B, int T, int tiles,
-                                              const ActivationPolicy& activations, std::optional<int> head_groups) {
+  static std::unique_ptr<GptModel> make_model(const GptShape& shape, DType dtype, int B, int T, const Tiling& tiling,
+                                              const ActivationPolicy& activations) {
+    const int tiles = tiling.tiles.value();
     return std::make_unique<GptModel>(shape, dtype, B, T, tiles, activations,
-                                      head_groups.value_or(auto_head_groups(shape, tiles)));
+                                      tiling.head_groups.value_or(auto_head_groups(shape, tiles)));
   }
   // `plan --seq T` sizes the position table for T.
   static GptShape planned_shape(GptShape shape, int seq) {

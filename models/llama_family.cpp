@@ -77,7 +77,6 @@ struct LlamaTraits {
     }
     return TokenDataset(std::move(tokens), kLlama3Vocab, validation_fraction);
   }
-  static void check_request(const ModelRequest&, const LlamaShape&) {}
   static ModelFootprint footprint(const LlamaShape& shape, int B, int T, const ActivationPolicy& activations) {
     return llama_footprint(shape, B, T, activations);
   }
@@ -90,9 +89,13 @@ struct LlamaTraits {
     return llama_offloaded_activation_bytes(shape, element, B, T, activations);
   }
   // Attention runs as one task per tile: no head groups.
-  static std::unique_ptr<LlamaModel> make_model(const LlamaShape& shape, DType dtype, int B, int T, int tiles,
-                                                const ActivationPolicy& activations, std::optional<int>) {
-    return std::make_unique<LlamaModel>(shape, dtype, B, T, tiles, activations);
+  static void check_tiling(const LlamaShape&, const Tiling& tiling) {
+    if (tiling.head_groups)
+      throw std::invalid_argument("--head-groups: Llama 3's attention runs as one task per tile (GPT only)");
+  }
+  static std::unique_ptr<LlamaModel> make_model(const LlamaShape& shape, DType dtype, int B, int T,
+                                                const Tiling& tiling, const ActivationPolicy& activations) {
+    return std::make_unique<LlamaModel>(shape, dtype, B, T, tiling.tiles.value(), activations);
   }
   static LlamaShape planned_shape(const LlamaShape& shape, int) { return shape; }
   static int kv_heads(const LlamaShape& shape) { return shape.kv_heads; }

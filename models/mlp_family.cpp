@@ -41,7 +41,8 @@ class MlpSpec final : public ModelSpec {
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   // The MLP runs every op as one task: tiles are not used.
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int /*tiles*/, const ActivationPolicy& activations) const override {
+  std::unique_ptr<Trainable> build(DType dtype, int batch, const Tiling& /*tiling*/,
+                                   const ActivationPolicy& activations) const override {
     if (activations.recompute != Recompute::none)
       throw std::invalid_argument("--recompute: the mlp model keeps its activations (recomputation is GPT's)");
     if (activations.offload != ActivationOffload::none)

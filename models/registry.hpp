@@ -28,7 +28,6 @@ struct ModelRequest {
   std::optional<std::filesystem::path> data;        // training (or evaluation) data
   std::optional<std::filesystem::path> tokenizer;   // decodes a token model's samples (--tokenizer)
   std::optional<int> seq;                           // tokens per row
-  std::optional<int> head_groups;                   // GPT: attention tasks per tile (--head-groups); empty: auto
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given
   double validation_fraction = 0.1;                 // 0: the whole data is evaluation data (starzero eval)
   std::uint64_t seed = 1337;                        // data drawn from a seed
@@ -43,9 +42,9 @@ struct PresetModel {
   // The footprint of micro-batches of `batch` sequences of `seq` tokens (GPT: `seq` also sizes the
   // position table); std::invalid_argument for what the shape cannot take.
   std::function<ModelFootprint(int batch, int seq, const ActivationPolicy&)> footprint;
-  // The model, on the running StarPU session; `head_groups` empty: the family's choice.
-  std::function<std::unique_ptr<TokenModel>(DType, int batch, int seq, int tiles, std::optional<int> head_groups)>
-      make_model;
+  // The model, on the running StarPU session, cut as `tiling` says (tiles set; head groups empty:
+  // the family's choice).
+  std::function<std::unique_ptr<TokenModel>(DType, int batch, int seq, const Tiling& tiling)> make_model;
   // The attention head groups per tile the family picks for `tiles` tiles; empty when its
   // attention is not cut by heads.
   std::function<int(int tiles)> auto_head_groups;

@@ -17,13 +17,13 @@
 //     static Shape checkpoint_shape(const std::filesystem::path&);  // FileFormatError
 //     static Shape shape_from_flags(const ModelRequest&, int vocab);
 //     static TokenDataset read_token_shard(const std::filesystem::path&, double validation_fraction);
-//     static void check_request(const ModelRequest&, const Shape&);   // family-only flags
+//     static void check_tiling(const Shape&, const Tiling&);  // optional: the head groups
 //     static ModelFootprint footprint(const Shape&, int B, int T, const ActivationPolicy&);
 //     static std::size_t activation_bytes(const Shape&, std::size_t element, int B, int T,
 //                                         const ActivationPolicy&);
 //     static std::size_t offloaded_activation_bytes(same arguments);
-//     static std::unique_ptr<Model> make_model(const Shape&, DType, int B, int T, int tiles,
-//                                              const ActivationPolicy&, std::optional<int> head_groups);
+//     static std::unique_ptr<Model> make_model(const Shape&, DType, int B, int T, const Tiling&,
+//                                              const ActivationPolicy&);  // tiles set
 //     static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields&);
 //     // The llm.c file (LlmcFileFormat): its name in messages, the training state's layout, the
 //     // header check, the Hugging Face format, and the streamed writer and reader.
@@ -135,9 +135,8 @@ class LlmcFileFormat final : public LlmcRunsFormat {
 
 // What a transformer's spec fixes besides its shape and data.
 struct TransformerOptions {
-  int seq = 0;                     // T, tokens per row
-  std::optional<int> head_groups;  // --head-groups (empty: the model's own choice)
-  std::uint64_t seed = 0;          // the training batches' seed
+  int seq = 0;             // T, tokens per row
+  std::uint64_t seed = 0;  // the training batches' seed
   Split evaluation_split = Split::validation;
 };
 
@@ -208,11 +207,14 @@ class TransformerSpec final : public ModelSpec {
     return Traits::footprint(shape_, batch, options_.seq, activations);
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
-  std::unique_ptr<Trainable> build(DType dtype, int batch, int tiles,
+  void check_tiling(const Tiling& tiling, int batch) const override {
+    ModelSpec::check_tiling(tiling, batch);
+    if constexpr (requires { Traits::check_tiling(shape_, tiling); }) Traits::check_tiling(shape_, tiling);
+  }
+  std::unique_ptr<Trainable> build(DType dtype, int batch, const Tiling& tiling,
                                    const ActivationPolicy& activations) const override {
     return std::make_unique<TransformerTrainable<typename Traits::Model>>(
-        Traits::make_model(shape_, dtype, batch, options_.seq, tiles, activations, options_.head_groups), data_,
-        options_);
+        Traits::make_model(shape_, dtype, batch, options_.seq, tiling, activations), data_, options_);
   }
   std::optional<std::size_t> activation_bytes(DType dtype, int batch,
                                               const ActivationPolicy& activations) const override {
@@ -282,8 +284,6 @@ std::unique_ptr<ModelSpec> prepare_transformer(const ModelRequest& request) {
   }
   TransformerOptions options;
   options.seq = checked_seq(request, data, shape.max_seq, evaluation);
-  Traits::check_request(request, shape);
-  options.head_groups = request.head_groups;
   options.seed = request.seed;
   options.evaluation_split = evaluation ? Split::train : Split::validation;
   return std::make_unique<TransformerSpec<Traits>>(shape, std::move(data), options);
@@ -307,9 +307,8 @@ PresetModel transformer_preset(std::string_view name) {
   preset.footprint = [shape](int batch, int seq, const ActivationPolicy& activations) {
     return Traits::footprint(Traits::planned_shape(shape, seq), batch, seq, activations);
   };
-  preset.make_model = [shape](DType dtype, int batch, int seq, int tiles, std::optional<int> head_groups) {
-    return std::unique_ptr<TokenModel>(
-        Traits::make_model(shape, dtype, batch, seq, tiles, ActivationPolicy{}, head_groups));
+  preset.make_model = [shape](DType dtype, int batch, int seq, const Tiling& tiling) {
+    return std::unique_ptr<TokenModel>(Traits::make_model(shape, dtype, batch, seq, tiling, ActivationPolicy{}));
   };
   if constexpr (requires { Traits::auto_head_groups(shape, 1); })
     preset.auto_head_groups = [shape](int tiles) { return Traits::auto_head_groups(shape, tiles); };

@@ -17,7 +17,7 @@ double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& optio
   const ResumeFiles files{options.checkpoint, &format, std::nullopt};
   Session session(options.session);
   const std::unique_ptr<Trainable> model = spec.build(storage_dtype(options.precision), options.batch,
-                                                      auto_tiles(session, options.batch), ActivationPolicy{});
+                                                      resolve_tiling({}, session, options.batch), ActivationPolicy{});
   const std::size_t available = model->validation_batches(options.batch);
   if (available < std::size_t(options.batches))
     throw std::invalid_argument("--batches " + std::to_string(options.batches) + ": the data holds only " +

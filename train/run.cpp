@@ -68,10 +68,6 @@ void check_options(const RunOptions& o, int world) {
     if (fs::is_directory(*o.metrics))
       throw std::invalid_argument("--metrics: '" + o.metrics->string() + "' is a folder");
   }
-  const int micro_batch = t.global_batch / (world * t.micro_batches);
-  if (o.tiles && (*o.tiles < 1 || *o.tiles > micro_batch))
-    throw std::invalid_argument("--tiles " + std::to_string(*o.tiles) + ": a tile is a group of whole sequences, so " +
-                                "1 <= tiles <= the " + std::to_string(micro_batch) + " sequences of a micro-batch");
 }
 
 EngineOptions engine_options_of(const RunOptions& o) {
@@ -542,6 +538,11 @@ int auto_tiles(const Session& session, int micro_batch) {
   return std::max(1, std::min(session.cpu_workers(), micro_batch));
 }
 
+Tiling resolve_tiling(Tiling tiling, const Session& session, int micro_batch) {
+  if (!tiling.tiles) tiling.tiles = auto_tiles(session, micro_batch);
+  return tiling;
+}
+
 int run_training(const ModelSpec& spec, const RunOptions& given) {
   const double start = simulation::now_seconds();
   if (given.simulate_ranks > 0 && DataParallelRanks::world_size() > 1)
@@ -550,6 +551,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
   check_options(given, world);
   RunOptions options = given;
   const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
+  spec.check_tiling(options.tiling, micro_batch);
   // Read and check the files before StarPU starts: a bad file is an input error, found early.
   std::optional<ResumeFiles> resume;
   std::unique_ptr<CheckpointFormat> folder_format;  // a Hugging Face folder's; outlives the run
@@ -577,7 +579,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
       const HostPlan host = start_session(spec, options, ranks, run, micro_batch);
       fxt_file = run.session->trace_file();
       run.model = spec.build(storage_dtype(options.precision), micro_batch,
-                             options.tiles.value_or(auto_tiles(*run.session, micro_batch)), options.activations);
+                             resolve_tiling(options.tiling, *run.session, micro_batch), options.activations);
       bound = train_on_session(spec, options, resume, ranks, run, host, start);
       run.session->wait_all();
     }  // the session ends here: its FxT file is complete

@@ -58,8 +58,9 @@ struct RunOptions {
   // speculative_fraction from the host's memory, all of it in a simulation), then hands the
   // object to the host plan, the planner and the engine.
   OffloadOptions offload;
-  // Tasks per row-wise op (groups of a micro-batch's rows); empty: auto (auto_tiles).
-  std::optional<int> tiles;
+  // --tiles and --head-groups (train/trainable.hpp); the model checks them (check_tiling) and
+  // the run resolves an auto tile count on the running session (resolve_tiling).
+  Tiling tiling;
   // What the model keeps of the activations for the backward, what it recomputes.
   ActivationPolicy activations;
   // StarPU: policy, workers, memory limits, trace folder.
@@ -84,6 +85,8 @@ struct RunOptions {
 // The tile count `--tiles auto` picks on a running session: one tile when there is a CUDA
 // worker (one kernel per op is best on a GPU), else one per CPU worker, at most one per row.
 int auto_tiles(const Session& session, int micro_batch);
+// `tiling` with its tile count set: auto_tiles when it was empty (the head groups stay the model's).
+Tiling resolve_tiling(Tiling tiling, const Session& session, int micro_batch);
 
 // The exit code of a job the watchdog ends.
 inline constexpr int kWatchdogExitCode = 3;

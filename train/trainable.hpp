@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,13 @@ class CheckpointFormat {
   virtual bool writes_layers_in_order() const { return false; }
 };
 
+// How a model cuts its ops into tasks: --tiles and --head-groups, parsed together (apps/train.cpp),
+// checked by the model (ModelSpec::check_tiling) and handed to ModelSpec::build. Empty: auto.
+struct Tiling {
+  std::optional<int> tiles;        // tasks per row-wise op, each a group of whole sequences
+  std::optional<int> head_groups;  // attention tasks per tile, each a group of whole heads (GPT)
+};
+
 class ModelSpec {
  public:
   virtual ~ModelSpec() = default;
@@ -122,11 +130,20 @@ class ModelSpec {
   // `activations` says.
   virtual ModelFootprint footprint(int micro_batch, const ActivationPolicy& activations) const = 0;
   virtual const CheckpointFormat& checkpoint_format() const = 0;
+  // std::invalid_argument for a tiling the model cannot take with micro-batches of `micro_batch`
+  // rows, before StarPU starts. Here: a tile is a group of whole sequences; a model that cuts
+  // its attention by heads checks the head groups too.
+  virtual void check_tiling(const Tiling& tiling, int micro_batch) const {
+    if (tiling.tiles && (*tiling.tiles < 1 || *tiling.tiles > micro_batch))
+      throw std::invalid_argument("--tiles " + std::to_string(*tiling.tiles) +
+                                  ": a tile is a group of whole sequences, so 1 <= tiles <= the " +
+                                  std::to_string(micro_batch) + " sequences of a micro-batch");
+  }
   // Builds the model for micro-batches of `micro_batch` rows, each row-wise op split into
-  // `tiles` tasks over groups of rows (1 <= tiles <= micro_batch; a model may run every op as
-  // one task and ignore it), keeping activations as `activations` says (std::invalid_argument
-  // when the model cannot recompute); StarPU must be running.
-  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch, int tiles,
+  // `tiling.tiles` tasks over groups of rows (set: resolve_tiling; a model may run every op as one
+  // task and ignore it), keeping activations as `activations` says (std::invalid_argument when the
+  // model cannot recompute); StarPU must be running.
+  virtual std::unique_ptr<Trainable> build(DType dtype, int micro_batch, const Tiling& tiling,
                                            const ActivationPolicy& activations) const = 0;
   // Bytes of one micro-batch's activation buffers of the model build() makes, by the model's
   // formula (docs/activation-memory.md); nullopt: the model has none.

@@ -128,7 +128,7 @@ TEST_CASE("priorities/critical path of a GPT step: the backward outranks the nex
   options.priorities = PriorityScheme::critical_path;
   Session session(options);
   const int tiles = GENERATE(1, 2);
-  const auto model = spec->build(DType::f32, 4, tiles, ActivationPolicy{});
+  const auto model = spec->build(DType::f32, 4, Tiling{tiles, std::nullopt}, ActivationPolicy{});
   EngineOptions engine_options;
   engine_options.grad_clip = 0;  // AdamW of layer l may start as soon as its gradient is done
   Engine engine(*model, engine_options);

@@ -63,4 +63,6 @@ grep -qxF "attention_fwd[0].t1" "$work/a2.txt" || fail "auto, two tiles: not one
 expect_bad_input "--head-groups 0" "$starzero" train "${tiny[@]}" --head-groups 0
 expect_bad_input "--head-groups 5 of 4 heads" "$starzero" train "${tiny[@]}" --head-groups 5
 expect_bad_input "--head-groups some" "$starzero" train "${tiny[@]}" --head-groups some
+expect_bad_input "--head-groups for Llama 3" "$starzero" train --model llama3 --steps 1 --cuda-workers 0 --head-groups 2
+expect_bad_input "--tiles over the micro-batch" "$starzero" train "${tiny[@]}" --batch 2 --tiles 3
 finish "head groups: passed"
