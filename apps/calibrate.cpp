@@ -2,7 +2,7 @@
 // StarPU's history-based performance model of every codelet it runs (STARPU_CALIBRATE=1) into
 // DIR/codelets/45/<codelet>.<H>, then writes this machine's platform files into DIR/bus/ (its CPU
 // cores, no GPUs; with --like M, the named GPU machine M with this machine's cores: sim/platform.hpp). `starzero-sim
-// --platform DIR` then simulates this machine with the measured durations (docs/simulation.md, "Task durations").
+// --platform DIR` then simulates this machine with the measured durations (docs/sim.md, "Task durations").
 // The run also measures StarPU's own time per task on the CPU workers (runtime/task_overhead.hpp), which the platform
 // carries per scheduling policy for the simulation to charge. Several runs into one DIR add up: StarPU keeps each
 // data size's history apart, so calibrate every shape you will simulate; the overheads average, weighted by tasks.
@@ -18,7 +18,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "runtime/task_overhead.hpp"
 #include "sim/platform.hpp"
 #include "train/run.hpp"
@@ -117,7 +117,7 @@ int calibrate_main(int argc, char** argv) {
     val_given = val_given || arg == "--val-every";
     train_args.push_back(argv[i]);
   }
-  if constexpr (simulation::predicts_times)
+  if constexpr (sim::predicts_times)
     return usage_error("calibration measures real runs: use starzero, not starzero-sim");
   if (out.empty()) return usage_error("--out DIR is required");
   sim::MachineSpec machine;

@@ -7,7 +7,7 @@
 #include <limits>
 #include <system_error>
 
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 namespace starzero::cli {
 namespace {
@@ -428,16 +428,16 @@ ArgParser& add_session_options(ArgParser& p) {
               "with CUDA workers, whether CPU workers may also run the model's forward/backward tasks "
               "(default off: on the GPU only; without a GPU they run on the CPU; docs/scheduling.md)")
       .option("platform", "NAME|DIR",
-              simulation::predicts_times
+              sim::predicts_times
                   ? "the simulated machine: h200x1 (default), h200x8, a100x1, this-machine (the committed "
                     "calibration), or a `starzero platform --out` or `starzero calibrate --out` folder"
-                  : "starzero-sim only: the simulated machine (docs/simulation.md)");
+                  : "starzero-sim only: the simulated machine (docs/sim.md)");
 }
 
 SessionOptions session_options(const ArgParser& p) {
   // starzero-sim reads --platform before StarPU starts (apps/sim_platform.cpp).
-  if (!simulation::predicts_times && p.given("platform"))
-    throw UsageError("--platform is starzero-sim's: this program runs on this machine (docs/simulation.md)");
+  if (!sim::predicts_times && p.given("platform"))
+    throw UsageError("--platform is starzero-sim's: this program runs on this machine (docs/sim.md)");
   SessionOptions options;
   options.policy = p.value("sched").value_or("");
   options.policy_plugin = p.value("sched-plugin").value_or("");

@@ -622,7 +622,7 @@ void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) 
   }
   out +=
       "  (*: the binding resource. No schedule makes a step shorter than its bound; a run's summary\n"
-      "  prints its efficiency, bound / steady step. docs/simulation.md, \"Step bound\")\n";
+      "  prints its efficiency, bound / steady step. docs/sim.md, \"Step bound\")\n";
 }
 
 void print_human(const PlanRequest& a, const Results& r, std::string& out) {

@@ -40,7 +40,7 @@ const CommandHelp kHelp = {
     "between memory nodes, H.config and H.affinity. NAME is a named machine (see --list), whose\n"
     "figures the flags override; `custom` starts from this host's CPU cores and no GPUs, and then\n"
     "needs --gpu-mem and --pcie when --gpus is given. Run the simulated program with\n"
-    "STARPU_PERF_MODEL_DIR=DIR STARPU_HOSTNAME=H (docs/simulation.md, \"Platforms\").\n"
+    "STARPU_PERF_MODEL_DIR=DIR STARPU_HOSTNAME=H (docs/sim.md, \"Platforms\").\n"
     "\n"
     "Sizes take KB MB GB TB or KiB MiB GiB TiB, rates the same with an optional /s (GB = 1e9).\n"
     "Bad input: one error line, exit code 2.\n",
@@ -109,7 +109,7 @@ int run_list(const cli::ArgParser& p, const cli::Positionals& args) {
   for (const std::string& name : sim::named_machines()) print_machine(*sim::named_machine(name));
   std::printf(
       "(sources: NVIDIA H200 and A100 80GB SXM data sheets, dense rates; PCIe as typical measured\n"
-      " pinned copies; CPU, host memory, disk and latencies are assumptions; docs/simulation.md)\n");
+      " pinned copies; CPU, host memory, disk and latencies are assumptions; docs/sim.md)\n");
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -3,7 +3,7 @@
 // program's main runs, so --platform is read here, in a constructor that runs before any main:
 // it writes a named machine's files (sim/platform.hpp) into a cache folder, or takes a folder
 // `starzero platform --out DIR` wrote, points StarPU at them, and sets the roofline figures of
-// the tasks' durations (runtime/simulation.hpp). Without --platform: h200x1.
+// the tasks' durations (runtime/sim.hpp). Without --platform: h200x1.
 #include <unistd.h>
 #include <xbt/log.h>
 
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "sim/platform.hpp"
 
 namespace starzero {
@@ -40,8 +40,8 @@ sim::MachineSpec machine_in(const fs::path& dir) {
   }
 }
 
-simulation::Roofline roofline_of(const sim::MachineSpec& m) {
-  simulation::Roofline r;
+sim::Roofline roofline_of(const sim::MachineSpec& m) {
+  sim::Roofline r;
   r.cpu_core_flops = m.cpu_core_flops;
   r.cpu_core_memory_Bps = m.host_memory_Bps / double(m.cpus);  // the cores share the memory
   r.gpu_bf16_flops = m.gpu_bf16_flops;
@@ -53,10 +53,10 @@ simulation::Roofline roofline_of(const sim::MachineSpec& m) {
   return r;
 }
 
-// What the collectives of --simulate-ranks cross (runtime/simulation.hpp): NVLink between the
+// What the collectives of --sim-ranks cross (runtime/sim.hpp): NVLink between the
 // GPUs of one machine; with one GPU, its PCIe figure stands for the link to the next machine
 // (about what one 400 Gb/s NIC per GPU gives, 50 GB/s); CPU ranks share host memory.
-simulation::CollectiveLink collective_link_of(const sim::MachineSpec& m) {
+sim::CollectiveLink collective_link_of(const sim::MachineSpec& m) {
   if (m.gpus > 1 && m.gpu_to_gpu_Bps > 0) return {m.gpu_to_gpu_Bps, m.gpu_to_gpu_latency_s, "NVLink"};
   if (m.gpus > 0) return {std::min(m.host_to_gpu_Bps, m.gpu_to_host_Bps), m.pcie_latency_s, "PCIe"};
   return {m.host_memory_Bps / 2, 1e-6, "host memory"};  // each byte read and written once
@@ -106,15 +106,15 @@ __attribute__((constructor)) void select_platform(int argc, char** argv, char** 
   }
   setenv("STARPU_PERF_MODEL_DIR", dir.c_str(), 1);
   setenv("STARPU_HOSTNAME", machine.name.c_str(), 1);
-  sim::set_simulated_machine(machine);
-  simulation::set_roofline(roofline_of(machine));
-  simulation::set_machine_description(describe(machine));
-  simulation::set_machine_size({machine.cpus, machine.gpus});
-  simulation::set_collective_link(collective_link_of(machine));
-  std::map<std::string, simulation::TaskOverheadUs> overheads;
+  sim::set_sim_machine(machine);
+  sim::set_roofline(roofline_of(machine));
+  sim::set_machine_description(describe(machine));
+  sim::set_machine_size({machine.cpus, machine.gpus});
+  sim::set_collective_link(collective_link_of(machine));
+  std::map<std::string, sim::TaskOverheadUs> overheads;
   for (const auto& [policy, record] : sim::task_overheads_to_charge(machine))
     overheads[policy] = {record.us_per_task, record.wake_us};
-  simulation::set_cpu_task_overheads(std::move(overheads));
+  sim::set_cpu_task_overheads(std::move(overheads));
   // SimGrid reports each setting of the platform's config block: not news to the user.
   xbt_log_control_set("xbt_cfg.thresh:warning");
 }
@@ -123,7 +123,7 @@ std::string describe(const sim::MachineSpec& m) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "simulated machine %s: %d CPU cores, %d GPU(s) of %.0f GB, PCIe %.0f GB/s each way%s; "
-                "every time below is predicted (docs/simulation.md)",
+                "every time below is predicted (docs/sim.md)",
                 m.name.c_str(), m.cpus, m.gpus, m.gpu_memory_bytes / 1e9, m.host_to_gpu_Bps / 1e9,
                 m.gpus > 1 && m.gpu_to_gpu_Bps > 0
                     ? (", NVLink " + std::to_string(int(m.gpu_to_gpu_Bps / 1e9)) + " GB/s").c_str()

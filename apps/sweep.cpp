@@ -12,7 +12,7 @@
 #include "apps/commands.hpp"
 #include "profile/sweep.hpp"
 #include "runtime/session.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 namespace starzero {
 
@@ -39,7 +39,7 @@ int sweep_main(int argc, char** argv) {
   int split = argc, training_from = argc;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--" || (simulation::predicts_times && arg == "train")) {
+    if (arg == "--" || (sim::predicts_times && arg == "train")) {
       split = i;
       training_from = arg == "--" ? i + 1 : i;
       break;

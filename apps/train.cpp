@@ -12,7 +12,7 @@
 #include "models/tokenizer.hpp"
 #include "optimizers/lr_schedule.hpp"
 #include "runtime/ranks.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/evaluate.hpp"
 #include "train/run.hpp"
@@ -75,9 +75,9 @@ void add_parallelism_options(cli::ArgParser& p) {
       .option("cuda-mem-limit", "MiB", "GPU memory StarPU may use per GPU (STARPU_LIMIT_CUDA_MEM; default: all)")
       .option("collectives", "KIND", "auto (default: NCCL when ranks have GPUs, else MPI), mpi or nccl")
       .option("stage", "S", "ZeRO stage 0..3 across the ranks of mpirun (default 0; one rank: no collectives)")
-      .option("simulate-ranks", "N",
-              simulation::predicts_times ? "simulate rank 0 of N data-parallel ranks, collectives costed as ring volume over "
-                                    "the platform's GPU link (default 1; docs/simulation.md)"
+      .option("sim-ranks", "N",
+              sim::predicts_times ? "simulate rank 0 of N data-parallel ranks, collectives costed as ring volume over "
+                                    "the platform's GPU link (default 1; docs/sim.md)"
                                   : "starzero-sim only: simulate rank 0 of N data-parallel ranks")
       .option("tiles", "N",
               "tasks per row-wise op, each a group of whole sequences: auto (default: 1 with a GPU, "
@@ -298,10 +298,10 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   }
   if (const auto pairs = p.value("debug-nan-gradient"))
     o.nan_gradients = cli::parse_pair_list("--debug-nan-gradient", *pairs);
-  if (p.given("simulate-ranks")) {
-    if (!simulation::predicts_times)
-      throw UsageError("--simulate-ranks is starzero-sim's: run ranks for real with mpirun (docs/simulation.md)");
-    o.simulate_ranks = cli::int_option(p, "simulate-ranks", 1, 1, 4096);
+  if (p.given("sim-ranks")) {
+    if (!sim::predicts_times)
+      throw UsageError("--sim-ranks is starzero-sim's: run ranks for real with mpirun (docs/sim.md)");
+    o.sim_ranks = cli::int_option(p, "sim-ranks", 1, 1, 4096);
   }
   const std::string collectives =
       cli::parse_choice("--collectives", p.value("collectives").value_or("auto"), {"auto", "mpi", "nccl"});
@@ -368,7 +368,7 @@ void apply_deepspeed_config(cli::ArgParser& p) {
 int run_train(const cli::ArgParser& given, RunMeasurements* measurements) {
   cli::ArgParser p = given;
   apply_deepspeed_config(p);
-  if constexpr (!simulation::kernels_run) {
+  if constexpr (!sim::kernels_run) {
     // No kernel runs on a simulated machine: there are no values to save, validate or sample.
     for (const char* flag : {"checkpoint-out", "checkpoint-dir", "save-every", "resume", "sample-every"})
       if (p.given(flag)) throw UsageError(std::string("--") + flag + ": a simulation computes no values (no saves, samples)");

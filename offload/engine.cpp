@@ -17,7 +17,7 @@
 #include "runtime/disk.hpp"
 #include "runtime/host_memory.hpp"
 #include "runtime/session.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "tasks/collectives.hpp"
 #include "tasks/elementwise.hpp"
 #include "tasks/faults.hpp"
@@ -253,7 +253,7 @@ void Engine::find_gradient_touchers() {
 void Engine::initialise_state() {
   // A simulation runs no kernel and reads no value: drawing an 8B model's parameters on the host
   // would take minutes for nothing (the buffers are registered all the same).
-  if (options_.initialise_params && simulation::kernels_run) initialise_params();
+  if (options_.initialise_params && sim::kernels_run) initialise_params();
   // Adam's moments start at zero where they live. Offloaded to pinned host memory they already are
   // (PinnedHostBuffer zero-fills at allocation); on NVMe a CPU worker zeroes them; else the device.
   // (Zeroed on the GPU, offloaded moments were allocated there and written back: 103 GB for a 13B
@@ -678,8 +678,8 @@ void Engine::resolve_speculation() const {
   const optim::AdamWHyper hyper = *std::exchange(unresolved_, std::nullopt);
   const int layers = int(std::count_if(layers_.begin(), layers_.end(), [](const Layer& l) { return l.speculative(); }));
   last_rollbacks_ = 0;
-  const float scale = simulation::kernels_run ? read_f32(clip_scale_).at(0) : 0.0f;
-  if (!simulation::kernels_run || scale == read_f32(unclipped_scale_).at(0)) {
+  const float scale = sim::kernels_run ? read_f32(clip_scale_).at(0) : 0.0f;
+  if (!sim::kernels_run || scale == read_f32(unclipped_scale_).at(0)) {
     decisions_.adopted += layers;
     return;
   }

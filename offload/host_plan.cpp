@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "runtime/host_memory.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 namespace starzero {
 
@@ -39,7 +39,7 @@ void validate(const HostPlanInput& in, const Topology& topology) {
 // simulation: the host memory is the simulated machine's, and its buffers are folded
 // (allocate_host), so they take address space here, not memory.
 void check_host_memory(const HostPlanInput& in) {
-  if constexpr (!simulation::host_is_this_machine) return;
+  if constexpr (!sim::host_is_this_machine) return;
   const bool nvme = in.offload.optimizer == OptimizerOffload::nvme;
   const double host_needed =
       nvme ? in.memory.host_total() + double(in.offload.host_mem_limit_mib) * kMiB : in.memory.host_total();

@@ -1,7 +1,7 @@
 #pragma once
 // What one training step of a planned configuration asks of each resource, per rank, and the rates
 // one rank gets on a machine with the host plan's defaults: the planner's side of the step bound
-// (sim/step_bound.hpp; docs/simulation.md, "Step bound"). `starzero plan --platform` and the
+// (sim/step_bound.hpp; docs/sim.md, "Step bound"). `starzero plan --platform` and the
 // simulated run's summary use these; a trace measures its own work (profile/trace_report.hpp).
 #include <optional>
 

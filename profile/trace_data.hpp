@@ -88,7 +88,7 @@ struct PajeTrace {
 // against the field count of its %EventDef; work-stealing links (between workers) are left out.
 PajeTrace read_paje_trace(const std::filesystem::path& path);
 
-// durations.rec, which a simulated run writes beside its trace (runtime/simulation.hpp,
+// durations.rec, which a simulated run writes beside its trace (runtime/sim.hpp,
 // write_executed_durations): what each task was simulated for, in ms, by JobId. A missing file is
 // an empty map (a real run).
 std::map<std::string, double> read_executed_durations(const std::filesystem::path& path);

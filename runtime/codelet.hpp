@@ -48,7 +48,7 @@
 #include "runtime/activity.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/priorities.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "runtime/task_name.hpp"
 
 namespace starzero {
@@ -166,7 +166,7 @@ class Codelet {
     // calibration or the roofline (collectives: the ring's time over the platform's GPU links,
     // which no FLOP or memory-byte count describes). Gives a performance model in simulation
     // even without history_model.
-    Cost simulated_us = nullptr;
+    Cost sim_us = nullptr;
   };
 
   explicit Codelet(Declaration declaration) : declaration_(std::move(declaration)) {
@@ -190,12 +190,12 @@ class Codelet {
     }
 #endif
     if (!codelet_.cpu_funcs[0] && !codelet_.cuda_funcs[0]) codelet_.where = STARPU_NOWHERE;
-    if (d.history_model || (simulation::predicts_times && d.simulated_us)) {
+    if (d.history_model || (sim::predicts_times && d.sim_us)) {
       // Simulation: the roofline of the task's FLOP and byte counts on the simulated machine.
-      model_.type = simulation::predicts_times ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
-      if constexpr (simulation::predicts_times) {
-        model_.arch_cost_function = simulated_us;
-        simulation::register_codelet(d.name);
+      model_.type = sim::predicts_times ? STARPU_PER_ARCH : STARPU_HISTORY_BASED;
+      if constexpr (sim::predicts_times) {
+        model_.arch_cost_function = sim_us;
+        sim::register_codelet(d.name);
       }
       model_.symbol = d.name;
       codelet_.model = &model_;
@@ -250,7 +250,7 @@ class Codelet {
   // A task's duration in simulation (microseconds): what a real run recorded (starzero calibrate),
   // else its own FLOP and byte counts on the simulated machine's roofline; its execution on a CPU
   // worker also pays StarPU's per-task overhead measured on the real machine (executed_us).
-  static double simulated_us(starpu_task* task, starpu_perfmodel_arch* arch, unsigned /*nimpl*/) {
+  static double sim_us(starpu_task* task, starpu_perfmodel_arch* arch, unsigned /*nimpl*/) {
     const Codelet* self = nullptr;
     Args args{};
     starpu_codelet_unpack_args(task->cl_arg, &self, &args);
@@ -260,14 +260,14 @@ class Codelet {
       for (std::size_t i = 0; i < handles.size(); ++i) handles[i] = STARPU_TASK_GET_HANDLE(task, i);
       return handles;
     };
-    if (d.simulated_us) return simulation::executed_us(task, arch, d.simulated_us(args, task_handles()));
-    const double calibrated = simulation::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
-    simulation::count_duration_source(calibrated == calibrated);
-    if (calibrated == calibrated) return simulation::executed_us(task, arch, calibrated);  // a real run recorded it
+    if (d.sim_us) return sim::executed_us(task, arch, d.sim_us(args, task_handles()));
+    const double calibrated = sim::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
+    sim::count_duration_source(calibrated == calibrated);
+    if (calibrated == calibrated) return sim::executed_us(task, arch, calibrated);  // a real run recorded it
     const std::vector<starpu_data_handle_t> handles = task_handles();
     const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
-    return simulation::executed_us(task, arch,
-                                   simulation::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles),
+    return sim::executed_us(task, arch,
+                                   sim::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles),
                                                            element_size, d.cores ? d.cores(args) : 1));
   }
   [[maybe_unused]] static void run_on_cuda(void* buffers[], void* cl_arg) { run(buffers, cl_arg, true); }

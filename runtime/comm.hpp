@@ -7,7 +7,7 @@
 //             exactly the bytes this rank sends. Host memory only.
 //   NcclComm  NCCL on a CUDA stream (only when built with CUDA); bootstrapped over an MpiComm.
 //             Its counters hold NCCL's ring volume (a formula, not a measurement).
-//   SimulatedRingComm  starzero-sim's --simulate-ranks N: rank 0 of N ranks that do not exist.
+//   SimRingComm  starzero-sim's --sim-ranks N: rank 0 of N ranks that do not exist.
 //             Nothing moves (a simulation computes no values); its counters hold the ring volume
 //             as NcclComm's do, and the collective tasks' simulated durations come from the same
 //             volume (tasks/collectives.cpp).
@@ -133,9 +133,9 @@ class SelfComm final : public Communicator {
 // touches no buffer; it counts the bytes rank 0 would send in a ring (as NcclComm does).
 // `on_device`: the collectives stand for NCCL's on the GPUs (the tasks run on CUDA workers), else
 // for MPI's on host buffers.
-class SimulatedRingComm final : public Communicator {
+class SimRingComm final : public Communicator {
  public:
-  SimulatedRingComm(int size, bool on_device);
+  SimRingComm(int size, bool on_device);
   int rank() const override { return 0; }
   int size() const override { return size_; }
   std::string_view name() const override { return "simulated"; }

@@ -1,7 +1,7 @@
 #include "runtime/host_memory.hpp"
 
 #include "runtime/hwloc_topology.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 #include <hwloc.h>
 #include <starpu.h>
@@ -122,7 +122,7 @@ bool starpu_pinning_disabled() {
 // with CPU offload about 17000). starpu_init reads it, so it is set before main; the environment
 // may set another size.
 [[maybe_unused]] const bool fold_size_set = [] {
-  if constexpr (!simulation::host_is_this_machine) setenv("STARPU_MALLOC_SIMULATION_FOLD", "64", 0);
+  if constexpr (!sim::host_is_this_machine) setenv("STARPU_MALLOC_SIMULATION_FOLD", "64", 0);
   return true;
 }();
 
@@ -134,7 +134,7 @@ int malloc_flags(std::size_t bytes, bool pinned) {
 
 }  // namespace
 
-bool folded_host_allocation(std::size_t bytes) { return !simulation::host_is_this_machine && bytes >= kFoldedHostBytes; }
+bool folded_host_allocation(std::size_t bytes) { return !sim::host_is_this_machine && bytes >= kFoldedHostBytes; }
 
 void* allocate_host(std::size_t bytes, bool pinned) {
   void* data = nullptr;
@@ -194,8 +194,8 @@ PinnedHostBuffer::PinnedHostBuffer(std::size_t bytes, int numa_node, const std::
   //    buffer's pages are shared.
   const char* refused = nullptr;
   int err = 0;
-  if constexpr (!simulation::host_is_this_machine) {
-    lock_ = Lock::simulated;
+  if constexpr (!sim::host_is_this_machine) {
+    lock_ = Lock::sim;
   } else if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0) {
     if (starpu_pinning_disabled())
       refused = "STARPU_DISABLE_PINNING is set";
@@ -217,7 +217,7 @@ PinnedHostBuffer::~PinnedHostBuffer() {
   switch (lock_) {
     case Lock::mlock: munlock(data_, mapped_bytes_); break;
     case Lock::starpu: starpu_memory_unpin(data_, mapped_bytes_); break;
-    case Lock::simulated:
+    case Lock::sim:
     case Lock::none: break;
   }
   (pinned() ? live_pinned_bytes : live_pageable_bytes).fetch_sub(bytes_, std::memory_order_relaxed);

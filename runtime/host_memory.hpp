@@ -23,7 +23,7 @@ namespace starzero {
 
 // Main memory for the host buffer kinds (Tensor::host, PinnedHostBuffer) from StarPU:
 // starpu_malloc_flags with STARPU_MALLOC_PINNED when `pinned` (page-locked by StarPU when CUDA
-// workers exist). In a simulation build (!simulation::host_is_this_machine) a buffer of at least
+// workers exist). In a simulation build (!sim::host_is_this_machine) a buffer of at least
 // kFoldedHostBytes is also STARPU_MALLOC_SIMULATION_FOLDED: StarPU reserves the address range and
 // maps one small shared file over it again and again (STARPU_MALLOC_SIMULATION_FOLD MiB per
 // mapping, 64 unless the environment says otherwise), so that a model whose host state exceeds
@@ -59,7 +59,7 @@ class PinnedHostBuffer final : public HomeBuffer {
   bool pinned() const { return lock_ != Lock::none; }
 
  private:
-  enum class Lock : unsigned char { none, mlock, starpu, simulated };
+  enum class Lock : unsigned char { none, mlock, starpu, sim };
   enum class Source : unsigned char { hwloc, aligned, folded };
 
   void* data_ = nullptr;

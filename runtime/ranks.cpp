@@ -31,16 +31,16 @@ DataParallelRanks::DataParallelRanks() {
   size_ = engine_->size();
 }
 
-DataParallelRanks DataParallelRanks::simulated(int ranks) {
+DataParallelRanks DataParallelRanks::in_sim(int ranks) {
   if (ranks < 1) throw std::invalid_argument("simulated ranks: " + std::to_string(ranks));
-  DataParallelRanks simulated;
-  simulated.size_ = ranks;
-  simulated.simulated_ = true;
-  return simulated;
+  DataParallelRanks in_sim;
+  in_sim.size_ = ranks;
+  in_sim.sim_ = true;
+  return in_sim;
 }
 
-void DataParallelRanks::use_simulated_collectives(bool on_device) {
-  if (simulated_ && size_ > 1) nccl_ = std::make_unique<SimulatedRingComm>(size_, on_device);
+void DataParallelRanks::use_sim_collectives(bool on_device) {
+  if (sim_ && size_ > 1) nccl_ = std::make_unique<SimRingComm>(size_, on_device);
 }
 
 Communicator* DataParallelRanks::engine_comm() const {
@@ -48,7 +48,7 @@ Communicator* DataParallelRanks::engine_comm() const {
 }
 
 void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
-  if (size_ <= 1 || simulated_) return;  // one rank has no collectives
+  if (size_ <= 1 || sim_) return;  // one rank has no collectives
 #if STARZERO_WITH_CUDA
   nccl_ = std::make_unique<NcclComm>(std::make_shared<MpiComm>(), cuda_device);
 #else
@@ -57,7 +57,7 @@ void DataParallelRanks::use_nccl([[maybe_unused]] int cuda_device) {
 }
 
 void DataParallelRanks::sum(std::vector<float>& values) const {
-  if (simulated_)
+  if (sim_)
     for (float& v : values) v *= float(size_);
   else if (control_)
     control_->all_reduce(values.data(), values.size(), DType::f32);
@@ -71,7 +71,7 @@ double DataParallelRanks::average(double value) const {
 
 std::vector<std::int64_t> DataParallelRanks::gather_to_leader(const std::vector<std::int64_t>& mine) const {
   if (size_ == 1) return mine;
-  if (simulated_) {
+  if (sim_) {
     std::vector<std::int64_t> all;
     for (int r = 0; r < size_; ++r) all.insert(all.end(), mine.begin(), mine.end());
     return all;

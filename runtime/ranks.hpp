@@ -19,12 +19,12 @@ class DataParallelRanks {
   // This process's rank under mpirun (from its environment, before MPI starts), else 0.
   static int world_rank();
   DataParallelRanks();
-  // starzero-sim's --simulate-ranks N: this process is rank 0 of N ranks that exist only in the
-  // simulation; no MPI. Its collectives (use_simulated_collectives) move nothing and last what a
+  // starzero-sim's --sim-ranks N: this process is rank 0 of N ranks that exist only in the
+  // simulation; no MPI. Its collectives (use_sim_collectives) move nothing and last what a
   // ring over the platform's link would; values reduced over ranks are this rank's times N (sum)
   // or its own (average, from_leader), and gather_to_leader repeats its own N times: the ranks
   // are taken to be alike.
-  static DataParallelRanks simulated(int ranks);
+  static DataParallelRanks in_sim(int ranks);
   DataParallelRanks(DataParallelRanks&&) = default;
 
   int rank() const { return rank_; }
@@ -37,13 +37,13 @@ class DataParallelRanks {
   Communicator* engine_comm() const;
   // MPI over the same ranks, for collectives on host buffers outside tasks (nullptr: one rank).
   Communicator* host_comm() const { return engine_.get(); }
-  bool uses_nccl() const { return nccl_ != nullptr && !simulated_; }
+  bool uses_nccl() const { return nccl_ != nullptr && !sim_; }
   // Switches the engine's collectives to NCCL on `cuda_device` (collective: every rank calls it).
   // Throws without CUDA support in this build.
   void use_nccl(int cuda_device);
   // Simulated ranks: their collectives, as NCCL's on the GPUs (on_device) or MPI's on host buffers.
-  void use_simulated_collectives(bool on_device);
-  bool is_simulated() const { return simulated_; }
+  void use_sim_collectives(bool on_device);
+  bool is_sim() const { return sim_; }
 
   // Over all ranks, on this thread's own communicator (every rank gets the result).
   void sum(std::vector<float>& values) const;
@@ -67,7 +67,7 @@ class DataParallelRanks {
   std::unique_ptr<MpiComm> engine_, control_;
   std::unique_ptr<Communicator> nccl_;  // or the simulated ranks' communicator
   int rank_ = 0, size_ = 1;
-  bool simulated_ = false;
+  bool sim_ = false;
 };
 
 }  // namespace starzero

@@ -11,7 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 namespace starzero {
 
@@ -215,11 +215,11 @@ Session::Session(const SessionOptions& options) {
   const int ret = starpu_init(&conf);
   if (ret == -ENODEV) throw std::runtime_error("starpu_init: no worker available for this configuration");
   if (ret != 0) throw std::runtime_error("starpu_init failed with code " + std::to_string(ret));
-  if (options.profile_workers && simulation::host_is_this_machine) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
-  if constexpr (simulation::predicts_times) simulation::load_calibration(policy_);
+  if (options.profile_workers && sim::host_is_this_machine) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+  if constexpr (sim::predicts_times) sim::load_calibration(policy_);
   // One cuBLAS handle per CUDA worker, bound to its stream (starpu_cublas_get_local_handle).
   // Not in simulation: no kernel runs there, and cuBLAS would touch a GPU that is not there.
-  if (simulation::kernels_run && starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
+  if (sim::kernels_run && starpu_cuda_worker_get_count() > 0) starpu_cublas_init();
   TaskPriorities::instance().configure(options.priorities);
   set_session_model_where(model_task_where(options.cpu_compute, int(starpu_cuda_worker_get_count())));
   session_alive = true;
@@ -227,7 +227,7 @@ Session::Session(const SessionOptions& options) {
 
 Session::~Session() {
   starpu_task_wait_for_all();
-  if (simulation::kernels_run && starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
+  if (sim::kernels_run && starpu_cuda_worker_get_count() > 0) starpu_cublas_shutdown();
   starpu_shutdown();
   TaskPriorities::instance().configure(PriorityScheme::none);
   set_session_model_where(0);

@@ -3,7 +3,7 @@
 // task, fetching its data, pushing the tasks it releases to the scheduler, callbacks, and the
 // time the OS gives the worker's core to other threads (the submitting thread, on a machine
 // with no core to spare). A simulated worker spends no time in StarPU's code, so `starzero
-// calibrate` measures this and the simulation charges it (docs/simulation.md, "Per-task
+// calibrate` measures this and the simulation charges it (docs/sim.md, "Per-task
 // overhead"). Read from StarPU's worker profiling: total time minus time executing tasks minus
 // time sleeping (idle: no task to pop), over the tasks executed.
 #include <cstdint>

@@ -153,7 +153,7 @@ void Tensor::release() noexcept {
   // goes. Synchronous for a transient tensor too: StarPU 1.3.10 postpones the unregistration a
   // starpu_data_unregister_submit asks for while a queued prefetch holds the handle, and a
   // shutdown that follows finds the request still queued and aborts (data_request.h:106; dmda
-  // with a GPU after a delayed update's flush, docs/simulation.md).
+  // with a GPU after a delayed update's flush, docs/sim.md).
   starpu_data_unregister(handle_);
   home_.reset();
   handle_ = nullptr;

@@ -12,7 +12,7 @@
 #   STARZERO_CUDA    auto (default: CUDA when nvcc is found), on, off
 #   CUDA_HOME        CUDA toolkit (default /usr/local/cuda)
 #   STARZERO_SIMGRID off (default) or on: build (and print) the second prefix instead, StarPU in
-#                    SimGrid mode for starzero-sim (docs/simulation.md): simulated CPUs and CUDA
+#                    SimGrid mode for starzero-sim (docs/sim.md): simulated CPUs and CUDA
 #                    devices (CUDA headers needed, no GPU), no hwloc, up to 64 CPUs and 8 GPUs
 set -euo pipefail
 

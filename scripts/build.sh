@@ -4,7 +4,7 @@
 # Environment: STARZERO_CUDA=auto|on|off (default auto), CMAKE_BUILD_TYPE (default RelWithDebInfo),
 #   STARZERO_SANITIZE=on (ASan + UBSan; scripts/sanitize.sh),
 #   STARZERO_SIMGRID=on (starzero-sim against StarPU in SimGrid mode, e.g. in build-sim/;
-#   docs/simulation.md)
+#   docs/sim.md)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -14,10 +14,10 @@ case $cuda in auto) cmake_cuda=AUTO ;; on) cmake_cuda=ON ;; off) cmake_cuda=OFF 
   *) echo "build: STARZERO_CUDA must be auto, on or off" >&2; exit 2 ;; esac
 sanitize=OFF
 [ "${STARZERO_SANITIZE:-off}" = on ] && sanitize=ON
-simulation=OFF
-[ "${STARZERO_SIMGRID:-off}" = on ] && { simulation=ON; cmake_cuda=ON; }
+simgrid=OFF
+[ "${STARZERO_SIMGRID:-off}" = on ] && { simgrid=ON; cmake_cuda=ON; }
 cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$prefix" -DSTARZERO_CUDA="$cmake_cuda" -DSTARZERO_SANITIZE="$sanitize" \
-      -DSTARZERO_SIMULATION="$simulation" \
+      -DSTARZERO_SIMGRID="$simgrid" \
       -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" > "$build.configure.log" 2>&1 \
   || { cat "$build.configure.log" >&2; echo "build: cmake configure failed" >&2; exit 1; }
 cmake --build "$build" -j"$(nproc)"

@@ -396,7 +396,7 @@ else
   skip "scheduling sweep" "not built"
 fi
 
-# 7. Calibration for the simulator (docs/simulation.md, "Task durations"): the gpt2-124M runs of
+# 7. Calibration for the simulator (docs/sim.md, "Task durations"): the gpt2-124M runs of
 #    step 5 again with StarPU recording every codelet's CUDA and CPU durations, into
 #    $logs/calibration (commit it as sim/calibrations/h200x1: `starzero-sim --platform
 #    sim/calibrations/h200x1`). With STARZERO_SIM set to a starzero-sim that runs here, the same

@@ -401,7 +401,7 @@ std::string platform_xml(const MachineSpec& m) {
   x += "<?xml version='1.0'?>\n";
   x += "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
   x += "<!-- starzero platform '" + m.name + "': " + std::to_string(m.cpus) + " CPU cores, " + std::to_string(m.gpus) +
-       " GPUs (sim/platform.cpp, docs/simulation.md) -->\n";
+       " GPUs (sim/platform.cpp, docs/sim.md) -->\n";
   x += "<platform version=\"4.1\">\n";
   // StarPU's own platform files turn SimGrid's TCP corrections off: a transfer takes latency +
   // size / bandwidth on an idle route.
@@ -564,14 +564,14 @@ MachineSpec read_machine_file(const std::filesystem::path& path) {
 }
 
 namespace {
-std::optional<MachineSpec>& machine_simulated() {
+std::optional<MachineSpec>& sim_machine_slot() {
   static std::optional<MachineSpec> machine;
   return machine;
 }
 }  // namespace
 
-void set_simulated_machine(const MachineSpec& machine) { machine_simulated() = machine; }
-const std::optional<MachineSpec>& simulated_machine() { return machine_simulated(); }
+void set_sim_machine(const MachineSpec& machine) { sim_machine_slot() = machine; }
+const std::optional<MachineSpec>& sim_machine() { return sim_machine_slot(); }
 
 MachineSpec machine_in_folder(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;

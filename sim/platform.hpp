@@ -1,7 +1,7 @@
 #pragma once
 // Simulated machines: what a GPU node is (CPU cores, GPUs, memory, PCIe and NVLink links, peak
 // rates) and the five files StarPU 1.3.10 in SimGrid mode reads to simulate it
-// (docs/simulation.md, "Platforms"). With STARPU_PERF_MODEL_DIR=DIR and STARPU_HOSTNAME=NAME,
+// (docs/sim.md, "Platforms"). With STARPU_PERF_MODEL_DIR=DIR and STARPU_HOSTNAME=NAME,
 // StarPU reads
 //   DIR/bus/NAME.platform.v4.xml  the SimGrid platform: hosts MAIN, CPU0.., CUDA0.. (memsize,
 //                                 memcpy_peer), RAM, DISK0; links and routes between them
@@ -50,7 +50,7 @@ struct MachineSpec {
   // 0 = no peer copies, data goes through host memory over PCIe.
   double gpu_to_gpu_Bps = 0;
   double gpu_to_gpu_latency_s = 0;
-  // Roofline figures of the simulator's duration estimates (runtime/simulation.hpp).
+  // Roofline figures of the simulator's duration estimates (runtime/sim.hpp).
   double gpu_bf16_flops = 0;   // dense tensor-core peak
   double gpu_fp32_flops = 0;   // CUDA-core peak (no TF32)
   double gpu_memory_Bps = 0;   // HBM
@@ -65,7 +65,7 @@ struct MachineSpec {
   double disk_latency_s = 0;
   // StarPU's per-task overhead on this machine's CPU workers, by scheduling policy, as `starzero
   // calibrate` measured it: the simulation adds it to each task's execution on a CPU worker
-  // (docs/simulation.md, "Per-task overhead"). Empty (the named machines): not measured, none
+  // (docs/sim.md, "Per-task overhead"). Empty (the named machines): not measured, none
   // charged.
   std::map<std::string, TaskOverheadRecord> cpu_task_overhead;
 };
@@ -129,8 +129,8 @@ MachineSpec named_or_folder_machine(const std::string& name_or_dir);
 // The machine this process simulates: starzero-sim sets it from --platform before main runs
 // (apps/sim_platform.cpp); unset in a real run. For what reports compute from its figures (the
 // step bound of the run's summary).
-void set_simulated_machine(const MachineSpec& machine);
-const std::optional<MachineSpec>& simulated_machine();
+void set_sim_machine(const MachineSpec& machine);
+const std::optional<MachineSpec>& sim_machine();
 
 // Writes dir/bus/<name>.{platform.v4.xml,bandwidth,latency,config,affinity,machine.json}, each through a
 // temporary file renamed into place, and returns their paths. Throws std::invalid_argument for

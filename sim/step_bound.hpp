@@ -2,7 +2,7 @@
 // The step's bound: what one training step asks of each resource of a machine, the rate the
 // machine gives that resource, and so the time the resource needs per step. No schedule makes a
 // step shorter than the largest of these times, the bound; efficiency = bound / steady step.
-// The resources (docs/simulation.md, "Step bound"):
+// The resources (docs/sim.md, "Step bound"):
 //   compute         the forward, recomputation and backward tasks' FLOPs on the compute device
 //                   (the GPU, or the CPU workers on a machine without one);
 //   CPU AdamW       under optimizer offload: the bytes the CPU AdamW reads and writes in host
@@ -50,7 +50,7 @@ struct ResourceRates {
   std::string source;  // where the rates come from, for the reports ("h200x1's figures", "measured")
 };
 
-// The rates of a machine as the simulator charges them (runtime/simulation.hpp's roofline):
+// The rates of a machine as the simulator charges them (runtime/sim.hpp's roofline):
 // compute at the GPU's bf16 (two_byte) or fp32 peak times the GEMM efficiency, or without a GPU
 // at compute_cores CPU cores' peak times it; the CPU AdamW at adam_threads of the machine's cores'
 // share of host memory bandwidth times the element-wise efficiency (FLOPs: their peak times the

@@ -56,7 +56,7 @@ void on_cuda(const TaskBuffers& b, const CollectiveArgs& a) {
 // FLOPs 0 (the reductions' adds are left out); bytes: what this rank sends, as the communicators
 // count it: (p-1)·s elements for a ring all-gather or reduce-scatter of shards of s, and the
 // ring all-reduce's volume. No performance model: a collective's time is mostly the wait for the
-// other ranks. In simulation (--simulate-ranks), where the other ranks do not exist, the same
+// other ranks. In simulation (--sim-ranks), where the other ranks do not exist, the same
 // volume over the platform's link, plus one latency per ring step (p-1 steps; 2(p-1) for the
 // all-reduce), is the task's duration.
 
@@ -69,10 +69,10 @@ double all_reduce_bytes(const CollectiveArgs& a, Handles h) {
 }
 double no_flops(const CollectiveArgs&, Handles) { return 0; }
 double shard_exchange_us(const CollectiveArgs& a, Handles h) {
-  return simulation::ring_us(shard_exchange_bytes(a, h), a.comm->size() - 1);
+  return sim::ring_us(shard_exchange_bytes(a, h), a.comm->size() - 1);
 }
 double all_reduce_us(const CollectiveArgs& a, Handles h) {
-  return simulation::ring_us(all_reduce_bytes(a, h), 2 * (a.comm->size() - 1));
+  return sim::ring_us(all_reduce_bytes(a, h), 2 * (a.comm->size() - 1));
 }
 
 // One declaration per operation; two codelets from it, by kind of communicator: MPI/self run on
@@ -106,7 +106,7 @@ struct CollectiveCodelets {
 // ("order", RW); `function` runs it.
 template <CollectiveFunction function>
 CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Codelet<CollectiveArgs>::Cost bytes,
-                              Codelet<CollectiveArgs>::Cost simulated_us) {
+                              Codelet<CollectiveArgs>::Cost sim_us) {
   buffers.push_back({STARPU_RW, "order"});
   return CollectiveCodelets({
       .name = name,
@@ -117,7 +117,7 @@ CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Cod
       .flops = no_flops,
       .bytes = bytes,
       .history_model = false,
-      .simulated_us = simulated_us,
+      .sim_us = sim_us,
   });
 }
 
@@ -134,9 +134,9 @@ const CollectiveCodelets all_reduce_cl =
 
 // A simulation runs no task function, so the simulated ranks' communicator counts each collective
 // as its task is submitted.
-void count_in_simulation(Communicator& comm, CommOp op, std::size_t count, DType dtype) {
-  if constexpr (simulation::predicts_times)
-    if (auto* simulated = dynamic_cast<SimulatedRingComm*>(&comm)) simulated->count_submitted(op, count, dtype);
+void count_in_sim(Communicator& comm, CommOp op, std::size_t count, DType dtype) {
+  if constexpr (sim::predicts_times)
+    if (auto* sim_comm = dynamic_cast<SimRingComm*>(&comm)) sim_comm->count_submitted(op, count, dtype);
 }
 
 }  // namespace
@@ -153,33 +153,33 @@ void submit_all_gather(const CollectiveOrder& order, starpu_data_handle_t shard,
                        std::size_t count, DType dtype, const std::string& name) {
   submit(all_gather_cl.for_comm(order.comm()), {shard, full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
-  count_in_simulation(order.comm(), CommOp::all_gather, count, dtype);
+  count_in_sim(order.comm(), CommOp::all_gather, count, dtype);
 }
 
 void submit_reduce_scatter(const CollectiveOrder& order, starpu_data_handle_t full, starpu_data_handle_t shard,
                            std::size_t count, DType dtype, const std::string& name) {
   submit(reduce_scatter_cl.for_comm(order.comm()), {full, shard, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
-  count_in_simulation(order.comm(), CommOp::reduce_scatter, count, dtype);
+  count_in_sim(order.comm(), CommOp::reduce_scatter, count, dtype);
 }
 
 void submit_all_gather_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count, DType dtype,
                                 const std::string& name) {
   submit(all_gather_in_place_cl.for_comm(order.comm()), {full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
-  count_in_simulation(order.comm(), CommOp::all_gather, count, dtype);
+  count_in_sim(order.comm(), CommOp::all_gather, count, dtype);
 }
 
 void submit_reduce_scatter_in_place(const CollectiveOrder& order, starpu_data_handle_t full, std::size_t count,
                                     DType dtype, const std::string& name) {
   submit(reduce_scatter_in_place_cl.for_comm(order.comm()), {full, order.token()},
          CollectiveArgs{&order.comm(), count, dtype}, name);
-  count_in_simulation(order.comm(), CommOp::reduce_scatter, count, dtype);
+  count_in_sim(order.comm(), CommOp::reduce_scatter, count, dtype);
 }
 
 void submit_all_reduce(const CollectiveOrder& order, starpu_data_handle_t data, DType dtype, const std::string& name) {
   submit(all_reduce_cl.for_comm(order.comm()), {data, order.token()}, CollectiveArgs{&order.comm(), 0, dtype}, name);
-  count_in_simulation(order.comm(), CommOp::all_reduce, starpu_vector_get_nx(data), dtype);
+  count_in_sim(order.comm(), CommOp::all_reduce, starpu_vector_get_nx(data), dtype);
 }
 
 }  // namespace starzero::tasks

@@ -1,6 +1,6 @@
 #pragma once
 // The rates this machine reaches, measured in the running process: the step bound of a real run's
-// summary (sim/step_bound.hpp; docs/simulation.md, "Step bound") and `starzero bench step`.
+// summary (sim/step_bound.hpp; docs/sim.md, "Step bound") and `starzero bench step`.
 //   compute    a GEMM probe: independent square GEMMs of the matmul codelet (tasks/nn.hpp), enough
 //              to keep every worker of the compute device busy, from submission to completion, the
 //              fastest of a few runs (the model's own kernels, so the peak they reach);

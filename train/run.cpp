@@ -18,7 +18,7 @@
 #include "runtime/files.hpp"
 #include "runtime/host_memory.hpp"
 #include "runtime/ranks.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/watchdog.hpp"
@@ -106,17 +106,17 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                   const HostPlan& host) {
   const Session& session = *run.session;
   const TrainerOptions& t = o.trainer;
-  if constexpr (simulation::predicts_times) std::printf("%s\n", simulation::machine_description().c_str());
+  if constexpr (sim::predicts_times) std::printf("%s\n", sim::machine_description().c_str());
   std::printf(
       "%s: %s, %s, B=%d T=%d, %d steps, policy %s, %s\n", o.program.c_str(), spec.describe().c_str(),
       (std::string(precision_name(o.precision)) + (o.precision == Precision::fp32 ? "" : " (fp32 master)")).c_str(),
       t.global_batch, run.model->row_tokens(), t.steps, session.policy().c_str(), session.workers_summary().c_str());
-  if (ranks.is_simulated() && ranks.size() > 1) {
-    const simulation::CollectiveLink& link = simulation::collective_link();
+  if (ranks.is_sim() && ranks.size() > 1) {
+    const sim::CollectiveLink& link = sim::collective_link();
     std::printf(
         "simulated data parallel: this is rank 0 of %d ranks, ZeRO-%d, %d sequences per rank and "
         "micro-batch; each collective is costed as its ring volume over %s (%.0f GB/s, %.1f us per ring "
-        "step): an approximation (docs/simulation.md, \"Simulated ranks\")\n",
+        "step): an approximation (docs/sim.md, \"Simulated ranks\")\n",
         ranks.size(), o.zero.stage, run.model->micro_batch(), link.what.c_str(), link.Bps / 1e9,
         link.step_latency_s * 1e6);
   } else if (ranks.size() > 1)
@@ -152,13 +152,13 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
 // GPUs, which then decide workers and CPU Adam threads.
 Topology run_topology() {
   Topology topology = Topology::discover();
-  if constexpr (!simulation::host_is_this_machine) {
-    const simulation::MachineSize simulated = simulation::machine_size();
-    topology.cores = topology.hardware_threads = simulated.cpus;
+  if constexpr (!sim::host_is_this_machine) {
+    const sim::MachineSize sim_size = sim::machine_size();
+    topology.cores = topology.hardware_threads = sim_size.cpus;
     topology.numa_nodes = 1;
-    topology.cores_per_numa.assign(1, std::vector<int>(std::size_t(simulated.cpus), 0));
-    topology.gpus.assign(std::size_t(simulated.gpus), GpuLocality{});
-    for (int g = 0; g < simulated.gpus; ++g) topology.gpus[std::size_t(g)] = {g, "simulated", 0};
+    topology.cores_per_numa.assign(1, std::vector<int>(std::size_t(sim_size.cpus), 0));
+    topology.gpus.assign(std::size_t(sim_size.gpus), GpuLocality{});
+    for (int g = 0; g < sim_size.gpus; ++g) topology.gpus[std::size_t(g)] = {g, "simulated", 0};
   }
   return topology;
 }
@@ -170,9 +170,9 @@ Topology run_topology() {
 void resolve_speculative_fraction_auto(RunOptions& o, const PlanInput& planned, int ranks_here, bool leader) {
   const double host_bytes = double(available_host_memory_bytes()) / ranks_here;
   o.offload.speculative_fraction = {
-      simulation::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0, false};
+      sim::host_is_this_machine ? auto_speculative_fraction(planned, host_bytes) : 1.0, false};
   if (!leader) return;
-  const std::string why = simulation::host_is_this_machine
+  const std::string why = sim::host_is_this_machine
                               ? "their second optimizer state fits the " + fixed(host_bytes / 1e9, 1) +
                                     " GB available per rank beside the rest of the plan"
                               : "a simulation: all of them, its host memory is not checked";
@@ -233,7 +233,7 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   host_input.gpu = rank_gpu;
   // Simulated ranks share the machine while it has a GPU for each; beyond, each machine holds as
   // many as it has GPUs (CPU-only: one rank per machine).
-  host_input.ranks_here = !ranks.is_simulated() ? ranks.local_size() : gpus > 0 ? std::min(ranks.size(), gpus) : 1;
+  host_input.ranks_here = !ranks.is_sim() ? ranks.local_size() : gpus > 0 ? std::min(ranks.size(), gpus) : 1;
   host_input.cpu_workers = session.cpu_workers;
   // Until the GPU's memory is known, auto plans for all of the state on the host: the most host
   // memory it can take.
@@ -255,8 +255,8 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||
                                          (o.collectives == Collectives::automatic && run.session->cuda_workers() > 0));
   check_device_fits(host_input.memory, run.session->cuda_memory_bytes(), o.program, ranks.leader());
-  if (ranks.is_simulated()) ranks.use_simulated_collectives(run.session->cuda_workers() > 0);
-  if (nccl && !ranks.is_simulated()) {
+  if (ranks.is_sim()) ranks.use_sim_collectives(run.session->cuda_workers() > 0);
+  if (nccl && !ranks.is_sim()) {
     if (run.session->cuda_workers() == 0)
       throw std::invalid_argument("--collectives nccl needs a CUDA worker on every rank");
     ranks.use_nccl(std::max(0, session.cuda_device));
@@ -269,15 +269,15 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
 void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens, std::size_t parameters, int ranks,
                    double start) {
   const double tokens = double(o.trainer.global_batch) * row_tokens * s.steps;
-  if constexpr (simulation::predicts_times) {
+  if constexpr (sim::predicts_times) {
     std::printf(
         "summary (predicted on the simulated machine): %d steps, %.3f s training (%.0f tok/s), "
         "%.3f s total simulated\n",
-        s.steps, s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+        s.steps, s.train_seconds, tokens / s.train_seconds, sim::now_seconds() - start);
     // Model FLOP/s per rank: 6 FLOPs per parameter and token (attention's own left out), against
     // the peak of the devices this rank runs on (its GPU, else the machine's CPU cores).
-    const simulation::Roofline& r = simulation::roofline();
-    const simulation::MachineSize machine = simulation::machine_size();
+    const sim::Roofline& r = sim::roofline();
+    const sim::MachineSize machine = sim::machine_size();
     const double gpu_peak = o.precision == Precision::fp32 ? r.gpu_fp32_flops : r.gpu_bf16_flops;
     const double peak = machine.gpus > 0 ? gpu_peak : r.cpu_core_flops * machine.cpus;
     const double model_flops = 6.0 * double(parameters) * tokens / double(ranks) / s.train_seconds;
@@ -286,12 +286,12 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
         "(%.0f GFLOP/s)\n",
         model_flops / 1e9, 100.0 * model_flops / peak,
         machine.gpus > 0 ? ("GPU's " + std::string(precision_name(o.precision))).c_str() : "CPU cores'", peak / 1e9);
-    const simulation::DurationSources sources = simulation::duration_sources();
+    const sim::DurationSources sources = sim::duration_sources();
     const double estimates = double(std::max<std::uint64_t>(1, sources.calibrated + sources.roofline));
-    const simulation::ChargedOverhead& overhead = simulation::charged_task_overhead();
+    const sim::ChargedOverhead& overhead = sim::charged_task_overhead();
     std::printf(
         "task durations: %.1f %% of the estimates from calibration, %.1f %% from the roofline; StarPU's "
-        "overhead per task on a CPU worker: %s (docs/simulation.md)\n",
+        "overhead per task on a CPU worker: %s (docs/sim.md)\n",
         100.0 * double(sources.calibrated) / estimates, 100.0 * double(sources.roofline) / estimates,
         overhead.measured_under.empty()
             ? "none (not measured on this platform)"
@@ -302,7 +302,7 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
   }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
               s.steps, s.first_loss, s.last_loss, s.last_validation ? fixed(*s.last_validation, 6).c_str() : "none",
-              s.train_seconds, tokens / s.train_seconds, simulation::now_seconds() - start);
+              s.train_seconds, tokens / s.train_seconds, sim::now_seconds() - start);
 }
 
 // The speculative update's commits as they ran (each rank's own; the same on every rank).
@@ -336,7 +336,7 @@ std::optional<sim::RunBoundFigures> run_bound_figures(const ModelSpec& spec, con
   figures.steady_step_s = steady_step_s;
   figures.planned =
       plan_step_work(plan_input_of(spec, o, ranks.size(), run.model->micro_batch()), o.trainer.micro_batches, gpu);
-  if (const std::optional<sim::MachineSpec>& machine = sim::simulated_machine()) {
+  if (const std::optional<sim::MachineSpec>& machine = sim::sim_machine()) {
     // At most the machine's cores: --adam-threads may ask for more threads than there are.
     figures.rates = sim::rates_of_machine(*machine, o.precision != Precision::fp32,
                                           gpu ? 0 : std::min(session.cpu_workers(), machine->cpus),
@@ -405,7 +405,7 @@ std::optional<CheckpointSets> open_checkpoint_destinations(const RunOptions& o, 
 // the job ends with kWatchdogExitCode. Not in simulation: its thread would measure wall time
 // against simulated progress.
 void start_watchdog(std::optional<Watchdog>& watchdog, const RunOptions& o, DataParallelRanks& ranks) {
-  if (o.watchdog_seconds > 0 && !simulation::predicts_times)
+  if (o.watchdog_seconds > 0 && !sim::predicts_times)
     watchdog.emplace(std::chrono::seconds(o.watchdog_seconds), [&o, &ranks](const std::string& last,
                                                                             const std::string& threads) {
       std::fprintf(stderr, "%s: rank %d of %d: watchdog: nothing finished for %d s since %s; this rank's threads:\n%s",
@@ -481,7 +481,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     progress("step " + std::to_string(record.step));
     if (record.step > first_step) steady_seconds.push_back(record.seconds);
     // The steady steps' overhead: the first step's allocations and first touches left out.
-    if (o.measurements && ranks.leader() && simulation::kernels_run) {
+    if (o.measurements && ranks.leader() && sim::kernels_run) {
       if (record.step == first_step)
         restart_task_overhead_measurement();
       else if (record.step == last_step) {
@@ -512,7 +512,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
     save(last_step);
     if (ranks.leader()) print_saved(o, out_format, sets ? &*sets : nullptr, last_step, ranks.size());
   }
-  if (!o.trainer.quiet && simulation::kernels_run)  // a simulation has no probabilities to sample from
+  if (!o.trainer.quiet && sim::kernels_run)  // a simulation has no probabilities to sample from
     if (const auto text = trainer.sample(o.trainer.seed); text && ranks.leader())
       std::printf("sample: %s\n", text->c_str());
   if (ranks.size() > 1) print_zero_report(engine, ranks, summary.last_step_traffic);
@@ -521,7 +521,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   if (!ranks.leader()) return std::nullopt;
   print_activation_report(spec, o, *run.model);
   print_summary(o, summary, run.model->row_tokens(), engine.parameter_count(), ranks.size(), start);
-  if (o.offload.speculative_update && simulation::kernels_run) print_speculative_report(engine, summary);
+  if (o.offload.speculative_update && sim::kernels_run) print_speculative_report(engine, summary);
   const std::optional<sim::RunBoundFigures> bound =
       run_bound_figures(spec, o, run, ranks, host, steady_step_seconds(std::move(steady_seconds)));
   if (bound) print_step_bound(*bound);
@@ -544,10 +544,10 @@ Tiling resolve_tiling(Tiling tiling, const Session& session, int micro_batch) {
 }
 
 int run_training(const ModelSpec& spec, const RunOptions& given) {
-  const double start = simulation::now_seconds();
-  if (given.simulate_ranks > 0 && DataParallelRanks::world_size() > 1)
-    throw std::invalid_argument("--simulate-ranks: one process simulates the ranks; do not start it with mpirun");
-  const int world = given.simulate_ranks > 0 ? given.simulate_ranks : DataParallelRanks::world_size();
+  const double start = sim::now_seconds();
+  if (given.sim_ranks > 0 && DataParallelRanks::world_size() > 1)
+    throw std::invalid_argument("--sim-ranks: one process simulates the ranks; do not start it with mpirun");
+  const int world = given.sim_ranks > 0 ? given.sim_ranks : DataParallelRanks::world_size();
   check_options(given, world);
   RunOptions options = given;
   const int micro_batch = options.trainer.global_batch / (world * options.trainer.micro_batches);
@@ -561,7 +561,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
   const std::uint64_t done = resume && resume->state ? resume->state->step() : 0;
 
   DataParallelRanks ranks =
-      options.simulate_ranks > 0 ? DataParallelRanks::simulated(options.simulate_ranks) : DataParallelRanks();
+      options.sim_ranks > 0 ? DataParallelRanks::in_sim(options.sim_ranks) : DataParallelRanks();
   if (options.steps_are_total) {
     if (done >= std::uint64_t(options.trainer.steps)) {
       if (ranks.leader())
@@ -586,7 +586,7 @@ int run_training(const ModelSpec& spec, const RunOptions& given) {
     if (!fxt_file.empty()) {
       const fs::path out = ranks.trace_dir(options.session.trace_dir);
       convert_fxt_trace(fxt_file, out.string());
-      simulation::write_executed_durations(out.string());  // what each task was simulated for, if simulated
+      sim::write_executed_durations(out.string());  // what each task was simulated for, if simulated
       // For `starzero trace`'s bound: the rates this run used and what its plan gives one step.
       if (bound) write_text_atomically(out / sim::kRunBoundFile, sim::run_bound_json(*bound));
       std::printf("trace: %s/paje.trace (open with ViTE)\n", out.c_str());

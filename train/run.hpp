@@ -51,7 +51,7 @@ struct RunOptions {
   Collectives collectives = Collectives::automatic;
   // starzero-sim: this process is rank 0 of this many simulated ranks (runtime/ranks.hpp); 0: the
   // ranks of mpirun (or one).
-  int simulate_ranks = 0;
+  int sim_ranks = 0;
   // Offload: where the model states go, the CPU AdamW, the delayed and speculative updates
   // (offload/placement.hpp). Its fractions may be auto: the run resolves them once StarPU has
   // started (optimizer_fraction from the GPU's memory, all of it without a GPU;

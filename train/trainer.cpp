@@ -12,14 +12,14 @@
 #include "optimizers/adamw.hpp"
 #include "runtime/activity.hpp"
 #include "runtime/session.hpp"
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 namespace starzero {
 
 namespace {
 
 // Simulated time in starzero-sim.
-double seconds_since(double start) { return simulation::now_seconds() - start; }
+double seconds_since(double start) { return sim::now_seconds() - start; }
 
 CommStats difference(const CommStats& after, const CommStats& before) {
   CommStats d;
@@ -87,7 +87,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
   const double tokens_per_step = double(options_.global_batch) * double(model_.row_tokens());
   Communicator* comm = ranks_.engine_comm();
   for (std::uint64_t step = first_step; step <= last_step; ++step) {
-    const double start = simulation::now_seconds();
+    const double start = sim::now_seconds();
     const float lr = optim::learning_rate(options_.schedule, int(step), int(last_step));
     const CommStats before = comm ? comm->stats() : CommStats{};
     double loss = 0;
@@ -103,7 +103,7 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       }
     }
     const double seconds = seconds_since(start);
-    if constexpr (!simulation::kernels_run) loss = norm = 0;  // no kernel ran: the buffers hold no values
+    if constexpr (!sim::kernels_run) loss = norm = 0;  // no kernel ran: the buffers hold no values
     summary.train_seconds += seconds;
     if (summary.steps++ == 0) summary.first_loss = loss;
     summary.last_loss = loss;
@@ -111,11 +111,11 @@ TrainingSummary Trainer::run(std::uint64_t first_step) {
       throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step));
     const bool skipped = !check_gradient_norm(step, norm);
     // A simulation has no norm: nothing is clipped there.
-    const int rollbacks = simulation::kernels_run ? engine_.last_step_rollbacks() : 0;
+    const int rollbacks = sim::kernels_run ? engine_.last_step_rollbacks() : 0;
     summary.rolled_back_steps += rollbacks > 0 ? 1 : 0;
     const std::string rolled_back = rollbacks > 0 ? " | rollback: " + std::to_string(rollbacks) + " AdamW re-run" : "";
     char line[320];
-    if constexpr (simulation::predicts_times)
+    if constexpr (sim::predicts_times)
       std::snprintf(line, sizeof line, "step %llu/%llu | lr %.2e | predicted %.1f ms | %.0f tok/s",
                     (unsigned long long)step, (unsigned long long)last_step, lr, seconds * 1e3,
                     tokens_per_step / seconds);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The code rules CONTRIBUTING.md states, checked on the checkout:
 # - no function over 80 lines outside the numerical kernels (scripts/function-lengths.py);
-# - the simulation seam: only runtime/simulation.hpp decides what differs in a simulation build,
-#   so no source names simulation::enabled.
+# - the simulation seam: only runtime/sim.hpp decides what differs in a simulation build,
+#   so no source names sim::enabled.
 # Usage: code_rules_test.sh REPO_ROOT
 set -euo pipefail
 root=$1
@@ -13,9 +13,9 @@ if ! out=$(python3 scripts/function-lengths.py 2>&1); then
   echo "FAIL: functions over 80 lines (split them into named steps)"
   failures=$((failures + 1))
 fi
-if hits=$(git ls-files '*.cpp' '*.hpp' '*.cu' | xargs grep -n 'simulation::enabled'); then
+if hits=$(git ls-files '*.cpp' '*.hpp' '*.cu' | xargs grep -n 'sim::enabled'); then
   echo "$hits"
-  echo "FAIL: simulation::enabled outside runtime/simulation.hpp (ask kernels_run, host_is_this_machine or predicts_times)"
+  echo "FAIL: sim::enabled outside runtime/sim.hpp (ask kernels_run, host_is_this_machine or predicts_times)"
   failures=$((failures + 1))
 fi
 [ "$failures" -eq 0 ] || exit 1

@@ -236,7 +236,7 @@ TEST_CASE("GPT footprint: the planner's numbers for GPT-2 124M", "[gpt_layout]")
   CHECK(f.activation_tensors[12].count == L * B * T * 4 * C);  // fch
   CHECK(f.activation_tensors[20].count == B * T * Vp);         // probs
   CHECK(f.activation_tensors[21].count == B * T);              // losses
-  // The planner's total (tests/simulation/test_planner.cpp, "GPT activations").
+  // The planner's total (tests/sim/test_planner.cpp, "GPT activations").
   const std::int64_t expected = B * T * C                  // encoded
                                 + L * B * T * C            // ln1
                                 + 2 * L * B * T            // ln1_mean, ln1_rstd

@@ -116,7 +116,7 @@ if want train; then
     fail "check 1: last validation loss '$val' is not a plausible loss"
   fi
   if grep -q '^sample: ' "$WORK/c1.out"; then pass "check 1: sample line"; else fail "check 1: no 'sample: ' line"; fi
-  # The step bound (docs/simulation.md, "Step bound"): measured peaks, one line per resource, the
+  # The step bound (docs/sim.md, "Step bound"): measured peaks, one line per resource, the
   # largest binds; the steady step is the median of steps 2..60 as their lines print them.
   if python3 "$here/check_train_cli.py" step-bound "$WORK/c1.out"; then
     pass "check 1: the step bound (CPU compute binds; steady step = the median; efficiency = bound / step)"

@@ -346,7 +346,7 @@ expect_line 'model: GPT tiny: L=4 C=128 NH=4 V=256 \(padded Vp=256\) T=64 B=2' "
 expect_text 'recompute full' "GPT preset keeps --recompute"
 
 # ---- (f) the step bound on a machine (--platform; docs/zero-formulas.md, "Step bound") -------------
-# Figures by hand (docs/simulation.md, "Step bound"): FLOPs of a GPT micro-batch L·(72NC² + 14BT²C
+# Figures by hand (docs/sim.md, "Step bound"): FLOPs of a GPT micro-batch L·(72NC² + 14BT²C
 # + full recomputation's 16NC² + 4BT²C) + 6N·Vp·C at 989 TFLOP/s × 0.75; the CPU AdamW's 28 bytes per
 # parameter at threads × 307.2 GB/s / cores × 0.8; 2Ψ bytes each way at 55 GB/s.
 bound_row() {  # L C T B RECOMPUTE CORES THREADS STAGE: the expected table row, as a regex

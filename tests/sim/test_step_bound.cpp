@@ -1,7 +1,7 @@
 // Tests of the step bound (sim/step_bound.hpp), the planner's work per step and rates per rank
 // (offload/step_work.hpp) and the models' FLOP counts (models/gpt_flops.hpp, llama_training_flops).
-// Expected values are arithmetic written out here from the formulas of docs/simulation.md ("Step
-// bound") and the machines' figures (docs/simulation.md, "The named machines"), never computed by
+// Expected values are arithmetic written out here from the formulas of docs/sim.md ("Step
+// bound") and the machines' figures (docs/sim.md, "The named machines"), never computed by
 // the code under test.
 #include <catch2/catch.hpp>
 

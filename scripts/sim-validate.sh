@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How well starzero-sim predicts this machine (docs/simulation.md, "Validation"), in one sitting:
+# How well starzero-sim predicts this machine (docs/sim.md, "Validation"), in one sitting:
 # for each case below it calibrates the training on this machine (`starzero calibrate`), then for
 # each policy (lws, dmda, dmdas) runs it for real REPEATS times (STEPS steps each; the median of
 # the steps after the first, over all repeats) and simulates it on the calibrated platform. The
@@ -12,7 +12,7 @@
 #   predicted X s, measured Y s, error Z %
 # for gpt2-124M fp32 under lws.
 #
-# Usage: scripts/simulate-validate.sh STARZERO STARZERO_SIM [options]
+# Usage: scripts/sim-validate.sh STARZERO STARZERO_SIM [options]
 #   --steps N           steps per measured and simulated run (default 6)
 #   --repeats N         real runs per case and policy, interleaved (default 3)
 #   --data FILE         training data (default: the trainer's own default text)
@@ -23,7 +23,7 @@
 #   --cases LIST        comma-separated subset of: tiny, gpt2-124M, gpt2-124M-offload (default all)
 # The machine should be idle: the comparison is only as good as the measured times.
 set -euo pipefail
-usage() { echo "usage: simulate-validate.sh STARZERO STARZERO_SIM [--steps N] [--repeats N] [--data FILE] [--calibration DIR] [--save-calibration DIR] [--cases LIST]" >&2; exit 2; }
+usage() { echo "usage: sim-validate.sh STARZERO STARZERO_SIM [--steps N] [--repeats N] [--data FILE] [--calibration DIR] [--save-calibration DIR] [--cases LIST]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 starzero=$1 sim=$2
 shift 2
@@ -39,9 +39,9 @@ while [ $# -gt 0 ]; do
     *) usage ;;
   esac
 done
-[ -x "$starzero" ] && [ -x "$sim" ] || { echo "simulate-validate: '$starzero' or '$sim' is not a program" >&2; exit 2; }
-[[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 3 ] || { echo "simulate-validate: --steps must be at least 3" >&2; exit 2; }
-[[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -ge 1 ] || { echo "simulate-validate: --repeats must be at least 1" >&2; exit 2; }
+[ -x "$starzero" ] && [ -x "$sim" ] || { echo "sim-validate: '$starzero' or '$sim' is not a program" >&2; exit 2; }
+[[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 3 ] || { echo "sim-validate: --steps must be at least 3" >&2; exit 2; }
+[[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -ge 1 ] || { echo "sim-validate: --repeats must be at least 1" >&2; exit 2; }
 policies=(lws dmda dmdas)
 declare -A flags=(
   [tiny]="--preset tiny --batch 8 --seq 64"
@@ -49,7 +49,7 @@ declare -A flags=(
   [gpt2-124M-offload]="--preset gpt2-124M --batch 4 --seq 64 --precision fp32 --offload-optimizer cpu"
 )
 IFS=, read -r -a chosen <<< "$cases"
-for c in "${chosen[@]}"; do [ -n "${flags[$c]:-}" ] || { echo "simulate-validate: unknown case '$c'" >&2; exit 2; }; done
+for c in "${chosen[@]}"; do [ -n "${flags[$c]:-}" ] || { echo "sim-validate: unknown case '$c'" >&2; exit 2; }; done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cal=${calibration:-$work/cal}
@@ -62,21 +62,21 @@ results=$work/results.tsv
 for c in "${chosen[@]}"; do
   read -r -a f <<< "${flags[$c]}"
   if [ -z "$calibration" ]; then
-    echo "simulate-validate: $c: calibrating ..." >&2
+    echo "sim-validate: $c: calibrating ..." >&2
     "$starzero" calibrate --out "$cal" "${f[@]}" "${data[@]}" --cuda-workers 0 --sched lws \
       --steps "${CALIBRATION_STEPS:-12}" --quiet > "$work/cal-$c.log" 2>&1 || { cat "$work/cal-$c.log"; exit 1; }
   fi
   for ((r = 0; r < repeats; r++)); do
     for ((i = 0; i < ${#policies[@]}; i++)); do
       policy=${policies[$(((i + r) % ${#policies[@]}))]}
-      echo "simulate-validate: $c, $policy: measuring (repeat $((r + 1))/$repeats) ..." >&2
+      echo "sim-validate: $c, $policy: measuring (repeat $((r + 1))/$repeats) ..." >&2
       "$starzero" "${measure[@]}" "${f[@]}" "${data[@]}" --cuda-workers 0 --sched "$policy" --steps "$steps" \
         --val-every 0 --quiet --metrics "$work/real-$c-$policy-$r.jsonl" > "$work/real-$c-$policy-$r.log" 2>&1 ||
         { cat "$work/real-$c-$policy-$r.log"; exit 1; }
     done
   done
   for policy in "${policies[@]}"; do
-    echo "simulate-validate: $c, $policy: simulating ..." >&2
+    echo "sim-validate: $c, $policy: simulating ..." >&2
     "$sim" train "${f[@]}" "${data[@]}" --sched "$policy" --steps "$steps" --platform "$cal" \
       > "$work/sim-$c-$policy.log" 2>&1 || { cat "$work/sim-$c-$policy.log"; exit 1; }
     printf '%s\t%s\t%s\t%s\n' "$c" "$policy" "$work/real-$c-$policy" "$work/sim-$c-$policy.log" >> "$results"
@@ -85,7 +85,7 @@ done
 if [ -n "$save" ]; then
   mkdir -p "$save"
   cp -r "$cal/." "$save/"
-  echo "simulate-validate: calibration kept in $save" >&2
+  echo "sim-validate: calibration kept in $save" >&2
 fi
 python3 - "$results" <<'PY'
 import glob, itertools, json, re, statistics, sys

@@ -1,6 +1,6 @@
 #pragma once
 // Simulation: `starzero-sim` is the same program built against StarPU in SimGrid mode
-// (STARZERO_SIMULATION; docs/simulation.md). StarPU's real scheduler and data manager then run on
+// (STARZERO_SIMGRID; docs/sim.md). StarPU's real scheduler and data manager then run on
 // a simulated machine: the kernels do not run, each task lasts what its performance model says,
 // and SimGrid times the transfers over the platform's links. This file holds what the rest of the
 // program needs to know of it: whether it is simulating, the simulated clock, and the roofline
@@ -12,9 +12,9 @@
 #include <map>
 #include <string>
 
-namespace starzero::simulation {
+namespace starzero::sim {
 
-#ifdef STARZERO_SIMULATION
+#ifdef STARZERO_SIMGRID
 inline constexpr bool enabled = true;
 #else
 inline constexpr bool enabled = false;
@@ -30,7 +30,7 @@ inline constexpr bool kernels_run = !enabled;
 // machine's, whose large host buffers are folded (runtime/host_memory.hpp).
 inline constexpr bool host_is_this_machine = !enabled;
 // This program predicts times on a simulated machine (starzero-sim): its banner, "predicted" step
-// lines and summary, its own flags (--platform, --simulate-ranks), the performance models that
+// lines and summary, its own flags (--platform, --sim-ranks), the performance models that
 // give each task its simulated duration; and what only a real run can do is refused
 // (calibration, saves).
 inline constexpr bool predicts_times = enabled;
@@ -58,8 +58,8 @@ const Roofline& roofline();
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size,
                    int cores = 1);
 
-// The link each collective of simulated ranks crosses (--simulate-ranks N): per rank and
-// direction, and the latency of one ring step. An approximation (docs/simulation.md,
+// The link each collective of simulated ranks crosses (--sim-ranks N): per rank and
+// direction, and the latency of one ring step. An approximation (docs/sim.md,
 // "Simulated ranks"): NVLink through the NVSwitch on a machine with several GPUs, else the
 // platform's PCIe figure standing for one inter-node link per GPU; host memory without GPUs.
 struct CollectiveLink {
@@ -142,4 +142,4 @@ const std::string& machine_description();
 // a monotonic wall clock otherwise.
 double now_seconds();
 
-}  // namespace starzero::simulation
+}  // namespace starzero::sim

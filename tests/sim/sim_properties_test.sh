@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# starzero-sim's deterministic properties (docs/simulation.md):
-# - Simulated ranks (--simulate-ranks 8, ZeRO-3): on h200x8 the banner says it is rank 0 of 8 over
+# starzero-sim's deterministic properties (docs/sim.md):
+# - Simulated ranks (--sim-ranks 8, ZeRO-3): on h200x8 the banner says it is rank 0 of 8 over
 #   NVLink and that collectives are an approximation, there is one CUDA worker, the collectives run
 #   on it and the same run twice predicts the same steps; on a CPU-only machine every collective
 #   task lasts exactly the ring formula for its shard, (N-1) latencies + (N-1) shards / bandwidth;
@@ -21,8 +21,8 @@
 #   the trace's timeline); the same run twice predicts the same steps; an unmeasured policy is
 #   charged the measured policies' mean; the summary says what was charged.
 # - A delayed update flushed at the end of training under dmda with a GPU exits cleanly, with a trace.
-# - `starzero-sim train --help` prints starzero's options; bad --simulate-ranks values exit 2.
-# Usage: simulation_properties_test.sh STARZERO_SIM
+# - `starzero-sim train --help` prints starzero's options; bad --sim-ranks values exit 2.
+# Usage: sim_properties_test.sh STARZERO_SIM
 set -euo pipefail
 sim=$1
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -31,21 +31,21 @@ steps() { grep -oE "^step [0-9]+/[0-9]+ \| lr [0-9.e+-]+ \| predicted [0-9.]+ ms
 
 # ---- simulated ranks ------------------------------------------------------------------------------
 ranks=(--preset tiny --layers 4 --channels 128 --heads 4 --max-seq 64 --seq 64 --batch 16 --data "$work/text.txt"
-  --steps 3 --sched dmda --stage 3 --simulate-ranks 8)
+  --steps 3 --sched dmda --stage 3 --sim-ranks 8)
 # On 8 H200s: the collectives are NCCL's, on the CUDA worker; the link is NVLink.
-"$sim" train "${ranks[@]}" --platform h200x8 --trace "$work/ranks" > "$work/ranks.log" 2>&1 || { cat "$work/ranks.log"; fail "--simulate-ranks 8"; }
+"$sim" train "${ranks[@]}" --platform h200x8 --trace "$work/ranks" > "$work/ranks.log" 2>&1 || { cat "$work/ranks.log"; fail "--sim-ranks 8"; }
 grep -q "^simulated data parallel: this is rank 0 of 8 ranks, ZeRO-3, 2 sequences per rank.*over NVLink (450 GB/s, 5.0 us per ring step): an approximation" \
   "$work/ranks.log" || { cat "$work/ranks.log"; fail "simulated ranks: banner"; }
 grep -qE "[0-9]+ CPU \+ 1 CUDA workers" "$work/ranks.log" || { cat "$work/ranks.log"; fail "simulated ranks: one GPU per rank"; }
-"$sim" train "${ranks[@]}" --platform h200x8 > "$work/ranks2.log" 2>&1 || fail "--simulate-ranks 8, again"
+"$sim" train "${ranks[@]}" --platform h200x8 > "$work/ranks2.log" 2>&1 || fail "--sim-ranks 8, again"
 [ "$(steps "$work/ranks.log")" = "$(steps "$work/ranks2.log")" ] || fail "simulated ranks: two runs predict different times"
 # On a machine of 8 CPU cores and no GPU the collectives are MPI's, on CPU workers, where a task
 # lasts exactly its model's time (an asynchronous CUDA task's trace time also holds its wait in the
 # stream): each one's is the ring formula for its shard, over host memory (25 GB/s, 1 us a step).
 "$sim" platform custom --cpus 8 --name cpu8 --out "$work/cpu8" > /dev/null || fail "a CPU machine"
 "$sim" train "${ranks[@]}" --platform "$work/cpu8" --trace "$work/ranks-cpu" > "$work/ranks-cpu.log" 2>&1 \
-  || { cat "$work/ranks-cpu.log"; fail "--simulate-ranks 8 on CPUs"; }
-python3 "$here/check_simulation_properties.py" simulated-ranks "$work/ranks.log" "$work/ranks/tasks.rec" "$work/ranks-cpu.log" "$work/ranks-cpu/tasks.rec" || fail "simulated ranks: collective bytes or durations"
+  || { cat "$work/ranks-cpu.log"; fail "--sim-ranks 8 on CPUs"; }
+python3 "$here/check_sim_properties.py" sim-ranks "$work/ranks.log" "$work/ranks/tasks.rec" "$work/ranks-cpu.log" "$work/ranks-cpu/tasks.rec" || fail "simulated ranks: collective bytes or durations"
 
 # ---- PCIe bytes per step with the optimizer on the host -------------------------------------------
 # A wide model with few tokens, so that the layers' transfers stand out by size: one more step
@@ -59,7 +59,7 @@ for n in 2 3; do
 done
 "$sim" plan --layers 4 --hidden 512 --heads 8 --vocab 256 --seq 16 --batch 1 --stage 0 --offload-optimizer cpu --json \
   > "$work/plan.json" 2> "$work/plan.err" || { cat "$work/plan.err"; fail "plan --json"; }
-python3 "$here/check_simulation_properties.py" pcie-bytes "$work/off2/paje.trace" "$work/off3/paje.trace" "$work/plan.json" "$work/off3.log" || fail "PCIe bytes per step differ from the plan's"
+python3 "$here/check_sim_properties.py" pcie-bytes "$work/off2/paje.trace" "$work/off3/paje.trace" "$work/plan.json" "$work/off3.log" || fail "PCIe bytes per step differ from the plan's"
 
 # ---- GPU memory never above the platform's ----------------------------------------------------------
 "$sim" platform h200x1 --gpu-mem 1GB --out "$work/small" > /dev/null || fail "a 1 GB H200"
@@ -67,7 +67,7 @@ small=(--preset tiny --layers 6 --channels 256 --heads 4 --max-seq 256 --seq 256
   --steps 2 --sched dmda --precision fp32 --platform "$work/small")
 "$sim" train "${small[@]}" --trace "$work/small-run" > "$work/small.log" 2>&1 || { cat "$work/small.log"; fail "1 GB GPU"; }
 "$sim" trace "$work/small-run" --json > "$work/small.json" 2> /dev/null || fail "trace report, 1 GB GPU"
-python3 "$here/check_simulation_properties.py" gpu-memory "$work/small.json" || fail "GPU memory above the platform's"
+python3 "$here/check_sim_properties.py" gpu-memory "$work/small.json" || fail "GPU memory above the platform's"
 
 # ---- every task lasts what the simulation executed it for; GPU memory as planned --------------------
 # durations.rec holds what each task was simulated for; a task whose traced time is longer spent
@@ -81,7 +81,7 @@ timed=(--preset gpt2-124M --batch 4 --seq 256 --data "$work/text.txt" --steps 3 
   --precision bf16 --offload-optimizer cpu)
 "$sim" train "${timed[@]}" --trace "$work/timed" > "$work/timed.log" 2>&1 || { cat "$work/timed.log"; fail "timed run"; }
 "$sim" trace "$work/timed" --json > "$work/timed.json" 2> /dev/null || fail "trace report, timed run"
-python3 "$here/check_simulation_properties.py" task-durations "$work/timed" "$work/timed.json" "$work/timed.log" || fail "task durations or GPU memory against the simulation's"
+python3 "$here/check_sim_properties.py" task-durations "$work/timed" "$work/timed.json" "$work/timed.log" || fail "task durations or GPU memory against the simulation's"
 
 # ---- a model that does not fit without offload ------------------------------------------------------
 big=(--preset tiny --layers 8 --channels 2048 --heads 16 --max-seq 64 --seq 64 --batch 1 --data "$work/text.txt"
@@ -115,7 +115,7 @@ python3 -c "import sys; assert float(sys.argv[1]) > 50" "${share:-0}" || { cat "
 "$sim" platform custom --cpus 2 --name oh --out "$work/oh0" > /dev/null || fail "a 2-core machine"
 with_overhead() {  # DIR US WAKE: the 2-core machine with a measured overhead under lws
   cp -r "$work/oh0" "$1"
-  python3 "$here/check_simulation_properties.py" set-overhead "$1/bus/oh.machine.json" "$2" "$3"
+  python3 "$here/check_sim_properties.py" set-overhead "$1/bus/oh.machine.json" "$2" "$3"
 }
 with_overhead "$work/oh-task" 2000 0
 with_overhead "$work/oh-wake" 0 5000
@@ -129,7 +129,7 @@ grep -q "StarPU's overhead per task on a CPU worker: none (not measured on this 
   || fail "overhead: the summary of a platform without one"
 grep -q "StarPU's overhead per task on a CPU worker: 2000.0 us, + 0.0 us after idling, as measured under lws" \
   "$work/oh-task.log" || { grep "task durations" "$work/oh-task.log"; fail "overhead: the summary names it"; }
-python3 "$here/check_simulation_properties.py" charged-overhead "$work/oh0-trace/tasks.rec" "$work/oh-task-trace/tasks.rec" "$work/oh-wake-trace/tasks.rec" \
+python3 "$here/check_sim_properties.py" charged-overhead "$work/oh0-trace/tasks.rec" "$work/oh-task-trace/tasks.rec" "$work/oh-wake-trace/tasks.rec" \
   || fail "overhead: the charged durations"
 "$sim" train "${small_cpu[@]}" --platform "$work/oh-wake" > "$work/oh-wake2.log" 2>&1 || fail "overhead: again"
 [ "$(steps "$work/oh-wake.log")" = "$(steps "$work/oh-wake2.log")" ] || fail "overhead: two runs predict different times"
@@ -155,9 +155,9 @@ expect_bad_input "an overhead without its fields" "$sim" train "${small_cpu[@]}"
 
 # --help is the program's (SimGrid would answer a bare --help with its own options).
 "$sim" train --help > "$work/help.txt" 2>&1 || fail "train --help"
-grep -q -- "--simulate-ranks N" "$work/help.txt" || { head -5 "$work/help.txt"; fail "train --help: not starzero's options"; }
+grep -q -- "--sim-ranks N" "$work/help.txt" || { head -5 "$work/help.txt"; fail "train --help: not starzero's options"; }
 
-expect_bad_input "--simulate-ranks 0" "$sim" train "${ranks[@]}" --simulate-ranks 0
-expect_bad_input "--simulate-ranks x" "$sim" train "${ranks[@]}" --simulate-ranks x
+expect_bad_input "--sim-ranks 0" "$sim" train "${ranks[@]}" --sim-ranks 0
+expect_bad_input "--sim-ranks x" "$sim" train "${ranks[@]}" --sim-ranks x
 expect_bad_input "a batch the simulated ranks cannot share" "$sim" train "${ranks[@]}" --batch 12
 finish "simulation properties: passed"

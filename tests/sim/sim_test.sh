@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# starzero-sim (docs/simulation.md): the training task graph on simulated machines.
+# starzero-sim (docs/sim.md): the training task graph on simulated machines.
 # - The named machines give StarPU their workers: h200x1 one CUDA worker, h200x8 eight, a100x1 one;
 #   the banner names the machine and every time is labelled predicted.
 # - A folder written by `starzero-sim platform` (the same generator as `starzero platform`) is
@@ -16,7 +16,7 @@
 #   and the predicted step is shorter than the synchronous one.
 # - starzero-sim sweep compares policies on the simulated machine.
 # - What a simulation cannot do exits 2: saves, validation, an unknown machine.
-# Usage: simulation_test.sh STARZERO_SIM
+# Usage: sim_test.sh STARZERO_SIM
 set -euo pipefail
 sim=$1
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -47,16 +47,16 @@ bigger=(--preset tiny --layers 4 --channels 512 --heads 8 --max-seq 256 --seq 25
 "$sim" train "${bigger[@]}" --platform "$work/platforms" > "$work/dir.log" 2>&1 || { cat "$work/dir.log"; fail "--platform DIR"; }
 grep -q "^simulated machine a100x1:" "$work/dir.log" || { cat "$work/dir.log"; fail "--platform DIR: not the a100x1 machine"; }
 "$sim" train "${bigger[@]}" --platform h200x1 > "$work/h200.log" 2>&1 || fail "bigger on h200x1"
-python3 "$here/check_simulation.py" a100-slower "$(last_ms "$work/dir.log")" "$(last_ms "$work/h200.log")" || fail "an A100 step is not slower than an H200 step: $(last_ms "$work/dir.log") vs $(last_ms "$work/h200.log") ms"
+python3 "$here/check_sim.py" a100-slower "$(last_ms "$work/dir.log")" "$(last_ms "$work/h200.log")" || fail "an A100 step is not slower than an H200 step: $(last_ms "$work/dir.log") vs $(last_ms "$work/h200.log") ms"
 
-# The step bound (docs/simulation.md, "Step bound") of the bigger model with the optimizer on the
+# The step bound (docs/sim.md, "Step bound") of the bigger model with the optimizer on the
 # host of h200x1: each resource's time from figures written out here, the CPU AdamW (62 of 64 cores)
 # binds, and no simulated step beats its bound. The trace report's bound comes from the same
 # figures (step_bound.json) and the CUDA worker's tasks' FLOPs.
 "$sim" train "${bigger[@]}" --steps 4 --platform h200x1 --offload-optimizer cpu --trace "$work/bound" \
   > "$work/bound.log" 2>&1 || { cat "$work/bound.log"; fail "bigger with the optimizer offloaded"; }
 "$sim" trace "$work/bound" --json > "$work/bound.json" || fail "trace report of the offloaded run"
-python3 "$here/check_simulation.py" step-bound "$work/bound.log" "$work/bound.json" || fail "the step bound: $(grep -A6 '^step bound' "$work/bound.log")"
+python3 "$here/check_sim.py" step-bound "$work/bound.log" "$work/bound.json" || fail "the step bound: $(grep -A6 '^step bound' "$work/bound.log")"
 
 # The same run with the speculative update: each layer's CPU AdamW starts once its gradient is
 # reduced, and the layers still waiting for the pool when the backward ends take it from layer 0 up
@@ -66,7 +66,7 @@ python3 "$here/check_simulation.py" step-bound "$work/bound.log" "$work/bound.js
 "$sim" train "${bigger[@]}" --steps 4 --platform h200x1 --offload-optimizer cpu --speculative-update \
   --trace "$work/speculative" > "$work/speculative.log" 2>&1 || { cat "$work/speculative.log"; fail "speculative update"; }
 "$sim" trace "$work/speculative" --json > "$work/speculative.json" || fail "trace report of the speculative run"
-python3 "$here/check_simulation.py" speculative-turns "$work/speculative/tasks.rec" "$work/bound.log" \
+python3 "$here/check_sim.py" speculative-turns "$work/speculative/tasks.rec" "$work/bound.log" \
   "$work/speculative.log" "$work/bound.json" "$work/speculative.json" || fail "speculative update: the CPU AdamW pool's turns, the step or the overlap"
 
 # Activation offload under a device limit: write-backs and fetches cross PCIe; the fetch tasks
@@ -76,7 +76,7 @@ offload=(--preset tiny --layers 6 --channels 256 --heads 4 --max-seq 256 --seq 2
 "$sim" train "${offload[@]}" --trace "$work/plain" > "$work/plain.log" 2>&1 || { cat "$work/plain.log"; fail "plain"; }
 "$sim" train "${offload[@]}" --recompute full --recompute-window 0 --offload-activations cpu --cuda-mem-limit 384 \
   --trace "$work/off" > "$work/off.log" 2>&1 || { cat "$work/off.log"; fail "offload under a limit"; }
-python3 "$here/check_simulation.py" activation-offload "$work/plain/tasks.rec" "$work/off/tasks.rec" || fail "activation offload: tasks or transfers not as expected"
+python3 "$here/check_sim.py" activation-offload "$work/plain/tasks.rec" "$work/off/tasks.rec" || fail "activation offload: tasks or transfers not as expected"
 for kind in plain off; do "$sim" trace "$work/$kind" > "$work/$kind.report" 2>&1 || fail "trace report of $kind"; done
 bytes() { grep -E "^\| $1 \|" "$2" | awk -F'|' '{print $3}' | tr -d ' '; }
 down_plain=$(bytes "GPU0 → RAM" "$work/plain.report") down_off=$(bytes "GPU0 → RAM" "$work/off.report")
@@ -87,7 +87,7 @@ echo "GPU0 → RAM: $down_plain without offload, $down_off with offload under 38
 # Larger than this machine: llama3-8B with its optimizer on the host. /usr/bin/time's maximum RSS counts
 # every mapping of the fold (the whole 110 GB), so the memory the run takes is sampled from
 # /proc: anonymous pages and page tables.
-python3 "$here/check_simulation.py" write-llama-shard "$work/llama.bin"
+python3 "$here/check_sim.py" write-llama-shard "$work/llama.bin"
 "$sim" train --model llama3 --preset llama3-8B --batch 1 --seq 16 --data "$work/llama.bin" --steps 1 --sched dmda \
   --platform h200x1 --offload-optimizer cpu > "$work/8b.log" 2>&1 &
 pid=$! start=$SECONDS peak_kb=0
@@ -113,7 +113,7 @@ fi
 "$sim" sweep --sched dmda,eager --priorities none --repeat 1 --out "$work/sweep" -- train --preset tiny --layers 2 \
   --channels 32 --heads 2 --max-seq 32 --seq 16 --batch 4 --data "$work/text.txt" --steps 3 --platform h200x1 \
   > "$work/sweep.log" 2>&1 || { cat "$work/sweep.log"; fail "starzero-sim sweep"; }
-python3 "$here/check_simulation.py" sweep-rows "$work/sweep/sweep.json" || { cat "$work/sweep.log"; fail "sweep.json: not one row per policy"; }
+python3 "$here/check_sim.py" sweep-rows "$work/sweep/sweep.json" || { cat "$work/sweep.log"; fail "sweep.json: not one row per policy"; }
 
 expect_bad_input "an unknown machine" "$sim" train "${tiny[@]}" --platform h900x3
 expect_bad_input "a folder without a machine" "$sim" train "${tiny[@]}" --platform "$work"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The checks of simulation_test.sh, each a subcommand: check_simulation.py NAME ARGS... exits non-zero when it fails.
+"""The checks of sim_test.sh, each a subcommand: check_sim.py NAME ARGS... exits non-zero when it fails.
 """
 import collections
 import json

@@ -3,7 +3,7 @@
 # Python's xml.etree: hosts, memsize, memcpy_peer, links and routes; the .bandwidth and .latency
 # matrices: 32 x 32, MB/s and us computed here from the figures in Bps and s, nan past the
 # machine's nodes; .config and .affinity), user numbers over a named machine and over `custom`,
-# --list, and one-line usage errors with exit code 2. docs/simulation.md, "Platforms".
+# --list, and one-line usage errors with exit code 2. docs/sim.md, "Platforms".
 # Usage: platform_test.sh PATH/TO/starzero
 set -euo pipefail
 STARZERO=${1:?usage: platform_test.sh PATH/TO/starzero}
@@ -26,7 +26,7 @@ run() {
   fi
 }
 
-# ---- the named machines (figures from the data sheets, docs/simulation.md) --------------------
+# ---- the named machines (figures from the data sheets, docs/sim.md) --------------------
 out=$work/named
 run "h200x1" h200x1 --out "$out"
 grep -qx "  export STARPU_PERF_MODEL_DIR=$out" "$work/out" || fail "h200x1: no STARPU_PERF_MODEL_DIR=$out line"

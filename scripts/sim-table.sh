@@ -11,7 +11,7 @@
 # --sched dmda, roofline durations; B sequences of T tokens per step in micro-batches of MB
 # (--batch B --grad-accum B/MB). A configuration whose state does not fit the GPU is reported as
 # such (exit 2 of the run).
-# Usage: scripts/simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
+# Usage: scripts/sim-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]
 #          [--batch B] [--micro-batch MB] [--seq T] [--recompute MODE]
 #   --models: comma-separated among gpt2-124M, gpt2-1558M, gpt-7B, gpt-13B (default all)
 #   --configs: comma-separated among plain, offload, offload-noclip, offload-delayed (default: these
@@ -19,7 +19,7 @@
 #     offload-speculative (--speculative-update) and offload-speculative-auto (both)
 #   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
-sim=${1:?usage: simulate-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
+sim=${1:?usage: sim-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
 shift
 cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
 batch=8 micro=8 seq=1024 recompute=full
@@ -33,14 +33,14 @@ while [ $# -gt 0 ]; do
     --micro-batch) micro=${2:?}; shift 2 ;;
     --seq) seq=${2:?}; shift 2 ;;
     --recompute) recompute=${2:?}; shift 2 ;;
-    *) echo "simulate-table: unknown option $1" >&2; exit 2 ;;
+    *) echo "sim-table: unknown option $1" >&2; exit 2 ;;
   esac
 done
 for n in "$batch" "$micro" "$seq"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "simulate-table: --batch, --micro-batch and --seq take positive integers" >&2; exit 2; }
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "sim-table: --batch, --micro-batch and --seq take positive integers" >&2; exit 2; }
 done
-case $recompute in none | selective | full) ;; *) echo "simulate-table: --recompute none, selective or full" >&2; exit 2 ;; esac
-[ $((batch % micro)) -eq 0 ] || { echo "simulate-table: --micro-batch $micro does not divide --batch $batch" >&2; exit 2; }
+case $recompute in none | selective | full) ;; *) echo "sim-table: --recompute none, selective or full" >&2; exit 2 ;; esac
+[ $((batch % micro)) -eq 0 ] || { echo "sim-table: --micro-batch $micro does not divide --batch $batch" >&2; exit 2; }
 declare -A shape=(
   [gpt2-124M]="--preset gpt2-124M"
   [gpt2-1558M]="--preset gpt2-1558M"
@@ -74,11 +74,11 @@ IFS=, read -r -a chosen <<< "$models"
 echo "| model | configuration | B×T (micro-batch) | tokens/s | TFLOP/s | MFU | step ms | bound ms (resource) | step / bound | GPU busy | CPU Adam hidden |"
 echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in "${chosen[@]}"; do
-  [ -n "${shape[$m]:-}" ] || { echo "simulate-table: unknown model $m" >&2; exit 2; }
+  [ -n "${shape[$m]:-}" ] || { echo "sim-table: unknown model $m" >&2; exit 2; }
   IFS=, read -r -a chosen_configs <<< "$configs"
   for c in "${chosen_configs[@]}"; do
-    [ -n "${mode[$c]+set}" ] || { echo "simulate-table: unknown configuration $c" >&2; exit 2; }
-    echo "simulate-table: $m, $c ..." >&2
+    [ -n "${mode[$c]+set}" ] || { echo "sim-table: unknown configuration $c" >&2; exit 2; }
+    echo "sim-table: $m, $c ..." >&2
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
     "$sim" train "${flags[@]}" --max-seq "$seq" --batch "$batch" --grad-accum $((batch / micro)) --seq "$seq" \

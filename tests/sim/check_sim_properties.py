@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The checks of simulation_properties_test.sh, each a subcommand: check_simulation_properties.py NAME ARGS... exits non-zero when it fails.
+"""The checks of sim_properties_test.sh, each a subcommand: check_sim_properties.py NAME ARGS... exits non-zero when it fails.
 """
 import collections
 import json
@@ -7,7 +7,7 @@ import re
 import sys
 
 
-def simulated_ranks():
+def sim_ranks():
     """RANKS_LOG RANKS_TASKS_REC CPU_LOG CPU_TASKS_REC: collective bytes and durations of simulated ranks."""
     def tasks(path):
         out, ran = [], []
@@ -204,7 +204,7 @@ def charged_overhead():
     print(f"overhead: {n} and {m} task durations as charged ({idled} found their worker idle, {either} behind StarPU's own jobs)")
 
 
-CHECKS = {"simulated-ranks": simulated_ranks, "pcie-bytes": pcie_bytes, "gpu-memory": gpu_memory, "task-durations": task_durations, "set-overhead": set_overhead, "charged-overhead": charged_overhead}
+CHECKS = {"sim-ranks": sim_ranks, "pcie-bytes": pcie_bytes, "gpu-memory": gpu_memory, "task-durations": task_durations, "set-overhead": set_overhead, "charged-overhead": charged_overhead}
 
 if __name__ == "__main__":
     check = CHECKS[sys.argv[1]]

@@ -1,4 +1,4 @@
-#include "runtime/simulation.hpp"
+#include "runtime/sim.hpp"
 
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 
 #include "runtime/files.hpp"
 
-namespace starzero::simulation {
+namespace starzero::sim {
 
 namespace {
 
@@ -227,4 +227,4 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace starzero::simulation
+}  // namespace starzero::sim
