@@ -286,8 +286,9 @@ void LlamaModel::submit_forward(int layer, const GroupHandles& groups) {
   const LlamaLayerKind kind = layout_.layer_kind(layer);
   if (kind == LlamaLayerKind::embedding) {
     for (int k = 0; k < tiles(); ++k)
-      tasks::submit_embedding_forward(tile_ldims_[k], buf.embedded.piece(k), buf.tokens.piece(k), groups.param(0),
-                                      offset(LlamaParam::wte), buf.zeros.handle, tile_name("embedding_fwd", k));
+      submit(tasks::llama::embedding_forward,
+             {buf.embedded.piece(k), buf.tokens.piece(k), groups.param(0), buf.zeros.handle},
+             {.d = tile_ldims_[k], .weight = offset(LlamaParam::wte)}, tile_name("embedding_fwd", k));
     return;
   }
   if (kind == LlamaLayerKind::block) return submit_block_pass(layer - 1, groups, Pass::forward);
@@ -296,8 +297,8 @@ void LlamaModel::submit_forward(int layer, const GroupHandles& groups) {
   tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
   tasks::submit_zero(buf.dlnf.handle(), "zero_dlnf");
   for (int k = 0; k < tiles(); ++k) {
-    tasks::submit_rmsnorm_forward(tile_ldims_[k], buf.lnf.piece(k), buf.rstdf.piece(k), x.piece(k), head,
-                                  offset(LlamaParam::lnfw), tile_name("lnf_fwd", k));
+    submit(tasks::llama::rmsnorm_forward, {buf.lnf.piece(k), buf.rstdf.piece(k), x.piece(k), head},
+           {.d = tile_ldims_[k], .weight = offset(LlamaParam::lnfw)}, tile_name("lnf_fwd", k));
     tasks::submit_matmul_forward(tile_dims_[k], buf.logits.piece(k), buf.lnf.piece(k),
                                  {head, offset(LlamaParam::lm_head), -1}, shape_.channels, shape_.vocab,
                                  tile_name("lm_head_fwd", k));
@@ -325,24 +326,26 @@ void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass)
   for (int k = 0; k < tiles(); ++k) {
     const tasks::Dims& d = tile_dims_[k];
     const tasks::LlamaDims& ld = tile_ldims_[k];
-    tasks::submit_rmsnorm_forward(ld, a.ln1.piece(k), a.rstd1.piece(k), x.piece(k), p, offset(ln1w), name("ln1", k));
+    submit(tasks::llama::rmsnorm_forward, {a.ln1.piece(k), a.rstd1.piece(k), x.piece(k), p},
+           {.d = ld, .weight = offset(ln1w)}, name("ln1", k));
     if (matmuls) {
       tasks::submit_matmul_forward(d, a.qkv.piece(k), a.ln1.piece(k), w(qkvw), C, Q, name("qkv", k));
-      tasks::submit_rope_forward(ld, a.qkv.piece(k), buf.freqs.handle(), name("rope", k));
+      submit(tasks::llama::rope_forward, {a.qkv.piece(k), buf.freqs.handle()}, {.d = ld}, name("rope", k));
     }
-    tasks::submit_attention_gqa_forward(ld, a.atty.piece(k), a.att_lse.piece(k), a.qkv.piece(k), name("attention", k));
+    submit(tasks::llama::attention_gqa_forward, {a.atty.piece(k), a.att_lse.piece(k), a.qkv.piece(k)}, {.d = ld},
+           name("attention", k));
     if (matmuls) {
       tasks::submit_matmul_forward(d, a.attproj.piece(k), a.atty.piece(k), w(attprojw), C, C, name("attproj", k));
       tasks::submit_residual_forward(d, a.res2.piece(k), x.piece(k), a.attproj.piece(k), name("residual2", k));
     }
-    tasks::submit_rmsnorm_forward(ld, a.ln2.piece(k), a.rstd2.piece(k), a.res2.piece(k), p, offset(ln2w),
-                                  name("ln2", k));
+    submit(tasks::llama::rmsnorm_forward, {a.ln2.piece(k), a.rstd2.piece(k), a.res2.piece(k), p},
+           {.d = ld, .weight = offset(ln2w)}, name("ln2", k));
     if (matmuls) {
       tasks::submit_matmul_forward(d, a.fc.piece(k), a.ln2.piece(k), w(fcw), C, H, name("fc", k));
       tasks::submit_matmul_forward(d, a.fc2.piece(k), a.ln2.piece(k), w(fc2w), C, H, name("fc2", k));
     }
     // llm.c: silu(c_fc2(x)) * c_fc(x).
-    tasks::submit_swiglu_forward(ld, a.sw.piece(k), a.fc2.piece(k), a.fc.piece(k), name("swiglu", k));
+    submit(tasks::llama::swiglu_forward, {a.sw.piece(k), a.fc2.piece(k), a.fc.piece(k)}, {.d = ld}, name("swiglu", k));
     if (!forward) continue;
     tasks::submit_matmul_forward(d, a.mlpproj.piece(k), a.sw.piece(k), w(fcprojw), H, C, name("fcproj", k));
     tasks::submit_residual_forward(d, a.out.piece(k), a.res2.piece(k), a.mlpproj.piece(k), name("residual3", k));
@@ -356,8 +359,9 @@ void LlamaModel::submit_backward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
   const LlamaLayerKind kind = layout_.layer_kind(layer);
   if (kind == LlamaLayerKind::embedding) {
-    tasks::submit_embedding_backward(ldims_, groups.grad(0), offset(LlamaParam::wte), buf.dembedded.handle(),
-                                     buf.tokens.handle(), buf.dropped.handle, "embedding_bwd");
+    submit(tasks::llama::embedding_backward,
+           {groups.grad(0), buf.dembedded.handle(), buf.tokens.handle(), buf.dropped.handle},
+           {.d = ldims_, .weight = offset(LlamaParam::wte)}, "embedding_bwd");
     return;
   }
   if (kind == LlamaLayerKind::block) return submit_block_backward(layer - 1, groups);
@@ -402,19 +406,20 @@ void LlamaModel::submit_rmsnorm_backward(const std::string& op, int block, const
                                          LlamaParam weight, const Tensor& dinp, const Tensor& dout, const Tensor& inp,
                                          const Tensor& rstd) {
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_rmsnorm_backward_input(tile_ldims_[k], dinp.piece(k), dout.piece(k), inp.piece(k),
-                                         groups.param(group), offset(weight), rstd.piece(k),
-                                         tile_name(indexed(op + "_bwd_input", block), k));
+    submit(tasks::llama::rmsnorm_backward_input,
+           {dinp.piece(k), dout.piece(k), inp.piece(k), groups.param(group), rstd.piece(k)},
+           {.d = tile_ldims_[k], .weight = offset(weight)}, tile_name(indexed(op + "_bwd_input", block), k));
   const std::string name = indexed(op + "_bwd_params", block);
   const GradientSplit* split = gradient_split(group);
   if (!split || groups.grad_piece(group, 0) == nullptr)
-    return tasks::submit_rmsnorm_backward_params(ldims_, groups.grad(group), offset(weight), dout.handle(),
-                                                 inp.handle(), rstd.handle(), name);
+    return submit(tasks::llama::rmsnorm_backward_params,
+                  {groups.grad(group), dout.handle(), inp.handle(), rstd.handle()},
+                  {.d = ldims_, .weight = offset(weight)}, name);
   // Split: the weight's own piece, one task per tile, the tiles added in order.
   const starpu_data_handle_t piece = groups.grad_piece(group, split->first_piece[std::size_t(weight)]);
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_rmsnorm_backward_params(tile_ldims_[k], piece, 0, dout.piece(k), inp.piece(k), rstd.piece(k),
-                                          tile_name(name, k));
+    submit(tasks::llama::rmsnorm_backward_params, {piece, dout.piece(k), inp.piece(k), rstd.piece(k)},
+           {.d = tile_ldims_[k], .weight = 0}, tile_name(name, k));
 }
 
 void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
@@ -437,8 +442,9 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
   submit_residual_backward("residual3_bwd", b, a.dres2, a.dmlpproj, a.dout);
   linear("fcproj", fcprojw, a.dsw, a.dmlpproj, a.sw);
   for (int k = 0; k < tiles(); ++k)
-    tasks::submit_swiglu_backward(tile_ldims_[k], a.dfc2.piece(k), a.dfc.piece(k), a.dsw.piece(k), a.fc2.piece(k),
-                                  a.fc.piece(k), name("swiglu_bwd", k));
+    submit(tasks::llama::swiglu_backward,
+           {a.dfc2.piece(k), a.dfc.piece(k), a.dsw.piece(k), a.fc2.piece(k), a.fc.piece(k)}, {.d = tile_ldims_[k]},
+           name("swiglu_bwd", k));
   linear("fc", fcw, a.dln2, a.dfc, a.ln2);
   linear("fc2", fc2w, a.dln2, a.dfc2, a.ln2);
   rmsnorm("ln2", ln2w, a.dres2, a.dln2, a.res2, a.rstd2);
@@ -446,10 +452,12 @@ void LlamaModel::submit_block_backward(int b, const GroupHandles& groups) {
   submit_residual_backward("residual2_bwd", b, dx, a.dattproj, a.dres2);
   linear("attproj", attprojw, a.datty, a.dattproj, a.atty);
   for (int k = 0; k < tiles(); ++k) {
-    tasks::submit_attention_gqa_backward(tile_ldims_[k], a.dqkv_rot.piece(k), a.datty.piece(k), a.qkv.piece(k),
-                                         a.att_lse.piece(k), name("attention_bwd", k));
-    tasks::submit_rope_backward(tile_ldims_[k], a.dqkv.piece(k), a.dqkv_rot.piece(k), buf.freqs.handle(),
-                                name("rope_bwd", k));
+    submit(tasks::llama::attention_gqa_backward,
+           {a.dqkv_rot.piece(k), a.datty.piece(k), a.qkv.piece(k), a.att_lse.piece(k)}, {.d = tile_ldims_[k]},
+           name("attention_bwd", k));
+    // dqkv must not be dqkv_rot: rope_backward accumulates the unrotated gradient into a buffer of its own.
+    submit(tasks::llama::rope_backward, {a.dqkv.piece(k), a.dqkv_rot.piece(k), buf.freqs.handle()},
+           {.d = tile_ldims_[k]}, name("rope_bwd", k));
   }
   linear("qkv", qkvw, a.dln1, a.dqkv, a.ln1);
   rmsnorm("ln1", ln1w, dx, a.dln1, x, a.rstd1);
