@@ -125,30 +125,26 @@ __device__ inline RopeUnit rope_unit(size_t u, const float* freqs_cis, const Rop
           freqs_cis[size_t(t) * s.hs + 2 * i + 1]};
 }
 
-template <class D>
-__global__ void rope_forward_kernel(D* out, const D* inp, const float* freqs_cis, RopeShape s, size_t n) {
+// RoPE, both directions in one kernel. forward: out = rotation · inp (out may be inp); backward:
+// out += rotationᵀ · inp (out the input's gradient, inp the output's). v passes through.
+template <bool backward, class D>
+__global__ void rope_kernel(D* out, const D* inp, const float* freqs_cis, RopeShape s, size_t n) {
   for (size_t u = global_index(); u < n; u += global_stride()) {
     const RopeUnit r = rope_unit(u, freqs_cis, s);
-    if (r.rotated) {
-      const float x0 = load_f(inp[r.at]), x1 = load_f(inp[r.at + 1]);
+    if (!r.rotated) {
+      if constexpr (backward)
+        add_to(&out[r.at], load_f(inp[r.at]));
+      else
+        out[r.at] = inp[r.at];
+      continue;
+    }
+    const float x0 = load_f(inp[r.at]), x1 = load_f(inp[r.at + 1]);
+    if constexpr (backward) {
+      add_to(&out[r.at], x0 * r.cos_t + x1 * r.sin_t);
+      add_to(&out[r.at + 1], x1 * r.cos_t - x0 * r.sin_t);
+    } else {
       out[r.at] = store_f<D>(x0 * r.cos_t - x1 * r.sin_t);
       out[r.at + 1] = store_f<D>(x0 * r.sin_t + x1 * r.cos_t);
-    } else {
-      out[r.at] = inp[r.at];
-    }
-  }
-}
-
-template <class D>
-__global__ void rope_backward_kernel(D* dinp, const D* dout, const float* freqs_cis, RopeShape s, size_t n) {
-  for (size_t u = global_index(); u < n; u += global_stride()) {
-    const RopeUnit r = rope_unit(u, freqs_cis, s);
-    if (r.rotated) {
-      const float d0 = load_f(dout[r.at]), d1 = load_f(dout[r.at + 1]);
-      add_to(&dinp[r.at], d0 * r.cos_t + d1 * r.sin_t);
-      add_to(&dinp[r.at + 1], d1 * r.cos_t - d0 * r.sin_t);
-    } else {
-      add_to(&dinp[r.at], load_f(dout[r.at]));
     }
   }
 }
@@ -226,8 +222,8 @@ void rope_forward(T* out, const T* inp, const float* freqs_cis, int B, int Tn, i
   const RopeShape shape = rope_shape(B, Tn, n_head, hs, C, out != inp, "rope_forward: bad shape");
   const size_t n = size_t(B) * Tn * shape.units;
   if (n == 0) return;
-  rope_forward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(out), dev(inp), freqs_cis, shape, n);
-  SZ_LAUNCHED(rope_forward_kernel);
+  rope_kernel<false><<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(out), dev(inp), freqs_cis, shape, n);
+  SZ_LAUNCHED(rope_kernel<false>);
 }
 
 template <class T>
@@ -237,8 +233,8 @@ void rope_backward(T* dinp, const T* dout, const float* freqs_cis, int B, int Tn
   require(static_cast<const void*>(dinp) != static_cast<const void*>(dout), "rope_backward: dinp aliases dout");
   const size_t n = size_t(B) * Tn * shape.units;
   if (n == 0) return;
-  rope_backward_kernel<<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dinp), dev(dout), freqs_cis, shape, n);
-  SZ_LAUNCHED(rope_backward_kernel);
+  rope_kernel<true><<<blocks_for(n), kBlock, 0, as_stream(stream)>>>(dev(dinp), dev(dout), freqs_cis, shape, n);
+  SZ_LAUNCHED(rope_kernel<true>);
 }
 
 template <class T>
