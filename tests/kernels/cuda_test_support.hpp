@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.hpp"
@@ -167,6 +168,27 @@ void check_close(const std::string& what, const std::vector<T>& got, const std::
   CHECK(non_finite == 0);
   CHECK(bad == 0);
 }
+
+// An array on both sides: host values and a device copy made from them. The CPU kernel runs on
+// host(), the CUDA kernel on device(); a backward kernel that accumulates into one starts from the
+// same values on both sides, and check() then compares the two results.
+template <class T>
+class Mirrored {
+ public:
+  explicit Mirrored(std::vector<T> values) : host_(std::move(values)), device_(host_) {}
+  // random_array's non-zero values in [-1, 1).
+  Mirrored(size_t n, std::mt19937& rng) : Mirrored(random_array<T>(n, rng)) {}
+
+  T* host() { return host_.data(); }
+  T* device() { return device_.get(); }
+  void check(const std::string& what, const Gpu& g, double tol) const {
+    check_close(what, device_.download(g), host_, tol);
+  }
+
+ private:
+  std::vector<T> host_;
+  DeviceArray<T> device_;
+};
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {

@@ -70,14 +70,11 @@ TEMPLATE_TEST_CASE("cuda encoder_forward / encoder_backward match the CPU", "[cu
     gpu::encoder_forward(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), s.B, s.Tn, s.C, g.stream);
     check_close("encoder_forward out", d_out.download(g), out, kTol<T>);
 
-    const auto dout = random_array<T>(N * s.C, rng);
-    auto dwte = random_array<T>(wte.size(), rng);
-    auto dwpe = random_array<T>(wpe.size(), rng);
-    DeviceArray<T> d_dout(dout), d_dwte(dwte), d_dwpe(dwpe);
-    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), s.B, s.Tn, s.C);
-    gpu::encoder_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tokens.get(), s.B, s.Tn, s.C, g.stream);
-    check_close("encoder_backward dwte", d_dwte.download(g), dwte, kTol<T>);
-    check_close("encoder_backward dwpe", d_dwpe.download(g), dwpe, kTol<T>);
+    Mirrored<T> dout(N * s.C, rng), dwte(wte.size(), rng), dwpe(wpe.size(), rng);
+    cpu::encoder_backward(dwte.host(), dwpe.host(), dout.host(), tokens.data(), s.B, s.Tn, s.C);
+    gpu::encoder_backward(dwte.device(), dwpe.device(), dout.device(), d_tokens.get(), s.B, s.Tn, s.C, g.stream);
+    dwte.check("encoder_backward dwte", g, kTol<T>);
+    dwpe.check("encoder_backward dwpe", g, kTol<T>);
   }
 }
 
@@ -182,13 +179,11 @@ TEMPLATE_TEST_CASE("cuda attention_forward / attention_backward match the CPU", 
     check_close("attention_forward lse", d_lse.download(g), lse, kTolF32);
 
     // Backward from the CPU's lse, accumulating into the same random gradients on both sides.
-    const auto dout = random_array<T>(out.size(), rng);
-    auto dinp = random_array<T>(inp.size(), rng);
-    DeviceArray<T> d_dout(dout), d_dinp(dinp);
+    Mirrored<T> dout(out.size(), rng), dinp(inp.size(), rng);
     DeviceArray<float> d_lse_cpu(lse);
-    cpu::attention_backward(dinp.data(), dout.data(), inp.data(), lse.data(), s.B, s.Tn, s.C, s.NH);
-    gpu::attention_backward(d_dinp.get(), d_dout.get(), d_inp.get(), d_lse_cpu.get(), s.B, s.Tn, s.C, s.NH, g.stream);
-    check_close("attention_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+    cpu::attention_backward(dinp.host(), dout.host(), inp.data(), lse.data(), s.B, s.Tn, s.C, s.NH);
+    gpu::attention_backward(dinp.device(), dout.device(), d_inp.get(), d_lse_cpu.get(), s.B, s.Tn, s.C, s.NH, g.stream);
+    dinp.check("attention_backward dinp", g, kTol<T>);
   }
 }
 
@@ -209,23 +204,20 @@ TEMPLATE_TEST_CASE("cuda gelu and residual kernels match the CPU", "[cuda][gelu]
   gpu::gelu_forward(d_out.get(), d_inp.get(), n, g.stream);
   check_close("gelu_forward out", d_out.download(g), out, kTol<T>);
 
-  auto dinp = random_array<T>(n, rng);
-  DeviceArray<T> d_dinp(dinp);
-  cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), n);
-  gpu::gelu_backward(d_dinp.get(), d_inp.get(), d_dout.get(), n, g.stream);
-  check_close("gelu_backward dinp", d_dinp.download(g), dinp, kTol<T>);
+  Mirrored<T> dinp(n, rng);
+  cpu::gelu_backward(dinp.host(), inp.data(), dout.data(), n);
+  gpu::gelu_backward(dinp.device(), d_inp.get(), d_dout.get(), n, g.stream);
+  dinp.check("gelu_backward dinp", g, kTol<T>);
 
   cpu::residual_forward(out.data(), inp.data(), inp2.data(), n);
   gpu::residual_forward(d_out.get(), d_inp.get(), d_inp2.get(), n, g.stream);
   check_close("residual_forward out", d_out.download(g), out, kTol<T>);
 
-  auto dinp1 = random_array<T>(n, rng);
-  auto dinp2 = random_array<T>(n, rng);
-  DeviceArray<T> d_dinp1(dinp1), d_dinp2(dinp2);
-  cpu::residual_backward(dinp1.data(), dinp2.data(), dout.data(), n);
-  gpu::residual_backward(d_dinp1.get(), d_dinp2.get(), d_dout.get(), n, g.stream);
-  check_close("residual_backward dinp1", d_dinp1.download(g), dinp1, kTol<T>);
-  check_close("residual_backward dinp2", d_dinp2.download(g), dinp2, kTol<T>);
+  Mirrored<T> dinp1(n, rng), dinp2(n, rng);
+  cpu::residual_backward(dinp1.host(), dinp2.host(), dout.data(), n);
+  gpu::residual_backward(dinp1.device(), dinp2.device(), d_dout.get(), n, g.stream);
+  dinp1.check("residual_backward dinp1", g, kTol<T>);
+  dinp2.check("residual_backward dinp2", g, kTol<T>);
 }
 
 TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU", "[cuda][softmax]", float, bf16) {
