@@ -235,15 +235,9 @@ StateShapeFields gpt_shape_fields(const GptShape& s) {
   return {s.max_seq, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab};
 }
 
+// The inverse of gpt_shape_fields.
 GptShape gpt_shape_from_fields(const StateShapeFields& f) {
-  GptShape s;
-  s.max_seq = f[0];
-  s.vocab = f[1];
-  s.layers = f[2];
-  s.heads = f[3];
-  s.channels = f[4];
-  s.padded_vocab = f[5];
-  return s;
+  return {.max_seq = f[0], .vocab = f[1], .padded_vocab = f[5], .layers = f[2], .heads = f[3], .channels = f[4]};
 }
 
 StateLayout gpt_state_layout(const GptShape& shape) {
