@@ -256,7 +256,7 @@ GptModel::GptModel(const GptShape& shape, DType dtype, int B, int T, int tiles, 
     throw std::invalid_argument("recompute window " + std::to_string(activations.window) + " must be >= 0");
   buffers_ = std::make_unique<Buffers>(dims_, tiles_, *head_groups_, shape.layers, activations);
   if (tiles == 1) return;
-  for (GptLayerKind kind : {GptLayerKind::embedding, GptLayerKind::block, GptLayerKind::final_layernorm}) {
+  for (LlmcLayerKind kind : {LlmcLayerKind::embedding, LlmcLayerKind::block, LlmcLayerKind::head}) {
     GradientSplit split;
     std::size_t next_offset = 0;
     for (const GptTensor* t : layout_.kind_tensors(kind)) {
@@ -315,7 +315,7 @@ const GptModel::GradientSplit& GptModel::gradient_split(int layer) const {
 
 std::vector<std::size_t> GptModel::gradient_pieces(int layer) const {
   // The final layernorm is one piece: nothing to gain.
-  if (tiles() == 1 || layout_.layer_kind(layer) == GptLayerKind::final_layernorm) return {};
+  if (tiles() == 1 || layout_.layer_kind(layer) == LlmcLayerKind::head) return {};
   return gradient_split(layer).counts;
 }
 
@@ -332,7 +332,7 @@ void GptModel::init_layer(int layer, std::span<float> params, std::uint64_t seed
   // work is split.
   const std::uint64_t stream = seed * 1000003u + std::uint64_t(layer);
   const float residual_std = 0.02f / std::sqrt(2.0f * float(shape_.layers));
-  const GptLayerKind kind = layout_.layer_kind(layer);
+  const LlmcLayerKind kind = layout_.layer_kind(layer);
   for (const GptTensor& tensor : layout_.tensors()) {
     if (tensor.layer_kind != kind) continue;
     const std::span<float> values = params.subspan(tensor.layer_offset, tensor.layer_count);

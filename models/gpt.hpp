@@ -91,7 +91,7 @@ class GptModel final : public TransformerModel<GptShape, GptLayout> {
 
   std::unique_ptr<HeadGroups> head_groups_;
   std::unique_ptr<Buffers> buffers_;
-  std::vector<GradientSplit> gradient_splits_;  // per GptLayerKind; empty with one tile
+  std::vector<GradientSplit> gradient_splits_;  // per LlmcLayerKind; empty with one tile
 };
 
 }  // namespace starzero

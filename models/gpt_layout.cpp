@@ -36,7 +36,7 @@ struct Dims {
 struct ParamDef {
   GptParam id;
   std::string_view name;
-  GptLayerKind layer_kind;
+  LlmcLayerKind layer_kind;
   Dims dims;  // block tensors lead with L
 };
 
@@ -50,8 +50,8 @@ constexpr Extent L{Size::layers}, Vp{Size::padded_vocab}, maxT{Size::max_seq}, N
 constexpr Extent C{Size::channels}, C3{Size::channels, 3}, C4{Size::channels, 4};
 constexpr Extent B{Size::batch}, T{Size::seq};
 
-constexpr GptLayerKind kEmbedding = GptLayerKind::embedding, kBlock = GptLayerKind::block,
-                       kFinal = GptLayerKind::final_layernorm;
+constexpr LlmcLayerKind kEmbedding = LlmcLayerKind::embedding, kBlock = LlmcLayerKind::block,
+                        kFinal = LlmcLayerKind::head;
 
 // THE table: llm.c's parameter tensors in its file order. A block holds one L-slice of each
 // block tensor, 12C² + 13C elements.
@@ -95,7 +95,7 @@ constexpr bool table_is_consistent() {
     const ParamDef& def = kParams[i];
     if (std::size_t(def.id) != i || def.dims.rank == 0) return false;
     const bool leads_with_layers = def.dims.extents[0].size == Size::layers;
-    if (leads_with_layers != (def.layer_kind == GptLayerKind::block)) return false;
+    if (leads_with_layers != (def.layer_kind == LlmcLayerKind::block)) return false;
   }
   return true;
 }
@@ -129,7 +129,7 @@ class Sizes {
 std::array<std::int64_t, 3> layer_kind_elements(const Sizes& sizes) {
   std::array<std::int64_t, 3> per_kind{};
   for (const ParamDef& def : kParams) {
-    const bool per_layer = def.layer_kind == GptLayerKind::block;
+    const bool per_layer = def.layer_kind == LlmcLayerKind::block;
     std::int64_t& total = per_kind[std::size_t(def.layer_kind)];
     total = checked_add(total, sizes.elements(def.dims, per_layer ? 1 : 0));
   }
@@ -138,9 +138,9 @@ std::array<std::int64_t, 3> layer_kind_elements(const Sizes& sizes) {
 
 // Ψ: the embedding, L blocks and the final layernorm.
 std::int64_t total_params(const GptShape& shape, const std::array<std::int64_t, 3>& per_kind) {
-  const std::int64_t blocks = checked_mul(shape.layers, per_kind[std::size_t(GptLayerKind::block)]);
-  return checked_add(checked_add(per_kind[std::size_t(GptLayerKind::embedding)], blocks),
-                     per_kind[std::size_t(GptLayerKind::final_layernorm)]);
+  const std::int64_t blocks = checked_mul(shape.layers, per_kind[std::size_t(LlmcLayerKind::block)]);
+  return checked_add(checked_add(per_kind[std::size_t(LlmcLayerKind::embedding)], blocks),
+                     per_kind[std::size_t(LlmcLayerKind::head)]);
 }
 
 void validate_dimensions(const GptShape& s) {
@@ -208,19 +208,11 @@ std::vector<std::string> gpt_preset_names() { return llmc_preset_names(gpt_prese
 
 // ---- GptLayout --------------------------------------------------------------------------------
 
-GptLayout::GptLayout(const GptShape& shape) : LlmcLayout(shape, "GPT") {
+template <>
+GptLayout::LlmcLayout(const GptShape& shape) : LlmcLayout(shape, "GPT") {
   shape.validate();  // every count below then fits (Ψ < 2^61)
   const Sizes sizes(shape, 0, 0);
-  std::vector<GptTensor> tensors;
-  for (const ParamDef& def : kParams) {
-    GptTensor tensor{def.id, def.name, def.layer_kind, {}};
-    for (const Extent& extent : def.dims) tensor.dims.push_back(std::size_t(sizes(extent)));
-    tensor.per_layer = def.layer_kind == GptLayerKind::block;
-    tensor.count = std::size_t(sizes.elements(def.dims));
-    tensor.layer_count = std::size_t(sizes.elements(def.dims, tensor.per_layer ? 1 : 0));
-    tensors.push_back(std::move(tensor));
-  }
-  place(std::move(tensors));
+  place(kParams, [&](const Extent& extent) { return sizes(extent); });
 }
 
 int gpt_layers(const GptShape& shape) { return shape.layers + 2; }
@@ -255,14 +247,14 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
   const auto per_kind = layer_kind_elements(sizes);
   ModelFootprint footprint;
   footprint.params = total_params(shape, per_kind);
-  footprint.layer_kinds = {{"embedding", per_kind[std::size_t(GptLayerKind::embedding)]},
-                           {"block", per_kind[std::size_t(GptLayerKind::block)]},
-                           {"final layernorm", per_kind[std::size_t(GptLayerKind::final_layernorm)]}};
+  footprint.layer_kinds = {{"embedding", per_kind[std::size_t(LlmcLayerKind::embedding)]},
+                           {"block", per_kind[std::size_t(LlmcLayerKind::block)]},
+                           {"final layernorm", per_kind[std::size_t(LlmcLayerKind::head)]}};
   // The engine's layers: the embedding, the blocks, the final layernorm (GptLayout's order).
-  footprint.layer_params.push_back(per_kind[std::size_t(GptLayerKind::embedding)]);
+  footprint.layer_params.push_back(per_kind[std::size_t(LlmcLayerKind::embedding)]);
   footprint.layer_params.insert(footprint.layer_params.end(), std::size_t(shape.layers),
-                                per_kind[std::size_t(GptLayerKind::block)]);
-  footprint.layer_params.push_back(per_kind[std::size_t(GptLayerKind::final_layernorm)]);
+                                per_kind[std::size_t(LlmcLayerKind::block)]);
+  footprint.layer_params.push_back(per_kind[std::size_t(LlmcLayerKind::head)]);
   std::int64_t activation_total = 0;  // checked here so that activation_elements() cannot wrap
   for (const ActivationDef& def : kActivations) {
     const std::int64_t count = sizes.elements(def.dims);

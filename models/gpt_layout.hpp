@@ -80,15 +80,11 @@ enum class GptParam {
 };
 inline constexpr std::size_t kGptParamCount = 16;
 
-// The kind of engine layer a tensor belongs to: layer 0, each of layers 1..L, layer L+1.
-enum class GptLayerKind { embedding, block, final_layernorm };
+using GptTensor = LlmcTensor<GptParam>;
 
-using GptTensor = LlmcTensor<GptParam, GptLayerKind>;
-
-class GptLayout : public LlmcLayout<GptShape, GptParam, GptLayerKind> {
- public:
-  explicit GptLayout(const GptShape& shape);  // validates the shape (std::invalid_argument)
-};
+using GptLayout = LlmcLayout<GptShape, GptParam>;
+template <>
+GptLayout::LlmcLayout(const GptShape& shape);
 
 // Shortcuts over GptLayout(shape).
 int gpt_layers(const GptShape& shape);

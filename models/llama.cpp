@@ -205,7 +205,7 @@ LlamaModel::LlamaModel(const LlamaShape& shape, DType dtype, int B, int T, int t
     kernels::rope_frequencies(table.as<float>().data(), T, shape.head_size(), shape.rope_theta, shape.use_scaled_rope);
   }
   if (tiles == 1) return;
-  for (LlamaLayerKind kind : {LlamaLayerKind::block, LlamaLayerKind::head}) {
+  for (LlmcLayerKind kind : {LlmcLayerKind::block, LlmcLayerKind::head}) {
     GradientSplit split;
     std::size_t next_offset = 0;
     for (const LlamaTensor* t : layout_.kind_tensors(kind)) {
@@ -230,9 +230,9 @@ LlamaModel::~LlamaModel() = default;
 
 std::string LlamaModel::layer_name(int layer) const {
   switch (layout_.layer_kind(layer)) {
-    case LlamaLayerKind::embedding: return "embedding";
-    case LlamaLayerKind::block: return at("block", layer - 1);
-    case LlamaLayerKind::head: return "head";
+    case LlmcLayerKind::embedding: return "embedding";
+    case LlmcLayerKind::block: return at("block", layer - 1);
+    case LlmcLayerKind::head: return "head";
   }
   return "?";
 }
@@ -244,9 +244,9 @@ LlamaModel::TokenIo LlamaModel::token_io() const {
 
 const LlamaModel::GradientSplit* LlamaModel::gradient_split(int layer) const {
   switch (layout_.layer_kind(layer)) {
-    case LlamaLayerKind::embedding: return nullptr;
-    case LlamaLayerKind::block: return gradient_splits_.empty() ? nullptr : &gradient_splits_[0];
-    case LlamaLayerKind::head: return gradient_splits_.empty() ? nullptr : &gradient_splits_[1];
+    case LlmcLayerKind::embedding: return nullptr;
+    case LlmcLayerKind::block: return gradient_splits_.empty() ? nullptr : &gradient_splits_[0];
+    case LlmcLayerKind::head: return gradient_splits_.empty() ? nullptr : &gradient_splits_[1];
   }
   return nullptr;
 }
@@ -258,7 +258,7 @@ std::vector<std::size_t> LlamaModel::gradient_pieces(int layer) const {
 
 void LlamaModel::init_layer(int layer, std::span<float> params, std::uint64_t seed) const {
   if (params.size() != layer_params(layer)) throw std::invalid_argument("init_layer: wrong parameter count");
-  const LlamaLayerKind kind = layout_.layer_kind(layer);
+  const LlmcLayerKind kind = layout_.layer_kind(layer);
   std::mt19937_64 rng(seed * 1000003u + std::uint64_t(layer) * 7919u + 17u);
   const float projection = 0.02f / std::sqrt(2.0f * float(shape_.layers));
   for (const LlamaTensor& tensor : layout_.tensors()) {
@@ -283,15 +283,15 @@ void LlamaModel::init_layer(int layer, std::span<float> params, std::uint64_t se
 
 void LlamaModel::submit_forward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
-  const LlamaLayerKind kind = layout_.layer_kind(layer);
-  if (kind == LlamaLayerKind::embedding) {
+  const LlmcLayerKind kind = layout_.layer_kind(layer);
+  if (kind == LlmcLayerKind::embedding) {
     for (int k = 0; k < tiles(); ++k)
       submit(tasks::llama::embedding_forward,
              {buf.embedded.piece(k), buf.tokens.piece(k), groups.param(0), buf.zeros.handle},
              {.d = tile_ldims_[k], .weight = offset(LlamaParam::wte)}, tile_name("embedding_fwd", k));
     return;
   }
-  if (kind == LlamaLayerKind::block) return submit_block_pass(layer - 1, groups, Pass::forward);
+  if (kind == LlmcLayerKind::block) return submit_block_pass(layer - 1, groups, Pass::forward);
   const Tensor& x = buf.input(shape_.layers);
   const starpu_data_handle_t head = groups.param(layer);
   tasks::submit_zero(buf.dlogits.handle(), "zero_dlogits");
@@ -357,14 +357,14 @@ void LlamaModel::submit_block_pass(int b, const GroupHandles& groups, Pass pass)
 
 void LlamaModel::submit_backward(int layer, const GroupHandles& groups) {
   Buffers& buf = *buffers_;
-  const LlamaLayerKind kind = layout_.layer_kind(layer);
-  if (kind == LlamaLayerKind::embedding) {
+  const LlmcLayerKind kind = layout_.layer_kind(layer);
+  if (kind == LlmcLayerKind::embedding) {
     submit(tasks::llama::embedding_backward,
            {groups.grad(0), buf.dembedded.handle(), buf.tokens.handle(), buf.dropped.handle},
            {.d = ldims_, .weight = offset(LlamaParam::wte)}, "embedding_bwd");
     return;
   }
-  if (kind == LlamaLayerKind::block) return submit_block_backward(layer - 1, groups);
+  if (kind == LlmcLayerKind::block) return submit_block_backward(layer - 1, groups);
   const Tensor& x = buf.input(shape_.layers);
   const Tensor& dx = buf.input_grad(shape_.layers);
   // dloss = 1/N of the whole micro-batch, not of the tile.

@@ -19,14 +19,14 @@ enum class Size { layers, vocab, channels, qkv, hidden };
 struct ParamDef {
   LlamaParam id;
   std::string_view name;
-  LlamaLayerKind layer_kind;
+  LlmcLayerKind layer_kind;
   std::vector<Size> dims;  // block tensors lead with L
 };
 
 const std::vector<ParamDef>& param_table() {
   using enum Size;
-  constexpr LlamaLayerKind kEmbedding = LlamaLayerKind::embedding, kBlock = LlamaLayerKind::block,
-                           kHead = LlamaLayerKind::head;
+  constexpr LlmcLayerKind kEmbedding = LlmcLayerKind::embedding, kBlock = LlmcLayerKind::block,
+                          kHead = LlmcLayerKind::head;
   // llm.c's train_llama3.py write_tensors order.
   static const std::vector<ParamDef> table = {
       {LlamaParam::wte, "transformer.wte.weight", kEmbedding, {vocab, channels}},
@@ -70,7 +70,7 @@ std::array<std::int64_t, 3> kind_elements(const LlamaShape& s) {
   std::array<std::int64_t, 3> per_kind{};
   for (const ParamDef& def : param_table()) {
     std::int64_t& total = per_kind[std::size_t(def.layer_kind)];
-    total = checked_add(total, elements(s, def.dims, def.layer_kind == LlamaLayerKind::block ? 1 : 0));
+    total = checked_add(total, elements(s, def.dims, def.layer_kind == LlmcLayerKind::block ? 1 : 0));
   }
   return per_kind;
 }
@@ -171,18 +171,10 @@ std::vector<std::string> llama_preset_names() { return llmc_preset_names(llama_p
 
 // ---- LlamaLayout --------------------------------------------------------------------------------
 
-LlamaLayout::LlamaLayout(const LlamaShape& shape) : LlmcLayout(shape, "Llama") {
+template <>
+LlamaLayout::LlmcLayout(const LlamaShape& shape) : LlmcLayout(shape, "Llama") {
   shape.validate();
-  std::vector<LlamaTensor> tensors;
-  for (const ParamDef& def : param_table()) {
-    LlamaTensor tensor{def.id, def.name, def.layer_kind, {}};
-    for (Size size : def.dims) tensor.dims.push_back(std::size_t(size_of(shape, size)));
-    tensor.per_layer = def.layer_kind == LlamaLayerKind::block;
-    tensor.count = std::size_t(elements(shape, def.dims));
-    tensor.layer_count = std::size_t(elements(shape, def.dims, tensor.per_layer ? 1 : 0));
-    tensors.push_back(std::move(tensor));
-  }
-  place(std::move(tensors));
+  place(param_table(), [&](Size size) { return size_of(shape, size); });
 }
 
 // ---- derived views ------------------------------------------------------------------------------

@@ -75,14 +75,11 @@ std::vector<std::string> llama_preset_names();
 enum class LlamaParam { wte, ln1w, qkvw, attprojw, ln2w, fcw, fc2w, fcprojw, lnfw, lm_head };
 inline constexpr std::size_t kLlamaParamCount = 10;
 
-enum class LlamaLayerKind { embedding, block, head };
+using LlamaTensor = LlmcTensor<LlamaParam>;
 
-using LlamaTensor = LlmcTensor<LlamaParam, LlamaLayerKind>;
-
-class LlamaLayout : public LlmcLayout<LlamaShape, LlamaParam, LlamaLayerKind> {
- public:
-  explicit LlamaLayout(const LlamaShape& shape);  // validates the shape (std::invalid_argument)
-};
+using LlamaLayout = LlmcLayout<LlamaShape, LlamaParam>;
+template <>
+LlamaLayout::LlmcLayout(const LlamaShape& shape);
 
 // ---- what other parts need, derived from the table ------------------------------------------
 // The .state files' six shape fields: {V, C, L, NH, NKV, -H}. The negative last field tells a

@@ -3,8 +3,8 @@
 // models/llama_layout.hpp): the engine sees L + 2 layers of three kinds (layer 0 the embedding,
 // layers 1..L the blocks, layer L+1 the head), each kind one flat array of its tensors; llm.c's
 // file holds the tensors whole, one after the other, per-layer ones layer-major. A model names
-// its tensors (an enum `Param`, in llm.c's order) and its layer kinds (an enum `Kind` of those
-// three kinds, in that order); LlmcLayout places a table of LlmcTensors.
+// its tensors (an enum `Param`, in llm.c's order); its layers are of the three LlmcLayerKinds.
+// LlmcLayout places a table of LlmcTensors.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -19,6 +19,10 @@
 #include "train/state_layout.hpp"
 
 namespace starzero {
+
+// The kind of engine layer a tensor belongs to: layer 0, each of layers 1..L, layer L+1 (GPT's
+// final layernorm, Llama's final RMSNorm and lm_head).
+enum class LlmcLayerKind { embedding, block, head };
 
 // A run of elements that is contiguous both in a layer's array and in llm.c's order.
 struct LlmcRun {
@@ -75,11 +79,11 @@ Shape llmc_preset(std::span<const LlmcPreset<Shape>> presets, std::string_view n
 }
 
 // One row of a layout's table, for a concrete shape.
-template <class Param, class Kind>
+template <class Param>
 struct LlmcTensor {
   Param id;
   std::string_view name;  // llm.c's name
-  Kind layer_kind;
+  LlmcLayerKind layer_kind;
   std::vector<std::size_t> dims;  // e.g. {Vp, C}, {L, 3C, C}
   bool per_layer = false;         // leading layer dimension: block l-1 (layer l) holds slice l-1
   std::size_t count = 0;          // elements of the whole tensor (all layers)
@@ -88,13 +92,17 @@ struct LlmcTensor {
   std::size_t llmc_offset = 0;    // first element in llm.c's flat order (layer 0's slice)
 };
 
-// The layout of a model of `Shape` (its `layers` blocks) whose tensors are LlmcTensor<Param, Kind>:
-// the engine's layers, each layer's size and where its elements sit in llm.c's order. A model's
-// layout derives from it and gives the table (place()) in its constructor.
-template <class Shape, class Param, class Kind>
+// The layout of a model of `Shape` (its `layers` blocks) whose tensors are LlmcTensor<Param>:
+// the engine's layers, each layer's size and where its elements sit in llm.c's order. A model
+// names it (GptLayout = LlmcLayout<GptShape, GptParam>) and defines the constructor from a shape
+// for its own Shape and Param (explicitly specialized in its layout .cpp, declared in its header):
+// it validates the shape and gives the table to place().
+template <class Shape, class Param>
 class LlmcLayout {
  public:
-  using Tensor = LlmcTensor<Param, Kind>;
+  using Tensor = LlmcTensor<Param>;
+
+  explicit LlmcLayout(const Shape& shape);  // per model; validates the shape (std::invalid_argument)
 
   const Shape& shape() const { return shape_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }  // llm.c's order
@@ -102,11 +110,11 @@ class LlmcLayout {
 
   int layers() const { return shape_.layers + 2; }
   // std::out_of_range outside 0..L+1.
-  Kind layer_kind(int layer) const { return Kind(llmc_layer_kind(layer, shape_.layers, model_)); }
+  LlmcLayerKind layer_kind(int layer) const { return LlmcLayerKind(llmc_layer_kind(layer, shape_.layers, model_)); }
   std::size_t layer_params(int layer) const { return kind_params_[std::size_t(layer_kind(layer))]; }
   std::size_t param_count() const { return param_count_; }
   // The tensors of layer kind `kind`, in the order they sit in its layer array.
-  std::vector<const Tensor*> kind_tensors(Kind kind) const {
+  std::vector<const Tensor*> kind_tensors(LlmcLayerKind kind) const {
     std::vector<const Tensor*> in_kind;
     for (const Tensor& tensor : tensors_)
       if (tensor.layer_kind == kind) in_kind.push_back(&tensor);
@@ -139,18 +147,27 @@ class LlmcLayout {
  protected:
   // `model` ("GPT", "Llama") for messages.
   LlmcLayout(const Shape& shape, const char* model) : shape_(shape), model_(model) {}
-  // The table, in llm.c's order, each tensor's id, name, kind, dims and counts set: places each
-  // one in its kind's layer array and in llm.c's order.
-  void place(std::vector<Tensor> tensors) {
-    tensors_ = std::move(tensors);
+  // Places the table `defs`, in llm.c's order: each row's id, name, layer_kind and dims (the
+  // block tensors' leading with L), `dim_size(dim)` giving a dimension's size for this shape (the
+  // shape validated first, so that every count fits). Each tensor goes into its kind's layer array
+  // and into llm.c's order.
+  template <class Defs, class DimSize>
+  void place(const Defs& defs, DimSize dim_size) {
     std::size_t file_end = 0;
-    for (Tensor& tensor : tensors_) {
+    for (const auto& def : defs) {
+      Tensor tensor{def.id, def.name, def.layer_kind, {}};
+      for (const auto& dim : def.dims) tensor.dims.push_back(std::size_t(dim_size(dim)));
+      tensor.per_layer = def.layer_kind == LlmcLayerKind::block;
+      tensor.layer_count = 1;  // the elements of dims[1..] when per_layer, else of all dims
+      for (std::size_t i = tensor.per_layer ? 1 : 0; i < tensor.dims.size(); ++i) tensor.layer_count *= tensor.dims[i];
+      tensor.count = tensor.per_layer ? tensor.dims[0] * tensor.layer_count : tensor.layer_count;
       // kind_params_ grows tensor by tensor: the running end of that kind's layer array.
       std::size_t& layer_end = kind_params_[std::size_t(tensor.layer_kind)];
       tensor.layer_offset = layer_end;
       layer_end += tensor.layer_count;
       tensor.llmc_offset = file_end;
       file_end += tensor.count;
+      tensors_.push_back(std::move(tensor));
     }
     param_count_ = file_end;
   }
@@ -159,7 +176,7 @@ class LlmcLayout {
   Shape shape_;
   const char* model_;
   std::vector<Tensor> tensors_;
-  std::array<std::size_t, 3> kind_params_{};  // per Kind: elements of one such layer
+  std::array<std::size_t, 3> kind_params_{};  // per LlmcLayerKind: elements of one such layer
   std::size_t param_count_ = 0;
 };
 

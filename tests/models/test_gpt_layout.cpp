@@ -78,7 +78,7 @@ TEST_CASE("GPT layout table: names, shapes and llm.c offsets", "[gpt_layout]") {
       CHECK(t.llmc_offset == llmc_end);  // contiguous, non-overlapping, in llm.c's order
       CHECK(t.llmc_offset == starts[i]);
       CHECK(t.count == product(t.dims));
-      CHECK(t.per_layer == (t.layer_kind == GptLayerKind::block));
+      CHECK(t.per_layer == (t.layer_kind == LlmcLayerKind::block));
       CHECK(t.per_layer == (t.dims.front() == L));
       CHECK(t.layer_count * (t.per_layer ? L : 1) == t.count);
       llmc_end += t.count;
@@ -122,10 +122,10 @@ TEST_CASE("GPT layout table: layer blocks", "[gpt_layout]") {
       total += layout.layer_params(l);
     }
     CHECK(total == shape.param_count());
-    CHECK(layout.layer_kind(0) == GptLayerKind::embedding);
-    CHECK(layout.layer_kind(1) == GptLayerKind::block);
-    CHECK(layout.layer_kind(shape.layers) == GptLayerKind::block);
-    CHECK(layout.layer_kind(shape.layers + 1) == GptLayerKind::final_layernorm);
+    CHECK(layout.layer_kind(0) == LlmcLayerKind::embedding);
+    CHECK(layout.layer_kind(1) == LlmcLayerKind::block);
+    CHECK(layout.layer_kind(shape.layers) == LlmcLayerKind::block);
+    CHECK(layout.layer_kind(shape.layers + 1) == LlmcLayerKind::head);
     CHECK(layout.layer_params(1) == 12 * C * C + 13 * C);
     CHECK(layout.layer_params(shape.layers + 1) == 2 * C);
     CHECK_THROWS_AS(layout.layer_params(-1), std::out_of_range);
