@@ -62,6 +62,7 @@ int run_step_bench(const cli::ArgParser& p) {
   const DType dtype = storage_dtype(precision_flag);
   // Empty: auto, once the session's workers are known.
   const Tiling given{cli::auto_or_int_option(p, "tiles", 1, B), cli::auto_or_int_option(p, "head-groups", 1, shape.heads)};
+  shape.check_tiling(given, B);
   const std::string precision(precision_name(precision_flag));
   Session session(cli::session_options(p));
   const int workers = session.cuda_workers() > 0 ? session.cuda_workers() : session.cpu_workers();
@@ -76,15 +77,13 @@ int run_step_bench(const cli::ArgParser& p) {
   std::printf("peak probe: %.1f GFLOP/s (%d GEMMs in %.3f s)\n", probe.flops_per_second / 1e9, probe.tasks,
               probe.seconds);
 
-  Tiling tiling = resolve_tiling(given, session, B);
-  if (shape.auto_head_groups) {
-    tiling.head_groups = tiling.head_groups.value_or(shape.auto_head_groups(*tiling.tiles));
-    std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", *tiling.tiles, *tiling.head_groups);
-  } else {
-    std::printf("tiles: %d per row-wise op\n", *tiling.tiles);
-  }
-  const std::unique_ptr<TokenModel> made = shape.make_model(dtype, B, T, tiling);
+  const std::unique_ptr<TokenModel> made = shape.make_model(dtype, B, T, resolve_tiling(given, session, B));
   TokenModel& model = *made;
+  const Tiling built = model.tiling();
+  if (built.head_groups)
+    std::printf("tiles: %d per row-wise op, %d attention head group(s) per tile\n", *built.tiles, *built.head_groups);
+  else
+    std::printf("tiles: %d per row-wise op\n", *built.tiles);
   EngineOptions engine_options;
   Engine engine(model, engine_options);
   std::mt19937 rng(42);

@@ -57,6 +57,7 @@ class GptModel final : public TransformerModel<GptShape, GptLayout> {
   void submit_backward(int layer, const GroupHandles& groups) override;
 
   int head_groups() const;
+  Tiling tiling() const override { return {tiles(), head_groups()}; }
   // activation_bytes(): docs/activation-memory.md has the formula (gpt_activation_bytes computes
   // it independently); offloaded_activation_bytes(): gpt_offloaded_activation_bytes.
 

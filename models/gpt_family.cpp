@@ -77,7 +77,7 @@ struct GptTraits {
                                               const ActivationPolicy& activations) {
     const int tiles = tiling.tiles.value();
     return std::make_unique<GptModel>(shape, dtype, B, T, tiles, activations,
-                                      tiling.head_groups.value_or(auto_head_groups(shape, tiles)));
+                                      tiling.head_groups.value_or(auto_head_groups(shape.heads, tiles)));
   }
   // `plan --seq T` sizes the position table for T.
   static GptShape planned_shape(GptShape shape, int seq) {
@@ -86,9 +86,6 @@ struct GptTraits {
   }
   static int kv_heads(const GptShape& shape) { return shape.heads; }
   static int ffn_hidden(const GptShape& shape) { return 4 * shape.channels; }
-  static int auto_head_groups(const GptShape& shape, int tiles) {
-    return starzero::auto_head_groups(shape.heads, tiles);
-  }
   static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields& fields) {
     const GptShape shape = gpt_shape_from_fields(fields);
     try {

@@ -42,12 +42,12 @@ struct PresetModel {
   // The footprint of micro-batches of `batch` sequences of `seq` tokens (GPT: `seq` also sizes the
   // position table); std::invalid_argument for what the shape cannot take.
   std::function<ModelFootprint(int batch, int seq, const ActivationPolicy&)> footprint;
+  // std::invalid_argument for a tiling the model cannot take with `batch` sequences per
+  // micro-batch (ModelSpec::check_tiling's checks), before StarPU starts.
+  std::function<void(const Tiling& tiling, int batch)> check_tiling;
   // The model, on the running StarPU session, cut as `tiling` says (tiles set; head groups empty:
-  // the family's choice).
+  // the family's choice, which TokenModel::tiling() tells).
   std::function<std::unique_ptr<TokenModel>(DType, int batch, int seq, const Tiling& tiling)> make_model;
-  // The attention head groups per tile the family picks for `tiles` tiles; empty when its
-  // attention is not cut by heads.
-  std::function<int(int tiles)> auto_head_groups;
 };
 
 struct ModelFamily {

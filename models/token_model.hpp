@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "offload/model.hpp"
+#include "train/trainable.hpp"  // Tiling
 
 namespace starzero {
 
@@ -15,6 +16,9 @@ class TokenModel : public Model {
   // Sequences per micro-batch (B) and tokens per sequence (T).
   virtual int batch() const = 0;
   virtual int seq() const = 0;
+  // How its ops are cut into tasks: the tile count, and the head groups of a model whose attention
+  // is cut by heads (empty otherwise), as built (the automatic choices made).
+  virtual Tiling tiling() const = 0;
   // Submits the copy of one micro-batch's B·T inputs and targets (asynchronous tasks).
   virtual void set_batch(std::span<const int> inputs, std::span<const int> targets) = 0;
   // Mean loss of the last forward pass; waits only for that pass's loss task.

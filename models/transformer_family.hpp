@@ -38,7 +38,6 @@
 //     static Shape planned_shape(const Shape&, int seq);  // the shape `plan` sizes for --seq
 //     static int kv_heads(const Shape&);                   // key/value heads
 //     static int ffn_hidden(const Shape&);                 // the MLP's hidden width
-//     static int auto_head_groups(const Shape&, int tiles);  // optional: attention cut by heads
 //   };
 //
 // docs/adding-a-model.md, "A transformer variant".
@@ -191,6 +190,13 @@ class TransformerTrainable final : public Trainable {
 // "data: N training and M validation tokens (vocabulary V)".
 std::string token_data_summary(const TokenDataset& data);
 
+// ModelSpec::check_tiling for a transformer: the tile count, then what the family adds.
+template <class Traits>
+void check_transformer_tiling(const typename Traits::Shape& shape, const Tiling& tiling, int batch) {
+  check_tile_count(tiling, batch);
+  if constexpr (requires { Traits::check_tiling(shape, tiling); }) Traits::check_tiling(shape, tiling);
+}
+
 template <class Traits>
 class TransformerSpec final : public ModelSpec {
  public:
@@ -208,8 +214,7 @@ class TransformerSpec final : public ModelSpec {
   }
   const CheckpointFormat& checkpoint_format() const override { return format_; }
   void check_tiling(const Tiling& tiling, int batch) const override {
-    ModelSpec::check_tiling(tiling, batch);
-    if constexpr (requires { Traits::check_tiling(shape_, tiling); }) Traits::check_tiling(shape_, tiling);
+    check_transformer_tiling<Traits>(shape_, tiling, batch);
   }
   std::unique_ptr<Trainable> build(DType dtype, int batch, const Tiling& tiling,
                                    const ActivationPolicy& activations) const override {
@@ -310,8 +315,9 @@ PresetModel transformer_preset(std::string_view name) {
   preset.make_model = [shape](DType dtype, int batch, int seq, const Tiling& tiling) {
     return std::unique_ptr<TokenModel>(Traits::make_model(shape, dtype, batch, seq, tiling, ActivationPolicy{}));
   };
-  if constexpr (requires { Traits::auto_head_groups(shape, 1); })
-    preset.auto_head_groups = [shape](int tiles) { return Traits::auto_head_groups(shape, tiles); };
+  preset.check_tiling = [shape](const Tiling& tiling, int batch) {
+    check_transformer_tiling<Traits>(shape, tiling, batch);
+  };
   return preset;
 }
 

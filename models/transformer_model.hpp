@@ -96,6 +96,7 @@ class TransformerModel : public TokenModel {
   int batch() const override { return dims_.B; }
   int seq() const override { return dims_.T; }
   int tiles() const { return tiles_.count(); }
+  Tiling tiling() const override { return {tiles(), std::nullopt}; }
   const ActivationPolicy& activation_policy() const { return activations_; }
   std::size_t activation_bytes() const override {
     const TokenIo io = token_io();

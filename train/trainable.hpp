@@ -116,6 +116,15 @@ struct Tiling {
   std::optional<int> head_groups;  // attention tasks per tile, each a group of whole heads (GPT)
 };
 
+// std::invalid_argument unless a given tile count is 1..micro_batch: a tile is a group of whole
+// sequences. Every model's check_tiling starts with it.
+inline void check_tile_count(const Tiling& tiling, int micro_batch) {
+  if (tiling.tiles && (*tiling.tiles < 1 || *tiling.tiles > micro_batch))
+    throw std::invalid_argument("--tiles " + std::to_string(*tiling.tiles) +
+                                ": a tile is a group of whole sequences, so 1 <= tiles <= the " +
+                                std::to_string(micro_batch) + " sequences of a micro-batch");
+}
+
 class ModelSpec {
  public:
   virtual ~ModelSpec() = default;
@@ -133,12 +142,7 @@ class ModelSpec {
   // std::invalid_argument for a tiling the model cannot take with micro-batches of `micro_batch`
   // rows, before StarPU starts. Here: a tile is a group of whole sequences; a model that cuts
   // its attention by heads checks the head groups too.
-  virtual void check_tiling(const Tiling& tiling, int micro_batch) const {
-    if (tiling.tiles && (*tiling.tiles < 1 || *tiling.tiles > micro_batch))
-      throw std::invalid_argument("--tiles " + std::to_string(*tiling.tiles) +
-                                  ": a tile is a group of whole sequences, so 1 <= tiles <= the " +
-                                  std::to_string(micro_batch) + " sequences of a micro-batch");
-  }
+  virtual void check_tiling(const Tiling& tiling, int micro_batch) const { check_tile_count(tiling, micro_batch); }
   // Builds the model for micro-batches of `micro_batch` rows, each row-wise op split into
   // `tiling.tiles` tasks over groups of rows (set: resolve_tiling; a model may run every op as one
   // task and ignore it), keeping activations as `activations` says (std::invalid_argument when the

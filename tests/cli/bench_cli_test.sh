@@ -51,6 +51,15 @@ for bad in "--head-groups 5" "--head-groups 0" "--tiles 9"; do
   if [ $rc -eq 2 ] && [ "$lines" -eq 1 ]; then pass "bench step $bad: exit 2, one line"; else
     fail "bench step $bad: exit $rc, $lines lines: $err"; fi
 done
+# The model checks the tiling, as for `train`: Llama 3's attention is not cut by heads, and its
+# tiles are printed from the model as built.
+err=$("$STARZERO" bench step --preset llama3-tiny --batch 2 --cuda-workers 0 --head-groups 2 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && echo "$err" | grep -q 'head-groups' &&
+  pass "bench step llama3-tiny --head-groups 2: exit 2, one line" || fail "llama3 --head-groups: exit $rc: $err"
+out=$("$STARZERO" bench step --preset llama3-tiny --batch 2 --seq 16 --steps 1 --probe-size 16 --cpu-workers 2 --cuda-workers 0 --tiles 2 2>&1)
+echo "$out" | grep -q '^tiles: 2 per row-wise op$' && pass "bench step llama3-tiny --tiles 2" ||
+  fail "bench step llama3-tiny --tiles 2: $out"
 err=$("$STARZERO" bench nosuch 2>&1 >/dev/null)
 rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && pass "unknown bench: exit 2, one line" ||
