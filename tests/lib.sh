@@ -3,7 +3,8 @@
 # exit), fail MESSAGE (counts failures), write_words FILE SEED COUNT (a fixed training text: the
 # checkout's own files change as people edit), losses LOG (the step losses a run printed, as
 # plain lines or as a \r-separated progress bar: --progress bar, or a terminal),
-# expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr) and
+# expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr),
+# check_recompute_modes (every --recompute mode trains to the same checkpoint as none) and
 # finish MESSAGE (exit 1 if anything failed, else print MESSAGE), and here (the sourcing test's
 # folder, where its Python checks live).
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
@@ -37,6 +38,24 @@ check_resume() {  # STARZERO WORK HALF FLAGS...
   [ "$( (losses "$dir/half.log"; losses "$dir/resumed.log") )" = "$(losses "$dir/single.log")" ] \
     || fail "$half + $half resumed steps differ from $((2 * half)) steps"
   cmp -s "$dir/full.bin" "$dir/resumed.bin" || fail "the resumed run's checkpoint differs from the uninterrupted run's"
+}
+# Each MODE (the words after --recompute, e.g. "full --offload-activations cpu") added to the
+# training command COMMAND... writes WORK/none.bin's checkpoint, and the run's printed activation
+# bytes (held, and offloaded for an offload mode) are the plan's. LABEL names the case in failures.
+check_recompute_modes() {  # LABEL MODES_ARRAY_NAME COMMAND...
+  local label=$1 mode flags
+  local -n recompute_modes=$2
+  shift 2
+  for mode in "${recompute_modes[@]}"; do
+    read -r -a flags <<< "--recompute $mode"
+    "$@" "${flags[@]}" --checkpoint-out "$work/r.bin" > "$work/r.log" 2>&1 || { cat "$work/r.log"; fail "$mode"; continue; }
+    cmp -s "$work/none.bin" "$work/r.bin" || fail "$label, --recompute $mode: the checkpoint differs from none's"
+    grep -qE "^activations: .* plan [0-9.]+ MB$" "$work/r.log" || { cat "$work/r.log"; fail "$mode: held != plan"; }
+    case $mode in *offload*)
+      grep -qE "^activations offloaded: [0-9.]+ MB .* plan [0-9.]+ MB$" "$work/r.log" \
+        || { cat "$work/r.log"; fail "$mode: offloaded != plan"; } ;;
+    esac
+  done
 }
 expect_bad_input() {
   local what=$1 rc=0

@@ -18,18 +18,10 @@ for precision in fp32 bf16; do
   for tiles in 1 2; do
     run=("$starzero" train "${tiny[@]}" --precision "$precision" --tiles "$tiles")
     "${run[@]}" --checkpoint-out "$work/none.bin" > "$work/none.log" 2>&1 || { cat "$work/none.log"; fail "none"; }
-    for mode in "selective --recompute-window 0" "selective" "full --recompute-window 0" "full" "full --recompute-window 2" \
-      "none --offload-activations cpu" "none --offload-activations cpu --recompute-window 0" \
-      "selective --offload-activations cpu" "full --offload-activations cpu --recompute-window 0"; do
-      read -r -a flags <<< "--recompute $mode"
-      "${run[@]}" "${flags[@]}" --checkpoint-out "$work/r.bin" > "$work/r.log" 2>&1 || { cat "$work/r.log"; fail "$mode"; continue; }
-      cmp -s "$work/none.bin" "$work/r.bin" || fail "$precision, $tiles tile(s), --recompute $mode: checkpoint differs from none"
-      grep -qE "^activations: .* plan [0-9.]+ MB$" "$work/r.log" || { cat "$work/r.log"; fail "$mode: held != plan"; }
-      case $mode in *offload*)
-        grep -qE "^activations offloaded: [0-9.]+ MB .* plan [0-9.]+ MB$" "$work/r.log" \
-          || { cat "$work/r.log"; fail "$mode: offloaded != plan"; } ;;
-      esac
-    done
+    modes=("selective --recompute-window 0" "selective" "full --recompute-window 0" "full" "full --recompute-window 2"
+      "none --offload-activations cpu" "none --offload-activations cpu --recompute-window 0"
+      "selective --offload-activations cpu" "full --offload-activations cpu --recompute-window 0")
+    check_recompute_modes "$precision, $tiles tile(s)" modes "${run[@]}"
   done
 done
 grep -qE "^activations: .* plan [0-9.]+ MB$" "$work/none.log" || { cat "$work/none.log"; fail "none: held != plan"; }
