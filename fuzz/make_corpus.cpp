@@ -101,7 +101,7 @@ void llmc_checkpoints(const fs::path& tmp) {
   save(h, "negative_layers", patched(first(v3, 1024), 16, std::int32_t(-1)));
   save(h, "vp_below_v", patched(first(v3, 1024), 28, std::int32_t(2)));
   Bytes big = first(v3, 1024);  // gpt2-124M's header without its 500 MB of values
-  const StateShapeFields fields = gpt_shape_fields(GptShape::gpt2_124m());
+  const StateShapeFields fields = GptShape::gpt2_124m().fields();
   std::memcpy(big.data() + 8, fields.data(), sizeof fields);
   save(h, "gpt2_124m_header_only", big);
   Bytes huge = first(v3, 1024);  // the largest int32 dimensions
@@ -247,7 +247,7 @@ void state_files(const fs::path& tmp) {
   const Bytes empty = state_bytes(tmp, small, state_of(0, 0));
   // A GPT shape small enough to be read against its own layout (fuzz_state_file's second reader).
   const GptShape gpt = shape(2, 3, 4, 1, 1, 2);
-  const Bytes gpt_full = state_bytes(tmp, gpt_state_layout(gpt), state_of(gpt.param_count(), 9));
+  const Bytes gpt_full = state_bytes(tmp, GptLayout(gpt).state_layout(), state_of(gpt.param_count(), 9));
   save(h, "full", full);
   save(h, "shard", shard);
   save(h, "no_elements", empty);
@@ -297,7 +297,7 @@ void sharded_states(const fs::path& tmp) {
   save(h, "shard_truncated", set("", {two[0], first(two[1], two[1].size() - 4)}));
   save(h, "rng_offset_wraps", set("", {patched(full, 56, ~std::uint64_t(0) - 63)}));
   const GptShape gpt = shape(2, 3, 4, 1, 1, 2);
-  save(h, "gpt_shape", set("", {state_bytes(tmp, gpt_state_layout(gpt), state_of(gpt.param_count(), 2))}));
+  save(h, "gpt_shape", set("", {state_bytes(tmp, GptLayout(gpt).state_layout(), state_of(gpt.param_count(), 2))}));
   save(h, "no_files", set("", {}));
 }
 

@@ -87,7 +87,7 @@ struct GptTraits {
   static int kv_heads(const GptShape& shape) { return shape.heads; }
   static int ffn_hidden(const GptShape& shape) { return 4 * shape.channels; }
   static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields& fields) {
-    const GptShape shape = gpt_shape_from_fields(fields);
+    const GptShape shape = GptShape::from_fields(fields);
     try {
       shape.validate();
     } catch (const std::invalid_argument&) {
@@ -97,7 +97,7 @@ struct GptTraits {
   }
 
   static constexpr const char* kFileName = "llm.c";
-  static StateLayout state_layout(const GptShape& shape) { return gpt_state_layout(shape); }
+  static StateLayout state_layout(const GptShape& shape) { return GptLayout(shape).state_layout(); }
   static void check_file(const fs::path& path, const GptShape& shape) { read_llmc_checkpoint_header(path, shape); }
   static std::unique_ptr<CheckpointFormat> hugging_face(const GptShape& shape) { return gpt_hf_format(shape); }
   static void write_file(const fs::path& path, const GptShape& shape, int version, const LlmcRunsFormat::RunFill& fill,

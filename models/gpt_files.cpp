@@ -56,7 +56,7 @@ LlmcCheckpoint read_checkpoint_header(FileReader& in, const GptShape* expected) 
   ckpt.version = header[1];
   StateShapeFields fields{};
   std::copy_n(header.begin() + 2, fields.size(), fields.begin());
-  ckpt.shape = gpt_shape_from_fields(fields);
+  ckpt.shape = GptShape::from_fields(fields);
   check_shape(path, ckpt.shape);
   // Before the size check, so a file of another model is reported as such.
   if (expected) check_expected(path, ckpt.shape, *expected);
@@ -111,7 +111,7 @@ void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const Gpt
   LlmcHeaderWords header{};
   header[0] = kLlmcCheckpointMagic;
   header[1] = version;
-  const StateShapeFields fields = gpt_shape_fields(shape);
+  const StateShapeFields fields = shape.fields();
   std::copy(fields.begin(), fields.end(), header.begin() + 2);
   write_llmc_params_file(path, std::as_bytes(std::span(header)), version == kLlmcCheckpointBf16, shape.param_count(),
                          shape.to_string(), fill, pieces);

@@ -34,7 +34,7 @@ struct TensorSpec {
 std::vector<TensorSpec> llmc_tensor_specs(const GptShape& shape);
 
 // ---- llm.c checkpoint -------------------------------------------------------------------------
-// 256 int32 header: [0] magic 20240326, [1] version, [2..7] shape (gpt_shape_fields); then every
+// 256 int32 header: [0] magic 20240326, [1] version, [2..7] shape (GptShape::fields); then every
 // parameter in llm.c order as fp32 (version 3) or bf16 (version 5: upper 16 bits of fp32).
 inline constexpr std::int32_t kLlmcCheckpointMagic = 20240326;
 inline constexpr std::int32_t kLlmcCheckpointFp32 = 3;

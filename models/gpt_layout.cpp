@@ -163,8 +163,6 @@ constexpr GptPreset kPresets[] = {
     {"gpt2-1558M", {1024, 50257, 50304, 48, 25, 1600}},
 };
 
-std::string print_gpt_fields(const StateShapeFields& fields) { return gpt_shape_from_fields(fields).to_string(); }
-
 }  // namespace
 
 // ---- GptShape ---------------------------------------------------------------------------------
@@ -176,7 +174,7 @@ std::size_t GptShape::param_count() const {
 
 void GptShape::validate() const {
   validate_dimensions(*this);
-  // Layouts hold one entry per layer (gpt_state_layout), built from a file's header before the
+  // Layouts hold one entry per layer (GptLayout::state_layout), built from a file's header before the
   // file's size can be checked against it: a corrupt L must not allocate gigabytes.
   constexpr int kMaxLayers = 1 << 16;
   if (layers > kMaxLayers)
@@ -195,6 +193,14 @@ std::string GptShape::to_string() const {
   return "maxT=" + std::to_string(max_seq) + " V=" + std::to_string(vocab) + " Vp=" + std::to_string(padded_vocab) +
          " L=" + std::to_string(layers) + " NH=" + std::to_string(heads) + " C=" + std::to_string(channels);
 }
+
+StateShapeFields GptShape::fields() const { return {max_seq, vocab, layers, heads, channels, padded_vocab}; }
+
+GptShape GptShape::from_fields(const StateShapeFields& f) {
+  return {.max_seq = f[0], .vocab = f[1], .padded_vocab = f[5], .layers = f[2], .heads = f[3], .channels = f[4]};
+}
+
+std::string GptShape::print_fields(const StateShapeFields& fields) { return from_fields(fields).to_string(); }
 
 GptShape GptShape::gpt2_124m() { return gpt_preset("gpt2-124M"); }
 
@@ -215,29 +221,10 @@ GptLayout::LlmcLayout(const GptShape& shape) : LlmcLayout(shape, "GPT") {
   place(kParams, [&](const Extent& extent) { return sizes(extent); });
 }
 
-int gpt_layers(const GptShape& shape) { return shape.layers + 2; }
-
-std::size_t gpt_layer_params(const GptShape& shape, int layer) { return GptLayout(shape).layer_params(layer); }
-
-std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer) { return GptLayout(shape).layer_runs(layer); }
-
 // ---- derived views ----------------------------------------------------------------------------
 
-StateShapeFields gpt_shape_fields(const GptShape& s) {
-  return {s.max_seq, s.vocab, s.layers, s.heads, s.channels, s.padded_vocab};
-}
-
-// The inverse of gpt_shape_fields.
-GptShape gpt_shape_from_fields(const StateShapeFields& f) {
-  return {.max_seq = f[0], .vocab = f[1], .padded_vocab = f[5], .layers = f[2], .heads = f[3], .channels = f[4]};
-}
-
-StateLayout gpt_state_layout(const GptShape& shape) {
-  return GptLayout(shape).state_layout(gpt_shape_fields(shape), print_gpt_fields);
-}
-
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields) {
-  return gpt_state_layout(gpt_shape_from_fields(fields));
+  return GptLayout(GptShape::from_fields(fields)).state_layout();
 }
 
 ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationPolicy& activations) {

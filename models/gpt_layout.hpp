@@ -2,7 +2,7 @@
 // GPT-2's parameter layout, written once (llm.c's tensors and file order). Everything that needs
 // the layout derives it from the table of named tensors below: GptModel's per-layer parameter arrays and the
 // offsets its tasks use, llm.c's file order (llmc_tensor_specs), the .state files' layout
-// (gpt_state_layout) and the planner's numbers (gpt_footprint). See docs/architecture.md.
+// (GptLayout::state_layout) and the planner's numbers (gpt_footprint). See docs/architecture.md.
 //
 // The engine sees GPT-2 as L + 2 layers, each one flat parameter array:
 //   layer 0        embedding          [wte | wpe]
@@ -42,6 +42,11 @@ struct GptShape {
   void validate() const;
   // "maxT=1024 V=50257 Vp=50304 L=12 NH=12 C=768".
   std::string to_string() const;
+  // The header fields [2..7] of llm.c's checkpoint and of the .state files: maxT, V, L, NH, C, Vp;
+  // from_fields is the inverse (not validated), print_fields how messages show them.
+  StateShapeFields fields() const;
+  static GptShape from_fields(const StateShapeFields& fields);
+  static std::string print_fields(const StateShapeFields& fields);
 
   friend bool operator==(const GptShape&, const GptShape&) = default;
 
@@ -86,18 +91,9 @@ using GptLayout = LlmcLayout<GptShape, GptParam>;
 template <>
 GptLayout::LlmcLayout(const GptShape& shape);
 
-// Shortcuts over GptLayout(shape).
-int gpt_layers(const GptShape& shape);
-std::size_t gpt_layer_params(const GptShape& shape, int layer);
-std::vector<LlmcRun> gpt_layer_runs(const GptShape& shape, int layer);
-
 // ---- what other parts need, derived from the table ------------------------------------------
-// The header fields [2..7] of llm.c's checkpoint and of the .state files: maxT, V, L, NH, C, Vp.
-StateShapeFields gpt_shape_fields(const GptShape& shape);
-GptShape gpt_shape_from_fields(const StateShapeFields& fields);  // not validated
-// The .state files of a GPT run: its shape fields and the L + 2 layers' parameters.
-StateLayout gpt_state_layout(const GptShape& shape);
-// The same from the fields a file stores; std::invalid_argument when they are no valid shape.
+// The .state files' layout (GptLayout(shape).state_layout()) from the fields a file stores;
+// std::invalid_argument when they are no valid shape.
 StateLayout gpt_state_layout_from_fields(const StateShapeFields& fields);
 
 // The planner's view of a micro-batch of `batch` sequences of max_seq tokens: Ψ, the layer kinds

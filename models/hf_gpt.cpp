@@ -106,7 +106,7 @@ GptShape gpt_checkpoint_shape(const fs::path& path) {
 }
 
 std::unique_ptr<CheckpointFormat> gpt_hf_format(const GptShape& shape) {
-  return hf_checkpoint_format(gpt_hf_map(shape), gpt_state_layout(shape));
+  return hf_checkpoint_format(gpt_hf_map(shape), GptLayout(shape).state_layout());
 }
 
 }  // namespace starzero

@@ -65,7 +65,7 @@ bool scaled_rope(const json& config, const fs::path& dir) {
 }
 
 // The fields the layout and the math do not depend on follow the preset of the same width
-// (llama_shape_from_fields), as for a run's state files.
+// (LlamaShape::from_fields), as for a run's state files.
 LlamaShape llama_shape_from_config(const json& config, const fs::path& dir) {
   const int C = hf_config_int(config, dir, {"hidden_size"});
   const StateShapeFields fields = {hf_config_int(config, dir, {"vocab_size"}),
@@ -78,7 +78,7 @@ LlamaShape llama_shape_from_config(const json& config, const fs::path& dir) {
                                    -hf_config_int(config, dir, {"intermediate_size"})};
   LlamaShape shape;
   try {
-    shape = llama_shape_from_fields(fields);
+    shape = LlamaShape::from_fields(fields);
   } catch (const std::invalid_argument& e) {
     throw_format_error(dir / "config.json", std::string("no valid Llama shape: ") + e.what());
   }
@@ -149,7 +149,7 @@ LlamaShape llama_checkpoint_shape(const fs::path& path) {
 }
 
 std::unique_ptr<CheckpointFormat> llama_hf_format(const LlamaShape& shape) {
-  return hf_checkpoint_format(llama_hf_map(shape), llama_state_layout(shape));
+  return hf_checkpoint_format(llama_hf_map(shape), LlamaLayout(shape).state_layout());
 }
 
 }  // namespace starzero

@@ -104,14 +104,14 @@ struct LlamaTraits {
   // MLP's end in zeros).
   static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields& fields) {
     try {
-      return std::make_unique<LlmcFileFormat<LlamaTraits>>(llama_shape_from_fields(fields));
+      return std::make_unique<LlmcFileFormat<LlamaTraits>>(LlamaShape::from_fields(fields));
     } catch (const std::invalid_argument&) {
       return nullptr;
     }
   }
 
   static constexpr const char* kFileName = "llm.c Llama 3";
-  static StateLayout state_layout(const LlamaShape& shape) { return llama_state_layout(shape); }
+  static StateLayout state_layout(const LlamaShape& shape) { return LlamaLayout(shape).state_layout(); }
   static void check_file(const fs::path& path, const LlamaShape& shape) { read_llama_checkpoint_header(path, shape); }
   static std::unique_ptr<CheckpointFormat> hugging_face(const LlamaShape& shape) { return llama_hf_format(shape); }
   static void write_file(const fs::path& path, const LlamaShape& shape, int version,

@@ -179,11 +179,9 @@ LlamaLayout::LlmcLayout(const LlamaShape& shape) : LlmcLayout(shape, "Llama") {
 
 // ---- derived views ------------------------------------------------------------------------------
 
-StateShapeFields llama_shape_fields(const LlamaShape& s) {
-  return {s.vocab, s.channels, s.layers, s.heads, s.kv_heads, -s.ffn_hidden};
-}
+StateShapeFields LlamaShape::fields() const { return {vocab, channels, layers, heads, kv_heads, -ffn_hidden}; }
 
-LlamaShape llama_shape_from_fields(const StateShapeFields& f) {
+LlamaShape LlamaShape::from_fields(const StateShapeFields& f) {
   if (f[5] >= 0 || f[5] == std::numeric_limits<std::int32_t>::min())
     throw std::invalid_argument("not Llama shape fields (the last must be -H)");
   LlamaShape shape;
@@ -218,11 +216,9 @@ LlamaShape llama_shape_from_fields(const StateShapeFields& f) {
   return shape;
 }
 
-StateLayout llama_state_layout(const LlamaShape& shape) {
-  return LlamaLayout(shape).state_layout(llama_shape_fields(shape), [](const StateShapeFields& f) {
-    return "V=" + std::to_string(f[0]) + " C=" + std::to_string(f[1]) + " L=" + std::to_string(f[2]) +
-           " NH=" + std::to_string(f[3]) + " NKV=" + std::to_string(f[4]) + " H=" + std::to_string(-std::int64_t(f[5]));
-  });
+std::string LlamaShape::print_fields(const StateShapeFields& f) {
+  return "V=" + std::to_string(f[0]) + " C=" + std::to_string(f[1]) + " L=" + std::to_string(f[2]) +
+         " NH=" + std::to_string(f[3]) + " NKV=" + std::to_string(f[4]) + " H=" + std::to_string(-std::int64_t(f[5]));
 }
 
 namespace {

@@ -55,6 +55,15 @@ struct LlamaShape {
   std::string to_string() const;
   // The fields that decide the layout and the math (not the header's bookkeeping fields).
   bool same_model(const LlamaShape& other) const;
+  // The .state files' six shape fields: {V, C, L, NH, NKV, -H}. The negative last field tells a
+  // Llama run from GPT's (all positive) and the MLP's ({V, C, K, 0, 0, 0}).
+  StateShapeFields fields() const;
+  // The shape those fields describe, with max_seq, norm_eps, RoPE and the header fields of the
+  // preset of the same width (C, NH, NKV, H), else llm.c's defaults (maxT 8192, eps 1e-5, theta
+  // 500000, scaled RoPE); std::invalid_argument when the fields are no Llama shape.
+  static LlamaShape from_fields(const StateShapeFields& fields);
+  // How messages show such fields (as they are: they may be no valid shape).
+  static std::string print_fields(const StateShapeFields& fields);
 };
 
 // ---- presets ----------------------------------------------------------------------------------
@@ -82,15 +91,6 @@ template <>
 LlamaLayout::LlmcLayout(const LlamaShape& shape);
 
 // ---- what other parts need, derived from the table ------------------------------------------
-// The .state files' six shape fields: {V, C, L, NH, NKV, -H}. The negative last field tells a
-// Llama run from GPT's (all positive) and the MLP's ({V, C, K, 0, 0, 0}).
-StateShapeFields llama_shape_fields(const LlamaShape& shape);
-// The shape those fields describe, with max_seq, norm_eps, RoPE and the header fields of the
-// preset of the same width (C, NH, NKV, H), else llm.c's defaults (maxT 8192, eps 1e-5, theta
-// 500000, scaled RoPE); std::invalid_argument when the fields are no Llama shape.
-LlamaShape llama_shape_from_fields(const StateShapeFields& fields);
-StateLayout llama_state_layout(const LlamaShape& shape);
-
 // The planner's view of a micro-batch of `batch` sequences of `seq` tokens (0: max_seq): Ψ, the
 // layer kinds "embedding", "block", "head", LlamaModel's activation tensors, the bytes of its
 // buffers under `activations` (llama_activation_bytes, llama_offloaded_activation_bytes) and its

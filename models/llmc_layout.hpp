@@ -122,14 +122,13 @@ class LlmcLayout {
               [](const Tensor* a, const Tensor* b) { return a->layer_offset < b->layer_offset; });
     return in_kind;
   }
-  // The training state's layout (train/state_layout.hpp): the state files' shape `fields`, every
-  // layer's size, and how messages print such fields.
-  StateLayout state_layout(const StateShapeFields& fields,
-                           std::string (*print_fields)(const StateShapeFields&)) const {
+  // The training state's layout (train/state_layout.hpp): the shape's fields (Shape::fields),
+  // every layer's size, and how messages print such fields (Shape::print_fields).
+  StateLayout state_layout() const {
     StateLayout state;
-    state.shape_fields = fields;
+    state.shape_fields = shape_.fields();
     for (int layer = 0; layer < layers(); ++layer) state.layer_params.push_back(layer_params(layer));
-    state.print_fields = print_fields;
+    state.print_fields = &Shape::print_fields;
     return state;
   }
   // Where the elements of one layer's array sit in llm.c's order, by increasing layer offset:

@@ -8,7 +8,7 @@
 // in order, this rank's shard of the layer (shard_count(count, N) elements, zero padded past
 // the layer's end). A file of an unsharded run (ZeRO-0, or one rank) holds every layer whole.
 // One file's format is in train/state_files.hpp. The model is described by a StateLayout
-// (train/state_layout.hpp): any model can use these files; GPT's is gpt_state_layout
+// (train/state_layout.hpp): any model can use these files; GPT's is GptLayout::state_layout
 // (models/gpt_layout.hpp).
 #include <cstddef>
 #include <cstdint>

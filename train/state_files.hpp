@@ -39,7 +39,7 @@ struct TrainingState {
 };
 
 // master, m and v must have the same length, at most layout.param_count() (invalid_argument).
-// GPT: write_training_state(path, gpt_state_layout(shape), state).
+// GPT: write_training_state(path, GptLayout(shape).state_layout(), state).
 void write_training_state(const std::filesystem::path& path, const StateLayout& layout, const TrainingState& state);
 // Throws FileFormatError on a bad magic/version, sizes inconsistent with the file, truncation,
 // trailing bytes or shape fields other than `expected`'s.

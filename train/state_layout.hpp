@@ -2,7 +2,7 @@
 // What a model's training-state files (.state, train/state_files.hpp and train/sharded_state.hpp)
 // hold, in terms that know no model: the six int32 shape fields of the header and the parameter
 // count of each layer, in the order the layers are stored. A model provides its own (GPT:
-// gpt_state_layout in models/gpt_layout.hpp).
+// GptLayout::state_layout, models/llmc_layout.hpp).
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -103,7 +103,6 @@ TEST_CASE("GPT layout table: layer blocks", "[gpt_layout]") {
     const GptLayout layout(shape);
     const std::size_t C = std::size_t(shape.channels);
     REQUIRE(layout.layers() == shape.layers + 2);
-    REQUIRE(gpt_layers(shape) == layout.layers());
     std::size_t total = 0;
     for (int l = 0; l < layout.layers(); ++l) {
       INFO("layer " << l);
@@ -115,7 +114,6 @@ TEST_CASE("GPT layout table: layer blocks", "[gpt_layout]") {
         layer_end += t.layer_count;
       }
       CHECK(layer_end == layout.layer_params(l));
-      CHECK(gpt_layer_params(shape, l) == layout.layer_params(l));
       std::size_t run_sum = 0;
       for (const LlmcRun& run : layout.layer_runs(l)) run_sum += run.count;
       CHECK(run_sum == layout.layer_params(l));
@@ -197,10 +195,10 @@ TEST_CASE("GPT presets: one table", "[gpt_layout]") {
 }
 
 TEST_CASE("GPT state layout: llm.c's header fields and the layer blocks", "[gpt_layout]") {
-  const StateLayout state = gpt_state_layout(kMicro);
+  const StateLayout state = GptLayout(kMicro).state_layout();
   CHECK(state.shape_fields == StateShapeFields{8, 11, 2, 3, 12, 16});  // maxT, V, L, NH, C, Vp
-  CHECK(gpt_shape_from_fields(state.shape_fields) == kMicro);
-  CHECK(gpt_shape_fields(kMicro) == state.shape_fields);
+  CHECK(GptShape::from_fields(state.shape_fields) == kMicro);
+  CHECK(kMicro.fields() == state.shape_fields);
   const GptLayout layout(kMicro);
   REQUIRE(state.layer_params.size() == std::size_t(layout.layers()));
   for (int l = 0; l < layout.layers(); ++l) CHECK(state.layer_params[std::size_t(l)] == layout.layer_params(l));

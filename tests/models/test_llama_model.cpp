@@ -342,13 +342,13 @@ TEST_CASE("presets have Meta's published sizes", "[llama][layout]") {
   CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
 
   // The state files' fields name the family: Llama's, not GPT's nor the MLP's.
-  const StateShapeFields fields = llama_shape_fields(tiny);
+  const StateShapeFields fields = tiny.fields();
   CHECK(fields[5] == -192);
-  CHECK(llama_shape_from_fields(fields).same_model(tiny));
+  CHECK(LlamaShape::from_fields(fields).same_model(tiny));
   const auto format = checkpoint_format_of_state(fields);
   REQUIRE(format);
   CHECK(format->describe(DType::f32) == "llm.c Llama 3 version 3");
-  CHECK(format->state_layout().layer_params == llama_state_layout(tiny).layer_params);
+  CHECK(format->state_layout().layer_params == LlamaLayout(tiny).state_layout().layer_params);
   // The footprint: Ψ and the largest layer.
   const ModelFootprint f = llama_footprint(b8, 1, 1024);
   CHECK(std::size_t(f.params) == b8.param_count());
