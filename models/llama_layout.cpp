@@ -104,22 +104,10 @@ const std::vector<LlamaPreset>& presets() {
 
 LlamaShape llama_shape(int L, int C, int NH, int NKV, int V, int maxT, float theta, bool scaled, float multiplier,
                        int multiple_of, int major, int minor) {
-  LlamaShape s;
-  s.layers = L;
-  s.channels = C;
-  s.heads = NH;
-  s.kv_heads = NKV;
-  s.vocab = V;
-  s.max_seq = maxT;
-  s.norm_eps = 1e-5f;
-  s.rope_theta = theta;
-  s.use_scaled_rope = scaled;
-  s.ffn_dim_multiplier = multiplier;
-  s.multiple_of = multiple_of;
-  s.ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of);
-  s.major_version = major;
-  s.minor_version = minor;
-  return s;
+  return {.layers = L, .channels = C, .heads = NH, .kv_heads = NKV,
+          .ffn_hidden = kernels::llama_ffn_hidden(C, multiplier, multiple_of), .vocab = V, .max_seq = maxT,
+          .norm_eps = 1e-5f, .rope_theta = theta, .use_scaled_rope = scaled, .ffn_dim_multiplier = multiplier,
+          .multiple_of = multiple_of, .major_version = major, .minor_version = minor};
 }
 
 // ---- LlamaShape ---------------------------------------------------------------------------------
