@@ -4,7 +4,9 @@
 # checkout's own files change as people edit), losses LOG (the step losses a run printed, as
 # plain lines or as a \r-separated progress bar: --progress bar, or a terminal),
 # expect_bad_input WHAT COMMAND... (COMMAND must exit 2 with one line on stderr),
-# check_recompute_modes (every --recompute mode trains to the same checkpoint as none) and
+# check_recompute_modes (every --recompute mode trains to the same checkpoint as none),
+# short_run_flags (sets short_run: a 3-step `train` of a 2-layer GPT for tests of what a run
+# prints or traces) and
 # finish MESSAGE (exit 1 if anything failed, else print MESSAGE), and here (the sourcing test's
 # folder, where its Python checks live).
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
@@ -56,6 +58,13 @@ check_recompute_modes() {  # LABEL MODES_ARRAY_NAME COMMAND...
         || { cat "$work/r.log"; fail "$mode: offloaded != plan"; } ;;
     esac
   done
+}
+# short_run (array): `train` of a 2-layer GPT (C=32, 2 heads) for 3 steps of 4 rows of 16 tokens
+# of WORK/data.txt (written here), CPU workers only, no validation and no samples.
+short_run_flags() {
+  write_words "$work/data.txt" 11 20000
+  short_run=(train --data "$work/data.txt" --preset tiny --layers 2 --channels 32 --heads 2 --max-seq 32 --seq 16
+             --batch 4 --steps 3 --cuda-workers 0 --val-every 0 --sample-every 0)
 }
 expect_bad_input() {
   local what=$1 rc=0

@@ -15,9 +15,8 @@ set -euo pipefail
 starzero=$1
 part=$2
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-write_words "$work/data.txt" 11 20000
-tiny=(train --data "$work/data.txt" --preset tiny --layers 2 --channels 32 --heads 2 --max-seq 32 --seq 16
-      --batch 4 --steps 3 --cuda-workers 0 --val-every 0 --sample-every 0 --quiet)
+short_run_flags
+tiny=("${short_run[@]}" --quiet)
 
 # check_report JSON DIR...: the report against each rank folder's own files (Python, no C++).
 check_report() {
