@@ -11,5 +11,4 @@ add_test(NAME scheduling/cli
                  $<TARGET_FILE:central_priority_policy>)
 set_tests_properties(scheduling/cli PROPERTIES TIMEOUT 300)
 
-add_test(NAME scheduling/sweep COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sweep_test.sh $<TARGET_FILE:starzero>)
-set_tests_properties(scheduling/sweep PROPERTIES TIMEOUT 300 LABELS mpi)
+starzero_script_test(scheduling/sweep sweep_test.sh TIMEOUT 300 LABELS mpi)

@@ -2,11 +2,9 @@
 # folders a Python script writes (tests/models/hf_fixture.py), round trips of llm.c checkpoints, a 2-rank
 # ZeRO-3 run's --checkpoint-format hf, and malformed files; and the reader's unit tests.
 foreach(part foreign roundtrip errors)
-  add_test(NAME hf/${part} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hf_test.sh $<TARGET_FILE:starzero> ${part})
-  set_tests_properties(hf/${part} PROPERTIES TIMEOUT 300)
+  starzero_script_test(hf/${part} hf_test.sh ARGS ${part} TIMEOUT 300)
 endforeach()
-add_test(NAME hf/zero COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hf_test.sh $<TARGET_FILE:starzero> zero)
-set_tests_properties(hf/zero PROPERTIES TIMEOUT 300 LABELS mpi)
+starzero_script_test(hf/zero hf_test.sh ARGS zero TIMEOUT 300 LABELS mpi)
 add_executable(test_safetensors test_safetensors.cpp)
 target_link_libraries(test_safetensors PRIVATE starzero_catch_main starzero_models)
 catch_discover_tests(test_safetensors TEST_PREFIX "models/" PROPERTIES LABELS unit)

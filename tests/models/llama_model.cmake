@@ -15,11 +15,7 @@ catch_discover_tests(test_llama_model TEST_PREFIX "llama/" PROPERTIES LABELS uni
 #                     losses agreeing across tile counts, the per-tile tasks in a trace
 #   llama_recompute - --recompute selective|full and --offload-activations cpu: checkpoints
 #                     bitwise identical to none's, activation bytes as the formula says
-add_test(NAME llama_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> single)
-set_tests_properties(llama_train PROPERTIES TIMEOUT 300)
-add_test(NAME llama_zero_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> zero_np2)
-set_tests_properties(llama_zero_np2 PROPERTIES TIMEOUT 600 LABELS mpi)
-add_test(NAME llama_tiles COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> tiles)
-set_tests_properties(llama_tiles PROPERTIES TIMEOUT 600)
-add_test(NAME llama_recompute COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama_train_test.sh $<TARGET_FILE:starzero> recompute)
-set_tests_properties(llama_recompute PROPERTIES TIMEOUT 600)
+starzero_script_test(llama_train llama_train_test.sh ARGS single TIMEOUT 300)
+starzero_script_test(llama_zero_np2 llama_train_test.sh ARGS zero_np2 TIMEOUT 600 LABELS mpi)
+starzero_script_test(llama_tiles llama_train_test.sh ARGS tiles TIMEOUT 600)
+starzero_script_test(llama_recompute llama_train_test.sh ARGS recompute TIMEOUT 600)

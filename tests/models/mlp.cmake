@@ -5,7 +5,5 @@
 #                  resume gives the uninterrupted run's losses and checkpoint (about 5 s)
 #   mlp_zero_np2 - 2 MPI ranks, ZeRO-0..3: losses equal single-rank training within 1e-3, same
 #                  accuracy; ZeRO-3 on 2 ranks saves and resumes exactly (about 2 min on 2 cores)
-add_test(NAME mlp_single COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mlp_test.sh $<TARGET_FILE:starzero> single)
-set_tests_properties(mlp_single PROPERTIES TIMEOUT 120)
-add_test(NAME mlp_zero_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mlp_test.sh $<TARGET_FILE:starzero> zero_np2)
-set_tests_properties(mlp_zero_np2 PROPERTIES TIMEOUT 600 LABELS mpi)
+starzero_script_test(mlp_single mlp_test.sh ARGS single TIMEOUT 120)
+starzero_script_test(mlp_zero_np2 mlp_test.sh ARGS zero_np2 TIMEOUT 600 LABELS mpi)
