@@ -1,21 +1,26 @@
 """StarPU's task records (tasks.rec of a traced run), for the shell tests' graph checks."""
 
 
+def records(path, terminated=False):
+    """Each record of a .rec file (tasks.rec, durations.rec) as a dict of its fields, in file order;
+    lines starting with # are comments. `terminated`: the file must end with a blank line, as
+    StarPU's do once written whole."""
+    blocks = open(path).read().split("\n\n")
+    if terminated:
+        assert not blocks[-1].strip(), f"{path}: unterminated last record"
+    for block in blocks:
+        fields = {}
+        for line in block.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if fields:
+            yield fields
+
+
 def read(path):
     """The records, each a dict of its fields, keyed by JobId."""
-    records, task = [], {}
-    for line in open(path):
-        line = line.rstrip("\n")
-        if not line:
-            if task:
-                records.append(task)
-                task = {}
-            continue
-        key, _, value = line.partition(": ")
-        task[key] = value
-    if task:
-        records.append(task)
-    return {r["JobId"]: r for r in records if "JobId" in r}
+    return {r["JobId"]: r for r in records(path) if "JobId" in r}
 
 
 def ancestors(by_id, job):

@@ -3,8 +3,12 @@
 """
 import collections
 import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tasks_rec.py
+import tasks_rec  # noqa: E402
 
 
 def sim_ranks():
@@ -115,13 +119,8 @@ def gpu_memory():
 def task_durations():
     """DIR REPORT_JSON LOG: task durations and GPU memory against the simulation's."""
     folder, report, log = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
-    def records(path):
-        for block in open(path).read().split("\n\n"):
-            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-            if fields:
-                yield fields
-    executed = {r["JobId"]: float(r["ExecutedUs"]) for r in records(f"{folder}/durations.rec")}
-    ran = [r for r in records(f"{folder}/tasks.rec") if "StartTime" in r]
+    executed = {r["JobId"]: float(r["ExecutedUs"]) for r in tasks_rec.records(f"{folder}/durations.rec")}
+    ran = [r for r in tasks_rec.records(f"{folder}/tasks.rec") if "StartTime" in r]
     assert ran and all(r["JobId"] in executed for r in ran), "a task that ran has no executed duration"
     excess = {r["JobId"]: (float(r["EndTime"]) - float(r["StartTime"])) * 1e3 - executed[r["JobId"]] for r in ran}
     steady = [r for r in ran if r.get("Iteration", "0") not in ("0", "1")]

@@ -6,23 +6,10 @@ Usage: check_trace_report.py report JSON DIR...   the report against each rank f
        check_trace_report.py nvme-links JSON      RAM -> DISK0 transfers in an NVMe run's report
        check_trace_report.py cut-mid-line FILE OUT   FILE's first half, cut inside a line
 """
-import json, math, sys
+import json, math, os, sys
 
-def records(path):
-    rec = {}
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line:
-                if rec:
-                    yield rec
-                rec = {}
-                continue
-            if line.startswith("#"):
-                continue
-            key, _, value = line.partition(":")
-            rec[key] = value.strip()
-    assert not rec, f"{path}: unterminated last record"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tasks_rec.py
+import tasks_rec  # noqa: E402
 
 def transfers_between(path, begin, end):
     # Bytes per (source, destination) of the links that start in [begin, end) ms. The runs here have
@@ -133,7 +120,7 @@ def check_report(argv):
                     want(k in item, f"{tag}{section}[] lacks {k}")
         for k in keys["overlap"]:
             want(k in rank.get("overlap", {}), f"{tag}overlap lacks {k}")
-        ran = [t for t in records(d + "/tasks.rec") if "StartTime" in t]
+        ran = [t for t in tasks_rec.records(d + "/tasks.rec", terminated=True) if "StartTime" in t]
         busy, steps = {}, {}
         for t in ran:
             w = int(t["WorkerId"])
