@@ -24,6 +24,10 @@ template <auto op>
 Codelet<NnArgs>::Declaration running(Codelet<NnArgs>::Declaration declaration) {
   return op_codelets::running<op, NnArgs>(std::move(declaration));
 }
+using op_codelets::declared;
+using op_costs::RowCost;
+using op_costs::rows;
+using op_costs::storage_size;
 
 // The bias inside a parameter (or gradient) group, null when there is none (offset -1).
 template <class T>
@@ -165,17 +169,15 @@ constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffer
 
 }  // namespace ops
 
-// ---- helpers of the cost functions ---------------------------------------------------------------
-// Products are formed in double: no int overflow for large shapes.
+// ---- helpers of the costs that are not per row ----------------------------------------------------
 
-double storage_size(const NnArgs& a) { return double(dtype_size(a.d.dtype)); }
-double rows(const NnArgs& a) { return double(a.d.N()); }
-// Elements of the first handle (the element-wise ops: all their vectors have this length).
-double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
+// A head group's attention costs its share of the whole op's FLOPs (not a count per row).
+double head_share(const NnArgs& a) { return double(a.heads.count) / a.d.NH; }
 // The attention's fp32 log-sum-exps [B, NH, T].
 double attention_lse_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T); }
-// A head group's share of the attention's per-head work.
-double head_share(const NnArgs& a) { return double(a.heads.count) / a.d.NH; }
+
+// Elements of the first handle (the element-wise ops: all their vectors have this length).
+double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
 
 // An element-wise op over the n elements of each of its buffers: FLOPs flops·n; bytes
 // accesses·n·s, with `accesses` the stored elements read or written per element (an accumulated
@@ -222,41 +224,44 @@ Codelet<HostTokens> load_tokens_codelet({
 }  // namespace
 
 // ---- the declarations -------------------------------------------------------------------------------
-// s: bytes per stored element (4 fp32, 2 bf16); N = B·T rows. FLOP counts are the usual model
-// counts (a multiply-add is 2, tanh and exp count 1); bytes are what the task reads plus what it
-// writes (an accumulated buffer twice).
+// Each op's cost above its codelet: what a task does per row of its N = B·T rows, and once per task
+// (tasks/op_costs.hpp); a head group's and the element-wise ops' their own. s: bytes per stored
+// element (4 fp32, 2 bf16). FLOP counts are the usual model counts (a multiply-add is 2, tanh and
+// exp count 1); bytes are what the task reads plus what it writes (an accumulated buffer twice).
 namespace nn {
 
 // FLOPs N·C (one add per element); bytes s·(2·N·C + T·C) + 4·N (out, wte rows, wpe, tokens).
-Codelet<NnArgs> encoder_forward(running<ops::encoder_forward>({
+constexpr auto encoder_forward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = double(a.d.C), .stored = 2.0 * a.d.C, .stored_once = double(a.d.T) * a.d.C, .words = 1};
+};
+Codelet<NnArgs> encoder_forward(declared<ops::encoder_forward, encoder_forward_cost>({
     .name = "nn_encoder_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "tokens"}, {STARPU_R, "params"}},
-    .flops = [](const NnArgs& a, Handles) { return rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + double(a.d.T) * a.d.C) + 4.0 * rows(a); },
 }));
-
 // FLOPs 2·N·C (dwte and dwpe); bytes s·(3·N·C + 2·T·C) + 4·N.
-Codelet<NnArgs> encoder_backward(running<ops::encoder_backward>({
+constexpr auto encoder_backward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 2.0 * a.d.C, .stored = 3.0 * a.d.C, .stored_once = 2.0 * a.d.T * a.d.C, .words = 1};
+};
+Codelet<NnArgs> encoder_backward(declared<ops::encoder_backward, encoder_backward_cost>({
     .name = "nn_encoder_backward",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "tokens"}},
-    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (3.0 * rows(a) * a.d.C + 2.0 * a.d.T * a.d.C) + 4.0 * rows(a); },
 }));
 
+// Layernorm: the 4-byte words are mean and rstd.
 // FLOPs ≈ 8·N·C (mean, variance, normalise, scale, shift); bytes s·(2·N·C + 2·C) + 8·N.
-Codelet<NnArgs> layernorm_forward(running<ops::layernorm_forward>({
+constexpr auto layernorm_forward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 8.0 * a.d.C, .stored = 2.0 * a.d.C, .stored_once = 2.0 * a.d.C, .words = 2};
+};
+Codelet<NnArgs> layernorm_forward(declared<ops::layernorm_forward, layernorm_forward_cost>({
     .name = "nn_layernorm_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "mean"}, {STARPU_W, "rstd"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .flops = [](const NnArgs& a, Handles) { return 8.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 8.0 * rows(a); },
 }));
-
-// Layernorm backward as two tasks: the input gradient and the parameter gradients. Input: FLOPs ≈ 12·N·C; bytes
-// s·(4·N·C + C) + 8·N (dinp accumulated, dout, inp, weight; mean, rstd).
-Codelet<NnArgs> layernorm_backward_input(running<ops::layernorm_backward_input>({
+// Layernorm backward as two tasks: the input gradient and the parameter gradients.
+// Input gradient: FLOPs ≈ 12·N·C; bytes s·(4·N·C + C) + 8·N (dinp accumulated, dout, inp, weight).
+constexpr auto layernorm_backward_input_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 12.0 * a.d.C, .stored = 4.0 * a.d.C, .stored_once = double(a.d.C), .words = 2};
+};
+Codelet<NnArgs> layernorm_backward_input(declared<ops::layernorm_backward_input, layernorm_backward_input_cost>({
     .name = "nn_layernorm_backward_input",
     .buffers = {{STARPU_RW, "dinp"},
                 {STARPU_R, "dout"},
@@ -264,98 +269,92 @@ Codelet<NnArgs> layernorm_backward_input(running<ops::layernorm_backward_input>(
                 {STARPU_R, "params"},
                 {STARPU_R, "mean"},
                 {STARPU_R, "rstd"}},
-    .flops = [](const NnArgs& a, Handles) { return 12.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (4.0 * rows(a) * a.d.C + a.d.C) + 8.0 * rows(a); },
 }));
-
-// Parameters: FLOPs ≈ 5·N·C (normalise, two accumulations); bytes s·(2·N·C + 4·C) + 8·N.
-Codelet<NnArgs> layernorm_backward_params(running<ops::layernorm_backward_params>({
+// Parameter gradients: FLOPs ≈ 5·N·C (normalise, two accumulations); bytes s·(2·N·C + 4·C) + 8·N.
+constexpr auto layernorm_backward_params_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 5.0 * a.d.C, .stored = 2.0 * a.d.C, .stored_once = 4.0 * a.d.C, .words = 2};
+};
+Codelet<NnArgs> layernorm_backward_params(declared<ops::layernorm_backward_params, layernorm_backward_params_cost>({
     .name = "nn_layernorm_backward_params",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "mean"}, {STARPU_R, "rstd"}},
-    .flops = [](const NnArgs& a, Handles) { return 5.0 * rows(a) * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (2.0 * rows(a) * a.d.C + 4.0 * a.d.C) + 8.0 * rows(a); },
 }));
 
+// Matmuls: per row C inputs and OC outputs; the weight OC·C and the bias OC once.
 // FLOPs 2·N·C·OC (the bias add left out); bytes s·(N·C + OC·C + OC + N·OC).
-Codelet<NnArgs> matmul_forward(running<ops::matmul_forward>({
+constexpr auto matmul_forward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 2.0 * a.C * a.OC, .stored = double(a.C) + a.OC, .stored_once = double(a.OC) * a.C + a.OC};
+};
+Codelet<NnArgs> matmul_forward(declared<ops::matmul_forward, matmul_forward_cost>({
     .name = "nn_matmul_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (rows(a) * a.C + double(a.OC) * a.C + a.OC + rows(a) * a.OC); },
 }));
-
 // FLOPs 4·N·C·OC (dinp and dweight, 2·N·C·OC each); bytes s·(N·OC + 3·N·C + 3·OC·C + 2·OC).
-Codelet<NnArgs> matmul_backward(running<ops::matmul_backward>({
+constexpr auto matmul_backward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 4.0 * a.C * a.OC, .stored = a.OC + 3.0 * a.C, .stored_once = 3.0 * a.OC * a.C + 2.0 * a.OC};
+};
+Codelet<NnArgs> matmul_backward(declared<ops::matmul_backward, matmul_backward_cost>({
     .name = "nn_matmul_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.C * a.OC; },
-    .bytes =
-        [](const NnArgs& a, Handles) {
-          return storage_size(a) * (rows(a) * a.OC + 3.0 * rows(a) * a.C + 3.0 * a.OC * a.C + 2.0 * a.OC);
-        },
 }));
-
-// The two halves of matmul_backward as tasks of their own. Input: dinp += dout·W, FLOPs
-// 2·N·C·OC; bytes s·(N·OC + 2·N·C + OC·C).
-Codelet<NnArgs> matmul_backward_input(running<ops::matmul_backward_input>({
+// The two halves of matmul_backward as tasks of their own.
+// Input half, dinp += dout·W: FLOPs 2·N·C·OC; bytes s·(N·OC + 2·N·C + OC·C).
+constexpr auto matmul_backward_input_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 2.0 * a.C * a.OC, .stored = a.OC + 2.0 * a.C, .stored_once = double(a.OC) * a.C};
+};
+Codelet<NnArgs> matmul_backward_input(declared<ops::matmul_backward_input, matmul_backward_input_cost>({
     .name = "nn_matmul_backward_input",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "params"}},
-    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (rows(a) * a.OC + 2.0 * rows(a) * a.C + double(a.OC) * a.C); },
 }));
-
-// Weight: dW += doutᵀ·inp and db += Σ dout, FLOPs 2·N·C·OC + N·OC; bytes s·(N·OC + N·C + 2·OC·C + 2·OC).
-Codelet<NnArgs> matmul_backward_weight(running<ops::matmul_backward_weight>({
+// Weight half, dW += doutᵀ·inp and db += Σ dout: FLOPs 2·N·C·OC + N·OC; bytes
+// s·(N·OC + N·C + 2·OC·C + 2·OC).
+constexpr auto matmul_backward_weight_cost = [](const NnArgs& a) {
+  return RowCost{
+      .flops = 2.0 * a.C * a.OC + a.OC, .stored = double(a.OC) + a.C, .stored_once = 2.0 * a.OC * a.C + 2.0 * a.OC};
+};
+Codelet<NnArgs> matmul_backward_weight(declared<ops::matmul_backward_weight, matmul_backward_weight_cost>({
     .name = "nn_matmul_backward_weight",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
-    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.OC + rows(a) * a.OC; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * a.OC * a.C + 2.0 * a.OC); },
 }));
-
 // The weight gradient cut by output channels, each cut a task writing its own piece of the
 // gradient: dW[rows] += dout[:, rows]ᵀ·inp, FLOPs 2·N·C·rows; bytes s·(N·OC + N·C + 2·rows·C).
-Codelet<NnArgs> matmul_backward_weight_rows(running<ops::matmul_backward_weight_rows>({
-    .name = "nn_matmul_backward_weight_rows",
-    .buffers = {{STARPU_RW, "dweight"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
-    .flops = [](const NnArgs& a, Handles) { return 2.0 * rows(a) * a.C * a.row_count; },
-    .bytes =
-        [](const NnArgs& a, Handles) {
-          return storage_size(a) * (rows(a) * a.OC + rows(a) * a.C + 2.0 * double(a.row_count) * a.C);
-        },
-}));
-
+constexpr auto matmul_backward_weight_rows_cost = [](const NnArgs& a) {
+  return RowCost{
+      .flops = 2.0 * a.C * a.row_count, .stored = double(a.OC) + a.C, .stored_once = 2.0 * a.row_count * a.C};
+};
+Codelet<NnArgs> matmul_backward_weight_rows(
+    declared<ops::matmul_backward_weight_rows, matmul_backward_weight_rows_cost>({
+        .name = "nn_matmul_backward_weight_rows",
+        .buffers = {{STARPU_RW, "dweight"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
+    }));
 // The bias gradient alone, db[OC] += Σ_rows dout: FLOPs N·OC; bytes s·(N·OC + 2·OC).
-Codelet<NnArgs> bias_backward(running<ops::bias_backward>({
+constexpr auto bias_backward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = double(a.OC), .stored = double(a.OC), .stored_once = 2.0 * a.OC};
+};
+Codelet<NnArgs> bias_backward(declared<ops::bias_backward, bias_backward_cost>({
     .name = "nn_bias_backward",
     .buffers = {{STARPU_RW, "dbias"}, {STARPU_R, "dout"}},
-    .flops = [](const NnArgs& a, Handles) { return rows(a) * a.OC; },
-    .bytes = [](const NnArgs& a, Handles) { return storage_size(a) * (rows(a) * a.OC + 2.0 * a.OC); },
 }));
 
-// FLOPs 4·B·NH·T²·hs = 4·B·T²·C (q·kᵀ and p·v over the full T×T: the causal mask halves the real
-// work, which a memory-efficient kernel reaches at a lower fraction of the peak than a large
-// GEMM; softmax left out); bytes s·4·N·C (qkv read, out written) + lse written. No T×T term: the
-// kernel keeps its scores on chip.
-Codelet<NnArgs> attention_forward(running<ops::attention_forward>({
+// Attention, per row T keys of C channels: FLOPs 4·B·NH·T²·hs = 4·N·T·C (q·kᵀ and p·v over the
+// full T×T: the causal mask halves the real work, which a memory-efficient kernel reaches at a
+// lower fraction of the peak than a large GEMM; softmax left out); bytes s·4·N·C (qkv read, out
+// written) + 4·N·NH (the fp32 log-sum-exps [B, NH, T] written). No T×T term: the kernel keeps its
+// scores on chip.
+constexpr auto attention_forward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 4.0 * a.d.T * a.d.C, .stored = 4.0 * a.d.C, .words = double(a.d.NH)};
+};
+Codelet<NnArgs> attention_forward(declared<ops::attention_forward, attention_forward_cost>({
     .name = "nn_attention_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
-    .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * 4.0 * rows(a) * a.d.C + attention_lse_bytes(a); },
 }));
-
-// FLOPs 10·B·T²·C (2.5 times the forward: the scores again, then dp = dout·vᵀ, dq, dk and dv);
-// bytes s·10·N·C (dout, qkv read; dqkv accumulated) + lse read.
-Codelet<NnArgs> attention_backward(running<ops::attention_backward>({
+// FLOPs 10·N·T·C (2.5 times the forward: the scores again, then dp = dout·vᵀ, dq, dk and dv);
+// bytes s·10·N·C (dout, qkv read; dqkv accumulated) + the log-sum-exps read.
+constexpr auto attention_backward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 10.0 * a.d.T * a.d.C, .stored = 10.0 * a.d.C, .words = double(a.d.NH)};
+};
+Codelet<NnArgs> attention_backward(declared<ops::attention_backward, attention_backward_cost>({
     .name = "nn_attention_backward",
     .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
-    .flops = [](const NnArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes = [](const NnArgs& a,
-                Handles) { return storage_size(a) * 10.0 * rows(a) * a.d.C + attention_lse_bytes(a); },
 }));
 
 // A head group: the whole op's FLOPs times its share of the heads; bytes s·3·N·C (qkv, read
@@ -404,20 +403,22 @@ Codelet<NnArgs> residual_forward(elementwise<ops::residual_forward, 1, 3>(
 Codelet<NnArgs> residual_backward(elementwise<ops::residual_backward, 2, 5>(
     "nn_residual_backward", {{STARPU_RW, "dinp1"}, {STARPU_RW, "dinp2"}, {STARPU_R, "dout"}}));
 
+// The loss: the 4-byte words are the fp32 probs (Vp per row), the loss and the target.
 // FLOPs ≈ 4·N·V (max, exp, sum, normalise); bytes s·N·Vp (logits) + 4·N·Vp (probs) + 8·N.
-Codelet<NnArgs> crossentropy_forward(running<ops::crossentropy_forward>({
+constexpr auto crossentropy_forward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 4.0 * a.d.V, .stored = double(a.d.Vp), .words = a.d.Vp + 2.0};
+};
+Codelet<NnArgs> crossentropy_forward(declared<ops::crossentropy_forward, crossentropy_forward_cost>({
     .name = "nn_crossentropy_forward",
     .buffers = {{STARPU_W, "losses"}, {STARPU_W, "probs"}, {STARPU_R, "logits"}, {STARPU_R, "targets"}},
-    .flops = [](const NnArgs& a, Handles) { return 4.0 * rows(a) * a.d.V; },
-    .bytes = [](const NnArgs& a, Handles) { return (storage_size(a) + 4.0) * rows(a) * a.d.Vp + 8.0 * rows(a); },
 }));
-
 // FLOPs 3·N·V (minus the one-hot, times 1/N, accumulate); bytes 4·N·Vp + 2·s·N·Vp + 4·N.
-Codelet<NnArgs> crossentropy_backward(running<ops::crossentropy_backward>({
+constexpr auto crossentropy_backward_cost = [](const NnArgs& a) {
+  return RowCost{.flops = 3.0 * a.d.V, .stored = 2.0 * a.d.Vp, .words = a.d.Vp + 1.0};
+};
+Codelet<NnArgs> crossentropy_backward(declared<ops::crossentropy_backward, crossentropy_backward_cost>({
     .name = "nn_crossentropy_backward",
     .buffers = {{STARPU_RW, "dlogits"}, {STARPU_R, "probs"}, {STARPU_R, "targets"}},
-    .flops = [](const NnArgs& a, Handles) { return 3.0 * rows(a) * a.d.V; },
-    .bytes = [](const NnArgs& a, Handles) { return (4.0 + 2.0 * storage_size(a)) * rows(a) * a.d.Vp + 4.0 * rows(a); },
 }));
 
 }  // namespace nn

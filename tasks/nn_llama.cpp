@@ -15,10 +15,8 @@ namespace {
 
 // ---- the functions the codelets run (tasks/op_codelets.hpp) --------------------------------------
 
-template <auto op>
-Codelet<LlamaArgs>::Declaration running(Codelet<LlamaArgs>::Declaration declaration) {
-  return op_codelets::running<op, LlamaArgs>(std::move(declaration));
-}
+using op_codelets::declared;
+using op_costs::RowCost;
 
 namespace ops {
 
@@ -87,122 +85,117 @@ constexpr auto attention_gqa_backward = []<class T>(auto launch, const TaskBuffe
 
 }  // namespace ops
 
-// ---- helpers of the cost functions (products in double) -----------------------------------------
-
-double s(const LlamaArgs& a) { return double(dtype_size(a.d.dtype)); }
-double rows(const LlamaArgs& a) { return double(a.d.N()); }
-double qkv_width(const LlamaArgs& a) { return double(a.d.qkv_channels()); }
-// Channels RoPE rotates per row: (NH + NKV)·hs.
-double rotated(const LlamaArgs& a) { return double(a.d.NH + a.d.NKV) * a.d.hs(); }
-// fp32 attention matrices [B, NH, T, T].
-double attention_lse_bytes(const LlamaArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T); }
+// RoPE's costs: the channels it rotates per row, (NH + NKV)·hs; its fp32 table, T·hs.
+double rotated_channels(const LlamaArgs& a) { return double(a.d.NH + a.d.NKV) * a.d.hs(); }
+double rope_table(const LlamaArgs& a) { return double(a.d.T) * a.d.hs(); }
 
 }  // namespace
 
 // ---- the declarations ---------------------------------------------------------------------------
-// s: bytes per stored element; N = B·T rows; Q = (NH + 2·NKV)·hs channels of a qkv row; R =
+// Each op's cost above its codelet: what a task does per row of its N = B·T rows, and once per task
+// (tasks/op_costs.hpp). s: bytes per stored element; Q = (NH + 2·NKV)·hs channels of a qkv row; R =
 // (NH + NKV)·hs of them rotated. FLOP counts are the usual model counts (a multiply-add is 2, exp
 // and sqrt count 1); bytes are what a task reads plus what it writes (an accumulated buffer twice).
 namespace llama {
 
+// The embedding, the 4-byte words the tokens: the GPT-2 encoder's with the zero position table a
+// scratch buffer of T·C elements, written (and in the backward read) once more per task.
 // FLOPs N·C (the add of the zero position); bytes s·(2·N·C + 2·T·C) + 4·N.
-Codelet<LlamaArgs> embedding_forward(running<ops::embedding_forward>({
+constexpr auto embedding_forward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = double(a.d.C), .stored = 2.0 * a.d.C, .stored_once = 2.0 * a.d.T * a.d.C, .words = 1};
+};
+Codelet<LlamaArgs> embedding_forward(declared<ops::embedding_forward, embedding_forward_cost>({
     .name = "llama_embedding_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "tokens"}, {STARPU_R, "params"}, {STARPU_SCRATCH, "zeros"}},
-    .flops = [](const LlamaArgs& a, Handles) { return rows(a) * a.d.C; },
-    .bytes = [](const LlamaArgs& a,
-                Handles) { return s(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.T * a.d.C) + 4.0 * rows(a); },
 }));
-
 // FLOPs 2·N·C; bytes s·(3·N·C + 3·T·C) + 4·N.
-Codelet<LlamaArgs> embedding_backward(running<ops::embedding_backward>({
+constexpr auto embedding_backward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 2.0 * a.d.C, .stored = 3.0 * a.d.C, .stored_once = 3.0 * a.d.T * a.d.C, .words = 1};
+};
+Codelet<LlamaArgs> embedding_backward(declared<ops::embedding_backward, embedding_backward_cost>({
     .name = "llama_embedding_backward",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "tokens"}, {STARPU_SCRATCH, "scratch"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 2.0 * rows(a) * a.d.C; },
-    .bytes = [](const LlamaArgs& a,
-                Handles) { return s(a) * (3.0 * rows(a) * a.d.C + 3.0 * a.d.T * a.d.C) + 4.0 * rows(a); },
 }));
 
+// RMSNorm: the weight C once; the 4-byte words rstd.
 // FLOPs ≈ 4·N·C (square-sum, normalise, scale); bytes s·(2·N·C + C) + 4·N.
-Codelet<LlamaArgs> rmsnorm_forward(running<ops::rmsnorm_forward>({
+constexpr auto rmsnorm_forward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 4.0 * a.d.C, .stored = 2.0 * a.d.C, .stored_once = double(a.d.C), .words = 1};
+};
+Codelet<LlamaArgs> rmsnorm_forward(declared<ops::rmsnorm_forward, rmsnorm_forward_cost>({
     .name = "llama_rmsnorm_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "rstd"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 4.0 * rows(a) * a.d.C; },
-    .bytes = [](const LlamaArgs& a, Handles) { return s(a) * (2.0 * rows(a) * a.d.C + a.d.C) + 4.0 * rows(a); },
 }));
-
 // FLOPs ≈ 8·N·C; bytes s·(4·N·C + C) + 4·N (dinp accumulated, dout, inp, weight; rstd).
-Codelet<LlamaArgs> rmsnorm_backward_input(running<ops::rmsnorm_backward_input>({
+constexpr auto rmsnorm_backward_input_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 8.0 * a.d.C, .stored = 4.0 * a.d.C, .stored_once = double(a.d.C), .words = 1};
+};
+Codelet<LlamaArgs> rmsnorm_backward_input(declared<ops::rmsnorm_backward_input, rmsnorm_backward_input_cost>({
     .name = "llama_rmsnorm_backward_input",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"}, {STARPU_R, "rstd"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 8.0 * rows(a) * a.d.C; },
-    .bytes = [](const LlamaArgs& a, Handles) { return s(a) * (4.0 * rows(a) * a.d.C + a.d.C) + 4.0 * rows(a); },
 }));
-
 // FLOPs ≈ 3·N·C; bytes s·(2·N·C + 2·C) + 4·N.
-Codelet<LlamaArgs> rmsnorm_backward_params(running<ops::rmsnorm_backward_params>({
+constexpr auto rmsnorm_backward_params_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 3.0 * a.d.C, .stored = 2.0 * a.d.C, .stored_once = 2.0 * a.d.C, .words = 1};
+};
+Codelet<LlamaArgs> rmsnorm_backward_params(declared<ops::rmsnorm_backward_params, rmsnorm_backward_params_cost>({
     .name = "llama_rmsnorm_backward_params",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "rstd"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 3.0 * rows(a) * a.d.C; },
-    .bytes = [](const LlamaArgs& a, Handles) { return s(a) * (2.0 * rows(a) * a.d.C + 2.0 * a.d.C) + 4.0 * rows(a); },
 }));
 
-// FLOPs 3·N·R (two products and a sum per rotated channel); bytes 2·s·N·Q + 4·T·hs (the table).
-Codelet<LlamaArgs> rope_forward(running<ops::rope_forward>({
+// RoPE: the fp32 table T·hs once.
+// FLOPs 3·N·R (two products and a sum per rotated channel); bytes 2·s·N·Q + 4·T·hs.
+constexpr auto rope_forward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 3.0 * rotated_channels(a), .stored = 2.0 * a.d.qkv_channels(), .words_once = rope_table(a)};
+};
+Codelet<LlamaArgs> rope_forward(declared<ops::rope_forward, rope_forward_cost>({
     .name = "llama_rope_forward",
     .buffers = {{STARPU_RW, "qkv"}, {STARPU_R, "freqs"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 3.0 * rows(a) * rotated(a); },
-    .bytes = [](const LlamaArgs& a,
-                Handles) { return 2.0 * s(a) * rows(a) * qkv_width(a) + 4.0 * double(a.d.T) * a.d.hs(); },
 }));
-
 // FLOPs 4·N·R (the rotation and the accumulation); bytes 3·s·N·Q + 4·T·hs.
-Codelet<LlamaArgs> rope_backward(running<ops::rope_backward>({
+constexpr auto rope_backward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 4.0 * rotated_channels(a), .stored = 3.0 * a.d.qkv_channels(), .words_once = rope_table(a)};
+};
+Codelet<LlamaArgs> rope_backward(declared<ops::rope_backward, rope_backward_cost>({
     .name = "llama_rope_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "freqs"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 4.0 * rows(a) * rotated(a); },
-    .bytes = [](const LlamaArgs& a,
-                Handles) { return 3.0 * s(a) * rows(a) * qkv_width(a) + 4.0 * double(a.d.T) * a.d.hs(); },
 }));
 
-// FLOPs ≈ 5·N·H (exp, add, divide, two products); bytes 3·s·N·H.
-Codelet<LlamaArgs> swiglu_forward(running<ops::swiglu_forward>({
+// SwiGLU over H channels. FLOPs ≈ 5·N·H (exp, add, divide, two products); bytes 3·s·N·H.
+constexpr auto swiglu_forward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 5.0 * a.d.H, .stored = 3.0 * a.d.H};
+};
+Codelet<LlamaArgs> swiglu_forward(declared<ops::swiglu_forward, swiglu_forward_cost>({
     .name = "llama_swiglu_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "gate"}, {STARPU_R, "up"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 5.0 * rows(a) * a.d.H; },
-    .bytes = [](const LlamaArgs& a, Handles) { return 3.0 * s(a) * rows(a) * a.d.H; },
 }));
-
 // FLOPs ≈ 12·N·H; bytes 7·s·N·H (dgate, dup accumulated; dout, gate, up read).
-Codelet<LlamaArgs> swiglu_backward(running<ops::swiglu_backward>({
+constexpr auto swiglu_backward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 12.0 * a.d.H, .stored = 7.0 * a.d.H};
+};
+Codelet<LlamaArgs> swiglu_backward(declared<ops::swiglu_backward, swiglu_backward_cost>({
     .name = "llama_swiglu_backward",
     .buffers = {{STARPU_RW, "dgate"}, {STARPU_RW, "dup"}, {STARPU_R, "dout"}, {STARPU_R, "gate"}, {STARPU_R, "up"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 12.0 * rows(a) * a.d.H; },
-    .bytes = [](const LlamaArgs& a, Handles) { return 7.0 * s(a) * rows(a) * a.d.H; },
 }));
 
-// nn_kernels' memory-efficient attention (the costs as nn_attention_forward's): FLOPs 4·B·T²·C (the
-// full T×T, NH heads of hs); bytes s·(N·Q + N·C) (qkv read, out written) + lse written.
-Codelet<LlamaArgs> attention_gqa_forward(running<ops::attention_gqa_forward>({
+// nn_kernels' memory-efficient attention (the costs as nn_attention_forward's), the 4-byte words
+// the log-sum-exps [B, NH, T]: FLOPs 4·B·T²·C = 4·N·T·C (the full T×T, NH heads of hs); bytes
+// s·(N·Q + N·C) (qkv read, out written) + 4·N·NH.
+constexpr auto attention_gqa_forward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 4.0 * a.d.T * a.d.C, .stored = double(a.d.qkv_channels()) + a.d.C, .words = double(a.d.NH)};
+};
+Codelet<LlamaArgs> attention_gqa_forward(declared<ops::attention_gqa_forward, attention_gqa_forward_cost>({
     .name = "llama_attention_gqa_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes =
-        [](const LlamaArgs& a, Handles) {
-          return s(a) * (rows(a) * qkv_width(a) + rows(a) * a.d.C) + attention_lse_bytes(a);
-        },
 }));
-
-// FLOPs 10·B·T²·C (2.5 times the forward: the scores again, dp, dq, dk, dv); bytes
-// s·(3·N·Q + N·C) (qkv read, dqkv accumulated, dout read) + lse read.
-Codelet<LlamaArgs> attention_gqa_backward(running<ops::attention_gqa_backward>({
+// FLOPs 10·N·T·C (2.5 times the forward: the scores again, dp, dq, dk, dv); bytes s·(3·N·Q + N·C)
+// (qkv read, dqkv accumulated, dout read) + 4·N·NH.
+constexpr auto attention_gqa_backward_cost = [](const LlamaArgs& a) {
+  return RowCost{.flops = 10.0 * a.d.T * a.d.C, .stored = 3.0 * a.d.qkv_channels() + a.d.C, .words = double(a.d.NH)};
+};
+Codelet<LlamaArgs> attention_gqa_backward(declared<ops::attention_gqa_backward, attention_gqa_backward_cost>({
     .name = "llama_attention_gqa_backward",
     .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
-    .flops = [](const LlamaArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C; },
-    .bytes =
-        [](const LlamaArgs& a, Handles) {
-          return s(a) * (3.0 * rows(a) * qkv_width(a) + rows(a) * a.d.C) + attention_lse_bytes(a);
-        },
 }));
 
 }  // namespace llama

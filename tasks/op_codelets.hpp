@@ -2,11 +2,13 @@
 // What the op codelets of tasks/nn.cpp and tasks/nn_llama.cpp share: one generic lambda per op that,
 // for the task's storage type T, reads the task's buffers by their declared meaning and hands
 // them to launch(cpu_kernel, cuda_kernel, arguments...), which runs the kernel of the worker's
-// device; and the declaration of a codelet whose CPU and CUDA functions run such an op. Private to
-// tasks/ (no model, no other folder includes it).
+// device; and the declaration of a codelet whose CPU and CUDA functions run such an op, with its
+// FLOP and byte counts from the op's cost per row (tasks/op_costs.hpp). Private to tasks/ (no model,
+// no other folder includes it).
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #ifdef STARZERO_WITH_CUDA
 #include <cuda_runtime.h>
@@ -15,6 +17,7 @@
 
 #include "runtime/codelet.hpp"
 #include "runtime/dtype.hpp"
+#include "tasks/op_costs.hpp"
 
 namespace starzero::tasks::op_codelets {
 
@@ -72,6 +75,23 @@ typename Codelet<Args>::Declaration running(typename Codelet<Args>::Declaration 
   declaration.cuda = run<op, Device::cuda, Args>;
 #endif
   return declaration;
+}
+
+// The arguments of a cost function, a lambda op_costs::RowCost (const Args&).
+template <class Cost>
+struct CostArgs : CostArgs<decltype(&Cost::operator())> {};
+template <class Lambda, class Args>
+struct CostArgs<op_costs::RowCost (Lambda::*)(const Args&) const> {
+  using type = Args;
+};
+
+// A declaration completed with the functions that run `op` and the FLOP and byte counts of `cost`,
+// the op's op_costs::RowCost from the task's arguments.
+template <auto op, auto cost, class Args = typename CostArgs<decltype(cost)>::type>
+typename Codelet<Args>::Declaration declared(typename Codelet<Args>::Declaration declaration) {
+  declaration.flops = op_costs::row_flops<cost, Args>;
+  declaration.bytes = op_costs::row_bytes<cost, Args>;
+  return running<op, Args>(std::move(declaration));
 }
 
 }  // namespace starzero::tasks::op_codelets

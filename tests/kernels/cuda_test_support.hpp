@@ -170,17 +170,23 @@ void check_close(const std::string& what, const std::vector<T>& got, const std::
 }
 
 // An array on both sides: host values and a device copy made from them. The CPU kernel runs on
-// host(), the CUDA kernel on device(); a backward kernel that accumulates into one starts from the
-// same values on both sides, and check() then compares the two results.
+// host(), the CUDA kernel on device(), and check() then compares the two results: of a forward
+// kernel, into an output zero on both sides; of a backward kernel that accumulates, into the same
+// random values on both sides.
 template <class T>
 class Mirrored {
  public:
   explicit Mirrored(std::vector<T> values) : host_(std::move(values)), device_(host_) {}
+  // n zeros: an output.
+  explicit Mirrored(size_t n) : Mirrored(std::vector<T>(n)) {}
   // random_array's non-zero values in [-1, 1).
   Mirrored(size_t n, std::mt19937& rng) : Mirrored(random_array<T>(n, rng)) {}
 
   T* host() { return host_.data(); }
   T* device() { return device_.get(); }
+  // The host side, what the CPU kernel left.
+  const std::vector<T>& cpu_values() const { return host_; }
+  size_t size() const { return host_.size(); }
   void check(const std::string& what, const Gpu& g, double tol) const {
     check_close(what, device_.download(g), host_, tol);
   }

@@ -5,7 +5,8 @@ target_link_libraries(test_gpt_kernels PRIVATE starzero_catch_main starzero_task
 # The prefix keeps every test case selectable with `ctest -R kernels`.
 catch_discover_tests(test_gpt_kernels TEST_PREFIX "kernels/" PROPERTIES LABELS unit TIMEOUT 60)
 # runtime/codelet and the tasks/nn declarations: FLOP counts, the handle-count check of submit(),
-# a declared codelet submitted end to end on CPU workers.
-add_executable(test_codelets test_codelets.cpp)
+# a declared codelet submitted end to end on CPU workers; the FLOP and byte counts of every GPT-2
+# and Llama 3 op codelet against their written formulas (test_codelet_costs.cpp).
+add_executable(test_codelets test_codelets.cpp test_codelet_costs.cpp)
 target_link_libraries(test_codelets PRIVATE starzero_catch_main starzero_tasks)
 catch_discover_tests(test_codelets TEST_PREFIX "kernels/codelets/" PROPERTIES LABELS unit TIMEOUT 60)

@@ -64,11 +64,10 @@ TEMPLATE_TEST_CASE("cuda encoder_forward / encoder_backward match the CPU", "[cu
     DeviceArray<int> d_tokens(tokens);
     DeviceArray<T> d_wte(wte), d_wpe(wpe);
 
-    std::vector<T> out(N * s.C);
-    cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), s.B, s.Tn, s.C);
-    DeviceArray<T> d_out(out.size());
-    gpu::encoder_forward(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), s.B, s.Tn, s.C, g.stream);
-    check_close("encoder_forward out", d_out.download(g), out, kTol<T>);
+    Mirrored<T> out(N * s.C);
+    cpu::encoder_forward(out.host(), tokens.data(), wte.data(), wpe.data(), s.B, s.Tn, s.C);
+    gpu::encoder_forward(out.device(), d_tokens.get(), d_wte.get(), d_wpe.get(), s.B, s.Tn, s.C, g.stream);
+    out.check("encoder_forward out", g, kTol<T>);
 
     Mirrored<T> dout(N * s.C, rng), dwte(wte.size(), rng), dwpe(wpe.size(), rng);
     cpu::encoder_backward(dwte.host(), dwpe.host(), dout.host(), tokens.data(), s.B, s.Tn, s.C);
@@ -88,31 +87,27 @@ TEMPLATE_TEST_CASE("cuda layernorm_forward / layernorm_backward match the CPU", 
   const auto bias = random_array<T>(kC, rng);
   DeviceArray<T> d_inp(inp), d_weight(weight), d_bias(bias);
 
-  std::vector<T> out(inp.size());
-  std::vector<float> mean(kN), rstd(kN);
-  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), kN, kC);
-  DeviceArray<T> d_out(out.size());
-  DeviceArray<float> d_mean(kN), d_rstd(kN);
-  gpu::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_inp.get(), d_weight.get(), d_bias.get(), kN, kC,
+  Mirrored<T> out(inp.size());
+  Mirrored<float> mean(kN), rstd(kN);
+  cpu::layernorm_forward(out.host(), mean.host(), rstd.host(), inp.data(), weight.data(), bias.data(), kN, kC);
+  gpu::layernorm_forward(out.device(), mean.device(), rstd.device(), d_inp.get(), d_weight.get(), d_bias.get(), kN, kC,
                          g.stream);
-  check_close("layernorm_forward out", d_out.download(g), out, kTol<T>);
-  check_close("layernorm_forward mean", d_mean.download(g), mean, kTolF32);
-  check_close("layernorm_forward rstd", d_rstd.download(g), rstd, kTolF32);
+  out.check("layernorm_forward out", g, kTol<T>);
+  mean.check("layernorm_forward mean", g, kTolF32);
+  rstd.check("layernorm_forward rstd", g, kTolF32);
 
   // Backward from the CPU's mean/rstd, into random non-zero gradients.
   const auto dout = random_array<T>(inp.size(), rng);
-  auto dinp = random_array<T>(inp.size(), rng);
-  auto dweight = random_array<T>(kC, rng);
-  auto dbias = random_array<T>(kC, rng);
-  DeviceArray<T> d_dout(dout), d_dinp(dinp), d_dweight(dweight), d_dbias(dbias);
-  DeviceArray<float> d_mean_cpu(mean), d_rstd_cpu(rstd);
-  cpu::layernorm_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
-                          mean.data(), rstd.data(), kN, kC);
-  gpu::layernorm_backward(d_dinp.get(), d_dweight.get(), d_dbias.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+  Mirrored<T> dinp(inp.size(), rng), dweight(kC, rng), dbias(kC, rng);
+  DeviceArray<T> d_dout(dout);
+  DeviceArray<float> d_mean_cpu(mean.cpu_values()), d_rstd_cpu(rstd.cpu_values());
+  cpu::layernorm_backward(dinp.host(), dweight.host(), dbias.host(), dout.data(), inp.data(), weight.data(),
+                          mean.host(), rstd.host(), kN, kC);
+  gpu::layernorm_backward(dinp.device(), dweight.device(), dbias.device(), d_dout.get(), d_inp.get(), d_weight.get(),
                           d_mean_cpu.get(), d_rstd_cpu.get(), kN, kC, g.stream);
-  check_close("layernorm_backward dinp", d_dinp.download(g), dinp, kTol<T>);
-  check_close("layernorm_backward dweight", d_dweight.download(g), dweight, kTol<T>);
-  check_close("layernorm_backward dbias", d_dbias.download(g), dbias, kTol<T>);
+  dinp.check("layernorm_backward dinp", g, kTol<T>);
+  dweight.check("layernorm_backward dweight", g, kTol<T>);
+  dbias.check("layernorm_backward dbias", g, kTol<T>);
 }
 
 TEMPLATE_TEST_CASE("cuda matmul_forward / matmul_backward match the CPU", "[cuda][matmul]", float, bf16) {
@@ -129,24 +124,21 @@ TEMPLATE_TEST_CASE("cuda matmul_forward / matmul_backward match the CPU", "[cuda
     const T* bias_cpu = with_bias ? bias.data() : nullptr;
     const T* bias_gpu = with_bias ? d_bias.get() : nullptr;
 
-    std::vector<T> out(size_t(kN) * kOC);
-    cpu::matmul_forward(out.data(), inp.data(), weight.data(), bias_cpu, kN, kC, kOC);
-    DeviceArray<T> d_out(out.size());
-    gpu::matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), bias_gpu, kN, kC, kOC, g.cublas, g.stream);
-    check_close("matmul_forward out", d_out.download(g), out, kTol<T>);
+    Mirrored<T> out(size_t(kN) * kOC);
+    cpu::matmul_forward(out.host(), inp.data(), weight.data(), bias_cpu, kN, kC, kOC);
+    gpu::matmul_forward(out.device(), d_inp.get(), d_weight.get(), bias_gpu, kN, kC, kOC, g.cublas, g.stream);
+    out.check("matmul_forward out", g, kTol<T>);
 
     const auto dout = random_array<T>(out.size(), rng);
-    auto dinp = random_array<T>(inp.size(), rng);
-    auto dweight = random_array<T>(weight.size(), rng);
-    auto dbias = random_array<T>(kOC, rng);
-    DeviceArray<T> d_dout(dout), d_dinp(dinp), d_dweight(dweight), d_dbias(dbias);
-    cpu::matmul_backward(dinp.data(), dweight.data(), with_bias ? dbias.data() : nullptr, dout.data(), inp.data(),
+    Mirrored<T> dinp(inp.size(), rng), dweight(weight.size(), rng), dbias(kOC, rng);
+    DeviceArray<T> d_dout(dout);
+    cpu::matmul_backward(dinp.host(), dweight.host(), with_bias ? dbias.host() : nullptr, dout.data(), inp.data(),
                          weight.data(), kN, kC, kOC);
-    gpu::matmul_backward(d_dinp.get(), d_dweight.get(), with_bias ? d_dbias.get() : nullptr, d_dout.get(), d_inp.get(),
-                         d_weight.get(), kN, kC, kOC, g.cublas, g.stream);
-    check_close("matmul_backward dinp", d_dinp.download(g), dinp, kTol<T>);
-    check_close("matmul_backward dweight", d_dweight.download(g), dweight, kTol<T>);
-    check_close("matmul_backward dbias", d_dbias.download(g), dbias, kTol<T>);  // untouched without bias
+    gpu::matmul_backward(dinp.device(), dweight.device(), with_bias ? dbias.device() : nullptr, d_dout.get(),
+                         d_inp.get(), d_weight.get(), kN, kC, kOC, g.cublas, g.stream);
+    dinp.check("matmul_backward dinp", g, kTol<T>);
+    dweight.check("matmul_backward dweight", g, kTol<T>);
+    dbias.check("matmul_backward dbias", g, kTol<T>);  // untouched without bias
   }
 }
 
@@ -169,19 +161,17 @@ TEMPLATE_TEST_CASE("cuda attention_forward / attention_backward match the CPU", 
     const auto inp = random_array<T>(N * 3 * s.C, rng);
     DeviceArray<T> d_inp(inp);
 
-    std::vector<T> out(N * s.C);
-    std::vector<float> lse(stats);
-    cpu::attention_forward(out.data(), lse.data(), inp.data(), s.B, s.Tn, s.C, s.NH);
-    DeviceArray<T> d_out(out.size());
-    DeviceArray<float> d_lse(stats);
-    gpu::attention_forward(d_out.get(), d_lse.get(), d_inp.get(), s.B, s.Tn, s.C, s.NH, g.stream);
-    check_close("attention_forward out", d_out.download(g), out, kTol<T>);
-    check_close("attention_forward lse", d_lse.download(g), lse, kTolF32);
+    Mirrored<T> out(N * s.C);
+    Mirrored<float> lse(stats);
+    cpu::attention_forward(out.host(), lse.host(), inp.data(), s.B, s.Tn, s.C, s.NH);
+    gpu::attention_forward(out.device(), lse.device(), d_inp.get(), s.B, s.Tn, s.C, s.NH, g.stream);
+    out.check("attention_forward out", g, kTol<T>);
+    lse.check("attention_forward lse", g, kTolF32);
 
     // Backward from the CPU's lse, accumulating into the same random gradients on both sides.
     Mirrored<T> dout(out.size(), rng), dinp(inp.size(), rng);
-    DeviceArray<float> d_lse_cpu(lse);
-    cpu::attention_backward(dinp.host(), dout.host(), inp.data(), lse.data(), s.B, s.Tn, s.C, s.NH);
+    DeviceArray<float> d_lse_cpu(lse.cpu_values());
+    cpu::attention_backward(dinp.host(), dout.host(), inp.data(), lse.host(), s.B, s.Tn, s.C, s.NH);
     gpu::attention_backward(dinp.device(), dout.device(), d_inp.get(), d_lse_cpu.get(), s.B, s.Tn, s.C, s.NH, g.stream);
     dinp.check("attention_backward dinp", g, kTol<T>);
   }
@@ -198,20 +188,19 @@ TEMPLATE_TEST_CASE("cuda gelu and residual kernels match the CPU", "[cuda][gelu]
   const auto dout = random_array<T>(n, rng);
   DeviceArray<T> d_inp(inp), d_inp2(inp2), d_dout(dout);
 
-  std::vector<T> out(n);
-  DeviceArray<T> d_out(n);
-  cpu::gelu_forward(out.data(), inp.data(), n);
-  gpu::gelu_forward(d_out.get(), d_inp.get(), n, g.stream);
-  check_close("gelu_forward out", d_out.download(g), out, kTol<T>);
+  Mirrored<T> out(n);
+  cpu::gelu_forward(out.host(), inp.data(), n);
+  gpu::gelu_forward(out.device(), d_inp.get(), n, g.stream);
+  out.check("gelu_forward out", g, kTol<T>);
 
   Mirrored<T> dinp(n, rng);
   cpu::gelu_backward(dinp.host(), inp.data(), dout.data(), n);
   gpu::gelu_backward(dinp.device(), d_inp.get(), d_dout.get(), n, g.stream);
   dinp.check("gelu_backward dinp", g, kTol<T>);
 
-  cpu::residual_forward(out.data(), inp.data(), inp2.data(), n);
-  gpu::residual_forward(d_out.get(), d_inp.get(), d_inp2.get(), n, g.stream);
-  check_close("residual_forward out", d_out.download(g), out, kTol<T>);
+  cpu::residual_forward(out.host(), inp.data(), inp2.data(), n);
+  gpu::residual_forward(out.device(), d_inp.get(), d_inp2.get(), n, g.stream);
+  out.check("residual_forward out", g, kTol<T>);
 
   Mirrored<T> dinp1(n, rng), dinp2(n, rng);
   cpu::residual_backward(dinp1.host(), dinp2.host(), dout.data(), n);

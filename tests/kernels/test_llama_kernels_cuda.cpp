@@ -43,14 +43,12 @@ TEMPLATE_TEST_CASE("cuda rmsnorm_forward / rmsnorm_backward match the CPU", "[cu
     const auto weight = random_array<T>(C, rng, 0.5f, 1.5f);
     DeviceArray<T> d_inp(inp), d_weight(weight);
 
-    std::vector<T> out(inp.size());
-    std::vector<float> rstd(kN);
-    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), kN, C, 1e-5f);
-    DeviceArray<T> d_out(out.size());
-    DeviceArray<float> d_rstd(kN);
-    gpu::rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), kN, C, 1e-5f, g.stream);
-    check_close("rmsnorm_forward out", d_out.download(g), out, kTol<T>);
-    check_close("rmsnorm_forward rstd", d_rstd.download(g), rstd, kTolF32);
+    Mirrored<T> out(inp.size());
+    Mirrored<float> rstd(kN);
+    cpu::rmsnorm_forward(out.host(), rstd.host(), inp.data(), weight.data(), kN, C, 1e-5f);
+    gpu::rmsnorm_forward(out.device(), rstd.device(), d_inp.get(), d_weight.get(), kN, C, 1e-5f, g.stream);
+    out.check("rmsnorm_forward out", g, kTol<T>);
+    rstd.check("rmsnorm_forward rstd", g, kTolF32);
 
     // Backward from the CPU's rstd, into random non-zero gradients; then the split calls.
     const auto dout = random_array<T>(inp.size(), rng);
@@ -58,8 +56,8 @@ TEMPLATE_TEST_CASE("cuda rmsnorm_forward / rmsnorm_backward match the CPU", "[cu
     const auto dweight0 = random_array<T>(C, rng);
     auto dinp = dinp0, dweight = dweight0;
     DeviceArray<T> d_dout(dout), d_dinp(dinp0), d_dweight(dweight0);
-    DeviceArray<float> d_rstd_cpu(rstd);
-    cpu::rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), kN, C);
+    DeviceArray<float> d_rstd_cpu(rstd.cpu_values());
+    cpu::rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.host(), kN, C);
     gpu::rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), d_rstd_cpu.get(),
                           kN, C, g.stream);
     const auto both_dinp = d_dinp.download(g), both_dweight = d_dweight.download(g);
@@ -93,14 +91,13 @@ TEMPLATE_TEST_CASE("cuda rope_forward / rope_backward match the CPU", "[cuda][ro
     const auto inp = random_array<T>(size_t(kN) * C, rng);
     DeviceArray<T> d_inp(inp);
 
-    std::vector<T> out(inp.size());
-    cpu::rope_forward(out.data(), inp.data(), freqs.data(), kB, kT, nh, s.hs, C);
-    DeviceArray<T> d_out(out.size());
-    gpu::rope_forward(d_out.get(), d_inp.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
-    check_close("rope_forward out", d_out.download(g), out, kTol<T>);
+    Mirrored<T> out(inp.size());
+    cpu::rope_forward(out.host(), inp.data(), freqs.data(), kB, kT, nh, s.hs, C);
+    gpu::rope_forward(out.device(), d_inp.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
+    out.check("rope_forward out", g, kTol<T>);
     DeviceArray<T> d_inplace(inp);
     gpu::rope_forward(d_inplace.get(), d_inplace.get(), d_freqs.get(), kB, kT, nh, s.hs, C, g.stream);
-    check_close("rope_forward in place", d_inplace.download(g), out, kTol<T>);
+    check_close("rope_forward in place", d_inplace.download(g), out.cpu_values(), kTol<T>);
 
     Mirrored<T> dout(inp.size(), rng), dinp(inp.size(), rng);
     cpu::rope_backward(dinp.host(), dout.host(), freqs.data(), kB, kT, nh, s.hs, C);
@@ -119,11 +116,10 @@ TEMPLATE_TEST_CASE("cuda swiglu_forward / swiglu_backward match the CPU", "[cuda
   const auto up = random_array<T>(n, rng);
   DeviceArray<T> d_gate(gate), d_up(up);
 
-  std::vector<T> out(n);
-  cpu::swiglu_forward(out.data(), gate.data(), up.data(), kN, kH);
-  DeviceArray<T> d_out(n);
-  gpu::swiglu_forward(d_out.get(), d_gate.get(), d_up.get(), kN, kH, g.stream);
-  check_close("swiglu_forward out", d_out.download(g), out, kTol<T>);
+  Mirrored<T> out(n);
+  cpu::swiglu_forward(out.host(), gate.data(), up.data(), kN, kH);
+  gpu::swiglu_forward(out.device(), d_gate.get(), d_up.get(), kN, kH, g.stream);
+  out.check("swiglu_forward out", g, kTol<T>);
 
   const auto dout = random_array<T>(n, rng);
   const auto dgate0 = random_array<T>(n, rng), dup0 = random_array<T>(n, rng);
@@ -163,22 +159,20 @@ TEMPLATE_TEST_CASE("cuda attention_gqa_forward / attention_gqa_backward match th
     const auto qkv = random_array<T>(N * C3, rng);
     DeviceArray<T> d_qkv(qkv);
 
-    std::vector<T> out(N * Cout);
-    std::vector<float> lse(stats);
-    cpu::attention_gqa_forward(out.data(), lse.data(), qkv.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
-    DeviceArray<T> d_out(out.size());
-    DeviceArray<float> d_lse(stats);
-    gpu::attention_gqa_forward(d_out.get(), d_lse.get(), d_qkv.get(), s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
-    check_close("attention_gqa_forward out", d_out.download(g), out, kTol<T>);
-    check_close("attention_gqa_forward lse", d_lse.download(g), lse, kTolF32);
+    Mirrored<T> out(N * Cout);
+    Mirrored<float> lse(stats);
+    cpu::attention_gqa_forward(out.host(), lse.host(), qkv.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
+    gpu::attention_gqa_forward(out.device(), lse.device(), d_qkv.get(), s.B, s.Tn, s.NH, s.NKV, s.hs, g.stream);
+    out.check("attention_gqa_forward out", g, kTol<T>);
+    lse.check("attention_gqa_forward lse", g, kTolF32);
 
     // Backward from the CPU's lse. Twice on the GPU: the same bits (deterministic).
     const auto dout = random_array<T>(out.size(), rng);
     const auto dqkv0 = random_array<T>(qkv.size(), rng);
     auto dqkv = dqkv0;
     DeviceArray<T> d_dout(dout), d_dqkv(dqkv0), d_dqkv2(dqkv0);
-    DeviceArray<float> d_lse_cpu(lse);
-    cpu::attention_gqa_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), s.B, s.Tn, s.NH, s.NKV, s.hs);
+    DeviceArray<float> d_lse_cpu(lse.cpu_values());
+    cpu::attention_gqa_backward(dqkv.data(), dout.data(), qkv.data(), lse.host(), s.B, s.Tn, s.NH, s.NKV, s.hs);
     gpu::attention_gqa_backward(d_dqkv.get(), d_dout.get(), d_qkv.get(), d_lse_cpu.get(), s.B, s.Tn, s.NH, s.NKV, s.hs,
                                 g.stream);
     const auto first = d_dqkv.download(g);
