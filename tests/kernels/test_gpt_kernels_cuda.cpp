@@ -80,7 +80,6 @@ TEMPLATE_TEST_CASE("cuda encoder_forward / encoder_backward match the CPU", "[cu
 TEMPLATE_TEST_CASE("cuda layernorm_forward / layernorm_backward match the CPU", "[cuda][layernorm]", float, bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
-  INFO(type_name<T>() << " N=" << kN << " C=" << kC);
   std::mt19937 rng(2002);
   const auto inp = random_array<T>(size_t(kN) * kC, rng, -2.0f, 3.0f);
   const auto weight = random_array<T>(kC, rng, 0.5f, 1.5f);

@@ -109,7 +109,6 @@ TEMPLATE_TEST_CASE("cuda rope_forward / rope_backward match the CPU", "[cuda][ro
 TEMPLATE_TEST_CASE("cuda swiglu_forward / swiglu_backward match the CPU", "[cuda][swiglu]", float, bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
-  INFO(type_name<T>() << " N=" << kN << " H=" << kH);
   std::mt19937 rng(3303);
   const size_t n = size_t(kN) * kH;
   const auto gate = random_array<T>(n, rng, -6.0f, 6.0f);
