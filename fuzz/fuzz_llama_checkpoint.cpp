@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
+constexpr std::size_t kHeaderBytes = kLlmcHeaderWords * sizeof(std::int32_t);
 
 struct WriterFailed {};  // thrown from a writer's fill to test that a failed write changes nothing
 
@@ -77,9 +77,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size >= sizeof first) std::memcpy(&first, data, sizeof first);
   FUZZ_CHECK(file_magic(path) == first);
 
-  const auto header = try_read([&] { return read_llama_checkpoint_header(path); });
-  const auto full = try_read([&] { return read_llama_checkpoint(path); });
-  const auto header_tiny = try_read([&] { return read_llama_checkpoint_header(path, tiny); });
+  const auto header = try_read([&] { return LlamaCheckpointFile::read_header(path); });
+  const auto full = try_read([&] { return LlamaCheckpointFile::read(path); });
+  const auto header_tiny = try_read([&] { return LlamaCheckpointFile::read_header(path, tiny); });
   // The header check makes the same checks as the full read, the file's size included; with an
   // expected shape it accepts exactly the files of that model.
   FUZZ_CHECK(header.has_value() == full.has_value());
@@ -88,14 +88,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // What the header alone says: accepted exactly when magic, version and shape are right and the
   // size is the one they imply.
   std::optional<LlamaShape> described;
-  LlamaHeader h{};
+  LlmcHeaderWords h{};
   if (size >= kHeaderBytes) {
     std::memcpy(h.data(), data, kHeaderBytes);
     described = try_read([&] { return llama_shape_from_header(h, path); });
   }
   const bool header_ok = described && h[0] == kLlamaCheckpointMagic &&
-                         (h[1] == kLlamaCheckpointFp32 || h[1] == kLlamaCheckpointBf16);
-  const std::size_t elem = h[1] == kLlamaCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
+                         (h[1] == kLlmcCheckpointFp32 || h[1] == kLlmcCheckpointBf16);
+  const std::size_t elem = h[1] == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
   FUZZ_CHECK(full.has_value() == (header_ok && size == kHeaderBytes + described->param_count() * elem));
   if (!full) return 0;
 
@@ -125,12 +125,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(offset + n <= count);
     return std::span<float>(streamed.data() + offset, n);
   };
-  FUZZ_CHECK(read_llama_checkpoint_streamed(path, shape, into_streamed, pieces) == full->version);
+  FUZZ_CHECK(LlamaCheckpointFile::read_streamed(path, shape, into_streamed, pieces) == full->version);
   FUZZ_CHECK(same_bits(streamed, full->params));
   // Another model expected: FileFormatError before any value is read.
   if (!shape.same_model(tiny)) {
     try {
-      read_llama_checkpoint_streamed(
+      LlamaCheckpointFile::read_streamed(
           path, tiny, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, llmc_param_pieces(tiny.param_count()));
       FUZZ_CHECK(false);
     } catch (const FileFormatError&) {
@@ -139,7 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Pieces that do not add up to the shape: std::invalid_argument, nothing read.
   pieces.push_back(1);
   try {
-    read_llama_checkpoint_streamed(
+    LlamaCheckpointFile::read_streamed(
         path, shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
@@ -147,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   pieces.pop_back();
   // A destination of the wrong size: std::invalid_argument.
   try {
-    read_llama_checkpoint_streamed(
+    LlamaCheckpointFile::read_streamed(
         path, shape, [&](std::size_t, std::size_t n) { return std::span<float>(streamed.data(), n == 0 ? 1 : n - 1); },
         pieces);
     FUZZ_CHECK(false);
@@ -156,11 +156,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // The writer stores the header of the shape and the same values (bf16: a NaN may come back
   // quiet); reading that file gives the same model.
-  write_llama_checkpoint(copy, shape, full->params, full->version);
+  LlamaCheckpointFile::write(copy, shape, full->params, full->version);
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
   const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
   FUZZ_CHECK(written.size() == size);
-  const LlamaHeader canonical = llama_checkpoint_header(shape, full->version);
+  const LlmcHeaderWords canonical = llama_checkpoint_header(shape, full->version);
   FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kHeaderBytes) == 0);
   for (std::size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 15}) FUZZ_CHECK(canonical[i] == h[i]);
   // The float fields come back as they were when a float holds them exactly.
@@ -173,12 +173,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes + 2 * i, data + kHeaderBytes + 2 * i, 2) == 0 ||
                  std::isnan(full->params[i]));
   }
-  const auto again = try_read([&] { return read_llama_checkpoint(copy); });
+  const auto again = try_read([&] { return LlamaCheckpointFile::read(copy); });
   FUZZ_CHECK(again && again->shape.same_model(shape) && again->version == full->version);
   if (elem == sizeof(float)) FUZZ_CHECK(same_bits(again->params, full->params));
 
   // The streamed writer, with the same pieces, writes the same bytes.
-  write_llama_checkpoint_streamed(
+  LlamaCheckpointFile::write_streamed(
       copy, shape, full->version,
       [&](std::size_t offset, std::span<float> out) {
         FUZZ_CHECK(offset + out.size() <= count);
@@ -189,7 +189,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A write that fails part-way (in the last piece) leaves the old file as it was and no
   // temporary file.
   try {
-    write_llama_checkpoint_streamed(
+    LlamaCheckpointFile::write_streamed(
         copy, shape, full->version,
         [&](std::size_t offset, std::span<float> out) {
           if (offset + out.size() == count) throw WriterFailed{};
@@ -204,7 +204,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Pieces that do not add up: std::invalid_argument, nothing written.
   pieces.push_back(1);
   try {
-    write_llama_checkpoint_streamed(
+    LlamaCheckpointFile::write_streamed(
         copy, shape, full->version, [&](std::size_t, std::span<float>) { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {

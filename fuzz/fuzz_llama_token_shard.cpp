@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c Llama 3 token shards (models/llama_files.hpp, read_llama_token_shard;
+// libFuzzer harness: llm.c Llama 3 token shards (models/llama_files.hpp, LlamaTokenShardFile::read;
 // magic 20240801, version 7, uint32 tokens) and the dataset `starzero train --model llama3` makes
 // of one (models/llama_family.cpp's load_dataset: non-empty, every token below Llama 3's
 // vocabulary of 128256, then TokenDataset). The input is the file. The reader may only reject it
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
+constexpr std::size_t kHeaderBytes = kLlmcHeaderWords * sizeof(std::int32_t);
 
 }  // namespace
 
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::optional<std::vector<std::uint32_t>> tokens;
   try {
-    tokens = read_llama_token_shard(path);
+    tokens = LlamaTokenShardFile::read(path);
   } catch (const FileFormatError&) {
   }
   // Accepted exactly when magic, version and a count that gives the file's size are right.
@@ -52,14 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(tokens->empty() || std::memcmp(tokens->data(), data + kHeaderBytes, size - kHeaderBytes) == 0);
 
   // The writer: llm.c's header (the other 253 ints zero) and the same tokens; no temporary left.
-  write_llama_token_shard(copy, *tokens);
+  LlamaTokenShardFile::write(copy, *tokens);
   FUZZ_CHECK(fuzz::files_in_scratch() == 2);
   const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
   FUZZ_CHECK(written.size() == size);
   FUZZ_CHECK(std::memcmp(written.data(), data, 3 * sizeof(std::int32_t)) == 0);
   for (std::size_t i = 3 * sizeof(std::int32_t); i < kHeaderBytes; ++i) FUZZ_CHECK(written[i] == 0);
   FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes, data + kHeaderBytes, size - kHeaderBytes) == 0);
-  FUZZ_CHECK(read_llama_token_shard(copy) == *tokens);
+  FUZZ_CHECK(LlamaTokenShardFile::read(copy) == *tokens);
 
   // The dataset, as load_dataset makes it; TokenDataset itself must refuse tokens outside the
   // vocabulary, those that wrap to negative ints included.

@@ -42,10 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::write_input(path, data, size);
   const GptShape tiny = fuzz::tiny_gpt_shape();
 
-  const auto header = try_read([&] { return read_llmc_checkpoint_header(path); });
-  const auto full = try_read([&] { return read_llmc_checkpoint(path); });
-  const auto header_tiny = try_read([&] { return read_llmc_checkpoint_header(path, tiny); });
-  const auto full_tiny = try_read([&] { return read_llmc_checkpoint(path, tiny); });
+  const auto header = try_read([&] { return GptCheckpointFile::read_header(path); });
+  const auto full = try_read([&] { return GptCheckpointFile::read(path); });
+  const auto header_tiny = try_read([&] { return GptCheckpointFile::read_header(path, tiny); });
+  const auto full_tiny = try_read([&] { return GptCheckpointFile::read(path, tiny); });
   // The header check makes the same checks as the full read, the file's size included.
   FUZZ_CHECK(header.has_value() == full.has_value());
   FUZZ_CHECK(header_tiny.has_value() == full_tiny.has_value());
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(header->shape == full->shape && header->version == full->version && header->params.empty());
   FUZZ_CHECK(full->version == kLlmcCheckpointFp32 || full->version == kLlmcCheckpointBf16);
   const std::size_t elem = full->version == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+  const std::size_t header_bytes = kLlmcHeaderWords * sizeof(std::int32_t);
   FUZZ_CHECK(size == header_bytes + count * elem);
   FUZZ_CHECK(full->params.size() == count);
   fuzz::check_params_are_body(data + header_bytes, elem, full->params);
@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::size_t> pieces{0};
   for (std::size_t done = 0; done < count; done += pieces.back()) pieces.push_back(std::min(step, count - done));
   std::vector<float> streamed(count, -1.0f);
-  const int version = read_llmc_checkpoint_streamed(
+  const int version = GptCheckpointFile::read_streamed(
       path, full->shape,
       [&](std::size_t offset, std::size_t n) {
         FUZZ_CHECK(offset + n <= count);
@@ -81,15 +81,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Pieces that do not add up to the shape: std::invalid_argument, nothing read.
   pieces.push_back(1);
   try {
-    read_llmc_checkpoint_streamed(
+    GptCheckpointFile::read_streamed(
         path, full->shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
 
   // The writer stores the same bytes (bf16: a NaN may come back quiet).
-  write_llmc_checkpoint(copy, full->shape, full->params, full->version);
-  const auto again = try_read([&] { return read_llmc_checkpoint(copy); });
+  GptCheckpointFile::write(copy, full->shape, full->params, full->version);
+  const auto again = try_read([&] { return GptCheckpointFile::read(copy); });
   FUZZ_CHECK(again && again->shape == full->shape && again->version == full->version);
   if (full->version == kLlmcCheckpointFp32) {
     FUZZ_CHECK(same_bits(again->params, full->params));

@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c token shards (models/gpt_files.hpp, read_token_shard; magic
+// libFuzzer harness: llm.c token shards (models/gpt_files.hpp, GptTokenShardFile::read; magic
 // 20240520, version 1) and the dataset made from one (models/data.hpp,
 // TokenDataset::from_token_shard). The input is the file. The readers may only reject it with
 // FileFormatError (the dataset also with std::invalid_argument: an empty shard); an accepted
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::optional<std::vector<std::uint16_t>> tokens;
   try {
-    tokens = read_token_shard(path);
+    tokens = GptTokenShardFile::read(path);
   } catch (const FileFormatError&) {
   }
   std::optional<TokenDataset> dataset;
@@ -38,13 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(!dataset && !empty);
     return 0;
   }
-  const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+  const std::size_t header_bytes = kLlmcHeaderWords * sizeof(std::int32_t);
   FUZZ_CHECK(size == header_bytes + tokens->size() * sizeof(std::uint16_t));
   FUZZ_CHECK(tokens->empty() || std::memcmp(tokens->data(), data + header_bytes, size - header_bytes) == 0);
   FUZZ_CHECK(empty == tokens->empty());
 
-  write_token_shard(copy, *tokens);
-  FUZZ_CHECK(read_token_shard(copy) == *tokens);
+  GptTokenShardFile::write(copy, *tokens);
+  FUZZ_CHECK(GptTokenShardFile::read(copy) == *tokens);
 
   bool in_vocab = true;
   for (std::uint16_t t : *tokens) in_vocab = in_vocab && t < kGpt2Vocab;
