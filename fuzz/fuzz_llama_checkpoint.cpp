@@ -27,8 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = kLlmcHeaderWords * sizeof(std::int32_t);
-
 struct WriterFailed {};  // thrown from a writer's fill to test that a failed write changes nothing
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
@@ -46,15 +44,6 @@ bool only_files(std::initializer_list<const char*> names) {
   return n == names.size();
 }
 
-template <class F>
-auto try_read(F&& read) -> std::optional<decltype(read())> {
-  try {
-    return read();
-  } catch (const FileFormatError&) {
-    return std::nullopt;
-  }
-}
-
 // Meta's FeedForward size without the int conversion of kernels::llama_ffn_hidden: the hidden
 // size the header's fields stand for, however large.
 long long ffn_hidden_unwrapped(long long C, float multiplier, long long multiple_of) {
@@ -66,20 +55,12 @@ long long ffn_hidden_unwrapped(long long C, float multiplier, long long multiple
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path path = fuzz::scratch_dir() / "model.bin";
-  static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
   static const LlamaShape tiny = fuzz::tiny_llama_shape();
-  std::error_code ec;
-  fs::remove(copy, ec);
-  fuzz::write_input(path, data, size);
+  const fuzz::LlmcFiles files = fuzz::write_llmc_input("model.bin", data, size);
 
-  std::int32_t first = 0;
-  if (size >= sizeof first) std::memcpy(&first, data, sizeof first);
-  FUZZ_CHECK(file_magic(path) == first);
-
-  const auto header = try_read([&] { return LlamaCheckpointFile::read_header(path); });
-  const auto full = try_read([&] { return LlamaCheckpointFile::read(path); });
-  const auto header_tiny = try_read([&] { return LlamaCheckpointFile::read_header(path, tiny); });
+  const auto header = fuzz::try_read([&] { return LlamaCheckpointFile::read_header(files.input); });
+  const auto full = fuzz::try_read([&] { return LlamaCheckpointFile::read(files.input); });
+  const auto header_tiny = fuzz::try_read([&] { return LlamaCheckpointFile::read_header(files.input, tiny); });
   // The header check makes the same checks as the full read, the file's size included; with an
   // expected shape it accepts exactly the files of that model.
   FUZZ_CHECK(header.has_value() == full.has_value());
@@ -89,14 +70,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // size is the one they imply.
   std::optional<LlamaShape> described;
   LlmcHeaderWords h{};
-  if (size >= kHeaderBytes) {
-    std::memcpy(h.data(), data, kHeaderBytes);
-    described = try_read([&] { return llama_shape_from_header(h, path); });
+  if (size >= kLlmcHeaderBytes) {
+    std::memcpy(h.data(), data, kLlmcHeaderBytes);
+    described = fuzz::try_read([&] { return llama_shape_from_header(h, files.input); });
   }
   const bool header_ok = described && h[0] == kLlamaCheckpointMagic &&
                          (h[1] == kLlmcCheckpointFp32 || h[1] == kLlmcCheckpointBf16);
   const std::size_t elem = h[1] == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  FUZZ_CHECK(full.has_value() == (header_ok && size == kHeaderBytes + described->param_count() * elem));
+  FUZZ_CHECK(full.has_value() == (header_ok && size == kLlmcHeaderBytes + described->param_count() * elem));
   if (!full) return 0;
 
   // Accepted: the shape is the header's, H the one its fields stand for (no wrap-around), and the
@@ -114,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(float(h[8]) == shape.ffn_dim_multiplier || double(h[8]) == std::trunc(double(shape.ffn_dim_multiplier)));
   FUZZ_CHECK(ffn_hidden_unwrapped(shape.channels, shape.ffn_dim_multiplier, shape.multiple_of) == shape.ffn_hidden);
   FUZZ_CHECK(full->params.size() == count);
-  fuzz::check_params_are_body(data + kHeaderBytes, elem, full->params);
+  fuzz::check_params_are_body(data + kLlmcHeaderBytes, elem, full->params);
 
   // Streamed: pieces of a size chosen by the last byte, a leading empty piece.
   const std::size_t step = 1 + std::size_t(data[size - 1]) % 97;
@@ -125,13 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(offset + n <= count);
     return std::span<float>(streamed.data() + offset, n);
   };
-  FUZZ_CHECK(LlamaCheckpointFile::read_streamed(path, shape, into_streamed, pieces) == full->version);
+  FUZZ_CHECK(LlamaCheckpointFile::read_streamed(files.input, shape, into_streamed, pieces) == full->version);
   FUZZ_CHECK(same_bits(streamed, full->params));
   // Another model expected: FileFormatError before any value is read.
   if (!shape.same_model(tiny)) {
     try {
       LlamaCheckpointFile::read_streamed(
-          path, tiny, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, llmc_param_pieces(tiny.param_count()));
+          files.input, tiny, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, llmc_param_pieces(tiny.param_count()));
       FUZZ_CHECK(false);
     } catch (const FileFormatError&) {
     }
@@ -140,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   pieces.push_back(1);
   try {
     LlamaCheckpointFile::read_streamed(
-        path, shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
+        files.input, shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
@@ -148,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A destination of the wrong size: std::invalid_argument.
   try {
     LlamaCheckpointFile::read_streamed(
-        path, shape, [&](std::size_t, std::size_t n) { return std::span<float>(streamed.data(), n == 0 ? 1 : n - 1); },
+        files.input, shape, [&](std::size_t, std::size_t n) { return std::span<float>(streamed.data(), n == 0 ? 1 : n - 1); },
         pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
@@ -156,41 +137,41 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // The writer stores the header of the shape and the same values (bf16: a NaN may come back
   // quiet); reading that file gives the same model.
-  LlamaCheckpointFile::write(copy, shape, full->params, full->version);
+  LlamaCheckpointFile::write(files.copy, shape, full->params, full->version);
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
+  const std::vector<std::uint8_t> written = fuzz::file_bytes(files.copy);
   FUZZ_CHECK(written.size() == size);
   const LlmcHeaderWords canonical = llama_checkpoint_header(shape, full->version);
-  FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kHeaderBytes) == 0);
+  FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kLlmcHeaderBytes) == 0);
   for (std::size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 15}) FUZZ_CHECK(canonical[i] == h[i]);
   // The float fields come back as they were when a float holds them exactly.
   if (double(float(h[8])) == double(h[8])) FUZZ_CHECK(canonical[8] == h[8]);
   if (double(float(h[11])) == double(h[11])) FUZZ_CHECK(canonical[11] == h[11]);
   if (elem == sizeof(float)) {
-    FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes, data + kHeaderBytes, size - kHeaderBytes) == 0);
+    FUZZ_CHECK(std::memcmp(written.data() + kLlmcHeaderBytes, data + kLlmcHeaderBytes, size - kLlmcHeaderBytes) == 0);
   } else {
     for (std::size_t i = 0; i < count; ++i)
-      FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes + 2 * i, data + kHeaderBytes + 2 * i, 2) == 0 ||
+      FUZZ_CHECK(std::memcmp(written.data() + kLlmcHeaderBytes + 2 * i, data + kLlmcHeaderBytes + 2 * i, 2) == 0 ||
                  std::isnan(full->params[i]));
   }
-  const auto again = try_read([&] { return LlamaCheckpointFile::read(copy); });
+  const auto again = fuzz::try_read([&] { return LlamaCheckpointFile::read(files.copy); });
   FUZZ_CHECK(again && again->shape.same_model(shape) && again->version == full->version);
   if (elem == sizeof(float)) FUZZ_CHECK(same_bits(again->params, full->params));
 
   // The streamed writer, with the same pieces, writes the same bytes.
   LlamaCheckpointFile::write_streamed(
-      copy, shape, full->version,
+      files.copy, shape, full->version,
       [&](std::size_t offset, std::span<float> out) {
         FUZZ_CHECK(offset + out.size() <= count);
         std::copy_n(full->params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
       },
       pieces);
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   // A write that fails part-way (in the last piece) leaves the old file as it was and no
   // temporary file.
   try {
     LlamaCheckpointFile::write_streamed(
-        copy, shape, full->version,
+        files.copy, shape, full->version,
         [&](std::size_t offset, std::span<float> out) {
           if (offset + out.size() == count) throw WriterFailed{};
           std::fill(out.begin(), out.end(), 1.0f);
@@ -200,15 +181,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const WriterFailed&) {
   }
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   // Pieces that do not add up: std::invalid_argument, nothing written.
   pieces.push_back(1);
   try {
     LlamaCheckpointFile::write_streamed(
-        copy, shape, full->version, [&](std::size_t, std::span<float>) { std::abort(); }, pieces);
+        files.copy, shape, full->version, [&](std::size_t, std::span<float>) { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   return 0;
 }
