@@ -1,6 +1,7 @@
 // `starzero convert`: a Hugging Face folder (config.json, model.safetensors or an index and its
-// shards) to llm.c's checkpoint file and back, for GPT-2 and Llama 3, one tensor in memory at a
-// time (models/hf_checkpoint.hpp).
+// shards) to llm.c's checkpoint file and back, for every model family with both (GPT-2, Llama 3),
+// one tensor in memory at a time (models/hf_checkpoint.hpp). The input's family
+// (checkpoint_model_family) gives both formats; nothing here is per model.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -9,46 +10,13 @@
 #include "apps/cli.hpp"
 #include "apps/command.hpp"
 #include "apps/commands.hpp"
-#include "models/hf_checkpoint.hpp"
-#include "models/llama_files.hpp"
-#include "models/gpt_files.hpp"
+#include "models/registry.hpp"
 
 namespace starzero {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// One model's two formats, and how to read its llm.c file at random.
-struct Formats {
-  std::unique_ptr<CheckpointFormat> llmc, hf;
-  HfModelMap map;
-  std::vector<std::vector<LlmcRun>> runs;  // per engine layer
-  DType llmc_precision = DType::f32;       // the input file's, when it is an llm.c file
-};
-
-template <class Layout>
-std::vector<std::vector<LlmcRun>> runs_of(const Layout& layout) {
-  std::vector<std::vector<LlmcRun>> runs;
-  for (int l = 0; l < layout.layers(); ++l) runs.push_back(layout.layer_runs(l));
-  return runs;
-}
-
-Formats formats_of(const fs::path& in) {
-  Formats f;
-  if (checkpoint_family(in) == "llama3") {
-    const LlamaShape shape = llama_checkpoint_shape(in);
-    f = {llama_llmc_format(shape), llama_hf_format(shape), llama_hf_map(shape), runs_of(LlamaLayout(shape))};
-    if (!fs::is_directory(in))
-      f.llmc_precision = read_llama_checkpoint_header(in).version == kLlamaCheckpointBf16 ? DType::bf16 : DType::f32;
-  } else {
-    const GptShape shape = gpt_checkpoint_shape(in);
-    f = {gpt_llmc_format(shape), gpt_hf_format(shape), gpt_hf_map(shape), runs_of(GptLayout(shape))};
-    if (!fs::is_directory(in))
-      f.llmc_precision = read_llmc_checkpoint_header(in).version == kLlmcCheckpointBf16 ? DType::bf16 : DType::f32;
-  }
-  return f;
-}
 
 int run_convert(const cli::ArgParser& p) {
   for (const char* required : {"from", "to", "in", "out"})
@@ -60,14 +28,16 @@ int run_convert(const cli::ArgParser& p) {
   if (!fs::exists(in)) throw UsageError("no such " + std::string(from == "hf" ? "folder" : "file") + " '" + cli::printable(in.string()) + "'");
   if ((from == "hf") != fs::is_directory(in))
     throw UsageError("'" + cli::printable(in.string()) + "' is " + (from == "hf" ? "not a folder (--from hf)" : "a folder (--from llmc takes a file)"));
-  const Formats f = formats_of(in);
-  const CheckpointFormat& source_format = from == "hf" ? *f.hf : *f.llmc;
-  const CheckpointFormat& target_format = to == "hf" ? *f.hf : *f.llmc;
+  // The input's family gives both formats: its llm.c file and its Hugging Face folder.
+  const std::unique_ptr<CheckpointFormat> llmc = checkpoint_model_family(in).format_of_checkpoint(in);
+  const std::unique_ptr<CheckpointFormat> hf = llmc->hugging_face();
+  if (!hf) throw UsageError("'" + cli::printable(in.string()) + "': its model has no Hugging Face format");
+  const CheckpointFormat& source_format = from == "hf" ? *hf : *llmc;
+  const CheckpointFormat& target_format = to == "hf" ? *hf : *llmc;
   source_format.check(in);
-  const DType input_precision = from == "hf" ? hf_folder_precision(in) : f.llmc_precision;
+  const DType input_precision = source_format.stored_precision(in);
   const DType precision = storage_dtype(cli::precision_option(p, "precision", precision_of(input_precision)));
-  const LayerSource source =
-      from == "hf" ? hf_folder_source(in, f.map) : llmc_file_source(in, f.runs, kLlmcHeaderInts * 4, f.llmc_precision);
+  const LayerSource source = source_format.source(in);
   target_format.write(out, source, precision);
   std::printf("converted %s (%s) to %s (%s)\n", in.c_str(), source_format.describe(input_precision).c_str(),
               out.c_str(), target_format.describe(precision).c_str());

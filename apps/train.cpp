@@ -405,7 +405,7 @@ int run_eval(const cli::ArgParser& p) {
   request.checkpoint = *p.value("checkpoint");
   if (!std::filesystem::exists(*request.checkpoint))
     throw UsageError("--checkpoint: no such file '" + cli::printable(request.checkpoint->string()) + "'");
-  request.family = checkpoint_family(*request.checkpoint);
+  request.family = checkpoint_model_family(*request.checkpoint).name;
   request.data = *p.value("data");
   if (const auto tokenizer = p.value("tokenizer")) request.tokenizer = *tokenizer;
   request.seq = int_option(p, "seq", 0, 1);

@@ -27,8 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
-
 struct WriterFailed {};  // thrown from a writer's fill to test that a failed write changes nothing
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
@@ -46,15 +44,6 @@ bool only_files(std::initializer_list<const char*> names) {
   return n == names.size();
 }
 
-template <class F>
-auto try_read(F&& read) -> std::optional<decltype(read())> {
-  try {
-    return read();
-  } catch (const FileFormatError&) {
-    return std::nullopt;
-  }
-}
-
 // Meta's FeedForward size without the int conversion of kernels::llama_ffn_hidden: the hidden
 // size the header's fields stand for, however large.
 long long ffn_hidden_unwrapped(long long C, float multiplier, long long multiple_of) {
@@ -66,20 +55,12 @@ long long ffn_hidden_unwrapped(long long C, float multiplier, long long multiple
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path path = fuzz::scratch_dir() / "model.bin";
-  static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
   static const LlamaShape tiny = fuzz::tiny_llama_shape();
-  std::error_code ec;
-  fs::remove(copy, ec);
-  fuzz::write_input(path, data, size);
+  const fuzz::LlmcFiles files = fuzz::write_llmc_input("model.bin", data, size);
 
-  std::int32_t first = 0;
-  if (size >= sizeof first) std::memcpy(&first, data, sizeof first);
-  FUZZ_CHECK(file_magic(path) == first);
-
-  const auto header = try_read([&] { return read_llama_checkpoint_header(path); });
-  const auto full = try_read([&] { return read_llama_checkpoint(path); });
-  const auto header_tiny = try_read([&] { return read_llama_checkpoint_header(path, tiny); });
+  const auto header = fuzz::try_read([&] { return LlamaCheckpointFile::read_header(files.input); });
+  const auto full = fuzz::try_read([&] { return LlamaCheckpointFile::read(files.input); });
+  const auto header_tiny = fuzz::try_read([&] { return LlamaCheckpointFile::read_header(files.input, tiny); });
   // The header check makes the same checks as the full read, the file's size included; with an
   // expected shape it accepts exactly the files of that model.
   FUZZ_CHECK(header.has_value() == full.has_value());
@@ -88,15 +69,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // What the header alone says: accepted exactly when magic, version and shape are right and the
   // size is the one they imply.
   std::optional<LlamaShape> described;
-  LlamaHeader h{};
-  if (size >= kHeaderBytes) {
-    std::memcpy(h.data(), data, kHeaderBytes);
-    described = try_read([&] { return llama_shape_from_header(h, path); });
+  LlmcHeaderWords h{};
+  if (size >= kLlmcHeaderBytes) {
+    std::memcpy(h.data(), data, kLlmcHeaderBytes);
+    described = fuzz::try_read([&] { return llama_shape_from_header(h, files.input); });
   }
   const bool header_ok = described && h[0] == kLlamaCheckpointMagic &&
-                         (h[1] == kLlamaCheckpointFp32 || h[1] == kLlamaCheckpointBf16);
-  const std::size_t elem = h[1] == kLlamaCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  FUZZ_CHECK(full.has_value() == (header_ok && size == kHeaderBytes + described->param_count() * elem));
+                         (h[1] == kLlmcCheckpointFp32 || h[1] == kLlmcCheckpointBf16);
+  const std::size_t elem = h[1] == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
+  FUZZ_CHECK(full.has_value() == (header_ok && size == kLlmcHeaderBytes + described->param_count() * elem));
   if (!full) return 0;
 
   // Accepted: the shape is the header's, H the one its fields stand for (no wrap-around), and the
@@ -114,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(float(h[8]) == shape.ffn_dim_multiplier || double(h[8]) == std::trunc(double(shape.ffn_dim_multiplier)));
   FUZZ_CHECK(ffn_hidden_unwrapped(shape.channels, shape.ffn_dim_multiplier, shape.multiple_of) == shape.ffn_hidden);
   FUZZ_CHECK(full->params.size() == count);
-  fuzz::check_params_are_body(data + kHeaderBytes, elem, full->params);
+  fuzz::check_params_are_body(data + kLlmcHeaderBytes, elem, full->params);
 
   // Streamed: pieces of a size chosen by the last byte, a leading empty piece.
   const std::size_t step = 1 + std::size_t(data[size - 1]) % 97;
@@ -125,13 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(offset + n <= count);
     return std::span<float>(streamed.data() + offset, n);
   };
-  FUZZ_CHECK(read_llama_checkpoint_streamed(path, shape, into_streamed, pieces) == full->version);
+  FUZZ_CHECK(LlamaCheckpointFile::read_streamed(files.input, shape, into_streamed, pieces) == full->version);
   FUZZ_CHECK(same_bits(streamed, full->params));
   // Another model expected: FileFormatError before any value is read.
   if (!shape.same_model(tiny)) {
     try {
-      read_llama_checkpoint_streamed(
-          path, tiny, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, llmc_param_pieces(tiny.param_count()));
+      LlamaCheckpointFile::read_streamed(
+          files.input, tiny, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, llmc_param_pieces(tiny.param_count()));
       FUZZ_CHECK(false);
     } catch (const FileFormatError&) {
     }
@@ -139,16 +120,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Pieces that do not add up to the shape: std::invalid_argument, nothing read.
   pieces.push_back(1);
   try {
-    read_llama_checkpoint_streamed(
-        path, shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
+    LlamaCheckpointFile::read_streamed(
+        files.input, shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
   pieces.pop_back();
   // A destination of the wrong size: std::invalid_argument.
   try {
-    read_llama_checkpoint_streamed(
-        path, shape, [&](std::size_t, std::size_t n) { return std::span<float>(streamed.data(), n == 0 ? 1 : n - 1); },
+    LlamaCheckpointFile::read_streamed(
+        files.input, shape, [&](std::size_t, std::size_t n) { return std::span<float>(streamed.data(), n == 0 ? 1 : n - 1); },
         pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
@@ -156,41 +137,41 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // The writer stores the header of the shape and the same values (bf16: a NaN may come back
   // quiet); reading that file gives the same model.
-  write_llama_checkpoint(copy, shape, full->params, full->version);
+  LlamaCheckpointFile::write(files.copy, shape, full->params, full->version);
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
+  const std::vector<std::uint8_t> written = fuzz::file_bytes(files.copy);
   FUZZ_CHECK(written.size() == size);
-  const LlamaHeader canonical = llama_checkpoint_header(shape, full->version);
-  FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kHeaderBytes) == 0);
+  const LlmcHeaderWords canonical = llama_checkpoint_header(shape, full->version);
+  FUZZ_CHECK(std::memcmp(written.data(), canonical.data(), kLlmcHeaderBytes) == 0);
   for (std::size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 15}) FUZZ_CHECK(canonical[i] == h[i]);
   // The float fields come back as they were when a float holds them exactly.
   if (double(float(h[8])) == double(h[8])) FUZZ_CHECK(canonical[8] == h[8]);
   if (double(float(h[11])) == double(h[11])) FUZZ_CHECK(canonical[11] == h[11]);
   if (elem == sizeof(float)) {
-    FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes, data + kHeaderBytes, size - kHeaderBytes) == 0);
+    FUZZ_CHECK(std::memcmp(written.data() + kLlmcHeaderBytes, data + kLlmcHeaderBytes, size - kLlmcHeaderBytes) == 0);
   } else {
     for (std::size_t i = 0; i < count; ++i)
-      FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes + 2 * i, data + kHeaderBytes + 2 * i, 2) == 0 ||
+      FUZZ_CHECK(std::memcmp(written.data() + kLlmcHeaderBytes + 2 * i, data + kLlmcHeaderBytes + 2 * i, 2) == 0 ||
                  std::isnan(full->params[i]));
   }
-  const auto again = try_read([&] { return read_llama_checkpoint(copy); });
+  const auto again = fuzz::try_read([&] { return LlamaCheckpointFile::read(files.copy); });
   FUZZ_CHECK(again && again->shape.same_model(shape) && again->version == full->version);
   if (elem == sizeof(float)) FUZZ_CHECK(same_bits(again->params, full->params));
 
   // The streamed writer, with the same pieces, writes the same bytes.
-  write_llama_checkpoint_streamed(
-      copy, shape, full->version,
+  LlamaCheckpointFile::write_streamed(
+      files.copy, shape, full->version,
       [&](std::size_t offset, std::span<float> out) {
         FUZZ_CHECK(offset + out.size() <= count);
         std::copy_n(full->params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
       },
       pieces);
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   // A write that fails part-way (in the last piece) leaves the old file as it was and no
   // temporary file.
   try {
-    write_llama_checkpoint_streamed(
-        copy, shape, full->version,
+    LlamaCheckpointFile::write_streamed(
+        files.copy, shape, full->version,
         [&](std::size_t offset, std::span<float> out) {
           if (offset + out.size() == count) throw WriterFailed{};
           std::fill(out.begin(), out.end(), 1.0f);
@@ -200,15 +181,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const WriterFailed&) {
   }
   FUZZ_CHECK(only_files({"model.bin", "copy.bin"}));
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   // Pieces that do not add up: std::invalid_argument, nothing written.
   pieces.push_back(1);
   try {
-    write_llama_checkpoint_streamed(
-        copy, shape, full->version, [&](std::size_t, std::span<float>) { std::abort(); }, pieces);
+    LlamaCheckpointFile::write_streamed(
+        files.copy, shape, full->version, [&](std::size_t, std::span<float>) { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
-  FUZZ_CHECK(fuzz::file_bytes(copy) == written);
+  FUZZ_CHECK(fuzz::file_bytes(files.copy) == written);
   return 0;
 }

@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c Llama 3 token shards (models/llama_files.hpp, read_llama_token_shard;
+// libFuzzer harness: llm.c Llama 3 token shards (models/llama_files.hpp, LlamaTokenShardFile::read;
 // magic 20240801, version 7, uint32 tokens) and the dataset `starzero train --model llama3` makes
 // of one (models/llama_family.cpp's load_dataset: non-empty, every token below Llama 3's
 // vocabulary of 128256, then TokenDataset). The input is the file. The reader may only reject it
@@ -12,54 +12,36 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "fuzz/fuzz_llmc.hpp"
 #include "fuzz/fuzz_token_data.hpp"
 #include "models/data.hpp"
 #include "models/llama_files.hpp"
 
 using namespace starzero;
-namespace fs = std::filesystem;
-
-namespace {
-
-constexpr std::size_t kHeaderBytes = kLlamaHeaderInts * sizeof(std::int32_t);
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path path = fuzz::scratch_dir() / "shard.bin";
-  static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
-  std::error_code ec;
-  fs::remove(copy, ec);
-  fuzz::write_input(path, data, size);
+  const fuzz::LlmcFiles files = fuzz::write_llmc_input("shard.bin", data, size);
 
-  std::int32_t first = 0;
-  if (size >= sizeof first) std::memcpy(&first, data, sizeof first);
-  FUZZ_CHECK(file_magic(path) == first);
-
-  std::optional<std::vector<std::uint32_t>> tokens;
-  try {
-    tokens = read_llama_token_shard(path);
-  } catch (const FileFormatError&) {
-  }
+  const auto tokens = fuzz::try_read([&] { return LlamaTokenShardFile::read(files.input); });
   // Accepted exactly when magic, version and a count that gives the file's size are right.
   std::int32_t h[3] = {};
-  if (size >= kHeaderBytes) std::memcpy(h, data, sizeof h);
-  const bool valid = size >= kHeaderBytes && h[0] == kLlamaTokenMagic && h[1] == kLlamaTokenVersion && h[2] >= 0 &&
-                     size == kHeaderBytes + std::size_t(h[2]) * sizeof(std::uint32_t);
+  if (size >= kLlmcHeaderBytes) std::memcpy(h, data, sizeof h);
+  const bool valid = size >= kLlmcHeaderBytes && h[0] == kLlamaTokenMagic && h[1] == kLlamaTokenVersion && h[2] >= 0 &&
+                     size == kLlmcHeaderBytes + std::size_t(h[2]) * sizeof(std::uint32_t);
   FUZZ_CHECK(tokens.has_value() == valid);
   if (!tokens) return 0;
   FUZZ_CHECK(tokens->size() == std::size_t(h[2]));
-  FUZZ_CHECK(tokens->empty() || std::memcmp(tokens->data(), data + kHeaderBytes, size - kHeaderBytes) == 0);
+  FUZZ_CHECK(tokens->empty() || std::memcmp(tokens->data(), data + kLlmcHeaderBytes, size - kLlmcHeaderBytes) == 0);
 
   // The writer: llm.c's header (the other 253 ints zero) and the same tokens; no temporary left.
-  write_llama_token_shard(copy, *tokens);
+  LlamaTokenShardFile::write(files.copy, *tokens);
   FUZZ_CHECK(fuzz::files_in_scratch() == 2);
-  const std::vector<std::uint8_t> written = fuzz::file_bytes(copy);
+  const std::vector<std::uint8_t> written = fuzz::file_bytes(files.copy);
   FUZZ_CHECK(written.size() == size);
   FUZZ_CHECK(std::memcmp(written.data(), data, 3 * sizeof(std::int32_t)) == 0);
-  for (std::size_t i = 3 * sizeof(std::int32_t); i < kHeaderBytes; ++i) FUZZ_CHECK(written[i] == 0);
-  FUZZ_CHECK(std::memcmp(written.data() + kHeaderBytes, data + kHeaderBytes, size - kHeaderBytes) == 0);
-  FUZZ_CHECK(read_llama_token_shard(copy) == *tokens);
+  for (std::size_t i = 3 * sizeof(std::int32_t); i < kLlmcHeaderBytes; ++i) FUZZ_CHECK(written[i] == 0);
+  FUZZ_CHECK(std::memcmp(written.data() + kLlmcHeaderBytes, data + kLlmcHeaderBytes, size - kLlmcHeaderBytes) == 0);
+  FUZZ_CHECK(LlamaTokenShardFile::read(files.copy) == *tokens);
 
   // The dataset, as load_dataset makes it; TokenDataset itself must refuse tokens outside the
   // vocabulary, those that wrap to negative ints included.

@@ -1,18 +1,53 @@
 #pragma once
-// Shared by the llm.c checkpoint harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp)
-// and the seed corpus that feeds them (make_corpus.cpp): the shapes of its files, and the check
-// of what a reader returned.
+// Shared by the llm.c file harnesses (fuzz_llmc_checkpoint.cpp, fuzz_llama_checkpoint.cpp,
+// fuzz_token_shard.cpp, fuzz_llama_token_shard.cpp) and the seed corpus that feeds them
+// (make_corpus.cpp): the input written as a file and read, the shapes of its files, and the check of what
+// a reader returned.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <system_error>
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/files.hpp"
 
 namespace starzero::fuzz {
+
+// What `read()` returns, or nothing when it rejects the file with FileFormatError (anything else
+// escapes: a finding).
+template <class Read>
+auto try_read(Read&& read) -> std::optional<decltype(read())> {
+  try {
+    return read();
+  } catch (const FileFormatError&) {
+    return std::nullopt;
+  }
+}
+
+// A harness's files in the scratch directory: the input, and a writer's target.
+struct LlmcFiles {
+  std::filesystem::path input, copy;
+};
+
+// The input written as `name`, and no copy left from an earlier input; file_magic reads the
+// input's first int32 (0 when it is shorter).
+inline LlmcFiles write_llmc_input(const char* name, const std::uint8_t* data, std::size_t size) {
+  const LlmcFiles files{scratch_dir() / name, scratch_dir() / "copy.bin"};
+  std::error_code ec;
+  std::filesystem::remove(files.copy, ec);
+  write_input(files.input, data, size);
+  std::int32_t first = 0;
+  if (size >= sizeof first) std::memcpy(&first, data, sizeof first);
+  FUZZ_CHECK(file_magic(files.input) == first);
+  return files;
+}
 
 inline GptShape gpt_shape(int maxT, int V, int Vp, int L, int NH, int C) { return GptShape{maxT, V, Vp, L, NH, C}; }
 

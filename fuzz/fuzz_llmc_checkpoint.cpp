@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "runtime/dtype.hpp"
 
 using namespace starzero;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -26,26 +24,16 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
 
-std::optional<LlmcCheckpoint> try_read(const std::function<LlmcCheckpoint()>& read) {
-  try {
-    return read();
-  } catch (const FileFormatError&) {
-    return std::nullopt;
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path path = fuzz::scratch_dir() / "model.bin";
-  static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
-  fuzz::write_input(path, data, size);
+  const fuzz::LlmcFiles files = fuzz::write_llmc_input("model.bin", data, size);
   const GptShape tiny = fuzz::tiny_gpt_shape();
 
-  const auto header = try_read([&] { return read_llmc_checkpoint_header(path); });
-  const auto full = try_read([&] { return read_llmc_checkpoint(path); });
-  const auto header_tiny = try_read([&] { return read_llmc_checkpoint_header(path, tiny); });
-  const auto full_tiny = try_read([&] { return read_llmc_checkpoint(path, tiny); });
+  const auto header = fuzz::try_read([&] { return GptCheckpointFile::read_header(files.input); });
+  const auto full = fuzz::try_read([&] { return GptCheckpointFile::read(files.input); });
+  const auto header_tiny = fuzz::try_read([&] { return GptCheckpointFile::read_header(files.input, tiny); });
+  const auto full_tiny = fuzz::try_read([&] { return GptCheckpointFile::read(files.input, tiny); });
   // The header check makes the same checks as the full read, the file's size included.
   FUZZ_CHECK(header.has_value() == full.has_value());
   FUZZ_CHECK(header_tiny.has_value() == full_tiny.has_value());
@@ -58,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(header->shape == full->shape && header->version == full->version && header->params.empty());
   FUZZ_CHECK(full->version == kLlmcCheckpointFp32 || full->version == kLlmcCheckpointBf16);
   const std::size_t elem = full->version == kLlmcCheckpointFp32 ? sizeof(float) : sizeof(bf16_bits);
-  const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+  const std::size_t header_bytes = kLlmcHeaderBytes;
   FUZZ_CHECK(size == header_bytes + count * elem);
   FUZZ_CHECK(full->params.size() == count);
   fuzz::check_params_are_body(data + header_bytes, elem, full->params);
@@ -69,8 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::size_t> pieces{0};
   for (std::size_t done = 0; done < count; done += pieces.back()) pieces.push_back(std::min(step, count - done));
   std::vector<float> streamed(count, -1.0f);
-  const int version = read_llmc_checkpoint_streamed(
-      path, full->shape,
+  const int version = GptCheckpointFile::read_streamed(
+      files.input, full->shape,
       [&](std::size_t offset, std::size_t n) {
         FUZZ_CHECK(offset + n <= count);
         return std::span<float>(streamed.data() + offset, n);
@@ -81,15 +69,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Pieces that do not add up to the shape: std::invalid_argument, nothing read.
   pieces.push_back(1);
   try {
-    read_llmc_checkpoint_streamed(
-        path, full->shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
+    GptCheckpointFile::read_streamed(
+        files.input, full->shape, [&](std::size_t, std::size_t) -> std::span<float> { std::abort(); }, pieces);
     FUZZ_CHECK(false);
   } catch (const std::invalid_argument&) {
   }
 
   // The writer stores the same bytes (bf16: a NaN may come back quiet).
-  write_llmc_checkpoint(copy, full->shape, full->params, full->version);
-  const auto again = try_read([&] { return read_llmc_checkpoint(copy); });
+  GptCheckpointFile::write(files.copy, full->shape, full->params, full->version);
+  const auto again = fuzz::try_read([&] { return GptCheckpointFile::read(files.copy); });
   FUZZ_CHECK(again && again->shape == full->shape && again->version == full->version);
   if (full->version == kLlmcCheckpointFp32) {
     FUZZ_CHECK(same_bits(again->params, full->params));

@@ -1,4 +1,4 @@
-// libFuzzer harness: llm.c token shards (models/gpt_files.hpp, read_token_shard; magic
+// libFuzzer harness: llm.c token shards (models/gpt_files.hpp, GptTokenShardFile::read; magic
 // 20240520, version 1) and the dataset made from one (models/data.hpp,
 // TokenDataset::from_token_shard). The input is the file. The readers may only reject it with
 // FileFormatError (the dataset also with std::invalid_argument: an empty shard); an accepted
@@ -9,27 +9,21 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
+#include "fuzz/fuzz_llmc.hpp"
 #include "fuzz/fuzz_token_data.hpp"
 #include "models/data.hpp"
 #include "models/gpt_files.hpp"
 
 using namespace starzero;
-namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path path = fuzz::scratch_dir() / "shard.bin";
-  static const fs::path copy = fuzz::scratch_dir() / "copy.bin";
-  fuzz::write_input(path, data, size);
+  const fuzz::LlmcFiles files = fuzz::write_llmc_input("shard.bin", data, size);
 
-  std::optional<std::vector<std::uint16_t>> tokens;
-  try {
-    tokens = read_token_shard(path);
-  } catch (const FileFormatError&) {
-  }
+  const auto tokens = fuzz::try_read([&] { return GptTokenShardFile::read(files.input); });
   std::optional<TokenDataset> dataset;
   bool empty = false;
   try {
-    dataset = TokenDataset::from_token_shard(path, 0.25);
+    dataset = TokenDataset::from_token_shard(files.input, 0.25);
   } catch (const FileFormatError&) {
   } catch (const std::invalid_argument&) {
     empty = true;  // a valid shard without tokens
@@ -38,13 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(!dataset && !empty);
     return 0;
   }
-  const std::size_t header_bytes = kLlmcHeaderInts * sizeof(std::int32_t);
+  const std::size_t header_bytes = kLlmcHeaderBytes;
   FUZZ_CHECK(size == header_bytes + tokens->size() * sizeof(std::uint16_t));
   FUZZ_CHECK(tokens->empty() || std::memcmp(tokens->data(), data + header_bytes, size - header_bytes) == 0);
   FUZZ_CHECK(empty == tokens->empty());
 
-  write_token_shard(copy, *tokens);
-  FUZZ_CHECK(read_token_shard(copy) == *tokens);
+  GptTokenShardFile::write(files.copy, *tokens);
+  FUZZ_CHECK(GptTokenShardFile::read(files.copy) == *tokens);
 
   bool in_vocab = true;
   for (std::uint16_t t : *tokens) in_vocab = in_vocab && t < kGpt2Vocab;

@@ -92,7 +92,7 @@ void llmc_checkpoints(const fs::path& tmp) {
   const GptShape tiny = fuzz::tiny_gpt_shape();
   const GptShape other = shape(2, 3, 4, 2, 1, 2);
   const auto [v3, v5] = checkpoint_seeds(h, tmp / "ckpt.bin", tiny, other, [](const auto&... a) {
-    write_llmc_checkpoint(a...);
+    GptCheckpointFile::write(a...);
   });
   save(h, "wrong_magic_token_shard", patched(v3, 0, kLlmcTokenMagic));
   save(h, "version_4", patched(v3, 4, std::int32_t(4)));
@@ -114,13 +114,13 @@ void token_shards(const fs::path& tmp) {
   const fs::path file = tmp / "shard.bin";
   std::vector<std::uint16_t> tokens;
   for (int i = 0; i < 40; ++i) tokens.push_back(std::uint16_t((i * 1237) % 50257));
-  write_token_shard(file, tokens);
+  GptTokenShardFile::write(file, tokens);
   const Bytes valid = read_bytes(file);
-  write_token_shard(file, {});
+  GptTokenShardFile::write(file, {});
   const Bytes empty = read_bytes(file);
-  write_token_shard(file, std::vector<std::uint16_t>{50256, 50257, 65535});
+  GptTokenShardFile::write(file, std::vector<std::uint16_t>{50256, 50257, 65535});
   const Bytes out_of_vocab = read_bytes(file);
-  write_token_shard(file, std::vector<std::uint16_t>{7});
+  GptTokenShardFile::write(file, std::vector<std::uint16_t>{7});
   const Bytes one = read_bytes(file);
   save(h, "valid_40", valid);
   save(h, "valid_1", one);
@@ -148,12 +148,12 @@ void llama_checkpoints(const fs::path& tmp) {
   other.use_scaled_rope = true;
   other.rope_theta = 500000.0f;
   const auto [v3, v5] = checkpoint_seeds(h, tmp / "llama.bin", tiny, other, [](const auto&... a) {
-    write_llama_checkpoint(a...);
+    LlamaCheckpointFile::write(a...);
   });
   save(h, "gpt2_magic", field(v3, 0, kLlmcCheckpointMagic));
   save(h, "token_shard_magic", field(v3, 0, kLlamaTokenMagic));
   save(h, "version_4", field(v3, 1, 4));
-  save(h, "v3_as_v5", field(v3, 1, kLlamaCheckpointBf16));
+  save(h, "v3_as_v5", field(v3, 1, kLlmcCheckpointBf16));
   save(h, "llama_2", field(v3, 14, 2));
   save(h, "norm_eps_1", field(v3, 10, 1));
   save(h, "rope_theta_0", field(v3, 11, 0));
@@ -175,7 +175,7 @@ void llama_checkpoints(const fs::path& tmp) {
   const LlamaShape b8 = llama_preset("llama3-8B");
   const Bytes header_8b = first(v3, 1024);
   Bytes meta = header_8b;
-  const LlamaHeader meta_header = llama_checkpoint_header(b8, kLlamaCheckpointBf16);
+  const LlmcHeaderWords meta_header = llama_checkpoint_header(b8, kLlmcCheckpointBf16);
   std::memcpy(meta.data(), meta_header.data(), sizeof meta_header);
   save(h, "llama3_8b_header_only", meta);
   save(h, "llama3_8b_wrong_multiple_of", field(meta, 9, 256));
@@ -190,13 +190,13 @@ void llama_token_shards(const fs::path& tmp) {
   const fs::path file = tmp / "shard.bin";
   std::vector<std::uint32_t> tokens;
   for (int i = 0; i < 40; ++i) tokens.push_back(std::uint32_t((i * 40009) % kLlama3Vocab));
-  write_llama_token_shard(file, tokens);
+  LlamaTokenShardFile::write(file, tokens);
   const Bytes valid = read_bytes(file);
-  write_llama_token_shard(file, {});
+  LlamaTokenShardFile::write(file, {});
   const Bytes empty = read_bytes(file);
-  write_llama_token_shard(file, std::vector<std::uint32_t>{128255, 128256, 0x7fffffff, 0x80000000, 0xffffffff});
+  LlamaTokenShardFile::write(file, std::vector<std::uint32_t>{128255, 128256, 0x7fffffff, 0x80000000, 0xffffffff});
   const Bytes out_of_vocab = read_bytes(file);
-  write_llama_token_shard(file, std::vector<std::uint32_t>{7});
+  LlamaTokenShardFile::write(file, std::vector<std::uint32_t>{7});
   const Bytes one = read_bytes(file);
   save(h, "valid_40", valid);
   save(h, "valid_1", one);

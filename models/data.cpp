@@ -96,7 +96,7 @@ TokenDataset TokenDataset::from_text_files(std::span<const std::filesystem::path
 }
 
 TokenDataset TokenDataset::from_token_shard(const std::filesystem::path& path, double validation_fraction) {
-  const std::vector<std::uint16_t> shard = read_token_shard(path);
+  const std::vector<std::uint16_t> shard = GptTokenShardFile::read(path);
   if (shard.empty()) throw std::invalid_argument("TokenDataset: token shard " + path.string() + " is empty");
   std::vector<int> tokens(shard.size());
   for (std::size_t i = 0; i < shard.size(); ++i) {

@@ -19,25 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct GptTraits {
-  using Shape = GptShape;
-  using Model = GptModel;
-  using Layout = GptLayout;
-
+struct GptTraits : TransformerTypes<GptShape, GptModel, GptLayout, GptLlmcCodec, GptHfFolder> {
   static std::string describe(const GptShape& shape) { return shape.to_string(); }
   static GptShape preset(std::string_view name) { return gpt_preset(name); }
   static std::string preset_fields(const GptShape& s) {
     return "L=" + std::to_string(s.layers) + " NH=" + std::to_string(s.heads) + " C=" + std::to_string(s.channels) +
            " maxT=" + std::to_string(s.max_seq);
   }
-  // A file or a Hugging Face folder.
-  static GptShape checkpoint_shape(const fs::path& path) { return gpt_checkpoint_shape(path); }
   static GptShape shape_from_flags(const ModelRequest& request, int vocab) {
-    GptShape shape = gpt_preset(request.preset.value_or("tiny"));
-    if (request.layers) shape.layers = *request.layers;
-    if (request.channels) shape.channels = *request.channels;
-    if (request.heads) shape.heads = *request.heads;
-    if (request.max_seq) shape.max_seq = *request.max_seq;
+    GptShape shape = with_shape_flags(gpt_preset(request.preset.value_or("tiny")), request);
     if (vocab != shape.vocab) {  // the data decides the vocabulary
       shape.vocab = vocab;
       shape.padded_vocab = (vocab + 127) / 128 * 128;
@@ -64,14 +54,8 @@ struct GptTraits {
     footprint.training_flops = gpt_training_flops(shape, B, T, activations);
     return footprint;
   }
-  static std::size_t activation_bytes(const GptShape& shape, std::size_t element, int B, int T,
-                                      const ActivationPolicy& activations) {
-    return gpt_activation_bytes(shape, element, B, T, activations);
-  }
-  static std::size_t offloaded_activation_bytes(const GptShape& shape, std::size_t element, int B, int T,
-                                                const ActivationPolicy& activations) {
-    return gpt_offloaded_activation_bytes(shape, element, B, T, activations);
-  }
+  static constexpr auto activation_bytes = gpt_activation_bytes;
+  static constexpr auto offloaded_activation_bytes = gpt_offloaded_activation_bytes;
   // Head groups: --head-groups, else auto_head_groups on the running session.
   static std::unique_ptr<GptModel> make_model(const GptShape& shape, DType dtype, int B, int T, const Tiling& tiling,
                                               const ActivationPolicy& activations) {
@@ -95,26 +79,9 @@ struct GptTraits {
     }
     return std::make_unique<LlmcFileFormat<GptTraits>>(shape);
   }
-
-  static constexpr const char* kFileName = "llm.c";
-  static StateLayout state_layout(const GptShape& shape) { return GptLayout(shape).state_layout(); }
-  static void check_file(const fs::path& path, const GptShape& shape) { read_llmc_checkpoint_header(path, shape); }
-  static std::unique_ptr<CheckpointFormat> hugging_face(const GptShape& shape) { return gpt_hf_format(shape); }
-  static void write_file(const fs::path& path, const GptShape& shape, int version, const LlmcRunsFormat::RunFill& fill,
-                         std::span<const std::size_t> sizes) {
-    write_llmc_checkpoint_streamed(path, shape, version, fill, sizes);
-  }
-  static void read_file(const fs::path& path, const GptShape& shape, const LlmcRunsFormat::RunPlace& place,
-                        std::span<const std::size_t> sizes) {
-    read_llmc_checkpoint_streamed(path, shape, place, sizes);
-  }
 };
 
 }  // namespace
-
-std::unique_ptr<CheckpointFormat> gpt_llmc_format(const GptShape& shape) {
-  return std::make_unique<LlmcFileFormat<GptTraits>>(shape);
-}
 
 ModelFamily gpt_family() {
   return transformer_family<GptTraits>(

@@ -1,19 +1,17 @@
 #pragma once
-// Host-side file I/O (no StarPU) of GPT-2's llm.c formats: checkpoints and token shards.
-//
-// Every reader checks the whole file before trusting it (magic, version, shape, exact size) and
-// throws FileFormatError (runtime/files.hpp) with the file name and what is wrong. Every writer
-// goes through write_file_atomically: a crash or error never leaves a half-written target behind.
-// Integers and floats are stored in the machine's (little-endian) byte order, as llm.c does.
+// Host-side file I/O (no StarPU) of GPT-2's llm.c formats: checkpoints and token shards, as
+// GptCheckpointFile and GptTokenShardFile, the llm.c files of models/llmc_format.hpp with what
+// GPT-2's differ in (GptLlmcCodec), and the order of llm.c's parameter tensors.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
-#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/gpt_layout.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/files.hpp"
 
 namespace starzero {
@@ -33,52 +31,27 @@ struct TensorSpec {
 // lnfw, lnfb: llm.c's order (GptLayout's table); the counts add up to shape.param_count().
 std::vector<TensorSpec> llmc_tensor_specs(const GptShape& shape);
 
-// ---- llm.c checkpoint -------------------------------------------------------------------------
-// 256 int32 header: [0] magic 20240326, [1] version, [2..7] shape (GptShape::fields); then every
-// parameter in llm.c order as fp32 (version 3) or bf16 (version 5: upper 16 bits of fp32).
+// ---- llm.c checkpoint and token shard (models/llmc_format.hpp) ----------------------------------
+// Checkpoint: 256 int32 header [0] magic 20240326, [1] version, [2..7] shape (GptShape::fields).
+// Token shard: 256 int32 header [0] magic 20240520, [1] version 1, [2] count; then uint16 tokens.
 inline constexpr std::int32_t kLlmcCheckpointMagic = 20240326;
-inline constexpr std::int32_t kLlmcCheckpointFp32 = 3;
-inline constexpr std::int32_t kLlmcCheckpointBf16 = 5;
-inline constexpr std::size_t kLlmcHeaderInts = 256;
-
-struct LlmcCheckpoint {
-  GptShape shape;
-  std::vector<float> params;          // always fp32, llm.c order; bf16 files are widened exactly
-  int version = kLlmcCheckpointFp32;  // the version the file was stored with
-};
-
-LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path);
-// The header alone (params left empty): shape and version, with the same checks as a full read,
-// the file's size included, but without reading the parameters.
-LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path);
-LlmcCheckpoint read_llmc_checkpoint_header(const std::filesystem::path& path, const GptShape& expected);
-// Also throws FileFormatError when the file's shape differs from `expected` (lists both).
-LlmcCheckpoint read_llmc_checkpoint(const std::filesystem::path& path, const GptShape& expected);
-// The parameters read piece by piece in file order straight into their destinations, with no copy
-// of the whole file in memory: `destination(llmc_offset, count)` gives where a piece's values go
-// (`count` floats; bf16 files are widened exactly); `pieces` add up to shape.param_count(). The
-// header and the file's size are checked first, as read_llmc_checkpoint(path, expected) does.
-// Returns the file's version.
-int read_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& expected,
-                                  const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
-                                  std::span<const std::size_t> pieces);
-// version 3 stores fp32 as is, version 5 rounds to bf16 (nearest even). params.size() must be
-// shape.param_count() (std::invalid_argument otherwise); I/O failures throw std::system_error.
-void write_llmc_checkpoint(const std::filesystem::path& path, const GptShape& shape, std::span<const float> params,
-                           int version = kLlmcCheckpointFp32);
-// The same file written piece by piece, so that no more than one piece is in memory: `fill`
-// gets each piece's first llm.c offset and its values to set, in file order; `pieces` are the
-// piece sizes, adding up to shape.param_count().
-void write_llmc_checkpoint_streamed(const std::filesystem::path& path, const GptShape& shape, int version,
-                                    const std::function<void(std::size_t, std::span<float>)>& fill,
-                                    std::span<const std::size_t> pieces);
-
-// ---- llm.c token shard ------------------------------------------------------------------------
-// 256 int32 header: [0] magic 20240520, [1] version 1, [2] number of tokens; then uint16 tokens.
 inline constexpr std::int32_t kLlmcTokenMagic = 20240520;
 inline constexpr std::int32_t kLlmcTokenVersion = 1;
 
-std::vector<std::uint16_t> read_token_shard(const std::filesystem::path& path);
-void write_token_shard(const std::filesystem::path& path, std::span<const std::uint16_t> tokens);
+// What GPT-2's llm.c files are (the codec of models/llmc_format.hpp).
+struct GptLlmcCodec {
+  using Shape = GptShape;
+  using Token = std::uint16_t;
+  static constexpr LlmcFileIds kIds{"llm.c", kLlmcCheckpointMagic, kLlmcTokenMagic, kLlmcTokenVersion};
+  // The magics a wrong one may be, named in the message.
+  static constexpr std::array<LlmcOtherMagic, 1> kNotCheckpoint{{{kLlmcTokenMagic, "token shard"}}};
+  static constexpr std::array<LlmcOtherMagic, 1> kNotTokenShard{{{kLlmcCheckpointMagic, "checkpoint"}}};
+  static LlmcHeaderWords checkpoint_header(const GptShape& shape, int version, const std::filesystem::path& path);
+  static GptShape shape_from_header(const LlmcHeaderWords& header, const std::filesystem::path& path);
+};
+
+using GptCheckpointFile = LlmcCheckpointFile<GptLlmcCodec>;
+using GptTokenShardFile = LlmcTokenShardFile<GptLlmcCodec>;
+using LlmcCheckpoint = GptCheckpointFile::Checkpoint;
 
 }  // namespace starzero

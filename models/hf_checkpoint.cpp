@@ -128,16 +128,6 @@ std::string hf_model_type(const fs::path& dir) {
   return type;
 }
 
-std::string checkpoint_family(const fs::path& path) {
-  if (fs::is_directory(path)) {
-    const std::string type = hf_model_type(path);
-    if (type == "gpt2") return "gpt";
-    if (type == "llama") return "llama3";
-    throw_config_error(path, "model_type", "'" + type + "' is neither \"gpt2\" nor \"llama\"");
-  }
-  return file_magic(path) == kLlamaCheckpointMagic ? "llama3" : "gpt";  // GPT's reader names what else is wrong
-}
-
 // ---- reading a folder ---------------------------------------------------------------------------
 
 namespace {
@@ -338,6 +328,8 @@ class HfCheckpointFormat final : public CheckpointFormat {
   void read(const fs::path& path, const LayerDestination& destination) const override {
     read_hf_folder(path, map_, destination);
   }
+  DType stored_precision(const fs::path& path) const override { return hf_folder_precision(path); }
+  LayerSource source(const fs::path& path) const override { return hf_folder_source(path, map_); }
   bool writes_layers_in_order() const override { return true; }  // the maps list the tensors layer by layer
   std::string describe(DType precision) const override {
     return "Hugging Face " + map_.family + " folder, " + (precision == DType::bf16 ? "BF16" : "F32");

@@ -76,10 +76,6 @@ void write_hf_folder(const std::filesystem::path& dir, const HfModelMap& map, co
 // The model_type of the folder's config.json ("gpt2", "llama"); FileFormatError when missing.
 std::string hf_model_type(const std::filesystem::path& dir);
 
-// The model family ("gpt", "llama3") of a checkpoint: a folder's config.json model_type, a
-// file's magic (GPT-2 unless Llama 3's).
-std::string checkpoint_family(const std::filesystem::path& path);
-
 // A family's folder as a CheckpointFormat (check, read, write: the functions above).
 std::unique_ptr<CheckpointFormat> hf_checkpoint_format(HfModelMap map, StateLayout layout);
 
@@ -89,21 +85,19 @@ std::unique_ptr<CheckpointFormat> hf_checkpoint_format(HfModelMap map, StateLayo
 LayerSource llmc_file_source(const std::filesystem::path& path, std::vector<std::vector<LlmcRun>> runs,
                              std::size_t header_bytes, DType precision);
 
-// ---- the families (models/hf_gpt.cpp, models/hf_llama.cpp) ------------------------------------
-HfModelMap gpt_hf_map(const GptShape& shape);
-// The shape config.json describes (FileFormatError naming the field), Vp rounded up to 128.
-GptShape gpt_shape_from_hf(const std::filesystem::path& dir);
-// A folder's shape (config.json) or an llm.c file's (its header).
-GptShape gpt_checkpoint_shape(const std::filesystem::path& path);
-std::unique_ptr<CheckpointFormat> gpt_hf_format(const GptShape& shape);
-
-HfModelMap llama_hf_map(const LlamaShape& shape);
-LlamaShape llama_shape_from_hf(const std::filesystem::path& dir);
-LlamaShape llama_checkpoint_shape(const std::filesystem::path& path);
-std::unique_ptr<CheckpointFormat> llama_hf_format(const LlamaShape& shape);
-
-// The families' llm.c formats (models/gpt_family.cpp, models/llama_family.cpp).
-std::unique_ptr<CheckpointFormat> gpt_llmc_format(const GptShape& shape);
-std::unique_ptr<CheckpointFormat> llama_llmc_format(const LlamaShape& shape);
+// ---- the families' folders (models/hf_gpt.cpp, models/hf_llama.cpp) ----------------------------
+// What a family's folder is, as its traits name it (models/transformer_family.hpp): the
+// model_type of its config.json, the shape config.json describes (FileFormatError naming the
+// field) and the map of its tensors for a shape.
+struct GptHfFolder {
+  static constexpr const char* kModelType = "gpt2";
+  static GptShape shape_from_config(const std::filesystem::path& dir);  // Vp: V rounded up to 128
+  static HfModelMap map(const GptShape& shape);
+};
+struct LlamaHfFolder {
+  static constexpr const char* kModelType = "llama";
+  static LlamaShape shape_from_config(const std::filesystem::path& dir);
+  static HfModelMap map(const LlamaShape& shape);
+};
 
 }  // namespace starzero

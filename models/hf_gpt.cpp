@@ -37,7 +37,7 @@ std::string gpt_config_json(const GptShape& s) {
 
 }  // namespace
 
-HfModelMap gpt_hf_map(const GptShape& shape) {
+HfModelMap GptHfFolder::map(const GptShape& shape) {
   const GptLayout layout(shape);
   const std::size_t C = std::size_t(shape.channels), V = std::size_t(shape.vocab);
   HfModelMap map;
@@ -73,7 +73,7 @@ HfModelMap gpt_hf_map(const GptShape& shape) {
   return map;
 }
 
-GptShape gpt_shape_from_hf(const fs::path& dir) {
+GptShape GptHfFolder::shape_from_config(const fs::path& dir) {
   const json config = read_hf_config(dir);
   const std::string type = hf_config_string(config, dir, "model_type", "");
   if (type != "gpt2") throw_config_error(dir, "model_type", "'" + type + "' is not a GPT-2 model (\"gpt2\")");
@@ -98,15 +98,6 @@ GptShape gpt_shape_from_hf(const fs::path& dir) {
     throw_format_error(dir / "config.json", std::string("no valid GPT-2 shape: ") + e.what());
   }
   return shape;
-}
-
-GptShape gpt_checkpoint_shape(const fs::path& path) {
-  if (fs::is_directory(path)) return gpt_shape_from_hf(path);
-  return read_llmc_checkpoint_header(path).shape;
-}
-
-std::unique_ptr<CheckpointFormat> gpt_hf_format(const GptShape& shape) {
-  return hf_checkpoint_format(gpt_hf_map(shape), GptLayout(shape).state_layout());
 }
 
 }  // namespace starzero

@@ -99,7 +99,7 @@ LlamaShape llama_shape_from_config(const json& config, const fs::path& dir) {
 
 }  // namespace
 
-HfModelMap llama_hf_map(const LlamaShape& shape) {
+HfModelMap LlamaHfFolder::map(const LlamaShape& shape) {
   const LlamaLayout layout(shape);
   const std::size_t C = std::size_t(shape.channels), V = std::size_t(shape.vocab), H = std::size_t(shape.ffn_hidden);
   const std::size_t hs = std::size_t(shape.head_size()), NH = std::size_t(shape.heads), NKV = std::size_t(shape.kv_heads);
@@ -136,20 +136,11 @@ HfModelMap llama_hf_map(const LlamaShape& shape) {
   return map;
 }
 
-LlamaShape llama_shape_from_hf(const fs::path& dir) {
+LlamaShape LlamaHfFolder::shape_from_config(const fs::path& dir) {
   const json config = read_hf_config(dir);
   const std::string type = hf_config_string(config, dir, "model_type", "");
   if (type != "llama") throw_config_error(dir, "model_type", "'" + type + "' is not a Llama model (\"llama\")");
   return llama_shape_from_config(config, dir);
-}
-
-LlamaShape llama_checkpoint_shape(const fs::path& path) {
-  if (fs::is_directory(path)) return llama_shape_from_hf(path);
-  return read_llama_checkpoint_header(path).shape;
-}
-
-std::unique_ptr<CheckpointFormat> llama_hf_format(const LlamaShape& shape) {
-  return hf_checkpoint_format(llama_hf_map(shape), LlamaLayout(shape).state_layout());
 }
 
 }  // namespace starzero

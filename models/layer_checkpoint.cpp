@@ -122,6 +122,11 @@ void LayerCheckpointFormat::check(const fs::path& path) const {
   read_checked_header(in);
 }
 
+DType LayerCheckpointFormat::stored_precision(const fs::path& path) const {
+  FileReader in(path);
+  return read_checked_header(in) == 1 ? DType::bf16 : DType::f32;
+}
+
 void LayerCheckpointFormat::read(const fs::path& path, const LayerDestination& destination) const {
   FileReader in(path);
   const std::uint32_t storage = read_checked_header(in);

@@ -34,6 +34,7 @@ class LayerCheckpointFormat final : public CheckpointFormat {
   void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const override;
   void check(const std::filesystem::path& path) const override;
   void read(const std::filesystem::path& path, const LayerDestination& destination) const override;
+  DType stored_precision(const std::filesystem::path& path) const override;
   std::string describe(DType precision) const override;
 
  private:

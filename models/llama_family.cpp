@@ -26,7 +26,7 @@ namespace {
 void settle_ffn(LlamaShape& shape) {
   shape.ffn_hidden = kernels::llama_ffn_hidden(shape.channels, shape.ffn_dim_multiplier, shape.multiple_of);
   try {
-    if (llama_shape_from_header(llama_checkpoint_header(shape, kLlamaCheckpointFp32), "flags").same_model(shape))
+    if (llama_shape_from_header(llama_checkpoint_header(shape, kLlmcCheckpointFp32), "flags").same_model(shape))
       return;
   } catch (const FileFormatError&) {
   }
@@ -34,25 +34,15 @@ void settle_ffn(LlamaShape& shape) {
   shape.multiple_of = shape.ffn_hidden;
 }
 
-struct LlamaTraits {
-  using Shape = LlamaShape;
-  using Model = LlamaModel;
-  using Layout = LlamaLayout;
-
+struct LlamaTraits : TransformerTypes<LlamaShape, LlamaModel, LlamaLayout, LlamaLlmcCodec, LlamaHfFolder> {
   static std::string describe(const LlamaShape& shape) { return "Llama 3 " + shape.to_string(); }
   static LlamaShape preset(std::string_view name) { return llama_preset(name); }
   static std::string preset_fields(const LlamaShape& s) {
     return "L=" + std::to_string(s.layers) + " C=" + std::to_string(s.channels) + " NH=" + std::to_string(s.heads) +
            " NKV=" + std::to_string(s.kv_heads) + " maxT=" + std::to_string(s.max_seq);
   }
-  // A file or a Hugging Face folder.
-  static LlamaShape checkpoint_shape(const fs::path& path) { return llama_checkpoint_shape(path); }
   static LlamaShape shape_from_flags(const ModelRequest& request, int vocab) {
-    LlamaShape shape = llama_preset(request.preset.value_or("llama3-tiny"));
-    if (request.layers) shape.layers = *request.layers;
-    if (request.channels) shape.channels = *request.channels;
-    if (request.heads) shape.heads = *request.heads;
-    if (request.max_seq) shape.max_seq = *request.max_seq;
+    LlamaShape shape = with_shape_flags(llama_preset(request.preset.value_or("llama3-tiny")), request);
     shape.vocab = vocab;  // the data decides the vocabulary
     try {
       if (shape.channels <= 0 || shape.heads <= 0) shape.validate();
@@ -66,7 +56,7 @@ struct LlamaTraits {
   // An llm.c GPT-2 shard (uint16 tokens) or a Llama 3 one (uint32, inside Llama 3's vocabulary).
   static TokenDataset read_token_shard(const fs::path& path, double validation_fraction) {
     if (file_magic(path) == kLlmcTokenMagic) return TokenDataset::from_token_shard(path, validation_fraction);
-    const std::vector<std::uint32_t> shard = read_llama_token_shard(path);  // FileFormatError for anything else
+    const std::vector<std::uint32_t> shard = LlamaTokenShardFile::read(path);  // FileFormatError for anything else
     if (shard.empty()) throw FileFormatError(path.string() + ": the token shard is empty");
     std::vector<int> tokens(shard.size());
     for (std::size_t i = 0; i < shard.size(); ++i) {
@@ -77,17 +67,9 @@ struct LlamaTraits {
     }
     return TokenDataset(std::move(tokens), kLlama3Vocab, validation_fraction);
   }
-  static ModelFootprint footprint(const LlamaShape& shape, int B, int T, const ActivationPolicy& activations) {
-    return llama_footprint(shape, B, T, activations);
-  }
-  static std::size_t activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T,
-                                      const ActivationPolicy& activations) {
-    return llama_activation_bytes(shape, element, B, T, activations);
-  }
-  static std::size_t offloaded_activation_bytes(const LlamaShape& shape, std::size_t element, int B, int T,
-                                                const ActivationPolicy& activations) {
-    return llama_offloaded_activation_bytes(shape, element, B, T, activations);
-  }
+  static constexpr auto footprint = llama_footprint;
+  static constexpr auto activation_bytes = llama_activation_bytes;
+  static constexpr auto offloaded_activation_bytes = llama_offloaded_activation_bytes;
   // Attention runs as one task per tile: no head groups.
   static void check_tiling(const LlamaShape&, const Tiling& tiling) {
     if (tiling.head_groups)
@@ -109,26 +91,9 @@ struct LlamaTraits {
       return nullptr;
     }
   }
-
-  static constexpr const char* kFileName = "llm.c Llama 3";
-  static StateLayout state_layout(const LlamaShape& shape) { return LlamaLayout(shape).state_layout(); }
-  static void check_file(const fs::path& path, const LlamaShape& shape) { read_llama_checkpoint_header(path, shape); }
-  static std::unique_ptr<CheckpointFormat> hugging_face(const LlamaShape& shape) { return llama_hf_format(shape); }
-  static void write_file(const fs::path& path, const LlamaShape& shape, int version,
-                         const LlmcRunsFormat::RunFill& fill, std::span<const std::size_t> sizes) {
-    write_llama_checkpoint_streamed(path, shape, version, fill, sizes);
-  }
-  static void read_file(const fs::path& path, const LlamaShape& shape, const LlmcRunsFormat::RunPlace& place,
-                        std::span<const std::size_t> sizes) {
-    read_llama_checkpoint_streamed(path, shape, place, sizes);
-  }
 };
 
 }  // namespace
-
-std::unique_ptr<CheckpointFormat> llama_llmc_format(const LlamaShape& shape) {
-  return std::make_unique<LlmcFileFormat<LlamaTraits>>(shape);
-}
 
 ModelFamily llama3_family() {
   return transformer_family<LlamaTraits>(

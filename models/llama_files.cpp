@@ -1,19 +1,14 @@
 #include "models/llama_files.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <climits>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
-#include "models/llmc_format.hpp"
-#include "runtime/dtype.hpp"
 #include "tasks/nn_llama_kernels.hpp"
 
 namespace starzero {
-
-static_assert(std::endian::native == std::endian::little,
-              "llm.c files are little-endian; a big-endian host would need byte swapping");
 
 namespace {
 
@@ -46,32 +41,10 @@ std::int32_t header_int(float value) {
 
 std::string field(const char* name, std::int32_t value) { return std::string(name) + " " + std::to_string(value); }
 
-// The magics a wrong one may be, named in the message.
-constexpr LlmcOtherMagic kNotCheckpoint[] = {{20240326, "GPT-2 checkpoint"}, {kLlamaTokenMagic, "token shard"}};
-
-// Reads and checks the header and the file's size; `in` is left at the first parameter.
-LlamaCheckpoint read_header(FileReader& in, const LlamaShape* expected) {
-  const std::filesystem::path& path = in.path();
-  const LlamaHeader header = read_llmc_header(in, kLlamaCheckpointMagic, "llm.c Llama 3 checkpoint", kNotCheckpoint);
-  check_llmc_checkpoint_version(path, header[1]);
-  LlamaCheckpoint ckpt;
-  ckpt.version = header[1];
-  ckpt.shape = llama_shape_from_header(header, path);
-  if (expected && !ckpt.shape.same_model(*expected))
-    throw_format_error(path,
-                       "shape mismatch: file has " + ckpt.shape.to_string() + ", expected " + expected->to_string());
-  check_llmc_checkpoint_size(in, ckpt.version, ckpt.shape.param_count(), ckpt.shape.to_string());
-  return ckpt;
-}
-
-auto header_reader(const LlamaShape* expected) {
-  return [expected](FileReader& in) { return read_header(in, expected); };
-}
-
 }  // namespace
 
-LlamaHeader llama_checkpoint_header(const LlamaShape& s, int version) {
-  LlamaHeader header{};
+LlmcHeaderWords llama_checkpoint_header(const LlamaShape& s, int version) {
+  LlmcHeaderWords header{};
   header[0] = kLlamaCheckpointMagic;
   header[1] = version;
   header[2] = s.max_seq;
@@ -92,7 +65,7 @@ LlamaHeader llama_checkpoint_header(const LlamaShape& s, int version) {
   return header;
 }
 
-LlamaShape llama_shape_from_header(const LlamaHeader& h, const std::filesystem::path& path) {
+LlamaShape llama_shape_from_header(const LlmcHeaderWords& h, const std::filesystem::path& path) {
   LlamaShape s;
   s.max_seq = h[2];
   s.vocab = h[3];
@@ -138,72 +111,19 @@ LlamaShape llama_shape_from_header(const LlamaHeader& h, const std::filesystem::
                                    ": the feed-forward hidden size overflows int");
     s.ffn_hidden = kernels::llama_ffn_hidden(s.channels, s.ffn_dim_multiplier, s.multiple_of);
   }
-  try {
-    s.validate();
-  } catch (const std::invalid_argument& e) {
-    throw_format_error(path, std::string("invalid shape: ") + e.what());
-  }
+  check_llmc_shape(path, s);
   return s;
 }
 
-LlamaCheckpoint read_llama_checkpoint_header(const std::filesystem::path& path) {
-  FileReader in(path);
-  return read_header(in, nullptr);
-}
-
-LlamaCheckpoint read_llama_checkpoint_header(const std::filesystem::path& path, const LlamaShape& expected) {
-  FileReader in(path);
-  return read_header(in, &expected);
-}
-
-LlamaCheckpoint read_llama_checkpoint(const std::filesystem::path& path) {
-  return read_llmc_checkpoint_whole<LlamaCheckpoint>(path, header_reader(nullptr));
-}
-
-int read_llama_checkpoint_streamed(const std::filesystem::path& path, const LlamaShape& expected,
-                                   const std::function<std::span<float>(std::size_t, std::size_t)>& destination,
-                                   std::span<const std::size_t> pieces) {
-  return read_llmc_checkpoint_pieces<LlamaCheckpoint>(path, header_reader(&expected), destination, pieces);
-}
-
-void write_llama_checkpoint(const std::filesystem::path& path, const LlamaShape& shape, std::span<const float> params,
-                            int version) {
-  write_llmc_checkpoint_whole(path, params, shape.param_count(), shape.to_string(), [&](const auto& fill, auto pieces) {
-    write_llama_checkpoint_streamed(path, shape, version, fill, pieces);
-  });
-}
-
-void write_llama_checkpoint_streamed(const std::filesystem::path& path, const LlamaShape& shape, int version,
-                                     const std::function<void(std::size_t, std::span<float>)>& fill,
-                                     std::span<const std::size_t> pieces) {
-  shape.validate();
-  if (version != kLlamaCheckpointFp32 && version != kLlamaCheckpointBf16)
-    throw std::invalid_argument("llm.c Llama 3 checkpoint version must be 3 (fp32) or 5 (bf16), not " +
-                                std::to_string(version));
+LlmcHeaderWords LlamaLlmcCodec::checkpoint_header(const LlamaShape& shape, int version,
+                                                  const std::filesystem::path& path) {
   // What the file's header says must be what the shape is: a reader rebuilds H from it.
-  const LlamaHeader header = llama_checkpoint_header(shape, version);
+  const LlmcHeaderWords header = llama_checkpoint_header(shape, version);
   if (!llama_shape_from_header(header, path).same_model(shape))
     throw std::invalid_argument("checkpoint " + path.string() + ": llm.c's header cannot describe " +
                                 shape.to_string() + " (ffn_dim_multiplier " + std::to_string(shape.ffn_dim_multiplier) +
                                 ", multiple_of " + std::to_string(shape.multiple_of) + ")");
-  write_llmc_params_file(path, std::as_bytes(std::span(header)), version == kLlamaCheckpointBf16, shape.param_count(),
-                         shape.to_string(), fill, pieces);
-}
-
-// ---- token shards -------------------------------------------------------------------------------
-
-std::vector<std::uint32_t> read_llama_token_shard(const std::filesystem::path& path) {
-  return read_llmc_token_shard<std::uint32_t>(path, kLlamaTokenMagic, "llm.c Llama 3 token shard", kLlamaTokenVersion);
-}
-
-void write_llama_token_shard(const std::filesystem::path& path, std::span<const std::uint32_t> tokens) {
-  write_llmc_token_shard(path, kLlamaTokenMagic, kLlamaTokenVersion, tokens, "too many tokens for the int32 count");
-}
-
-std::int32_t file_magic(const std::filesystem::path& path) {
-  FileReader in(path);
-  if (in.size() < sizeof(std::int32_t)) return 0;
-  return in.read_value<std::int32_t>();
+  return header;
 }
 
 }  // namespace starzero

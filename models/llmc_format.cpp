@@ -1,12 +1,16 @@
 #include "models/llmc_format.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <stdexcept>
 
 #include "runtime/dtype.hpp"
 
 namespace starzero {
+
+static_assert(std::endian::native == std::endian::little,
+              "llm.c files are little-endian; a big-endian host would need byte swapping");
 
 namespace {
 
@@ -110,19 +114,17 @@ void check_llmc_checkpoint_size(const FileReader& in, int version, std::size_t c
   if (in.size() != need) throw_format_error(in.path(), describe_size_mismatch(in.size(), need, "shape " + shape));
 }
 
-void write_llmc_checkpoint_whole(
-    const std::filesystem::path& path, std::span<const float> params, std::size_t count, const std::string& shape,
-    const std::function<void(const std::function<void(std::size_t, std::span<float>)>&, std::span<const std::size_t>)>&
-        write_streamed) {
-  if (params.size() != count)
-    throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(params.size()) +
+void check_llmc_write_version(std::string_view name, int version) {
+  if (version != 3 && version != 5)
+    throw std::invalid_argument(std::string(name) + " checkpoint version must be 3 (fp32) or 5 (bf16), not " +
+                                std::to_string(version));
+}
+
+void check_llmc_param_count(const std::filesystem::path& path, std::size_t given, std::size_t count,
+                            const std::string& shape) {
+  if (given != count)
+    throw std::invalid_argument("checkpoint " + path.string() + ": " + std::to_string(given) +
                                 " parameters given, shape " + shape + " has " + std::to_string(count));
-  const std::vector<std::size_t> pieces = llmc_param_pieces(params.size());
-  write_streamed(
-      [&](std::size_t offset, std::span<float> out) {
-        std::copy_n(params.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
-      },
-      pieces);
 }
 
 std::size_t llmc_token_count(const FileReader& in, const LlmcHeaderWords& header, std::int32_t version,
@@ -140,8 +142,10 @@ std::size_t llmc_token_count(const FileReader& in, const LlmcHeaderWords& header
 }
 
 void write_llmc_token_file(const std::filesystem::path& path, std::int32_t magic, std::int32_t version,
-                           std::span<const std::byte> tokens, std::size_t count, const std::string& too_many) {
-  if (count > std::size_t(INT32_MAX)) throw std::invalid_argument("token shard " + path.string() + ": " + too_many);
+                           std::span<const std::byte> tokens, std::size_t count) {
+  if (count > std::size_t(INT32_MAX))
+    throw std::invalid_argument("token shard " + path.string() + ": " + std::to_string(count) +
+                                " tokens do not fit the int32 count of the header");
   write_file_atomically(path, [&](std::ostream& os) {
     LlmcHeaderWords header{};
     header[0] = magic;
@@ -150,6 +154,12 @@ void write_llmc_token_file(const std::filesystem::path& path, std::int32_t magic
     write_bytes(os, header.data(), sizeof header);
     write_bytes(os, tokens.data(), tokens.size());
   });
+}
+
+std::int32_t file_magic(const std::filesystem::path& path) {
+  FileReader in(path);
+  if (in.size() < sizeof(std::int32_t)) return 0;
+  return in.read_value<std::int32_t>();
 }
 
 }  // namespace starzero

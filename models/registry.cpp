@@ -3,6 +3,10 @@
 #include <optional>
 #include <stdexcept>
 
+#include "models/hf_checkpoint.hpp"
+#include "models/hf_config.hpp"
+#include "models/llmc_format.hpp"
+
 namespace starzero {
 
 const std::vector<ModelFamily>& model_families() {
@@ -40,6 +44,30 @@ PresetModel preset_model(std::string_view name) {
   }
   if (first) throw *first;
   throw std::invalid_argument("no model family has presets");
+}
+
+const ModelFamily& checkpoint_model_family(const std::filesystem::path& path) {
+  const std::vector<ModelFamily>& families = model_families();
+  const auto with_files = [](const ModelFamily& family) { return family.format_of_checkpoint != nullptr; };
+  if (std::filesystem::is_directory(path)) {
+    const std::string type = hf_model_type(path);
+    std::string types;
+    for (const ModelFamily& family : families) {
+      if (!with_files(family) || family.hf_model_type.empty()) continue;
+      if (family.hf_model_type == type) return family;
+      types += (types.empty() ? "\"" : ", \"") + family.hf_model_type + "\"";
+    }
+    throw_config_error(path, "model_type", "'" + type + "' is none of " + types);
+  }
+  const std::int32_t magic = file_magic(path);
+  const ModelFamily* first = nullptr;
+  for (const ModelFamily& family : families) {
+    if (!with_files(family)) continue;
+    if (family.file_magic == magic) return family;
+    if (!first) first = &family;
+  }
+  if (!first) throw std::invalid_argument("no model family reads checkpoint files");
+  return *first;
 }
 
 std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields) {

@@ -61,6 +61,13 @@ struct ModelFamily {
   // The preset of that name (std::invalid_argument naming the family's presets when it has
   // none); empty for a family without presets.
   std::function<PresetModel(std::string_view name)> preset;
+  // Its checkpoints, for `starzero eval` and `starzero convert`: the model_type of their Hugging
+  // Face config.json and the magic of their llm.c files (empty and 0 for a family without), and
+  // the family's checkpoint format for the checkpoint at a path, a file or a Hugging Face folder
+  // (FileFormatError when it is none of this family's); its hugging_face() gives the other.
+  std::string hf_model_type;
+  std::int32_t file_magic = 0;
+  std::function<std::unique_ptr<CheckpointFormat>(const std::filesystem::path&)> format_of_checkpoint;
 };
 
 const std::vector<ModelFamily>& model_families();
@@ -70,6 +77,10 @@ std::unique_ptr<ModelSpec> prepare_model(const ModelRequest& request);
 // The first family's preset of that name; std::invalid_argument (the first family's message)
 // when no family has it.
 PresetModel preset_model(std::string_view name);
+// The family of a checkpoint: a folder's by its config.json model_type, a file's by its magic
+// (another magic: the first family with files, whose reader names what is wrong).
+// FileFormatError for a folder of a model_type no family has.
+const ModelFamily& checkpoint_model_family(const std::filesystem::path& path);
 // The checkpoint format of whichever family's state files record `fields`; std::invalid_argument
 // when none does.
 std::unique_ptr<CheckpointFormat> checkpoint_format_of_state(const StateShapeFields& fields);

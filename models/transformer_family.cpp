@@ -52,6 +52,16 @@ void LlmcRunsFormat::read(const fs::path& path, const LayerDestination& destinat
       sizes_);
 }
 
+DType LlmcRunsFormat::stored_precision(const fs::path& path) const {
+  return read_version(path) == kLlmcCheckpointBf16 ? DType::bf16 : DType::f32;
+}
+
+LayerSource LlmcRunsFormat::source(const fs::path& path) const {
+  std::vector<std::vector<LlmcRun>> runs(layer_params_.size());
+  for (const Piece& piece : pieces_) runs[std::size_t(piece.layer)].push_back(piece.run);
+  return llmc_file_source(path, std::move(runs), kLlmcHeaderBytes, stored_precision(path));
+}
+
 // llm.c's versions: 3 stores fp32, 5 bf16.
 int LlmcRunsFormat::version_of(DType precision) const {
   if (precision == DType::f32) return 3;

@@ -5,16 +5,19 @@
 // family supplies one traits struct that names what differs, and registers
 // `transformer_family<Traits>(name, summary)`:
 //
-//   struct Traits {
-//     using Shape = ...;   // layers, channels, heads, max_seq, vocab, param_count(), to_string()
-//     using Model = ...;   // an offload/model.hpp Model with batch(), seq(), set_batch(),
-//                          // probabilities(), mean_loss(), activation_bytes(), offloaded_...()
-//     using Layout = ...;  // its models/llmc_layout.hpp layout, constructed from a Shape
+//   struct Traits : TransformerTypes<Shape, Model, Layout, Codec, HfFolder> {
+//     // Shape: layers, channels, heads, max_seq, vocab, param_count(), to_string();
+//     // Model: an offload/model.hpp Model with batch(), seq(), set_batch(), probabilities(),
+//     //   mean_loss(), activation_bytes(), offloaded_...();
+//     // Layout: its models/llmc_layout.hpp layout, constructed from a Shape;
+//     // Codec: its llm.c files' (models/llmc_format.hpp); HfFolder: its Hugging Face folder
+//     //   (models/hf_checkpoint.hpp's GptHfFolder is the pattern).
+//     // Each function below may be a constexpr pointer to one of that signature
+//     // (`static constexpr auto activation_bytes = gpt_activation_bytes;`).
 //     static std::string describe(const Shape&);             // "Llama 3 L=2 C=64 ..."
 //     static Shape preset(std::string_view name);             // std::invalid_argument
 //     static std::string preset_fields(const Shape&);         // the fields a preset fixes, for
 //                                                             // comparing with a checkpoint's
-//     static Shape checkpoint_shape(const std::filesystem::path&);  // FileFormatError
 //     static Shape shape_from_flags(const ModelRequest&, int vocab);
 //     static TokenDataset read_token_shard(const std::filesystem::path&, double validation_fraction);
 //     static void check_tiling(const Shape&, const Tiling&);  // optional: the head groups
@@ -25,16 +28,6 @@
 //     static std::unique_ptr<Model> make_model(const Shape&, DType, int B, int T, const Tiling&,
 //                                              const ActivationPolicy&);  // tiles set
 //     static std::unique_ptr<CheckpointFormat> format_of_state(const StateShapeFields&);
-//     // The llm.c file (LlmcFileFormat): its name in messages, the training state's layout, the
-//     // header check, the Hugging Face format, and the streamed writer and reader.
-//     static constexpr const char* kFileName = "llm.c ...";
-//     static StateLayout state_layout(const Shape&);
-//     static void check_file(const std::filesystem::path&, const Shape&);     // FileFormatError
-//     static std::unique_ptr<CheckpointFormat> hugging_face(const Shape&);
-//     static void write_file(path, const Shape&, int version, const LlmcRunsFormat::RunFill&,
-//                            std::span<const std::size_t> sizes);
-//     static void read_file(path, const Shape&, const LlmcRunsFormat::RunPlace&,
-//                           std::span<const std::size_t> sizes);
 //     static Shape planned_shape(const Shape&, int seq);  // the shape `plan` sizes for --seq
 //     static int kv_heads(const Shape&);                   // key/value heads
 //     static int ffn_hidden(const Shape&);                 // the MLP's hidden width
@@ -54,12 +47,24 @@
 
 #include "models/data.hpp"
 #include "models/gpt_layout.hpp"  // LlmcRun
+#include "models/hf_checkpoint.hpp"
+#include "models/llmc_format.hpp"
 #include "models/registry.hpp"
 #include "models/token_rows.hpp"
 #include "offload/footprint.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
+
+// The types a family's traits name, in one line (see above).
+template <class ShapeT, class ModelT, class LayoutT, class CodecT, class HfFolderT>
+struct TransformerTypes {
+  using Shape = ShapeT;
+  using Model = ModelT;
+  using Layout = LayoutT;
+  using Codec = CodecT;
+  using HfFolder = HfFolderT;
+};
 
 // ---- llm.c's checkpoint files as a CheckpointFormat --------------------------------------------
 
@@ -74,6 +79,9 @@ class LlmcRunsFormat : public CheckpointFormat {
   std::string describe(DType precision) const override;
   void write(const std::filesystem::path& path, const LayerSource& source, DType precision) const override;
   void read(const std::filesystem::path& path, const LayerDestination& destination) const override;
+  DType stored_precision(const std::filesystem::path& path) const override;
+  // Each request read from the file at random, only the runs it covers.
+  LayerSource source(const std::filesystem::path& path) const override;
 
  protected:
   // `name` ("llm.c", "llm.c Llama 3") for messages; `layer_runs(l)` and `layer_params(l)` of each
@@ -86,6 +94,8 @@ class LlmcRunsFormat : public CheckpointFormat {
                           std::span<const std::size_t> sizes) const = 0;
   virtual void read_runs(const std::filesystem::path& path, const RunPlace& place,
                          std::span<const std::size_t> sizes) const = 0;
+  // The file's version, its header checked against the shape (FileFormatError).
+  virtual int read_version(const std::filesystem::path& path) const = 0;
 
  private:
   struct Piece {
@@ -106,29 +116,47 @@ template <class Traits>
 class LlmcFileFormat final : public LlmcRunsFormat {
  public:
   using Shape = typename Traits::Shape;
+  using File = LlmcCheckpointFile<typename Traits::Codec>;
   explicit LlmcFileFormat(const Shape& shape) : LlmcFileFormat(shape, typename Traits::Layout(shape)) {}
 
-  StateLayout state_layout() const override { return Traits::state_layout(shape_); }
-  void check(const std::filesystem::path& path) const override { Traits::check_file(path, shape_); }
-  std::unique_ptr<CheckpointFormat> hugging_face() const override { return Traits::hugging_face(shape_); }
+  StateLayout state_layout() const override { return typename Traits::Layout(shape_).state_layout(); }
+  void check(const std::filesystem::path& path) const override { File::read_header(path, shape_); }
+  std::unique_ptr<CheckpointFormat> hugging_face() const override {
+    return hf_checkpoint_format(Traits::HfFolder::map(shape_), typename Traits::Layout(shape_).state_layout());
+  }
 
  private:
   LlmcFileFormat(const Shape& shape, const typename Traits::Layout& layout)
       : LlmcRunsFormat(
-            Traits::kFileName, layout.layers(), [&](int l) { return layout.layer_runs(l); },
+            std::string(Traits::Codec::kIds.name), layout.layers(), [&](int l) { return layout.layer_runs(l); },
             [&](int l) { return layout.layer_params(l); }),
         shape_(shape) {}
   void write_runs(const std::filesystem::path& path, int version, const RunFill& fill,
                   std::span<const std::size_t> sizes) const override {
-    Traits::write_file(path, shape_, version, fill, sizes);
+    File::write_streamed(path, shape_, version, fill, sizes);
   }
   void read_runs(const std::filesystem::path& path, const RunPlace& place,
                  std::span<const std::size_t> sizes) const override {
-    Traits::read_file(path, shape_, place, sizes);
+    File::read_streamed(path, shape_, place, sizes);
+  }
+  int read_version(const std::filesystem::path& path) const override {
+    return File::read_header(path, shape_).version;
   }
 
   Shape shape_;
 };
+
+// The shape of a family's checkpoint: a Hugging Face folder's config.json, an llm.c file's header.
+template <class Traits>
+typename Traits::Shape transformer_checkpoint_shape(const std::filesystem::path& path) {
+  if (std::filesystem::is_directory(path)) return Traits::HfFolder::shape_from_config(path);
+  return LlmcCheckpointFile<typename Traits::Codec>::read_header(path).shape;
+}
+
+template <class Traits>
+std::unique_ptr<CheckpointFormat> transformer_format_of_checkpoint(const std::filesystem::path& path) {
+  return std::make_unique<LlmcFileFormat<Traits>>(transformer_checkpoint_shape<Traits>(path));
+}
 
 // ---- a token model with its data as a Trainable -------------------------------------------------
 
@@ -256,16 +284,21 @@ void check_data_vocabulary(const TokenDataset& data, int vocab, bool evaluation)
 // --seq (default min(64, max_seq)) within 1..max_seq and the training data long enough for it.
 int checked_seq(const ModelRequest& request, const TokenDataset& data, int max_seq, bool evaluation);
 
+// `shape` (a preset's) with the shape flags the request gives.
+template <class Shape>
+Shape with_shape_flags(Shape shape, const ModelRequest& request) {
+  shape.layers = request.layers.value_or(shape.layers);
+  shape.channels = request.channels.value_or(shape.channels);
+  shape.heads = request.heads.value_or(shape.heads);
+  shape.max_seq = request.max_seq.value_or(shape.max_seq);
+  return shape;
+}
+
 template <class Traits>
 typename Traits::Shape transformer_shape_from_checkpoint(const ModelRequest& request) {
-  const typename Traits::Shape shape = Traits::checkpoint_shape(*request.checkpoint);
+  const typename Traits::Shape shape = transformer_checkpoint_shape<Traits>(*request.checkpoint);
   const auto preset_fields = [](const ModelRequest& r) {
-    typename Traits::Shape flags = Traits::preset(*r.preset);
-    flags.layers = r.layers.value_or(flags.layers);
-    flags.channels = r.channels.value_or(flags.channels);
-    flags.heads = r.heads.value_or(flags.heads);
-    flags.max_seq = r.max_seq.value_or(flags.max_seq);
-    return Traits::preset_fields(flags);
+    return Traits::preset_fields(with_shape_flags(Traits::preset(*r.preset), r));
   };
   check_checkpoint_flags(request, shape.layers, shape.channels, shape.heads, shape.max_seq, preset_fields,
                          Traits::preset_fields(shape), shape.to_string());
@@ -323,8 +356,14 @@ PresetModel transformer_preset(std::string_view name) {
 
 template <class Traits>
 ModelFamily transformer_family(std::string name, std::string summary) {
-  return {std::move(name), std::move(summary), prepare_transformer<Traits>, Traits::format_of_state,
-          transformer_preset<Traits>};
+  return {std::move(name),
+          std::move(summary),
+          prepare_transformer<Traits>,
+          Traits::format_of_state,
+          transformer_preset<Traits>,
+          Traits::HfFolder::kModelType,
+          Traits::Codec::kIds.checkpoint_magic,
+          transformer_format_of_checkpoint<Traits>};
 }
 
 }  // namespace starzero

@@ -8,6 +8,7 @@
 //                      Trainable once the session runs.
 // models/ implements these for each family and registers it (models/registry.hpp); the Trainer
 // and the run (train/run.hpp) know nothing else of a model. docs/adding-a-model.md has the list.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -98,6 +99,17 @@ class CheckpointFormat {
       return std::span<float>(values);
     });
     return layers;
+  }
+  // f32 or bf16: what the checkpoint at `path` stores (FileFormatError as check()).
+  virtual DType stored_precision(const std::filesystem::path& path) const = 0;
+  // The checkpoint at `path` as a LayerSource (`starzero convert` writes one format from another):
+  // here read whole by read_layers; a format that can read a request's values alone says so.
+  virtual LayerSource source(const std::filesystem::path& path) const {
+    const auto layers = std::make_shared<const std::vector<std::vector<float>>>(read_layers(path));
+    return [layers](int layer, std::size_t begin, std::span<float> out) {
+      const std::vector<float>& values = layers->at(std::size_t(layer));
+      std::copy_n(values.begin() + std::ptrdiff_t(begin), out.size(), out.begin());
+    };
   }
   // "llm.c version 3" and the like, for messages.
   virtual std::string describe(DType precision) const = 0;

@@ -197,7 +197,7 @@ TEST_CASE("TokenDataset: from text files and llm.c token shards", "[data]") {
   std::vector<std::uint16_t> shard(500);
   for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = std::uint16_t((i * 101) % 50257);
   shard[3] = 50256;
-  write_token_shard(dir / "shard.bin", shard);
+  GptTokenShardFile::write(dir / "shard.bin", shard);
   const TokenDataset from_shard = TokenDataset::from_token_shard(dir / "shard.bin");
   CHECK(from_shard.vocab() == 50257);
   REQUIRE(from_shard.tokens().size() == shard.size());
@@ -205,9 +205,9 @@ TEST_CASE("TokenDataset: from text files and llm.c token shards", "[data]") {
   CHECK(from_shard.split_size(Split::validation) == 50);
 
   shard[10] = 50257;  // not a GPT-2 token
-  write_token_shard(dir / "bad_shard.bin", shard);
+  GptTokenShardFile::write(dir / "bad_shard.bin", shard);
   CHECK_THROWS_WITH(TokenDataset::from_token_shard(dir / "bad_shard.bin"), Contains("bad_shard.bin"));
-  write_token_shard(dir / "empty_shard.bin", {});
+  GptTokenShardFile::write(dir / "empty_shard.bin", {});
   CHECK_THROWS_AS(TokenDataset::from_token_shard(dir / "empty_shard.bin"), std::invalid_argument);
   CHECK_THROWS_AS(TokenDataset::from_token_shard(dir / "missing.bin"), FileFormatError);
 }

@@ -150,7 +150,7 @@ TEST_CASE("llm.c checkpoint: fp32 (version 3) round trip is bit-exact with llm.c
   const GptShape shape = tiny_shape();
   const std::vector<float> params = test_params(shape.param_count());
   const fs::path file = dir / "model.bin";
-  write_llmc_checkpoint(file, shape, params, 3);
+  GptCheckpointFile::write(file, shape, params, 3);
 
   const std::vector<char> raw = read_raw(file);
   REQUIRE(raw.size() == 1024 + 4 * shape.param_count());
@@ -165,13 +165,13 @@ TEST_CASE("llm.c checkpoint: fp32 (version 3) round trip is bit-exact with llm.c
   for (std::size_t i = 8; i < 256; ++i) CHECK(raw_at<std::int32_t>(raw, 4 * i) == 0);
   CHECK(std::memcmp(raw.data() + 1024, params.data(), params.size() * 4) == 0);
 
-  const LlmcCheckpoint back = read_llmc_checkpoint(file);
+  const LlmcCheckpoint back = GptCheckpointFile::read(file);
   CHECK(back.shape == shape);
   CHECK(back.version == 3);
   CHECK(same_bits(back.params, params));
-  CHECK(same_bits(read_llmc_checkpoint(file, shape).params, params));
+  CHECK(same_bits(GptCheckpointFile::read(file, shape).params, params));
   // The header alone: the same shape and version, no parameters.
-  const LlmcCheckpoint header = read_llmc_checkpoint_header(file);
+  const LlmcCheckpoint header = GptCheckpointFile::read_header(file);
   CHECK(header.shape == shape);
   CHECK(header.version == 3);
   CHECK(header.params.empty());
@@ -183,7 +183,7 @@ TEST_CASE("llm.c checkpoint: bf16 (version 5) stores rounded params, read back w
   const GptShape shape = tiny_shape();
   const std::vector<float> params = test_params(shape.param_count(), 2);
   const fs::path file = dir / "model_bf16.bin";
-  write_llmc_checkpoint(file, shape, params, 5);
+  GptCheckpointFile::write(file, shape, params, 5);
 
   const std::vector<char> raw = read_raw(file);
   REQUIRE(raw.size() == 1024 + 2 * shape.param_count());
@@ -206,7 +206,7 @@ TEST_CASE("llm.c checkpoint: bf16 (version 5) stores rounded params, read back w
   CHECK(stored(8 * 7 % n) == 0x8000);  // -0
   for (std::size_t i = 0; i < n; ++i) CHECK(stored(i) == float_to_bf16(params[i]));
 
-  const LlmcCheckpoint back = read_llmc_checkpoint(file, shape);
+  const LlmcCheckpoint back = GptCheckpointFile::read(file, shape);
   CHECK(back.version == 5);
   CHECK(back.shape == shape);
   REQUIRE(back.params.size() == n);
@@ -226,13 +226,13 @@ TEST_CASE("llm.c checkpoint: read piece by piece into destinations, fp32 and bf1
   for (int version : {3, 5}) {
     INFO("version " << version);
     const fs::path file = dir / ("streamed" + std::to_string(version) + ".bin");
-    write_llmc_checkpoint(file, shape, params, version);
-    const std::vector<float> whole = read_llmc_checkpoint(file, shape).params;
+    GptCheckpointFile::write(file, shape, params, version);
+    const std::vector<float> whole = GptCheckpointFile::read(file, shape).params;
     // Uneven pieces written backwards into a buffer: each lands at its llm.c offset.
     const std::vector<std::size_t> pieces{1, 16, n - 30, 13};
     std::vector<float> got(n, -7.0f);
     std::vector<std::size_t> offsets;
-    const int read_version = read_llmc_checkpoint_streamed(
+    const int read_version = GptCheckpointFile::read_streamed(
         file, shape,
         [&](std::size_t offset, std::size_t count) {
           offsets.push_back(offset);
@@ -243,14 +243,14 @@ TEST_CASE("llm.c checkpoint: read piece by piece into destinations, fp32 and bf1
     CHECK(offsets == std::vector<std::size_t>{0, 1, 17, n - 13});
     CHECK(same_bits(got, whole));
     // Pieces that do not cover the file, another shape, a truncated file.
-    CHECK_THROWS_AS(read_llmc_checkpoint_streamed(
+    CHECK_THROWS_AS(GptCheckpointFile::read_streamed(
                         file, shape, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); },
                         std::vector<std::size_t>{n - 1}),
                     std::invalid_argument);
     GptShape other = shape;
     other.layers = 3;
     CHECK_THROWS_AS(
-        read_llmc_checkpoint_streamed(
+        GptCheckpointFile::read_streamed(
             file, other, [&](std::size_t o, std::size_t c) { return std::span<float>(got).subspan(o, c); }, pieces),
         FileFormatError);
   }
@@ -260,17 +260,17 @@ TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the fi
   TempDir dir;
   const GptShape shape = tiny_shape();
   const fs::path good = dir / "good.bin";
-  write_llmc_checkpoint(good, shape, test_params(shape.param_count()), 3);
+  GptCheckpointFile::write(good, shape, test_params(shape.param_count()), 3);
   const std::vector<char> bytes = read_raw(good);
   const fs::path bad = dir / "broken_ckpt.bin";
   // The full read and the header read (which checks the file's size too) reject the same files.
   const bool header_only = GENERATE(false, true);
-  INFO((header_only ? "read_llmc_checkpoint_header" : "read_llmc_checkpoint"));
+  INFO((header_only ? "GptCheckpointFile::read_header" : "GptCheckpointFile::read"));
   auto read_bad = [&] {
     if (header_only)
-      read_llmc_checkpoint_header(bad);
+      GptCheckpointFile::read_header(bad);
     else
-      read_llmc_checkpoint(bad);
+      GptCheckpointFile::read(bad);
   };
 
   SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
@@ -289,7 +289,7 @@ TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the fi
     require_format_error(read_bad, bad, "wrong magic 12345");
   }
   SECTION("a token shard is not a checkpoint") {
-    write_token_shard(bad, std::vector<std::uint16_t>(600, 1));
+    GptTokenShardFile::write(bad, std::vector<std::uint16_t>(600, 1));
     require_format_error(read_bad, bad, "token shard");
   }
   SECTION("unknown version") {
@@ -334,9 +334,9 @@ TEST_CASE("llm.c checkpoint: malformed files throw FileFormatError naming the fi
     write_raw(bad, bytes);
     GptShape other = shape;
     other.layers = 3;
-    require_format_error([&] { read_llmc_checkpoint(bad, other); }, bad, "shape mismatch");
+    require_format_error([&] { GptCheckpointFile::read(bad, other); }, bad, "shape mismatch");
     try {
-      read_llmc_checkpoint(bad, other);
+      GptCheckpointFile::read(bad, other);
     } catch (const FileFormatError& e) {
       const std::string msg = e.what();
       CHECK(msg.find(shape.to_string()) != std::string::npos);
@@ -349,11 +349,11 @@ TEST_CASE("llm.c checkpoint: invalid arguments to the writer touch no file", "[l
   TempDir dir;
   const GptShape shape = tiny_shape();
   const fs::path file = dir / "model.bin";
-  CHECK_THROWS_AS(write_llmc_checkpoint(file, shape, test_params(shape.param_count() - 1), 3), std::invalid_argument);
-  CHECK_THROWS_AS(write_llmc_checkpoint(file, shape, test_params(shape.param_count()), 4), std::invalid_argument);
+  CHECK_THROWS_AS(GptCheckpointFile::write(file, shape, test_params(shape.param_count() - 1), 3), std::invalid_argument);
+  CHECK_THROWS_AS(GptCheckpointFile::write(file, shape, test_params(shape.param_count()), 4), std::invalid_argument);
   GptShape bad = shape;
   bad.heads = 3;
-  CHECK_THROWS_AS(write_llmc_checkpoint(file, bad, test_params(shape.param_count()), 3), std::invalid_argument);
+  CHECK_THROWS_AS(GptCheckpointFile::write(file, bad, test_params(shape.param_count()), 3), std::invalid_argument);
   CHECK(dir.entries().empty());
 }
 
@@ -433,7 +433,7 @@ TEST_CASE("atomic writes: a failed write leaves the old target byte-identical an
   TempDir dir;
   const GptShape shape = tiny_shape();
   const fs::path target = dir / "model.bin";
-  write_llmc_checkpoint(target, shape, test_params(shape.param_count(), 1), 3);
+  GptCheckpointFile::write(target, shape, test_params(shape.param_count(), 1), 3);
   const std::vector<char> before = read_raw(target);
   const std::vector<float> other = test_params(shape.param_count(), 99);
 
@@ -447,19 +447,19 @@ TEST_CASE("atomic writes: a failed write leaves the old target byte-identical an
   }
   SECTION("an I/O error in the middle (file size limit, EFBIG)") {
     FileSizeLimit limit(2048);  // the checkpoint needs 1024 + 4 * 592 bytes
-    CHECK_THROWS_AS(write_llmc_checkpoint(target, shape, other, 3), std::system_error);
+    CHECK_THROWS_AS(GptCheckpointFile::write(target, shape, other, 3), std::system_error);
   }
   SECTION("the rename fails (target replaced by a non-empty directory)") {
     const fs::path dir_target = dir / "occupied";
     fs::create_directories(dir_target / "inside");
-    CHECK_THROWS_AS(write_llmc_checkpoint(dir_target, shape, other, 3), std::system_error);
+    CHECK_THROWS_AS(GptCheckpointFile::write(dir_target, shape, other, 3), std::system_error);
     CHECK(fs::is_directory(dir_target / "inside"));
     fs::remove_all(dir_target);
   }
   SECTION("the target directory does not exist") {
     const fs::path missing = dir / "no_such_dir" / "model.bin";
     try {
-      write_llmc_checkpoint(missing, shape, other, 3);
+      GptCheckpointFile::write(missing, shape, other, 3);
       FAIL("expected an error");
     } catch (const std::system_error& e) {
       CHECK(std::string(e.what()).find("no_such_dir") != std::string::npos);
@@ -470,8 +470,8 @@ TEST_CASE("atomic writes: a failed write leaves the old target byte-identical an
   CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
 
   // And a successful write replaces the target.
-  write_llmc_checkpoint(target, shape, other, 3);
-  CHECK(same_bits(read_llmc_checkpoint(target).params, other));
+  GptCheckpointFile::write(target, shape, other, 3);
+  CHECK(same_bits(GptCheckpointFile::read(target).params, other));
   CHECK(dir.entries() == std::vector<std::string>{"model.bin"});
 }
 
@@ -480,7 +480,7 @@ TEST_CASE("llm.c token shard: round trip and raw layout", "[llmc]") {
   const fs::path file = dir / "tokens.bin";
   std::vector<std::uint16_t> tokens = {0, 1, 50256, 65535, 198, 13};
   for (int i = 0; i < 1000; ++i) tokens.push_back(std::uint16_t((i * 7919) % 50257));
-  write_token_shard(file, tokens);
+  GptTokenShardFile::write(file, tokens);
 
   const std::vector<char> raw = read_raw(file);
   REQUIRE(raw.size() == 1024 + 2 * tokens.size());
@@ -489,20 +489,20 @@ TEST_CASE("llm.c token shard: round trip and raw layout", "[llmc]") {
   CHECK(raw_at<std::int32_t>(raw, 8) == std::int32_t(tokens.size()));
   for (std::size_t i = 3; i < 256; ++i) CHECK(raw_at<std::int32_t>(raw, 4 * i) == 0);
   CHECK(std::memcmp(raw.data() + 1024, tokens.data(), tokens.size() * 2) == 0);
-  CHECK(read_token_shard(file) == tokens);
+  CHECK(GptTokenShardFile::read(file) == tokens);
 
-  write_token_shard(file, {});
-  CHECK(read_token_shard(file).empty());
+  GptTokenShardFile::write(file, {});
+  CHECK(GptTokenShardFile::read(file).empty());
   CHECK(dir.entries() == std::vector<std::string>{"tokens.bin"});
 }
 
 TEST_CASE("llm.c token shard: malformed files throw FileFormatError naming the file", "[llmc]") {
   TempDir dir;
   const fs::path good = dir / "good.bin";
-  write_token_shard(good, std::vector<std::uint16_t>(100, 7));
+  GptTokenShardFile::write(good, std::vector<std::uint16_t>(100, 7));
   const std::vector<char> bytes = read_raw(good);
   const fs::path bad = dir / "broken_shard.bin";
-  auto read_bad = [&] { read_token_shard(bad); };
+  auto read_bad = [&] { GptTokenShardFile::read(bad); };
 
   SECTION("missing file") { require_format_error(read_bad, bad, "cannot open"); }
   SECTION("truncated header") {

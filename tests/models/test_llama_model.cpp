@@ -10,7 +10,9 @@
 // - bf16 storage against fp32; initialisation; the initial loss; overfitting one batch;
 // - the activation buffers against llama_activation_bytes;
 // - the presets against Meta's published sizes, the llm.c layout;
-// - llm.c Llama 3 checkpoints and token shards: round trips and every malformed case.
+// - llm.c Llama 3 checkpoints and token shards: round trips and every malformed case;
+// - a checkpoint's family (models/registry.hpp) by its file's magic or its folder's model_type,
+//   and the format it gives: precision, random reads, its Hugging Face folder.
 // Every TEST_CASE that runs tasks starts its own StarPU Session.
 #include <catch2/catch.hpp>
 
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt_files.hpp"
 #include "models/llama.hpp"
 #include "models/llama_files.hpp"
 #include "models/llama_layout.hpp"
@@ -373,7 +376,7 @@ void set_int(std::vector<char>& bytes, std::size_t index, std::int32_t value) {
 // The FileFormatError message of reading `path`, or "" when it reads.
 std::string read_error(const std::filesystem::path& path) {
   try {
-    read_llama_checkpoint(path);
+    LlamaCheckpointFile::read(path);
   } catch (const FileFormatError& e) {
     return e.what();
   }
@@ -390,22 +393,22 @@ TEST_CASE("llm.c Llama 3 checkpoints round trip", "[llama][files]") {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& x : params) x = normal(rng);
 
-  write_llama_checkpoint(dir.path() / "a.bin", shape, params);
-  const LlamaCheckpoint back = read_llama_checkpoint(dir.path() / "a.bin");
-  CHECK(back.version == kLlamaCheckpointFp32);
+  LlamaCheckpointFile::write(dir.path() / "a.bin", shape, params);
+  const LlamaCheckpoint back = LlamaCheckpointFile::read(dir.path() / "a.bin");
+  CHECK(back.version == kLlmcCheckpointFp32);
   CHECK(back.shape.same_model(shape));
   CHECK(back.params == params);
   CHECK(std::filesystem::file_size(dir.path() / "a.bin") == 1024 + 4 * shape.param_count());
 
-  write_llama_checkpoint(dir.path() / "b.bin", shape, params, kLlamaCheckpointBf16);
-  const LlamaCheckpoint half = read_llama_checkpoint(dir.path() / "b.bin");
-  CHECK(half.version == kLlamaCheckpointBf16);
+  LlamaCheckpointFile::write(dir.path() / "b.bin", shape, params, kLlmcCheckpointBf16);
+  const LlamaCheckpoint half = LlamaCheckpointFile::read(dir.path() / "b.bin");
+  CHECK(half.version == kLlmcCheckpointBf16);
   REQUIRE(half.params.size() == params.size());
   for (std::size_t i = 0; i < params.size(); ++i)
     REQUIRE(std::abs(half.params[i] - params[i]) <= std::abs(params[i]) / 128);
 
   // The header as llm.c writes it: float fields truncated.
-  const LlamaHeader h8 = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
+  const LlmcHeaderWords h8 = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
   CHECK(h8[0] == 20240803);
   CHECK(h8[2] == 8192);
   CHECK(h8[3] == 128256);
@@ -434,7 +437,7 @@ TEST_CASE("malformed Llama 3 checkpoints are errors", "[llama][files]") {
   const LlamaShape shape = llama_preset("llama3-tiny");
   const std::vector<float> params(shape.param_count(), 0.5f);
   const auto good_path = dir.path() / "good.bin";
-  write_llama_checkpoint(good_path, shape, params);
+  LlamaCheckpointFile::write(good_path, shape, params);
   const std::vector<char> good = bytes_of(good_path);
   const auto bad = dir.path() / "bad.bin";
   auto with = [&](std::size_t index, std::int32_t value) {
@@ -459,7 +462,7 @@ TEST_CASE("malformed Llama 3 checkpoints are errors", "[llama][files]") {
   CHECK_THAT(with(9, 100), Catch::Contains("truncated data"));  // H = 200 instead of 192
   {
     // A Llama 3.1 8B header whose truncated multiplier is not 1.
-    LlamaHeader h = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
+    LlmcHeaderWords h = llama_checkpoint_header(llama_preset("llama3-8B"), 3);
     h[8] = 2;
     CHECK_THROWS_WITH(llama_shape_from_header(h, "x"), Catch::Contains("Llama 3.1 8B"));
   }
@@ -473,18 +476,18 @@ TEST_CASE("malformed Llama 3 checkpoints are errors", "[llama][files]") {
   longer.push_back(0);
   write_bytes_to(bad, longer);
   CHECK_THAT(read_error(bad), Catch::Contains("trailing data"));
-  CHECK_THROWS_AS(read_llama_checkpoint(dir.path() / "missing.bin"), FileFormatError);
+  CHECK_THROWS_AS(LlamaCheckpointFile::read(dir.path() / "missing.bin"), FileFormatError);
   // Another model's shape, when one is expected.
   LlamaShape other = shape;
   other.layers = 3;
-  CHECK_THROWS_WITH(read_llama_checkpoint_header(good_path, other), Catch::Contains("shape mismatch"));
+  CHECK_THROWS_WITH(LlamaCheckpointFile::read_header(good_path, other), Catch::Contains("shape mismatch"));
   // The writer refuses what it cannot write, and leaves nothing behind.
-  CHECK_THROWS_AS(write_llama_checkpoint(dir.path() / "c.bin", shape, std::vector<float>(3)), std::invalid_argument);
-  CHECK_THROWS_AS(write_llama_checkpoint(dir.path() / "c.bin", shape, params, 4), std::invalid_argument);
+  CHECK_THROWS_AS(LlamaCheckpointFile::write(dir.path() / "c.bin", shape, std::vector<float>(3)), std::invalid_argument);
+  CHECK_THROWS_AS(LlamaCheckpointFile::write(dir.path() / "c.bin", shape, params, 4), std::invalid_argument);
   LlamaShape inexpressible = shape;
   inexpressible.ffn_hidden = 100;
   CHECK_THROWS_AS(
-      write_llama_checkpoint(dir.path() / "c.bin", inexpressible, std::vector<float>(inexpressible.param_count())),
+      LlamaCheckpointFile::write(dir.path() / "c.bin", inexpressible, std::vector<float>(inexpressible.param_count())),
       std::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "c.bin"));
 }
@@ -492,15 +495,15 @@ TEST_CASE("malformed Llama 3 checkpoints are errors", "[llama][files]") {
 TEST_CASE("Llama 3 token shards", "[llama][files]") {
   TempDir dir;
   const std::vector<std::uint32_t> tokens = {0, 1, 128000, 128255, 42};
-  write_llama_token_shard(dir.path() / "t.bin", tokens);
-  CHECK(read_llama_token_shard(dir.path() / "t.bin") == tokens);
+  LlamaTokenShardFile::write(dir.path() / "t.bin", tokens);
+  CHECK(LlamaTokenShardFile::read(dir.path() / "t.bin") == tokens);
   CHECK(file_magic(dir.path() / "t.bin") == kLlamaTokenMagic);
   std::vector<char> good = bytes_of(dir.path() / "t.bin");
   const auto bad = dir.path() / "bad.bin";
   auto error = [&](std::vector<char> b) {
     write_bytes_to(bad, b);
     try {
-      read_llama_token_shard(bad);
+      LlamaTokenShardFile::read(bad);
     } catch (const FileFormatError& e) {
       return std::string(e.what());
     }
@@ -523,4 +526,45 @@ TEST_CASE("Llama 3 token shards", "[llama][files]") {
   CHECK_THAT(error(b), Catch::Contains("truncated data"));
   b.assign(good.begin(), good.begin() + 12);
   CHECK_THAT(error(b), Catch::Contains("truncated header"));
+}
+
+TEST_CASE("a checkpoint's family by its file's magic or its folder's model_type", "[llama][files]") {
+  TempDir dir;
+  const std::filesystem::path llama_file = dir.path() / "llama.bin", gpt_file = dir.path() / "gpt.bin";
+  const LlamaShape llama = llama_preset("llama3-tiny");
+  std::vector<float> params(llama.param_count());
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = float(i % 251) - 125.0f;  // exact in bf16
+  LlamaCheckpointFile::write(llama_file, llama, params, kLlmcCheckpointBf16);
+  const GptShape gpt = gpt_preset("tiny");
+  GptCheckpointFile::write(gpt_file, gpt, std::vector<float>(gpt.param_count()));
+  write_bytes_to(dir.path() / "other.bin", std::vector<char>(8, 1));
+  CHECK(checkpoint_model_family(llama_file).name == "llama3");
+  CHECK(checkpoint_model_family(gpt_file).name == "gpt");
+  CHECK(checkpoint_model_family(dir.path() / "other.bin").name == "gpt");  // its reader names what is wrong
+
+  // The family's format of the file: its precision, and every layer read at random as read whole.
+  const auto format = checkpoint_model_family(llama_file).format_of_checkpoint(llama_file);
+  CHECK(format->describe(DType::bf16) == "llm.c Llama 3 version 5");
+  CHECK(format->stored_precision(llama_file) == DType::bf16);
+  CHECK(checkpoint_model_family(gpt_file).format_of_checkpoint(gpt_file)->stored_precision(gpt_file) == DType::f32);
+  const std::vector<std::vector<float>> layers = format->read_layers(llama_file);
+  const LayerSource source = format->source(llama_file);
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::size_t begin = layers[l].size() / 3;
+    std::vector<float> part(layers[l].size() - begin);
+    source(int(l), begin, part);
+    CHECK(std::equal(part.begin(), part.end(), layers[l].begin() + std::ptrdiff_t(begin)));
+  }
+  REQUIRE(format->hugging_face());
+  CHECK_THAT(format->hugging_face()->describe(DType::f32), Catch::Contains("Llama 3"));
+
+  for (const char* type : {"llama", "gpt2", "mistral"}) {
+    const std::filesystem::path folder = dir.path() / type;
+    std::filesystem::create_directory(folder);
+    std::ofstream(folder / "config.json") << "{\"model_type\": \"" << type << "\"}";
+  }
+  CHECK(checkpoint_model_family(dir.path() / "llama").name == "llama3");
+  CHECK(checkpoint_model_family(dir.path() / "gpt2").name == "gpt");
+  CHECK_THROWS_WITH(checkpoint_model_family(dir.path() / "mistral"),
+                    Catch::Contains("'mistral' is none of \"gpt2\", \"llama\""));
 }

@@ -188,7 +188,7 @@ TEST_CASE("registry: unknown models and contradicting shape flags are errors nam
   gpt.channels = 16;
   gpt.heads = 2;
   gpt.max_seq = 8;
-  write_llmc_checkpoint(dir / "gpt.bin", gpt, std::vector<float>(gpt.param_count(), 0.5f));
+  GptCheckpointFile::write(dir / "gpt.bin", gpt, std::vector<float>(gpt.param_count(), 0.5f));
   {
     std::ofstream text(dir / "text.txt");
     for (int i = 0; i < 200; ++i) text << "some training text " << i << "\n";
