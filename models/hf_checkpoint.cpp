@@ -122,6 +122,43 @@ std::string hf_config_string(const json& config, const fs::path& dir, const char
   return config[name].get<std::string>();
 }
 
+namespace {
+
+int config_int(const json& config, const fs::path& dir, const HfFieldNames& names) {
+  if (!names[1]) return hf_config_int(config, dir, {names[0]});
+  if (!names[2]) return hf_config_int(config, dir, {names[0], names[1]});
+  return hf_config_int(config, dir, {names[0], names[1], names[2]});
+}
+
+}  // namespace
+
+std::string hf_config_text(const HfConfigKeys& keys, const HfConfigCore& core, bool tied_embeddings, json extra) {
+  extra["architectures"] = {keys.architecture};
+  extra["model_type"] = keys.model_type;
+  extra["vocab_size"] = core.vocab;
+  extra[keys.channels[0]] = core.channels;
+  extra[keys.layers[0]] = core.layers;
+  extra[keys.heads[0]] = core.heads;
+  extra[keys.max_positions[0]] = core.max_positions;
+  extra["tie_word_embeddings"] = tied_embeddings;
+  extra["torch_dtype"] = "float32";
+  return extra.dump(2) + "\n";
+}
+
+HfConfig read_hf_model_config(const fs::path& dir, const HfConfigKeys& keys) {
+  HfConfig config{read_hf_config(dir), {}};
+  const std::string type = hf_config_string(config.json, dir, "model_type", "");
+  if (type != keys.model_type)
+    throw_config_error(dir, "model_type",
+                       "'" + type + "' is not a " + keys.family + " model (\"" + keys.model_type + "\")");
+  config.core.vocab = hf_config_int(config.json, dir, {"vocab_size"});
+  config.core.channels = config_int(config.json, dir, keys.channels);
+  config.core.layers = config_int(config.json, dir, keys.layers);
+  config.core.heads = config_int(config.json, dir, keys.heads);
+  config.core.max_positions = config_int(config.json, dir, keys.max_positions);
+  return config;
+}
+
 std::string hf_model_type(const fs::path& dir) {
   const std::string type = hf_config_string(read_hf_config(dir), dir, "model_type", "");
   if (type.empty()) throw_config_error(dir, "model_type", "missing (a string such as \"gpt2\" or \"llama\")");

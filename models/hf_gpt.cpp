@@ -16,23 +16,21 @@ using json = nlohmann::json;
 
 namespace {
 
+// GPT2Config's names; Hugging Face also reads them under the common names, and so does starzero.
+constexpr HfConfigKeys kGptConfigKeys = {"GPT2LMHeadModel",
+                                         "gpt2",
+                                         "GPT-2",
+                                         {"n_embd", "hidden_size"},
+                                         {"n_layer", "num_hidden_layers"},
+                                         {"n_head", "num_attention_heads"},
+                                         {"n_positions", "n_ctx", "max_position_embeddings"}};
+
 std::string gpt_config_json(const GptShape& s) {
-  const json config = {
-      {"architectures", {"GPT2LMHeadModel"}},
-      {"model_type", "gpt2"},
-      {"vocab_size", s.vocab},
-      {"n_positions", s.max_seq},
-      {"n_ctx", s.max_seq},
-      {"n_embd", s.channels},
-      {"n_layer", s.layers},
-      {"n_head", s.heads},
-      {"n_inner", nullptr},
-      {"activation_function", "gelu_new"},
-      {"layer_norm_epsilon", 1e-5},
-      {"tie_word_embeddings", true},
-      {"torch_dtype", "float32"},
-  };
-  return config.dump(2) + "\n";
+  const HfConfigCore core{.vocab = s.vocab, .channels = s.channels, .layers = s.layers, .heads = s.heads,
+                          .max_positions = s.max_seq};
+  return hf_config_text(kGptConfigKeys, core, /*tied_embeddings=*/true,
+                        {{"n_ctx", s.max_seq}, {"n_inner", nullptr}, {"activation_function", "gelu_new"},
+                         {"layer_norm_epsilon", 1e-5}});
 }
 
 }  // namespace
@@ -74,16 +72,9 @@ HfModelMap GptHfFolder::map(const GptShape& shape) {
 }
 
 GptShape GptHfFolder::shape_from_config(const fs::path& dir) {
-  const json config = read_hf_config(dir);
-  const std::string type = hf_config_string(config, dir, "model_type", "");
-  if (type != "gpt2") throw_config_error(dir, "model_type", "'" + type + "' is not a GPT-2 model (\"gpt2\")");
-  GptShape shape;
-  shape.vocab = hf_config_int(config, dir, {"vocab_size"});
-  shape.padded_vocab = (shape.vocab + 127) / 128 * 128;
-  shape.max_seq = hf_config_int(config, dir, {"n_positions", "n_ctx", "max_position_embeddings"});
-  shape.channels = hf_config_int(config, dir, {"n_embd", "hidden_size"});
-  shape.layers = hf_config_int(config, dir, {"n_layer", "num_hidden_layers"});
-  shape.heads = hf_config_int(config, dir, {"n_head", "num_attention_heads"});
+  const auto [config, core] = read_hf_model_config(dir, kGptConfigKeys);
+  GptShape shape{.max_seq = core.max_positions, .vocab = core.vocab, .padded_vocab = (core.vocab + 127) / 128 * 128,
+                 .layers = core.layers, .heads = core.heads, .channels = core.channels};
   if (config.contains("n_inner") && !config["n_inner"].is_null() &&
       hf_config_int(config, dir, {"n_inner"}) != 4 * shape.channels)
     throw_config_error(dir, "n_inner", "llm.c's GPT-2 has 4·n_embd = " + std::to_string(4 * shape.channels));

@@ -30,28 +30,24 @@ json llama31_rope_scaling() {
           {"original_max_position_embeddings", 8192}};
 }
 
+constexpr HfConfigKeys kLlamaConfigKeys = {"LlamaForCausalLM",    "llama",
+                                           "Llama",               {"hidden_size"},
+                                           {"num_hidden_layers"}, {"num_attention_heads"},
+                                           {"max_position_embeddings"}};
+
 std::string llama_config_json(const LlamaShape& s) {
-  const json config = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"vocab_size", s.vocab},
-      {"hidden_size", s.channels},
-      {"intermediate_size", s.ffn_hidden},
-      {"num_hidden_layers", s.layers},
-      {"num_attention_heads", s.heads},
-      {"num_key_value_heads", s.kv_heads},
-      {"head_dim", s.head_size()},
-      {"max_position_embeddings", s.max_seq},
-      {"rms_norm_eps", double(s.norm_eps)},
-      {"rope_theta", double(s.rope_theta)},
-      {"rope_scaling", s.use_scaled_rope ? llama31_rope_scaling() : json(nullptr)},
-      {"hidden_act", "silu"},
-      {"attention_bias", false},
-      {"mlp_bias", false},
-      {"tie_word_embeddings", false},
-      {"torch_dtype", "float32"},
-  };
-  return config.dump(2) + "\n";
+  const HfConfigCore core{.vocab = s.vocab, .channels = s.channels, .layers = s.layers, .heads = s.heads,
+                          .max_positions = s.max_seq};
+  return hf_config_text(kLlamaConfigKeys, core, /*tied_embeddings=*/false,
+                        {{"intermediate_size", s.ffn_hidden},
+                         {"num_key_value_heads", s.kv_heads},
+                         {"head_dim", s.head_size()},
+                         {"rms_norm_eps", double(s.norm_eps)},
+                         {"rope_theta", double(s.rope_theta)},
+                         {"rope_scaling", s.use_scaled_rope ? llama31_rope_scaling() : json(nullptr)},
+                         {"hidden_act", "silu"},
+                         {"attention_bias", false},
+                         {"mlp_bias", false}});
 }
 
 bool scaled_rope(const json& config, const fs::path& dir) {
@@ -66,23 +62,18 @@ bool scaled_rope(const json& config, const fs::path& dir) {
 
 // The fields the layout and the math do not depend on follow the preset of the same width
 // (LlamaShape::from_fields), as for a run's state files.
-LlamaShape llama_shape_from_config(const json& config, const fs::path& dir) {
-  const int C = hf_config_int(config, dir, {"hidden_size"});
-  const StateShapeFields fields = {hf_config_int(config, dir, {"vocab_size"}),
-                                   C,
-                                   hf_config_int(config, dir, {"num_hidden_layers"}),
-                                   hf_config_int(config, dir, {"num_attention_heads"}),
-                                   config.contains("num_key_value_heads")
-                                       ? hf_config_int(config, dir, {"num_key_value_heads"})
-                                       : hf_config_int(config, dir, {"num_attention_heads"}),
-                                   -hf_config_int(config, dir, {"intermediate_size"})};
+LlamaShape llama_shape_from_config(const json& config, const HfConfigCore& core, const fs::path& dir) {
+  const int kv_heads =
+      config.contains("num_key_value_heads") ? hf_config_int(config, dir, {"num_key_value_heads"}) : core.heads;
+  const StateShapeFields fields = {core.vocab,  core.channels, core.layers,
+                                   core.heads, kv_heads,      -hf_config_int(config, dir, {"intermediate_size"})};
   LlamaShape shape;
   try {
     shape = LlamaShape::from_fields(fields);
   } catch (const std::invalid_argument& e) {
     throw_format_error(dir / "config.json", std::string("no valid Llama shape: ") + e.what());
   }
-  shape.max_seq = hf_config_int(config, dir, {"max_position_embeddings"});
+  shape.max_seq = core.max_positions;
   shape.norm_eps = float(hf_config_number(config, dir, "rms_norm_eps", 1e-5));
   shape.rope_theta = float(hf_config_number(config, dir, "rope_theta", 10000.0));
   shape.use_scaled_rope = scaled_rope(config, dir);
@@ -137,10 +128,8 @@ HfModelMap LlamaHfFolder::map(const LlamaShape& shape) {
 }
 
 LlamaShape LlamaHfFolder::shape_from_config(const fs::path& dir) {
-  const json config = read_hf_config(dir);
-  const std::string type = hf_config_string(config, dir, "model_type", "");
-  if (type != "llama") throw_config_error(dir, "model_type", "'" + type + "' is not a Llama model (\"llama\")");
-  return llama_shape_from_config(config, dir);
+  const auto [config, core] = read_hf_model_config(dir, kLlamaConfigKeys);
+  return llama_shape_from_config(config, core, dir);
 }
 
 }  // namespace starzero
