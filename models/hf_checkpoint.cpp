@@ -96,15 +96,25 @@ json read_hf_config(const fs::path& dir) {
   return config;
 }
 
-int hf_config_int(const json& config, const fs::path& dir, std::initializer_list<const char*> names) {
+namespace {
+
+// The first of a field's spellings present (null ones skipped), a positive integer.
+template <class Names>
+int first_positive_int(const json& config, const fs::path& dir, const Names& names) {
   for (const char* name : names) {
-    if (!config.contains(name)) continue;
+    if (!name || !config.contains(name)) continue;
     const json& value = config[name];
     if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > (1 << 30))
       throw_config_error(dir, name, "not a positive integer (up to 2^30)");
     return value.get<int>();
   }
   throw_config_error(dir, *names.begin(), "missing");
+}
+
+}  // namespace
+
+int hf_config_int(const json& config, const fs::path& dir, std::initializer_list<const char*> names) {
+  return first_positive_int(config, dir, names);
 }
 
 double hf_config_number(const json& config, const fs::path& dir, const char* name, std::optional<double> fallback) {
@@ -121,16 +131,6 @@ std::string hf_config_string(const json& config, const fs::path& dir, const char
   if (!config[name].is_string()) throw_config_error(dir, name, "not a string");
   return config[name].get<std::string>();
 }
-
-namespace {
-
-int config_int(const json& config, const fs::path& dir, const HfFieldNames& names) {
-  if (!names[1]) return hf_config_int(config, dir, {names[0]});
-  if (!names[2]) return hf_config_int(config, dir, {names[0], names[1]});
-  return hf_config_int(config, dir, {names[0], names[1], names[2]});
-}
-
-}  // namespace
 
 std::string hf_config_text(const HfConfigKeys& keys, const HfConfigCore& core, bool tied_embeddings, json extra) {
   extra["architectures"] = {keys.architecture};
@@ -152,10 +152,10 @@ HfConfig read_hf_model_config(const fs::path& dir, const HfConfigKeys& keys) {
     throw_config_error(dir, "model_type",
                        "'" + type + "' is not a " + keys.family + " model (\"" + keys.model_type + "\")");
   config.core.vocab = hf_config_int(config.json, dir, {"vocab_size"});
-  config.core.channels = config_int(config.json, dir, keys.channels);
-  config.core.layers = config_int(config.json, dir, keys.layers);
-  config.core.heads = config_int(config.json, dir, keys.heads);
-  config.core.max_positions = config_int(config.json, dir, keys.max_positions);
+  config.core.channels = first_positive_int(config.json, dir, keys.channels);
+  config.core.layers = first_positive_int(config.json, dir, keys.layers);
+  config.core.heads = first_positive_int(config.json, dir, keys.heads);
+  config.core.max_positions = first_positive_int(config.json, dir, keys.max_positions);
   return config;
 }
 
