@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "runtime/activity.hpp"
+#include "runtime/gpu_cost.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/priorities.hpp"
 #include "runtime/sim.hpp"
@@ -145,6 +146,8 @@ class Codelet {
   using Function = void (*)(const TaskBuffers&, const Args&);
   // FLOPs or bytes moved by one task, from its arguments and its handles (declared order).
   using Cost = double (*)(const Args&, Handles);
+  // What one task is on a GPU: its cost class and work (runtime/gpu_cost.hpp).
+  using GpuCost = sim::GpuWork (*)(const Args&, Handles);
 
   struct Declaration {
     const char* name = nullptr;        // codelet and performance-model name
@@ -158,6 +161,9 @@ class Codelet {
     Work work = Work::model;
     Cost flops = nullptr;  // required
     Cost bytes = nullptr;  // required
+    // Required with a CUDA function: its GPU cost class and the work of one task, which the
+    // simulation charges on a GPU worker (and the step bound adds up).
+    GpuCost gpu = nullptr;
     // false: no performance model (marks never run; collectives wait on the other ranks)
     bool history_model = true;
     // CPU cores one task keeps busy (null: one), for its roofline duration in simulation.
