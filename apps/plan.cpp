@@ -141,6 +141,8 @@ ModelFootprint gpt_model_footprint(const GptArgs& g) {
   try {
     ModelFootprint footprint = gpt_footprint(shape, int(g.batch), g.activations);
     footprint.training_flops = gpt_training_flops(shape, int(g.batch), int(g.seq), g.activations);
+    footprint.training_gpu_kernels_2 = gpt_training_gpu_kernels(shape, DType::bf16, int(g.batch), int(g.seq), g.activations);
+    footprint.training_gpu_kernels_4 = gpt_training_gpu_kernels(shape, DType::f32, int(g.batch), int(g.seq), g.activations);
     return footprint;
   } catch (const std::invalid_argument& e) {
     throw PlanError(e.what());

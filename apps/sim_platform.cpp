@@ -47,6 +47,8 @@ sim::Roofline roofline_of(const sim::MachineSpec& m) {
   r.gpu_bf16_flops = m.gpu_bf16_flops;
   r.gpu_fp32_flops = m.gpu_fp32_flops;
   r.gpu_memory_Bps = m.gpu_memory_Bps;
+  r.gpu_sm_count = m.gpu_sm_count;
+  r.gpu_clock_hz = m.gpu_clock_hz;
   r.gemm_efficiency = m.gemm_efficiency;
   r.elementwise_efficiency = m.elementwise_efficiency;
   r.kernel_launch_s = m.kernel_launch_s;

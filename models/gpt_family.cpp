@@ -52,6 +52,8 @@ struct GptTraits : TransformerTypes<GptShape, GptModel, GptLayout, GptLlmcCodec,
   static ModelFootprint footprint(const GptShape& shape, int B, int T, const ActivationPolicy& activations) {
     ModelFootprint footprint = gpt_footprint(shape, B, activations);
     footprint.training_flops = gpt_training_flops(shape, B, T, activations);
+    footprint.training_gpu_kernels_2 = gpt_training_gpu_kernels(shape, DType::bf16, B, T, activations);
+    footprint.training_gpu_kernels_4 = gpt_training_gpu_kernels(shape, DType::f32, B, T, activations);
     return footprint;
   }
   static constexpr auto activation_bytes = gpt_activation_bytes;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/gpu_cost.hpp"
+
 namespace starzero {
 
 // What a model keeps of a micro-batch's activations for the backward (docs/activation-memory.md):
@@ -68,6 +70,10 @@ struct ModelFootprint {
   // model's tasks declare them: their matmuls and attention (the element-wise tasks left out);
   // 0: unknown. What the step bound's compute time is made of (sim/step_bound.hpp).
   double training_flops = 0;
+  // The GPU kernels of one micro-batch by cost class (runtime/gpu_cost.hpp), with 2-byte (bf16)
+  // and 4-byte (fp32) storage, attention as our own kernel (the plan picks: sim::with_attention);
+  // empty: not known (the step bound then charges training_flops at one rate).
+  std::vector<sim::CountedGpuWork> training_gpu_kernels_2, training_gpu_kernels_4;
 
   NamedCount largest_layer() const {
     if (layer_kinds.empty()) return {};

@@ -95,6 +95,9 @@ struct PlanInput {
   // G >= 1 (--grad-window): ZeRO-2/3 full gradients alive beyond the one computed (counted by
   // auto_offload_fraction), and at dp 1 with both offloads the gradients streamed at once.
   std::int64_t grad_window = 2;
+  // The GPU's attention kernel, for the step's GPU work (offload/step_work.hpp): cuDNN's flash
+  // attention (bf16; fp32 stays on our own) or our own scalar kernels (--attention).
+  sim::GpuCostClass attention = sim::GpuCostClass::cudnn_attention;
 };
 
 void validate(const PlanInput& input);              // throws PlanError

@@ -14,6 +14,12 @@ sim::StepWork plan_step_work(const PlanInput& input, int micro_batches, bool on_
   const double K = micro_batches, p = precision_bytes(input.precision);
   sim::StepWork work;
   if (input.model && input.model->training_flops > 0) work.compute_flops = K * input.model->training_flops;
+  if (input.model && on_gpu) {
+    const auto& kernels = input.precision == Precision::fp32 ? input.model->training_gpu_kernels_4
+                                                             : input.model->training_gpu_kernels_2;
+    work.gpu_kernels = sim::with_attention(kernels, input.attention);
+    for (sim::CountedGpuWork& k : work.gpu_kernels) k.count *= K;
+  }
   if (const double offloaded = double(plan.optimizer_split.offloaded_params); offloaded > 0) {
     // The parameters whose offloaded state this rank holds: all of the offloaded share at ZeRO-0, a
     // 1/N shard of it from ZeRO-1 on. (The device AdamW of the rest is left out, as without offload.)

@@ -207,6 +207,7 @@ Codelet<SumArgs> sum_of_squares_codelet({
         [](const SumArgs& a, Handles h) {
           return double(slice_count(starpu_vector_get_nx(h[0]), a.slice)) * double(dtype_size(a.dtype)) + 4.0;
         },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // Tiny and CPU only; the partial sums come with the task, any number of them.
 // FLOPs: one add per partial sum, plus the square root and the clip; bytes 4 per scalar.
@@ -250,6 +251,7 @@ Codelet<AdamArgs> adamw_codelet({
     .work = Work::support,
     .flops = [](const AdamArgs&, Handles h) { return adamw_flops(starpu_vector_get_nx(h[1])); },
     .bytes = [](const AdamArgs& a, Handles h) { return adamw_bytes(starpu_vector_get_nx(h[1]), a.dtype); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 
 // The CPU Adam pool's token (one task holding it at a time): COMMUTE, so that the tasks take it in

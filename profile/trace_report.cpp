@@ -155,6 +155,12 @@ BoundReport bound_of_steady_steps(const std::vector<TaskRecord>& tasks, const st
   const double per_step = 1.0 / double(steady_steps);
   b.compute_from = compute_declared ? "trace" : "plan";
   b.work.compute_flops = compute_declared ? std::optional<double>(compute_flops * per_step) : run.planned.compute_flops;
+  // On a GPU the plan's kernels charged by their cost classes (runtime/gpu_cost.hpp), as the run's
+  // own bound: a trace's FLOPs at one rate would charge a scalar kernel at tensor-core speed.
+  if (run.rates.compute_device == "GPU" && run.planned.gpu_kernel_seconds) {
+    b.compute_from = "plan";
+    b.work.gpu_kernel_seconds = run.planned.gpu_kernel_seconds;
+  }
   b.adam_from = adam_sized ? "trace" : "plan";
   b.work.adam_bytes = adam_sized ? adam_bytes * per_step : run.planned.adam_bytes;
   b.work.adam_flops = adam_sized ? adam_flops * per_step : run.planned.adam_flops;

@@ -60,6 +60,15 @@ struct Buffer {
   const char* meaning;
 };
 
+// What every Codelet declares, as each is constructed (static construction): for the tests that
+// hold every CUDA implementation to a GPU cost class.
+struct CodeletDeclared {
+  std::string name;
+  bool cpu = false, cuda = false, gpu_cost = false;
+};
+void register_codelet_declaration(CodeletDeclared declared);
+std::vector<CodeletDeclared> declared_codelets();
+
 // A task's handles, in the order its codelet declares its buffers.
 using Handles = std::span<const starpu_data_handle_t>;
 
@@ -161,9 +170,11 @@ class Codelet {
     Work work = Work::model;
     Cost flops = nullptr;  // required
     Cost bytes = nullptr;  // required
-    // Required with a CUDA function: its GPU cost class and the work of one task, which the
-    // simulation charges on a GPU worker (and the step bound adds up).
+    // Required with a CUDA function, one of the two: what one task is on a GPU, its cost class and
+    // work (runtime/gpu_cost.hpp), which the simulation charges on a GPU worker; or only the class
+    // of a kernel its FLOP and byte counts above describe (streaming, copy).
     GpuCost gpu = nullptr;
+    std::optional<sim::GpuCostClass> gpu_class{};
     // false: no performance model (marks never run; collectives wait on the other ranks)
     bool history_model = true;
     // CPU cores one task keeps busy (null: one), for its roofline duration in simulation.
@@ -179,6 +190,10 @@ class Codelet {
     const Declaration& d = declaration_;
     if (!d.flops || !d.bytes)
       throw std::logic_error(std::string("codelet ") + d.name + " lacks its FLOP or byte count");
+    const bool gpu_cost = d.gpu || d.gpu_class;
+    if (d.cuda && !gpu_cost)
+      throw std::logic_error(std::string("codelet ") + d.name + " has a CUDA function but no GPU cost class");
+    register_codelet_declaration({d.name, d.cpu != nullptr, d.cuda != nullptr, gpu_cost});
     codelet_.name = d.name;
     // More buffers than StarPU's static array holds (STARPU_NMAXBUFS, 8 in Debian's build): the
     // modes come with each task instead (describe() gives them all), as for a repeated buffer.
@@ -222,6 +237,13 @@ class Codelet {
   }
   double flops(const Args& args, Handles handles) const { return declaration_.flops(args, handles); }
   double bytes(const Args& args, Handles handles) const { return declaration_.bytes(args, handles); }
+  // What one task is on a GPU (runtime/gpu_cost.hpp); nullopt for a codelet without a CUDA function.
+  std::optional<sim::GpuWork> gpu_work(const Args& args, Handles handles) const {
+    const Declaration& d = declaration_;
+    if (d.gpu) return d.gpu(args, handles);
+    if (d.gpu_class) return sim::GpuWork{.kind = *d.gpu_class, .flops = d.flops(args, handles), .bytes = d.bytes(args, handles)};
+    return std::nullopt;
+  }
   // StarPU updates its own bookkeeping in the codelet and the model, hence non-const pointers.
   starpu_codelet* starpu() const { return &codelet_; }
 
@@ -269,12 +291,16 @@ class Codelet {
     if (d.sim_us) return sim::executed_us(task, arch, d.sim_us(args, task_handles()));
     const double calibrated = sim::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
     sim::count_duration_source(calibrated == calibrated);
-    if (calibrated == calibrated) return sim::executed_us(task, arch, calibrated);  // a real run recorded it
     const std::vector<starpu_data_handle_t> handles = task_handles();
-    const std::size_t element_size = handles.empty() ? 4 : starpu_vector_get_elemsize(handles[0]);
+    // On a GPU: its cost class's charge (runtime/gpu_cost.hpp), or what a real run recorded.
+    if (const std::optional<sim::GpuWork> work = sim::is_gpu(arch) ? self->gpu_work(args, handles) : std::nullopt) {
+      const double us = calibrated == calibrated ? calibrated : sim::gpu_work_us(*work, sim::gpu_figures());
+      return sim::executed_gpu_us(task, arch, work->kind, us);
+    }
+    if (calibrated == calibrated) return sim::executed_us(task, arch, calibrated);  // a real run recorded it
     return sim::executed_us(task, arch,
-                                   sim::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles),
-                                                           element_size, d.cores ? d.cores(args) : 1));
+                            sim::roofline_us(arch, self->flops(args, handles), self->bytes(args, handles),
+                                             d.cores ? d.cores(args) : 1));
   }
   [[maybe_unused]] static void run_on_cuda(void* buffers[], void* cl_arg) { run(buffers, cl_arg, true); }
 

@@ -10,6 +10,7 @@
 // written beside it in gpu_cost.cpp.
 #include <array>
 #include <string>
+#include <vector>
 
 namespace starzero::sim {
 
@@ -40,8 +41,12 @@ struct GpuWork {
   double m = 0, n = 0, k = 0;
   double flops = 0;  // the FLOPs the kernel executes
   double bytes = 0;  // the bytes it moves through HBM
+  // gemm: bytes of our own element-wise passes the task runs besides the product (a bias added or
+  // summed in a kernel of its own), charged at HBM bandwidth on top.
+  double pass_bytes = 0;
   AttentionWork attention{};
-  int kernels = 1;  // kernel launches (each pays the launch latency)
+  bool bf16 = true;  // gemm: 2-byte inputs on the tensor cores; false: fp32 on the CUDA cores (no TF32)
+  int kernels = 1;   // kernel launches (each pays the launch latency)
 };
 
 // The figures the classes need, per GPU (sim/platform.hpp's machines fill them in).
@@ -54,9 +59,26 @@ struct GpuFigures {
   double launch_s = 5e-6;        // per kernel
 };
 
-// Microseconds one task of `work` takes on a GPU of `figures`, with `two_byte` inputs (bf16)
-// or 4-byte (fp32). A class whose figures are missing (0) charges nothing for that term.
-double gpu_work_us(const GpuWork& work, const GpuFigures& figures, bool two_byte);
+// Microseconds one task of `work` takes on a GPU of `figures`: its class's time plus a launch
+// latency per kernel. A term whose figures are missing (0) charges nothing.
+double gpu_work_us(const GpuWork& work, const GpuFigures& figures);
+
+// FLOPs of causal attention as the published tables count them: forward 4·B·H·T²·hs / 2,
+// backward 2.5 times that.
+double causal_attention_flops(const AttentionWork& work);
+
+// `count` tasks of one work, for what a whole step asks of the GPU (a model's kernels per
+// micro-batch: offload/footprint.hpp; the step bound: sim/step_bound.hpp).
+struct CountedGpuWork {
+  GpuWork work;
+  double count = 1;
+};
+using GpuSecondsByClass = std::array<double, kGpuCostClasses.size()>;
+// The seconds `kernels` take on a GPU of `figures`, by class (kGpuCostClasses' order).
+GpuSecondsByClass gpu_seconds_by_class(const std::vector<CountedGpuWork>& kernels, const GpuFigures& figures);
+// `kernels` with their attention tasks (either attention class) charged as `kind` (an fp32 task
+// stays on our own kernel: cuDNN's flash attention is bf16), with that kernel's launches.
+std::vector<CountedGpuWork> with_attention(std::vector<CountedGpuWork> kernels, GpuCostClass kind);
 
 // The parts of the charge, for the tests and the docs.
 // The published cuDNN flash-attention rate (FLOP/s, causal FLOPs counted) on an H100 SXM at

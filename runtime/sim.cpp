@@ -64,16 +64,30 @@ const std::string& machine_description() { return description(); }
 // StarPU's simulation refuses a zero duration (a task that moves and computes nothing).
 constexpr double kShortestTaskUs = 0.1;
 
-double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size, int cores) {
+bool is_gpu(const starpu_perfmodel_arch* arch) {
+  return arch && arch->ndevices > 0 && arch->devices[0].type == STARPU_CUDA_WORKER;
+}
+
+GpuFigures gpu_figures() {
   const Roofline& r = figures();
-  const bool gpu = arch && arch->ndevices > 0 && arch->devices[0].type == STARPU_CUDA_WORKER;
+  return {.bf16_tensor_flops = r.gpu_bf16_flops,
+          .fp32_flops = r.gpu_fp32_flops,
+          .memory_Bps = r.gpu_memory_Bps,
+          .sm_count = r.gpu_sm_count,
+          .clock_hz = r.gpu_clock_hz,
+          .launch_s = r.kernel_launch_s};
+}
+
+double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, int cores) {
+  if (is_gpu(arch))
+    return std::max(gpu_work_us({.kind = GpuCostClass::streaming, .bytes = bytes}, gpu_figures()), kShortestTaskUs);
+  const Roofline& r = figures();
   const double n = double(std::max(1, cores));
-  const double peak = gpu ? (element_size == 2 ? r.gpu_bf16_flops : r.gpu_fp32_flops) : n * r.cpu_core_flops;
-  const double bandwidth = gpu ? r.gpu_memory_Bps : n * r.cpu_core_memory_Bps;
+  const double peak = n * r.cpu_core_flops;
+  const double bandwidth = n * r.cpu_core_memory_Bps;
   double seconds = 0;
   if (flops > 0 && peak > 0) seconds = std::max(seconds, flops / (peak * r.gemm_efficiency));
   if (bytes > 0 && bandwidth > 0) seconds = std::max(seconds, bytes / (bandwidth * r.elementwise_efficiency));
-  if (gpu) seconds += r.kernel_launch_s;
   return std::max(seconds * 1e6, kShortestTaskUs);
 }
 
@@ -181,6 +195,38 @@ double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, d
   const double executed = cpu ? charged_cpu_execution(task, duration_us) : duration_us;
   record_execution(task, executed);
   return executed;
+}
+
+namespace {
+// Executed GPU time by cost class, in microseconds (SimGrid runs one actor at a time, but StarPU's
+// workers are threads: a lock).
+struct GpuClassTotals {
+  std::mutex mutex;
+  std::array<double, kGpuCostClasses.size()> us{};
+};
+GpuClassTotals& gpu_class_totals() {
+  static GpuClassTotals totals;
+  return totals;
+}
+}  // namespace
+
+double executed_gpu_us(const starpu_task* task, const starpu_perfmodel_arch* arch, GpuCostClass kind,
+                       double duration_us) {
+  duration_us = std::max(duration_us, kShortestTaskUs);
+  if (starpu_task_get_current() != task) return duration_us;  // a scheduler's estimate
+  const double executed = executed_us(task, arch, duration_us);
+  GpuClassTotals& totals = gpu_class_totals();
+  const std::lock_guard lock(totals.mutex);
+  totals.us[std::size_t(kind)] += executed;
+  return executed;
+}
+
+std::array<double, kGpuCostClasses.size()> gpu_class_seconds() {
+  GpuClassTotals& totals = gpu_class_totals();
+  const std::lock_guard lock(totals.mutex);
+  std::array<double, kGpuCostClasses.size()> seconds{};
+  for (std::size_t i = 0; i < seconds.size(); ++i) seconds[i] = totals.us[i] * 1e-6;
+  return seconds;
 }
 
 void write_executed_durations(const std::string& dir) {

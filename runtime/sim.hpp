@@ -7,10 +7,13 @@
 // figures that give a task its duration where no calibration exists.
 #include <starpu.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+
+#include "runtime/gpu_cost.hpp"
 
 namespace starzero::sim {
 
@@ -37,26 +40,33 @@ inline constexpr bool predicts_times = enabled;
 
 // Peak figures of the simulated machine and how much of them kernels reach (sim/platform.hpp's
 // machines fill it in). Per CPU core for the CPU; per device for GPUs.
+// GPU tasks are charged by their cost class instead (runtime/gpu_cost.hpp; gpu_figures()).
 struct Roofline {
   double cpu_core_flops = 30e9;         // fp32 per core
   double cpu_core_memory_Bps = 10e9;    // memory traffic one core's kernels sustain
   double gpu_bf16_flops = 0;            // dense tensor-core peak (2-byte elements)
-  double gpu_fp32_flops = 0;            // 4-byte elements
+  double gpu_fp32_flops = 0;            // CUDA-core peak (4-byte elements; no TF32)
   double gpu_memory_Bps = 0;            // HBM
-  double gemm_efficiency = 0.75;        // fraction of the FLOP peak a large GEMM reaches
-  double elementwise_efficiency = 0.8;  // fraction of the memory bandwidth a streaming kernel reaches
-  double kernel_launch_s = 5e-6;        // added to every GPU task
+  double gpu_sm_count = 0;              // 0: unknown (gpu_cost.cpp derives SM clocks from the FP32 peak)
+  double gpu_clock_hz = 0;
+  double gemm_efficiency = 0.75;        // fraction of the FLOP peak a CPU kernel reaches
+  double elementwise_efficiency = 0.8;  // fraction of the memory bandwidth a streaming CPU kernel reaches
+  double kernel_launch_s = 5e-6;        // added to every GPU kernel
 };
 
 void set_roofline(const Roofline& figures);
 const Roofline& roofline();
+// The roofline's GPU figures as the cost classes take them.
+GpuFigures gpu_figures();
 
-// Microseconds a task of `flops` FLOPs moving `bytes` bytes of `element_size`-byte elements takes
-// on a worker of `arch`: max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)),
-// plus the launch latency on a GPU. A CPU task that runs on `cores` cores (its own threads: the
-// CPU AdamW) gets that many cores' peak and memory bandwidth.
-double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, std::size_t element_size,
-                   int cores = 1);
+// Whether `arch` is a CUDA worker's.
+bool is_gpu(const starpu_perfmodel_arch* arch);
+
+// Microseconds a CPU task of `flops` FLOPs moving `bytes` bytes takes: max(FLOPs / (peak ·
+// efficiency), bytes / (bandwidth · efficiency)). A task that runs on `cores` cores (its own
+// threads: the CPU AdamW) gets that many cores' peak and memory bandwidth. (A GPU task without a
+// cost class, which codelet.hpp refuses, would be charged its bytes at HBM bandwidth.)
+double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, int cores = 1);
 
 // The link each collective of simulated ranks crosses (--sim-ranks N): per rank and
 // direction, and the latency of one ring step. An approximation (docs/sim.md,
@@ -117,6 +127,13 @@ double executed_us(const starpu_task* task, const starpu_perfmodel_arch* arch, d
 // report names. Writes nothing when no task was simulated (a real run); otherwise atomically, as
 // write_text_atomically (runtime/files.hpp), which throws when the file cannot be written.
 void write_executed_durations(const std::string& dir);
+
+// executed_us for a task on a GPU worker, whose cost class is `kind`: its executed time also adds
+// to the class's total (gpu_class_seconds).
+double executed_gpu_us(const starpu_task* task, const starpu_perfmodel_arch* arch, GpuCostClass kind,
+                       double duration_us);
+// The simulated GPU time of the tasks executed so far, by cost class (kGpuCostClasses' order).
+std::array<double, kGpuCostClasses.size()> gpu_class_seconds();
 
 // How many duration estimates came from each source since the start (the schedulers ask several
 // times per task), for the run's report.

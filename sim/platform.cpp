@@ -36,6 +36,10 @@ MachineSpec h200(std::string name, int gpus) {
   // data sheet: FP32 67 TFLOPS on the CUDA cores. The fp32 kernels do not use TF32 tensor cores
   // (494 TFLOPS dense), so the CUDA-core figure is the one they can reach.
   m.gpu_fp32_flops = 67e12;
+  // H100/H200 SXM5: 132 SMs at a 1.98 GHz boost clock (NVIDIA's Hopper architecture whitepaper
+  // and the H100 SXM5 specifications); 132 x 128 FP32 lanes x 2 x 1.98e9 = 66.9 TFLOP/s.
+  m.gpu_sm_count = 132;
+  m.gpu_clock_hz = 1.98e9;
   // PCIe Gen5 x16: 64 GB/s per direction raw (data sheet: 128 GB/s both ways); pinned copies
   // measure about 55 GB/s each way.
   m.host_to_gpu_Bps = 55e9;
@@ -81,6 +85,9 @@ MachineSpec a100x1() {
   m.gpu_memory_Bps = 2.039e12;  // data sheet: 2,039 GB/s (A100 80GB SXM)
   m.gpu_bf16_flops = 312e12;    // data sheet: BF16 Tensor Core 312 TFLOPS dense (624 with sparsity)
   m.gpu_fp32_flops = 19.5e12;   // data sheet: FP32 19.5 TFLOPS (CUDA cores; TF32 not used)
+  // A100: 108 SMs at 1.41 GHz (NVIDIA A100 Tensor Core GPU Architecture whitepaper).
+  m.gpu_sm_count = 108;
+  m.gpu_clock_hz = 1.41e9;
   // PCIe Gen4 x16: 32 GB/s per direction raw (data sheet: 64 GB/s both ways); pinned copies
   // measure about 25 GB/s each way.
   m.host_to_gpu_Bps = 25e9;
@@ -507,6 +514,8 @@ std::string machine_json(const MachineSpec& machine) {
   nlohmann::ordered_json j;
   j["name"] = m.name;
   for_each_field(m, [&](const char* key, auto& value) { j[key] = value; });
+  j["gpu_sm_count"] = m.gpu_sm_count;
+  j["gpu_clock_hz"] = m.gpu_clock_hz;
   if (!m.cpu_task_overhead.empty()) {
     nlohmann::ordered_json overheads = nlohmann::ordered_json::object();
     for (const auto& [policy, overhead] : m.cpu_task_overhead)
@@ -538,6 +547,14 @@ MachineSpec machine_from_json(std::string_view text) {
     }
     value = j[key].get<T>();
   });
+  // Optional: a file written before the GPU's SM count and clock were recorded has none (0: derived
+  // from the FP32 peak, runtime/gpu_cost.hpp).
+  for (const auto& [key, value] : {std::pair{"gpu_sm_count", &m.gpu_sm_count}, std::pair{"gpu_clock_hz", &m.gpu_clock_hz}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number() || !std::isfinite(j[key].get<double>()) || j[key].get<double>() < 0)
+      throw std::invalid_argument(std::string("machine file: \"") + key + "\" is not a number >= 0");
+    *value = j[key].get<double>();
+  }
   // Optional: a file written before the overhead was measured has none.
   if (j.contains("cpu_task_overhead")) {
     const nlohmann::json& overheads = j["cpu_task_overhead"];

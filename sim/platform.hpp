@@ -54,6 +54,10 @@ struct MachineSpec {
   double gpu_bf16_flops = 0;   // dense tensor-core peak
   double gpu_fp32_flops = 0;   // CUDA-core peak (no TF32)
   double gpu_memory_Bps = 0;   // HBM
+  // Streaming multiprocessors and their boost clock, for the issue and L1 rates of our own scalar
+  // kernels (runtime/gpu_cost.hpp); 0: unknown, derived from the FP32 peak. Optional in JSON.
+  double gpu_sm_count = 0;
+  double gpu_clock_hz = 0;
   double cpu_core_flops = 0;   // fp32 peak per core
   double host_memory_Bps = 0;  // DRAM, all cores together; also the shared host link of the platform
   double gemm_efficiency = 0.75;

@@ -76,6 +76,12 @@ ResourceRates rates_of_machine(const MachineSpec& m, bool two_byte, int compute_
   if (m.gpus > 0) {
     r.compute_device = "GPU";
     r.compute_flops_per_s = (two_byte ? m.gpu_bf16_flops : m.gpu_fp32_flops) * m.gemm_efficiency;
+    r.gpu = {.bf16_tensor_flops = m.gpu_bf16_flops,
+             .fp32_flops = m.gpu_fp32_flops,
+             .memory_Bps = m.gpu_memory_Bps,
+             .sm_count = m.gpu_sm_count,
+             .clock_hz = m.gpu_clock_hz,
+             .launch_s = m.kernel_launch_s};
     r.host_to_gpu_Bps = std::min(m.host_to_gpu_Bps, m.host_memory_Bps);
     r.gpu_to_host_Bps = std::min(m.gpu_to_host_Bps, m.host_memory_Bps);
   } else {
@@ -90,6 +96,16 @@ ResourceRates rates_of_machine(const MachineSpec& m, bool two_byte, int compute_
   r.source = m.name + "'s figures (peaks x GEMM " + printed("%.2g", m.gemm_efficiency) + ", element-wise " +
              printed("%.2g", m.elementwise_efficiency) + ")";
   return r;
+}
+
+std::string gpu_class_text(const GpuSecondsByClass& seconds) {
+  std::string text;
+  for (const GpuCostClass kind : kGpuCostClasses) {
+    const double s = seconds[std::size_t(kind)];
+    if (s <= 0) continue;
+    text += (text.empty() ? "" : ", ") + std::string(gpu_cost_class_name(kind)) + " " + seconds_text(s);
+  }
+  return text.empty() ? "none" : text;
 }
 
 std::string seconds_text(std::optional<double> seconds) {
@@ -151,7 +167,17 @@ StepBound step_bound(const StepWork& work, const ResourceRates& rates) {
   b.compute_device = rates.compute_device;
 
   ResourceTime compute;
-  if (work.compute_flops) {
+  std::optional<GpuSecondsByClass> by_class = work.gpu_kernel_seconds;
+  if (!by_class && !work.gpu_kernels.empty() && rates.gpu.bf16_tensor_flops > 0)
+    by_class = gpu_seconds_by_class(work.gpu_kernels, rates.gpu);
+  if (rates.compute_device == "GPU" && by_class) {
+    compute.resource = Resource::compute;
+    double total = 0;
+    for (const double seconds : *by_class) total += seconds;
+    compute.seconds = total;
+    compute.what = "GPU kernels by cost class: " + gpu_class_text(*by_class);
+    b.compute_by_class = by_class;
+  } else if (work.compute_flops) {
     compute = timed(Resource::compute, *work.compute_flops, rates.compute_flops_per_s, "FLOP", "FLOP/s");
   } else {
     compute.resource = Resource::compute;
@@ -245,6 +271,14 @@ std::vector<std::pair<std::string, std::string>> bound_json_fields(const StepBou
                                    {"disk_write_Bps", rates.disk_write_Bps}})
     fields.emplace_back(key, json_number(value));
   fields.emplace_back("rates_source", json_string(rates.source));
+  // The compute time by GPU cost class (null: the work came as FLOPs).
+  std::string by_class = "null";
+  if (bound.compute_by_class) {
+    nlohmann::ordered_json j;
+    for (const GpuCostClass kind : kGpuCostClasses) j[gpu_cost_class_name(kind)] = (*bound.compute_by_class)[std::size_t(kind)];
+    by_class = j.dump();
+  }
+  fields.emplace_back("compute_s_by_gpu_class", by_class);
   return fields;
 }
 
@@ -285,6 +319,17 @@ std::string run_bound_json(const RunBoundFigures& figures) {
   j["planned_compute_flops"] =
       figures.planned.compute_flops ? nlohmann::ordered_json(*figures.planned.compute_flops) : nullptr;
   for_each_number(figures, [&](const char* key, const double& value) { j[key] = value; });
+  // The planned kernels' charge by GPU cost class (what `starzero trace` bounds compute with).
+  std::optional<GpuSecondsByClass> by_class = figures.planned.gpu_kernel_seconds;
+  if (!by_class && !figures.planned.gpu_kernels.empty() && figures.rates.gpu.bf16_tensor_flops > 0)
+    by_class = gpu_seconds_by_class(figures.planned.gpu_kernels, figures.rates.gpu);
+  if (by_class) {
+    nlohmann::ordered_json classes;
+    for (const GpuCostClass kind : kGpuCostClasses) classes[gpu_cost_class_name(kind)] = (*by_class)[std::size_t(kind)];
+    j["planned_gpu_kernel_s"] = classes;
+  } else {
+    j["planned_gpu_kernel_s"] = nullptr;
+  }
   j["steady_step_s"] = figures.steady_step_s ? nlohmann::ordered_json(*figures.steady_step_s) : nullptr;
   return j.dump(2) + "\n";
 }
@@ -317,6 +362,20 @@ RunBoundFigures run_bound_from_json(std::string_view text) {
     require_amount(key, *number);
     value = *number;
   });
+  // Optional: a file written before the GPU cost classes has none.
+  if (j.contains("planned_gpu_kernel_s") && !j["planned_gpu_kernel_s"].is_null()) {
+    const nlohmann::json& classes = j["planned_gpu_kernel_s"];
+    if (!classes.is_object()) throw std::invalid_argument("step bound file: \"planned_gpu_kernel_s\" is not an object");
+    GpuSecondsByClass seconds{};
+    for (const GpuCostClass kind : kGpuCostClasses) {
+      const char* key = gpu_cost_class_name(kind);
+      if (!classes.contains(key) || !classes[key].is_number())
+        throw std::invalid_argument(std::string("step bound file: planned_gpu_kernel_s has no number \"") + key + "\"");
+      seconds[std::size_t(kind)] = classes[key].get<double>();
+      require_amount(key, seconds[std::size_t(kind)]);
+    }
+    f.planned.gpu_kernel_seconds = seconds;
+  }
   f.steady_step_s = optional_number(j, "steady_step_s");
   if (f.steady_step_s && !(*f.steady_step_s > 0 && std::isfinite(*f.steady_step_s)))
     throw std::invalid_argument("step bound file: \"steady_step_s\" must be > 0");

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/gpu_cost.hpp"
 #include "sim/platform.hpp"
 
 namespace starzero::sim {
@@ -33,6 +34,12 @@ struct StepWork {
   double gpu_to_host_bytes = 0;
   double disk_read_bytes = 0;
   double disk_write_bytes = 0;
+  // On a GPU, the step's kernels by cost class (runtime/gpu_cost.hpp): the compute time is then
+  // what the simulator charges them at the machine's GPU figures (ResourceRates::gpu), not the FLOPs
+  // at one rate. Or that charge already made, by class (a run's step_bound.json). Neither: the
+  // FLOPs at compute_flops_per_s.
+  std::vector<CountedGpuWork> gpu_kernels;
+  std::optional<GpuSecondsByClass> gpu_kernel_seconds;
 };
 
 // The rates one rank gets, as its tasks reach them (not the data-sheet peaks). A rate of 0 is one
@@ -40,6 +47,7 @@ struct StepWork {
 struct ResourceRates {
   std::string compute_device = "GPU";  // "GPU" or "CPU": where the forward and backward run
   double compute_flops_per_s = 0;
+  GpuFigures gpu{};  // the GPU's figures, for StepWork::gpu_kernels (zero without a GPU)
   int adam_threads = 0;  // the CPU AdamW's threads (0: no CPU AdamW)
   double adam_bytes_per_s = 0;
   double adam_flops_per_s = 0;
@@ -51,7 +59,8 @@ struct ResourceRates {
 };
 
 // The rates of a machine as the simulator charges them (runtime/sim.hpp's roofline):
-// compute at the GPU's bf16 (two_byte) or fp32 peak times the GEMM efficiency, or without a GPU
+// compute on a GPU by its kernels' cost classes (its figures in `gpu`; compute_flops_per_s, the
+// bf16 (two_byte) or fp32 peak times the GEMM efficiency, only for work given as FLOPs), or without a GPU
 // at compute_cores CPU cores' peak times it; the CPU AdamW at adam_threads of the machine's cores'
 // share of host memory bandwidth times the element-wise efficiency (FLOPs: their peak times the
 // GEMM efficiency); PCIe at the smaller of each direction's rate and host memory (the route's
@@ -77,11 +86,16 @@ struct StepBound {
   std::vector<ResourceTime> resources;  // in kResources' order
   std::optional<Resource> binding;      // the slowest resource; unset when no time is known
   std::string compute_device = "GPU";
+  // The compute time by GPU cost class, when the work gave its kernels.
+  std::optional<GpuSecondsByClass> compute_by_class;
   std::optional<double> bound_s() const;
   const ResourceTime& time_of(Resource resource) const;
 };
 
-// Each resource's time: work / rate (0 for no work; disk: reads / read rate + writes / write rate;
+// "gemm 1.2345 s, cudnn_attention 0.0420 s, ..." (the classes with time, in kGpuCostClasses' order).
+std::string gpu_class_text(const GpuSecondsByClass& seconds);
+
+// Each resource's time: work / rate (0 for no work; on a GPU with its kernels given, their charge by class; disk: reads / read rate + writes / write rate;
 // CPU AdamW: the slower of its bytes and its FLOPs), and the largest. Throws std::invalid_argument
 // for negative or non-finite work or rates.
 StepBound step_bound(const StepWork& work, const ResourceRates& rates);

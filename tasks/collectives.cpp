@@ -116,6 +116,8 @@ CollectiveCodelets collective(const char* name, std::vector<Buffer> buffers, Cod
       .work = Work::support,
       .flops = no_flops,
       .bytes = bytes,
+      // Charged by sim_us (the ring over the GPU links); the class names what it is.
+      .gpu_class = sim::GpuCostClass::copy,
       .history_model = false,
       .sim_us = sim_us,
   });

@@ -108,6 +108,7 @@ Codelet<AlphaArgs> axpy_codelet({
     .work = Work::support,
     .flops = [](const AlphaArgs&, Handles h) { return 2.0 * elements(h); },
     .bytes = [](const AlphaArgs&, Handles h) { return 12.0 * elements(h); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // FLOPs n; bytes 8·n.
 Codelet<AlphaArgs> scale_codelet({
@@ -118,6 +119,7 @@ Codelet<AlphaArgs> scale_codelet({
     .work = Work::support,
     .flops = [](const AlphaArgs&, Handles h) { return elements(h); },
     .bytes = [](const AlphaArgs&, Handles h) { return 8.0 * elements(h); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // FLOPs n; bytes 3·n·s (src read, dst read and written).
 Codelet<StorageArgs> accumulate_codelet({
@@ -128,6 +130,7 @@ Codelet<StorageArgs> accumulate_codelet({
     .work = Work::support,
     .flops = [](const StorageArgs&, Handles h) { return elements(h); },
     .bytes = [](const StorageArgs& a, Handles h) { return 3.0 * elements(h) * double(dtype_size(a.dtype)); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // FLOPs n; bytes 10·n (bf16 src read, fp32 dst read and written).
 Codelet<NoArgs> accumulate_widen_codelet({
@@ -138,6 +141,7 @@ Codelet<NoArgs> accumulate_widen_codelet({
     .work = Work::support,
     .flops = [](const NoArgs&, Handles h) { return elements(h); },
     .bytes = [](const NoArgs&, Handles h) { return 10.0 * elements(h); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // FLOPs 0 (a rounding per element); bytes 6·n (fp32 read, bf16 written).
 Codelet<NoArgs> narrow_codelet({
@@ -148,6 +152,7 @@ Codelet<NoArgs> narrow_codelet({
     .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return 6.0 * elements(h); },
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // FLOPs 0; bytes twice the size (read, written).
 Codelet<NoArgs> copy_codelet({
@@ -158,6 +163,7 @@ Codelet<NoArgs> copy_codelet({
     .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return 2.0 * size_of(h[0]); },
+    .gpu_class = sim::GpuCostClass::copy,
 });
 // FLOPs 0; bytes the size (written).
 Codelet<NoArgs> zero_codelet({
@@ -168,6 +174,7 @@ Codelet<NoArgs> zero_codelet({
     .work = Work::support,
     .flops = [](const NoArgs&, Handles) { return 0.0; },
     .bytes = [](const NoArgs&, Handles h) { return size_of(h[0]); },
+    .gpu_class = sim::GpuCostClass::copy,
 });
 // The same on CPU workers only: for a buffer whose home is host memory and stays there (the
 // offloaded optimizer state), which a GPU zeroing it would first allocate on the device and then

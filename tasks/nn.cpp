@@ -25,6 +25,9 @@ Codelet<NnArgs>::Declaration running(Codelet<NnArgs>::Declaration declaration) {
   return op_codelets::running<op, NnArgs>(std::move(declaration));
 }
 using op_codelets::declared;
+using op_costs::gemm;
+using op_costs::row_bytes;
+using op_costs::row_flops;
 using op_costs::RowCost;
 using op_costs::rows;
 using op_costs::storage_size;
@@ -175,6 +178,26 @@ constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffer
 double head_share(const NnArgs& a) { return double(a.heads.count) / a.d.NH; }
 // The attention's fp32 log-sum-exps [B, NH, T].
 double attention_lse_bytes(const NnArgs& a) { return 4.0 * a.d.B * a.d.NH * double(a.d.T); }
+// An attention task of `heads` query heads (GPT: as many key/value heads) as the GPU classes see it.
+sim::AttentionWork attention_work(const NnArgs& a, int heads, bool backward) {
+  return {.B = double(a.d.B), .T = double(a.d.T), .heads = double(heads), .hs = double(a.d.C) / a.d.NH,
+          .kv_heads = double(heads), .backward = backward};
+}
+// A head group's bytes: qkv read whole, its share of out and lse written (forward); qkv and dout
+// read whole, its share of dqkv accumulated and of lse read (backward).
+double attention_forward_heads_bytes(const NnArgs& a, Handles) {
+  return storage_size(a) * (3.0 + head_share(a)) * rows(a) * a.d.C + attention_lse_bytes(a) * head_share(a);
+}
+double attention_backward_heads_bytes(const NnArgs& a, Handles) {
+  return storage_size(a) * (4.0 + 6.0 * head_share(a)) * rows(a) * a.d.C + attention_lse_bytes(a) * head_share(a);
+}
+
+// A matmul's bias on the GPU, a kernel of its own after the GEMM: out read and written (forward);
+// dout read and the bias gradient accumulated (backward). 0 without a bias.
+double bias_pass_bytes(const NnArgs& a) { return a.bias < 0 ? 0.0 : storage_size(a) * (2.0 * rows(a) * a.OC + a.OC); }
+double bias_gradient_pass_bytes(const NnArgs& a) {
+  return a.bias < 0 ? 0.0 : storage_size(a) * (rows(a) * a.OC + 2.0 * a.OC);
+}
 
 // Elements of the first handle (the element-wise ops: all their vectors have this length).
 double elements(Handles h) { return double(starpu_vector_get_nx(h[0])); }
@@ -189,6 +212,10 @@ Codelet<NnArgs>::Declaration elementwise(const char* name, std::vector<Buffer> b
       .buffers = std::move(buffers),
       .flops = [](const NnArgs&, Handles h) { return flops * elements(h); },
       .bytes = [](const NnArgs& a, Handles h) { return accesses * elements(h) * storage_size(a); },
+      .gpu = [](const NnArgs& a, Handles h) {
+        return sim::GpuWork{.kind = sim::GpuCostClass::streaming, .flops = flops * elements(h),
+                            .bytes = accesses * elements(h) * storage_size(a)};
+      },
   });
 }
 
@@ -219,6 +246,8 @@ Codelet<HostTokens> load_tokens_codelet({
     .cuda_launch = CudaLaunch::synchronous,
     .flops = [](const HostTokens&, Handles) { return 0.0; },
     .bytes = [](const HostTokens&, Handles h) { return double(starpu_data_get_size(h[0])); },
+    // A host-to-device copy of a few KB: its launch (the PCIe time is StarPU's, not the kernel's).
+    .gpu = [](const HostTokens&, Handles) { return sim::GpuWork{.kind = sim::GpuCostClass::copy}; },
 });
 
 }  // namespace
@@ -287,6 +316,11 @@ constexpr auto matmul_forward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> matmul_forward(declared<ops::matmul_forward, matmul_forward_cost>({
     .name = "nn_matmul_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
+    // One cuBLAS GEMM [N, C]·[C, OC]; the bias: a pass over out (read and written) of its own.
+    .gpu = [](const NnArgs& a, Handles h) {
+      return gemm(a.d.dtype, rows(a), a.OC, a.C, row_flops<matmul_forward_cost>(a, h), row_bytes<matmul_forward_cost>(a, h),
+                  bias_pass_bytes(a), a.bias >= 0 ? 2 : 1);
+    },
 }));
 // FLOPs 4·N·C·OC (dinp and dweight, 2·N·C·OC each); bytes s·(N·OC + 3·N·C + 3·OC·C + 2·OC).
 constexpr auto matmul_backward_cost = [](const NnArgs& a) {
@@ -295,6 +329,11 @@ constexpr auto matmul_backward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> matmul_backward(declared<ops::matmul_backward, matmul_backward_cost>({
     .name = "nn_matmul_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
+    // Two GEMMs, [N, OC]·[OC, C] and [OC, N]·[N, C]; the bias gradient: a pass over dout.
+    .gpu = [](const NnArgs& a, Handles h) {
+      return gemm(a.d.dtype, rows(a), a.C, a.OC, row_flops<matmul_backward_cost>(a, h),
+                  row_bytes<matmul_backward_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 3 : 2);
+    },
 }));
 // The two halves of matmul_backward as tasks of their own.
 // Input half, dinp += dout·W: FLOPs 2·N·C·OC; bytes s·(N·OC + 2·N·C + OC·C).
@@ -304,6 +343,10 @@ constexpr auto matmul_backward_input_cost = [](const NnArgs& a) {
 Codelet<NnArgs> matmul_backward_input(declared<ops::matmul_backward_input, matmul_backward_input_cost>({
     .name = "nn_matmul_backward_input",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_R, "dout"}, {STARPU_R, "params"}},
+    .gpu = [](const NnArgs& a, Handles h) {
+      return gemm(a.d.dtype, rows(a), a.C, a.OC, row_flops<matmul_backward_input_cost>(a, h),
+                  row_bytes<matmul_backward_input_cost>(a, h));
+    },
 }));
 // Weight half, dW += doutᵀ·inp and db += Σ dout: FLOPs 2·N·C·OC + N·OC; bytes
 // s·(N·OC + N·C + 2·OC·C + 2·OC).
@@ -314,6 +357,10 @@ constexpr auto matmul_backward_weight_cost = [](const NnArgs& a) {
 Codelet<NnArgs> matmul_backward_weight(declared<ops::matmul_backward_weight, matmul_backward_weight_cost>({
     .name = "nn_matmul_backward_weight",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
+    .gpu = [](const NnArgs& a, Handles h) {
+      return gemm(a.d.dtype, a.OC, a.C, rows(a), row_flops<matmul_backward_weight_cost>(a, h),
+                  row_bytes<matmul_backward_weight_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 2 : 1);
+    },
 }));
 // The weight gradient cut by output channels, each cut a task writing its own piece of the
 // gradient: dW[rows] += dout[:, rows]ᵀ·inp, FLOPs 2·N·C·rows; bytes s·(N·OC + N·C + 2·rows·C).
@@ -325,6 +372,10 @@ Codelet<NnArgs> matmul_backward_weight_rows(
     declared<ops::matmul_backward_weight_rows, matmul_backward_weight_rows_cost>({
         .name = "nn_matmul_backward_weight_rows",
         .buffers = {{STARPU_RW, "dweight"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
+        .gpu = [](const NnArgs& a, Handles h) {
+          return gemm(a.d.dtype, a.row_count, a.C, rows(a), row_flops<matmul_backward_weight_rows_cost>(a, h),
+                      row_bytes<matmul_backward_weight_rows_cost>(a, h));
+        },
     }));
 // The bias gradient alone, db[OC] += Σ_rows dout: FLOPs N·OC; bytes s·(N·OC + 2·OC).
 constexpr auto bias_backward_cost = [](const NnArgs& a) {
@@ -346,6 +397,9 @@ constexpr auto attention_forward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> attention_forward(declared<ops::attention_forward, attention_forward_cost>({
     .name = "nn_attention_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
+    .gpu = [](const NnArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, attention_work(a, a.d.NH, false), row_bytes<attention_forward_cost>(a, h));
+    },
 }));
 // FLOPs 10·N·T·C (2.5 times the forward: the scores again, then dp = dout·vᵀ, dq, dk and dv);
 // bytes s·10·N·C (dout, qkv read; dqkv accumulated) + the log-sum-exps read.
@@ -355,6 +409,9 @@ constexpr auto attention_backward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> attention_backward(declared<ops::attention_backward, attention_backward_cost>({
     .name = "nn_attention_backward",
     .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
+    .gpu = [](const NnArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, attention_work(a, a.d.NH, true), row_bytes<attention_backward_cost>(a, h));
+    },
 }));
 
 // A head group: the whole op's FLOPs times its share of the heads; bytes s·3·N·C (qkv, read
@@ -363,10 +420,10 @@ Codelet<NnArgs> attention_forward_heads(running<ops::attention_forward_heads>({
     .name = "nn_attention_forward_heads",
     .buffers = {{STARPU_R, "qkv"}, {STARPU_W, "out"}, {STARPU_W, "lse"}},
     .flops = [](const NnArgs& a, Handles) { return 4.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
-    .bytes =
-        [](const NnArgs& a, Handles) {
-          return storage_size(a) * (3.0 + head_share(a)) * rows(a) * a.d.C + attention_lse_bytes(a) * head_share(a);
-        },
+    .bytes = attention_forward_heads_bytes,
+    .gpu = [](const NnArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, attention_work(a, a.heads.count, false), attention_forward_heads_bytes(a, h));
+    },
 }));
 
 // FLOPs: the share of the whole backward's; bytes s·4·N·C (qkv, dout read whole) + the share of
@@ -380,11 +437,10 @@ Codelet<NnArgs> attention_backward_heads(running<ops::attention_backward_heads>(
                 {STARPU_R, "dout"},
                 {STARPU_R, "lse"}},
     .flops = [](const NnArgs& a, Handles) { return 10.0 * a.d.B * double(a.d.T) * a.d.T * a.d.C * head_share(a); },
-    .bytes =
-        [](const NnArgs& a, Handles) {
-          return storage_size(a) * (4.0 + 6.0 * head_share(a)) * rows(a) * a.d.C +
-                 attention_lse_bytes(a) * head_share(a);
-        },
+    .bytes = attention_backward_heads_bytes,
+    .gpu = [](const NnArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, attention_work(a, a.heads.count, true), attention_backward_heads_bytes(a, h));
+    },
 }));
 
 // n elements. FLOPs ≈ 8·n (cube, multiply-adds, tanh, scale); bytes 2·n·s.

@@ -178,6 +178,12 @@ Codelet<LlamaArgs> swiglu_backward(declared<ops::swiglu_backward, swiglu_backwar
     .buffers = {{STARPU_RW, "dgate"}, {STARPU_RW, "dup"}, {STARPU_R, "dout"}, {STARPU_R, "gate"}, {STARPU_R, "up"}},
 }));
 
+// The attention of all NH query heads over NKV key/value heads, as the GPU classes see it.
+static sim::AttentionWork gqa_attention_work(const LlamaArgs& a, bool backward) {
+  return {.B = double(a.d.B), .T = double(a.d.T), .heads = double(a.d.NH), .hs = double(a.d.hs()),
+          .kv_heads = double(a.d.NKV), .backward = backward};
+}
+
 // nn_kernels' memory-efficient attention (the costs as nn_attention_forward's), the 4-byte words
 // the log-sum-exps [B, NH, T]: FLOPs 4·B·T²·C = 4·N·T·C (the full T×T, NH heads of hs); bytes
 // s·(N·Q + N·C) (qkv read, out written) + 4·N·NH.
@@ -187,6 +193,10 @@ constexpr auto attention_gqa_forward_cost = [](const LlamaArgs& a) {
 Codelet<LlamaArgs> attention_gqa_forward(declared<ops::attention_gqa_forward, attention_gqa_forward_cost>({
     .name = "llama_attention_gqa_forward",
     .buffers = {{STARPU_W, "out"}, {STARPU_W, "lse"}, {STARPU_R, "qkv"}},
+    .gpu = [](const LlamaArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, gqa_attention_work(a, false),
+                                 op_costs::row_bytes<attention_gqa_forward_cost>(a, h));
+    },
 }));
 // FLOPs 10·N·T·C (2.5 times the forward: the scores again, dp, dq, dk, dv); bytes s·(3·N·Q + N·C)
 // (qkv read, dqkv accumulated, dout read) + 4·N·NH.
@@ -196,6 +206,10 @@ constexpr auto attention_gqa_backward_cost = [](const LlamaArgs& a) {
 Codelet<LlamaArgs> attention_gqa_backward(declared<ops::attention_gqa_backward, attention_gqa_backward_cost>({
     .name = "llama_attention_gqa_backward",
     .buffers = {{STARPU_RW, "dqkv"}, {STARPU_R, "dout"}, {STARPU_R, "qkv"}, {STARPU_R, "lse"}},
+    .gpu = [](const LlamaArgs& a, Handles h) {
+      return op_costs::attention(a.d.dtype, gqa_attention_work(a, true),
+                                 op_costs::row_bytes<attention_gqa_backward_cost>(a, h));
+    },
 }));
 
 }  // namespace llama

@@ -91,6 +91,8 @@ template <auto op, auto cost, class Args = typename CostArgs<decltype(cost)>::ty
 typename Codelet<Args>::Declaration declared(typename Codelet<Args>::Declaration declaration) {
   declaration.flops = op_costs::row_flops<cost, Args>;
   declaration.bytes = op_costs::row_bytes<cost, Args>;
+  // Our own row kernel unless the declaration says what it is on a GPU.
+  if (!declaration.gpu) declaration.gpu = op_costs::row_streaming<cost, Args>;
   return running<op, Args>(std::move(declaration));
 }
 

@@ -5,6 +5,8 @@
 // way. Private to tasks/ (no model, no other folder includes it).
 #include "runtime/codelet.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/gpu_cost.hpp"
+#include "tasks/attention_kernel.hpp"
 
 namespace starzero::tasks::op_costs {
 
@@ -37,6 +39,34 @@ template <auto cost, class Args>
 double row_bytes(const Args& a, Handles) {
   const RowCost c = cost(a);
   return storage_size(a) * (rows(a) * c.stored + c.stored_once) + 4.0 * (rows(a) * c.words + c.words_once);
+}
+
+// The GPU cost of a row op (runtime/gpu_cost.hpp): our own kernel, one launch, bound by the bytes
+// it moves.
+template <auto cost, class Args>
+sim::GpuWork row_streaming(const Args& a, Handles h) {
+  return {.kind = sim::GpuCostClass::streaming, .flops = row_flops<cost, Args>(a, h), .bytes = row_bytes<cost, Args>(a, h)};
+}
+
+// A cuBLAS GEMM of an M×K by K×N product (`flops` for all of the task's products, `kernels`
+// launches) whose task also runs `pass_bytes` of our own element-wise passes (the bias).
+inline sim::GpuWork gemm(DType dtype, double m, double n, double k, double flops, double bytes, double pass_bytes = 0,
+                         int kernels = 1) {
+  return {.kind = sim::GpuCostClass::gemm, .m = m, .n = n, .k = k, .flops = flops, .bytes = bytes,
+          .pass_bytes = pass_bytes, .bf16 = dtype == DType::bf16, .kernels = kernels};
+}
+
+// An attention task on the GPU as the session runs it (tasks/attention_kernel.hpp): cuDNN's flash
+// attention (bf16 only, one kernel) or our scalar kernels (one forward kernel; the backward's query
+// and key kernels). FLOPs: the causal ones, as the published rates count them; bytes: the task's.
+inline sim::GpuWork attention(DType dtype, const sim::AttentionWork& w, double bytes) {
+  const bool cudnn = dtype == DType::bf16 && session_attention() == AttentionKernel::cudnn;
+  return {.kind = cudnn ? sim::GpuCostClass::cudnn_attention : sim::GpuCostClass::own_attention,
+          .flops = sim::causal_attention_flops(w),
+          .bytes = bytes,
+          .attention = w,
+          .bf16 = dtype == DType::bf16,
+          .kernels = cudnn || !w.backward ? 1 : 2};
 }
 
 }  // namespace starzero::tasks::op_costs

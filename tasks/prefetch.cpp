@@ -27,6 +27,8 @@ Codelet<NoArgs> fetch_on_cuda({
     .work = Work::support,
     .flops = no_flops,
     .bytes = fetched_bytes,
+    // The fetch is StarPU's transfer; the task itself launches nothing.
+    .gpu = [](const NoArgs&, Handles) { return sim::GpuWork{.kind = sim::GpuCostClass::copy, .kernels = 0}; },
 });
 Codelet<NoArgs> fetch_on_cpu({
     .name = "activation_fetch",

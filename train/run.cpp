@@ -12,6 +12,7 @@
 #include "offload/host_plan.hpp"
 #include "offload/planner.hpp"
 #include "offload/step_work.hpp"
+#include "tasks/attention_kernel.hpp"
 #include "optimizers/adamw_simd.hpp"
 #include "runtime/activity.hpp"
 #include "runtime/disk.hpp"
@@ -298,6 +299,16 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
             : (fixed(overhead.us.per_task, 1) + " us, + " + fixed(overhead.us.wake, 1) +
                " us after idling, as measured under " + overhead.measured_under)
                   .c_str());
+    if (machine.gpus > 0) {
+      // What the GPU tasks were charged, by cost class (runtime/gpu_cost.hpp), per step.
+      sim::GpuSecondsByClass per_step = sim::gpu_class_seconds();
+      for (double& seconds : per_step) seconds /= double(std::max(1, s.steps));
+      std::string classes;
+      for (const sim::GpuCostClass kind : sim::kGpuCostClasses)
+        classes += std::string(classes.empty() ? "" : ", ") + sim::gpu_cost_class_name(kind) + " " +
+                   fixed(per_step[std::size_t(kind)] * 1e3, 1) + " ms";
+      std::printf("GPU time per step by cost class (all GPUs of this rank, docs/sim.md): %s\n", classes.c_str());
+    }
     return;
   }
   std::printf("summary: %d steps, loss %.4f -> %.4f, validation %s, %.1f s training (%.0f tok/s), %.1f s total\n",
@@ -334,8 +345,10 @@ std::optional<sim::RunBoundFigures> run_bound_figures(const ModelSpec& spec, con
   const bool cpu_adam = o.offload.optimizer_offloaded();
   sim::RunBoundFigures figures;
   figures.steady_step_s = steady_step_s;
-  figures.planned =
-      plan_step_work(plan_input_of(spec, o, ranks.size(), run.model->micro_batch()), o.trainer.micro_batches, gpu);
+  PlanInput planned = plan_input_of(spec, o, ranks.size(), run.model->micro_batch());
+  planned.attention = tasks::session_attention() == tasks::AttentionKernel::cudnn ? sim::GpuCostClass::cudnn_attention
+                                                                                 : sim::GpuCostClass::own_attention;
+  figures.planned = plan_step_work(planned, o.trainer.micro_batches, gpu);
   if (const std::optional<sim::MachineSpec>& machine = sim::sim_machine()) {
     // At most the machine's cores: --adam-threads may ask for more threads than there are.
     figures.rates = sim::rates_of_machine(*machine, o.precision != Precision::fp32,

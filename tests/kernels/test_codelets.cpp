@@ -73,6 +73,7 @@ Codelet<AxpyArgs> test_model_axpy({
     .cuda = STARZERO_CUDA_FUNC(axpy),
     .flops = axpy_flops,
     .bytes = axpy_bytes,
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 // The same function declared as support work, with a CUDA function (never run here): what the
 // element-wise and optimizer codelets are.
@@ -84,6 +85,7 @@ Codelet<AxpyArgs> test_support_axpy({
     .work = Work::support,
     .flops = axpy_flops,
     .bytes = axpy_bytes,
+    .gpu_class = sim::GpuCostClass::streaming,
 });
 
 Tensor filled(std::size_t n, float value, const std::string& name) {

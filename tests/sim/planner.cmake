@@ -19,3 +19,9 @@ catch_discover_tests(test_step_bound TEST_PREFIX "step_bound/" PROPERTIES LABELS
 add_test(NAME plan_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/plan_cli_test.sh $<TARGET_FILE:starzero>)
 set_tests_properties(plan_cli PROPERTIES TIMEOUT 400)
+
+# The GPU cost classes (runtime/gpu_cost.hpp) and every codelet's declaration of one, against the
+# published and hand-counted figures written out in the test.
+add_executable(test_gpu_cost test_gpu_cost.cpp)
+target_link_libraries(test_gpu_cost PRIVATE starzero_catch_main starzero_tasks starzero_sim_platform)
+catch_discover_tests(test_gpu_cost TEST_PREFIX "gpu_cost/" PROPERTIES LABELS unit)
