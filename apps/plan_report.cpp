@@ -605,6 +605,10 @@ void print_step_bound(const PlanRequest& a, const Results& r, std::string& out) 
         "  tasks, recomputation included\n",
         *first.work.compute_flops / a.micro_batches, *first.work.compute_flops / a.micro_batches / tokens /
                                                            double(r.params));
+    // On a GPU the time is the kernels' by cost class, not the FLOPs at the rate above.
+    if (first.bound.compute_by_class)
+      out += "  GPU compute per step by cost class (docs/sim.md, \"GPU cost classes\"): " +
+             sim::gpu_class_text(*first.bound.compute_by_class) + "\n";
   } else {
     out += "  compute: unknown without a model shape (--layers ... or --preset): its time is left out\n";
   }

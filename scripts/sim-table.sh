@@ -19,10 +19,10 @@
 #     offload-speculative (--speculative-update) and offload-speculative-auto (both)
 #   --batch, --micro-batch, --seq: default 8, 8, 1024; --recompute: full (default), selective or none
 set -euo pipefail
-sim=${1:?usage: sim-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST]}
+sim=${1:?usage: sim-table.sh STARZERO_SIM [--cpus N] [--steps N] [--models LIST] [--configs LIST] [--attention cudnn|own]}
 shift
 cpus=32 steps=5 models=gpt2-124M,gpt2-1558M,gpt-7B,gpt-13B configs=plain,offload,offload-noclip,offload-delayed
-batch=8 micro=8 seq=1024 recompute=full
+batch=8 micro=8 seq=1024 recompute=full attention=cudnn
 while [ $# -gt 0 ]; do
   case $1 in
     --cpus) cpus=${2:?}; shift 2 ;;
@@ -33,6 +33,7 @@ while [ $# -gt 0 ]; do
     --micro-batch) micro=${2:?}; shift 2 ;;
     --seq) seq=${2:?}; shift 2 ;;
     --recompute) recompute=${2:?}; shift 2 ;;
+    --attention) attention=${2:?}; shift 2 ;;
     *) echo "sim-table: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +41,7 @@ for n in "$batch" "$micro" "$seq"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "sim-table: --batch, --micro-batch and --seq take positive integers" >&2; exit 2; }
 done
 case $recompute in none | selective | full) ;; *) echo "sim-table: --recompute none, selective or full" >&2; exit 2 ;; esac
+case $attention in cudnn | own) ;; *) echo "sim-table: --attention cudnn or own" >&2; exit 2 ;; esac
 [ $((batch % micro)) -eq 0 ] || { echo "sim-table: --micro-batch $micro does not divide --batch $batch" >&2; exit 2; }
 declare -A shape=(
   [gpt2-124M]="--preset gpt2-124M"
@@ -71,8 +73,8 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 PY
 IFS=, read -r -a chosen <<< "$models"
-echo "| model | configuration | B×T (micro-batch) | tokens/s | TFLOP/s | MFU | step ms | bound ms (resource) | step / bound | GPU busy | CPU Adam hidden |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| model | configuration | attention | B×T (micro-batch) | tokens/s | TFLOP/s | MFU | step ms | bound ms (resource) | step / bound | GPU busy | attention ms/step | CPU Adam hidden |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in "${chosen[@]}"; do
   [ -n "${shape[$m]:-}" ] || { echo "sim-table: unknown model $m" >&2; exit 2; }
   IFS=, read -r -a chosen_configs <<< "$configs"
@@ -82,11 +84,11 @@ for m in "${chosen[@]}"; do
     read -r -a flags <<< "${shape[$m]} ${mode[$c]}"
     rc=0
     "$sim" train "${flags[@]}" --max-seq "$seq" --batch "$batch" --grad-accum $((batch / micro)) --seq "$seq" \
-      --precision bf16 --recompute "$recompute" --data "$text" --steps "$steps" --sched dmda \
+      --precision bf16 --recompute "$recompute" --attention "$attention" --data "$text" --steps "$steps" --sched dmda \
       --platform "$work/platform" --trace "$work/t" > "$work/log" 2> "$work/err" || rc=$?
     if [ "$rc" -eq 2 ]; then
       [ "$recompute" = full ] || c="$c, --recompute $recompute"
-      echo "| $m | $c | ${batch}×${seq} ($micro) | does not fit: $(grep -m1 'error: ' "$work/err" | sed 's/^[^:]*: error: //' | cut -c1-60)... | | | | | | | |"
+      echo "| $m | $c | $attention | ${batch}×${seq} ($micro) | does not fit: $(grep -m1 'error: ' "$work/err" | sed 's/^[^:]*: error: //' | cut -c1-60)... | | | | | | | | |"
       continue
     elif [ "$rc" -ne 0 ] && ! grep -q "^step $steps/$steps " "$work/log"; then
       cat "$work/log" "$work/err" >&2
@@ -94,10 +96,14 @@ for m in "${chosen[@]}"; do
     fi
     # A run that predicted every step but died at exit has no trace (written at shutdown).
     if [ "$rc" -eq 0 ]; then "$sim" trace "$work/t" --json > "$work/report.json" 2> /dev/null; else echo '{}' > "$work/report.json"; fi
-    python3 - "$m" "$c" "$work/log" "$work/report.json" "$batch" "$seq" "$micro" "$recompute" <<'PY'
+    python3 - "$m" "$c" "$work/log" "$work/report.json" "$batch" "$seq" "$micro" "$recompute" "$attention" <<'PY'
 import json, re, statistics, sys
 model, config, log, report = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
 batch, seq, micro = map(int, sys.argv[5:8])
+attention = sys.argv[9]
+# The summary's GPU time per step by cost class: the attention classes together.
+classes = dict((k, float(v)) for k, v in re.findall(r"(\w+) ([0-9.]+) ms", (re.search(r"^GPU time per step by cost class[^:]*: (.*)$", log, re.M) or [None, ""])[1]))
+attention_ms = classes.get("cudnn_attention", 0.0) + classes.get("own_attention", 0.0)
 if sys.argv[8] != "full":
     config += f", --recompute {sys.argv[8]}"
 ms = [float(x) for x in re.findall(r"^step \d+/\d+ \| lr \S+ \| predicted ([0-9.]+) ms", log, re.M)]
@@ -117,8 +123,8 @@ bound = report.get("bound") or {}
 names = {"compute": "GPU", "cpu_adam": "CPU AdamW", "pcie_to_gpu": "PCIe up", "pcie_to_host": "PCIe down", "disk": "disk"}
 bound_text = f"{1e3 * bound['bound_s']:.0f} ({names.get(bound['binding'], bound['binding'])})" if bound else "?"
 ratio = f"{step / bound['bound_s']:.2f}" if bound else "?"
-print(f"| {model} | {config} | {batch}×{seq} ({micro}) | {tokens / step:.0f} | {tflops:.1f} | {100 * tflops / 989:.1f} % | "
-      f"{step * 1e3:.1f} | {bound_text} | {ratio} | {gpu_busy} | {hidden} |")
+print(f"| {model} | {config} | {attention} | {batch}×{seq} ({micro}) | {tokens / step:.0f} | {tflops:.1f} | {100 * tflops / 989:.1f} % | "
+      f"{step * 1e3:.1f} | {bound_text} | {ratio} | {gpu_busy} | {attention_ms:.1f} | {hidden} |")
 PY
   done
 done
