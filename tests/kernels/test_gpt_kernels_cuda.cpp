@@ -53,7 +53,7 @@ std::vector<int> skewed_tokens(size_t n, int V, int hot, double share, std::mt19
 // Σ_rows dout[r, c] in double, added to start[c]: the bias gradient's reference.
 template <class T>
 std::vector<double> column_sums_double(const std::vector<T>& start, const std::vector<T>& dout, int N, int OC) {
-  std::vector<double> want(size_t(OC));
+  std::vector<double> want(static_cast<size_t>(OC));
   for (int c = 0; c < OC; ++c) want[size_t(c)] = to_float(start[size_t(c)]);
   for (int r = 0; r < N; ++r)
     for (int c = 0; c < OC; ++c) want[size_t(c)] += to_float(dout[size_t(r) * OC + c]);
