@@ -48,7 +48,7 @@ __global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_sca
 }
 
 // Σ x², deterministic (no atomics): the result's bits depend on n alone, not on timing.
-// 1. kSumBlocks(n) blocks of kSumThreads threads: thread t of block b adds the squares of the
+// 1. sum_blocks(n) blocks of kSumThreads threads: thread t of block b adds the squares of the
 //    elements b·kSumThreads + t + k·(blocks·kSumThreads), k = 0, 1, ... in order, in double;
 //    the block's threads are then added by a fixed shared-memory tree into partial[b].
 // 2. One block adds the partials the same way (thread t: partials t, t + kSumThreads, ... in
