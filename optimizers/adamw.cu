@@ -47,22 +47,50 @@ __global__ void adamw_kernel(std::size_t n, const G* grad, const float* grad_sca
   }
 }
 
-template <class T>
-__global__ void sum_of_squares_kernel(std::size_t n, const T* x, float* sum) {
-  __shared__ float partial[256];
-  float local = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const float value = load(x[i]);
-    local += value * value;
-  }
-  partial[threadIdx.x] = local;
+// Σ x², deterministic (no atomics): the result's bits depend on n alone, not on timing.
+// 1. sum_blocks(n) blocks of kSumThreads threads: thread t of block b adds the squares of the
+//    elements b·kSumThreads + t + k·(blocks·kSumThreads), k = 0, 1, ... in order, in double;
+//    the block's threads are then added by a fixed shared-memory tree into partial[b].
+// 2. One block adds the partials the same way (thread t: partials t, t + kSumThreads, ... in
+//    order, then the tree) and writes the total, rounded once to float.
+// In double like the CPU twin (sum_of_squares_simd.cpp): millions of small squares.
+constexpr unsigned kSumThreads = 256;
+constexpr unsigned kMaxSumBlocks = 1024;  // the partials: at most 8 KiB
+
+unsigned sum_blocks(std::size_t n) {
+  const std::size_t blocks = (n + 4 * kSumThreads - 1) / (4 * kSumThreads);  // >= 4 elements per thread
+  return unsigned(blocks == 0 ? 1 : blocks < kMaxSumBlocks ? blocks : kMaxSumBlocks);
+}
+
+// The fixed tree over the block's kSumThreads values; thread 0 returns the total.
+__device__ double block_tree_sum(double value) {
+  __shared__ double partial[kSumThreads];
+  partial[threadIdx.x] = value;
   __syncthreads();
-  for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
+  for (unsigned stride = kSumThreads / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+  return partial[0];
+}
+
+template <class T>
+__global__ void sum_of_squares_partials_kernel(std::size_t n, const T* x, double* partials) {
+  double local = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(kSumThreads) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * kSumThreads) {
+    const double value = load(x[i]);
+    local += value * value;
+  }
+  const double total = block_tree_sum(local);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void sum_of_squares_combine_kernel(const double* partials, unsigned count, float* sum) {
+  double local = 0;
+  for (unsigned i = threadIdx.x; i < count; i += kSumThreads) local += partials[i];
+  const double total = block_tree_sum(local);
+  if (threadIdx.x == 0) *sum = float(total);
 }
 
 unsigned grid_for(std::size_t n) {
@@ -74,6 +102,24 @@ void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
 }
+
+// count elements of T on the stream's memory pool, freed (stream-ordered) on scope exit.
+template <class T>
+class StreamScratch {
+ public:
+  StreamScratch(std::size_t count, cudaStream_t stream) : stream_(stream) {
+    const cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(T), stream);
+    if (err != cudaSuccess) throw std::runtime_error(std::string("cudaMallocAsync: ") + cudaGetErrorString(err));
+  }
+  ~StreamScratch() { (void)cudaFreeAsync(ptr_, stream_); }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
 
 }  // namespace
 
@@ -89,8 +135,16 @@ void adamw_cuda(std::size_t n, const G* grad, const float* grad_scale_device, fl
 
 template <class T>
 void sum_of_squares_cuda(std::size_t n, const T* x, float* sum_device, void* stream) {
-  sum_of_squares_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(n, x, sum_device);
-  check_launch("sum of squares kernel");
+  const auto s = static_cast<cudaStream_t>(stream);
+  const unsigned blocks = sum_blocks(n);
+  // The partials on the stream's memory pool, stream-ordered: sound whatever thread or stream a
+  // StarPU CUDA worker runs on (a buffer kept per thread would be shared by the streams of the
+  // workers one thread drives), and no StarPU scratch handle to register with every task.
+  const StreamScratch<double> partials(blocks, s);
+  sum_of_squares_partials_kernel<<<blocks, kSumThreads, 0, s>>>(n, x, partials.get());
+  check_launch("sum of squares partials kernel");
+  sum_of_squares_combine_kernel<<<1, kSumThreads, 0, s>>>(partials.get(), blocks, sum_device);
+  check_launch("sum of squares combine kernel");
 }
 
 template void adamw_cuda<float, float>(std::size_t, const float*, const float*, float*, float*, float*, float*,

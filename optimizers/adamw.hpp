@@ -30,7 +30,9 @@ void adamw_cpu(std::size_t n, const G* grad, float grad_scale, float* master, fl
 template <class G, class P>
 void adamw_cuda(std::size_t n, const G* grad, const float* grad_scale_device, float* master, float* m, float* v,
                 P* param, const AdamWHyper& hyper, void* stream);
-// Σ x² of n elements, added (atomically) into *sum_device (fp32 accumulation per block).
+// *sum_device = Σ x² of n elements (overwritten), summed in double in a fixed order that depends
+// on n alone (no atomics: the same bits on every run), rounded once to float. Two launches; 8 KiB
+// of stream-ordered scratch at most.
 template <class T>
 void sum_of_squares_cuda(std::size_t n, const T* x, float* sum_device, void* stream);
 #endif

@@ -166,8 +166,7 @@ void adamw_commit_func(const TaskBuffers& b, const CpuAdamArgs& a) {
 void sum_of_squares_cuda_func(const TaskBuffers& b, const SumArgs& a) {
   cudaStream_t stream = starpu_cuda_get_local_stream();
   const std::size_t n = slice_count(b.elements("grad"), a.slice);
-  float* sum = b.get<float>("sum");
-  cudaMemsetAsync(sum, 0, sizeof(float), stream);
+  float* sum = b.get<float>("sum");  // written by the kernels (deterministic, adamw.hpp)
   if (a.dtype == DType::f32)
     sum_of_squares_cuda(n, b.get<const float>("grad", a.slice.offset), sum, stream);
   else

@@ -41,6 +41,44 @@ std::vector<int> random_tokens(size_t n, int V, std::mt19937& rng) {
   return v;
 }
 
+// A skewed distribution: `share` of the positions hold token `hot`, the rest are uniform over V.
+std::vector<int> skewed_tokens(size_t n, int V, int hot, double share, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(0, V - 1);
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  std::vector<int> v(n);
+  for (auto& x : v) x = coin(rng) < share ? hot : dist(rng);
+  return v;
+}
+
+// Σ_rows dout[r, c] in double, added to start[c]: the bias gradient's reference.
+template <class T>
+std::vector<double> column_sums_double(const std::vector<T>& start, const std::vector<T>& dout, int N, int OC) {
+  std::vector<double> want(static_cast<size_t>(OC));
+  for (int c = 0; c < OC; ++c) want[size_t(c)] = to_float(start[size_t(c)]);
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < OC; ++c) want[size_t(c)] += to_float(dout[size_t(r) * OC + c]);
+  return want;
+}
+
+// |got - want| <= tol · (|want| + mean |want|) for every element, want in double.
+template <class T>
+void check_against_double(const std::string& what, const std::vector<T>& got, const std::vector<double>& want,
+                          double tol) {
+  REQUIRE(got.size() == want.size());
+  double mean_abs = 0.0;
+  for (const double w : want) mean_abs += std::fabs(w);
+  mean_abs /= want.empty() ? 1.0 : double(want.size());
+  size_t bad = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(to_float(got[i])) - want[i]) / (std::fabs(want[i]) + mean_abs + 1e-30);
+    if (!(err <= tol)) ++bad;  // NaN counts as bad
+    worst = std::max(worst, err);
+  }
+  INFO(what << ": " << got.size() << " elements, worst relative error " << worst << ", " << bad << " over " << tol);
+  CHECK(bad == 0);
+}
+
 // The shapes of the brief: not multiples of 8.
 constexpr int kB = 2, kT = 37, kC = 48, kNH = 4, kOC = 72, kV = 101, kVp = 128;
 constexpr int kN = kB * kT;
@@ -52,13 +90,17 @@ TEMPLATE_TEST_CASE("cuda encoder_forward / encoder_backward match the CPU", "[cu
   Gpu& g = require_gpu();
   struct Shape {
     int B, Tn, C, V;
+    double hot_share;  // > 0: that share of the positions holds one token
   };
-  // The second shape repeats tokens heavily over more positions than one block scans at a time.
-  for (const Shape s : {Shape{kB, kT, kC, kV}, Shape{2, 300, 40, 7}}) {
-    INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " C=" << s.C << " V=" << s.V);
+  // Uniform tokens; tokens repeated heavily over many chunks; one token in ~90 % of 2103 positions
+  // (a segment over dozens of chunks, beside short ones); one token everywhere; fewer positions than
+  // one chunk; channels beyond one block of threads.
+  for (const Shape s : {Shape{kB, kT, kC, kV, 0.0}, Shape{2, 300, 40, 7, 0.0}, Shape{3, 701, 45, 50, 0.9},
+                        Shape{2, 333, 19, 11, 1.0}, Shape{1, 13, 7, 5, 0.0}, Shape{2, 97, 301, 23, 0.7}}) {
+    INFO(type_name<T>() << " B=" << s.B << " T=" << s.Tn << " C=" << s.C << " V=" << s.V << " hot " << s.hot_share);
     std::mt19937 rng(1001);
     const size_t N = size_t(s.B) * s.Tn;
-    const auto tokens = random_tokens(N, s.V, rng);
+    const auto tokens = s.hot_share > 0 ? skewed_tokens(N, s.V, s.V / 2, s.hot_share, rng) : random_tokens(N, s.V, rng);
     const auto wte = random_array<T>(size_t(s.V) * s.C, rng);
     const auto wpe = random_array<T>(size_t(s.Tn) * s.C, rng);
     DeviceArray<int> d_tokens(tokens);
@@ -112,32 +154,84 @@ TEMPLATE_TEST_CASE("cuda layernorm_forward / layernorm_backward match the CPU", 
 TEMPLATE_TEST_CASE("cuda matmul_forward / matmul_backward match the CPU", "[cuda][matmul]", float, bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
-  for (const bool with_bias : {true, false}) {
-    INFO(type_name<T>() << " N=" << kN << " C=" << kC << " OC=" << kOC << (with_bias ? " with" : " without")
-                        << " bias");
-    std::mt19937 rng(3003);
-    const auto inp = random_array<T>(size_t(kN) * kC, rng);
-    const auto weight = random_array<T>(size_t(kOC) * kC, rng);
-    const auto bias = random_array<T>(kOC, rng);
-    DeviceArray<T> d_inp(inp), d_weight(weight), d_bias(bias);
-    const T* bias_cpu = with_bias ? bias.data() : nullptr;
-    const T* bias_gpu = with_bias ? d_bias.get() : nullptr;
+  struct Shape {
+    int N, C, OC;
+  };
+  // OC = 72: the 16-byte bias broadcast; OC = 37: the element-wise one; N = 1531: many row chunks
+  // in the bias gradient.
+  for (const Shape shape : {Shape{kN, kC, kOC}, Shape{kN, kC, 37}, Shape{1531, 29, 72}, Shape{1531, 45, 37}}) {
+    for (const bool with_bias : {true, false}) {
+      const int N = shape.N, C = shape.C, OC = shape.OC;
+      INFO(type_name<T>() << " N=" << N << " C=" << C << " OC=" << OC << (with_bias ? " with" : " without") << " bias");
+      std::mt19937 rng(3003);
+      const auto inp = random_array<T>(size_t(N) * C, rng);
+      const auto weight = random_array<T>(size_t(OC) * C, rng);
+      const auto bias = random_array<T>(OC, rng);
+      DeviceArray<T> d_inp(inp), d_weight(weight), d_bias(bias);
+      const T* bias_cpu = with_bias ? bias.data() : nullptr;
+      const T* bias_gpu = with_bias ? d_bias.get() : nullptr;
 
-    Mirrored<T> out(size_t(kN) * kOC);
-    cpu::matmul_forward(out.host(), inp.data(), weight.data(), bias_cpu, kN, kC, kOC);
-    gpu::matmul_forward(out.device(), d_inp.get(), d_weight.get(), bias_gpu, kN, kC, kOC, g.cublas, g.stream);
-    out.check("matmul_forward out", g, kTol<T>);
+      Mirrored<T> out(size_t(N) * OC);
+      cpu::matmul_forward(out.host(), inp.data(), weight.data(), bias_cpu, N, C, OC);
+      gpu::matmul_forward(out.device(), d_inp.get(), d_weight.get(), bias_gpu, N, C, OC, g.cublas, g.stream);
+      out.check("matmul_forward out", g, kTol<T>);
 
-    const auto dout = random_array<T>(out.size(), rng);
-    Mirrored<T> dinp(inp.size(), rng), dweight(weight.size(), rng), dbias(kOC, rng);
-    DeviceArray<T> d_dout(dout);
-    cpu::matmul_backward(dinp.host(), dweight.host(), with_bias ? dbias.host() : nullptr, dout.data(), inp.data(),
-                         weight.data(), kN, kC, kOC);
-    gpu::matmul_backward(dinp.device(), dweight.device(), with_bias ? dbias.device() : nullptr, d_dout.get(),
-                         d_inp.get(), d_weight.get(), kN, kC, kOC, g.cublas, g.stream);
-    dinp.check("matmul_backward dinp", g, kTol<T>);
-    dweight.check("matmul_backward dweight", g, kTol<T>);
-    dbias.check("matmul_backward dbias", g, kTol<T>);  // untouched without bias
+      const auto dout = random_array<T>(out.size(), rng);
+      Mirrored<T> dinp(inp.size(), rng), dweight(weight.size(), rng), dbias(OC, rng);
+      DeviceArray<T> d_dout(dout);
+      cpu::matmul_backward(dinp.host(), dweight.host(), with_bias ? dbias.host() : nullptr, dout.data(), inp.data(),
+                           weight.data(), N, C, OC);
+      gpu::matmul_backward(dinp.device(), dweight.device(), with_bias ? dbias.device() : nullptr, d_dout.get(),
+                           d_inp.get(), d_weight.get(), N, C, OC, g.cublas, g.stream);
+      dinp.check("matmul_backward dinp", g, kTol<T>);
+      dweight.check("matmul_backward dweight", g, kTol<T>);
+      dbias.check("matmul_backward dbias", g, kTol<T>);  // untouched without bias
+    }
+  }
+}
+
+// The bias gradient alone (the nn_bias_backward codelet: matmul_backward with only dbias, C = 0)
+// against a double-precision reference, accumulated into non-zero values, on shapes from one row
+// to many row chunks and one to many column tiles.
+TEMPLATE_TEST_CASE("cuda bias gradient matches a double reference", "[cuda][matmul][bias]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  struct Shape {
+    int N, OC;
+  };
+  for (const Shape s : {Shape{1, 5}, Shape{37, 33}, Shape{2047, 72}, Shape{4099, 771}, Shape{301, 2305}}) {
+    INFO(type_name<T>() << " N=" << s.N << " OC=" << s.OC);
+    std::mt19937 rng(3113);
+    const auto dout = random_array<T>(size_t(s.N) * s.OC, rng);
+    const auto start = random_array<T>(size_t(s.OC), rng, -4.0f, 4.0f);
+    DeviceArray<T> d_dout(dout), dbias(start);
+    gpu::matmul_backward<T>(nullptr, nullptr, dbias.get(), d_dout.get(), nullptr, nullptr, s.N, 0, s.OC, g.cublas,
+                            g.stream);
+    // float sums of up to 4099 terms, then one rounding to T
+    check_against_double("bias gradient", dbias.download(g), column_sums_double(start, dout, s.N, s.OC), kTol<T>);
+    // and the CPU twin on the same inputs
+    std::vector<T> cpu_dbias = start;
+    cpu::matmul_backward<T>(nullptr, nullptr, cpu_dbias.data(), dout.data(), nullptr, nullptr, s.N, 0, s.OC);
+    check_close("bias gradient vs CPU", dbias.download(g), cpu_dbias, kTol<T>);
+  }
+}
+
+// The device sum of squares (optimizers/adamw.cu, the sum_of_squares codelet) against a double
+// reference: it overwrites the sum, over lengths from 0 to several times its largest grid.
+TEMPLATE_TEST_CASE("cuda sum_of_squares matches a double reference", "[cuda][sum_of_squares]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  for (const size_t n : {size_t(0), size_t(1), size_t(257), size_t(100'003), size_t(3'000'017)}) {
+    INFO(type_name<T>() << " n=" << n);
+    std::mt19937 rng(4242);
+    const auto x = random_array<T>(n, rng, -3.0f, 3.0f);
+    double want = 0.0;
+    for (const T& v : x) want += double(to_float(v)) * double(to_float(v));
+    DeviceArray<T> d_x(x);
+    DeviceArray<float> sum(std::vector<float>{12345.0f});  // overwritten, not added to
+    starzero::optim::sum_of_squares_cuda(n, d_x.get(), sum.get(), g.stream);
+    const float got = sum.download(g)[0];
+    CHECK(std::fabs(double(got) - want) <= 1e-6 * want);
   }
 }
 
@@ -320,38 +414,53 @@ TEMPLATE_TEST_CASE("cuda attention by head groups equals the whole call bit for 
 TEMPLATE_TEST_CASE("cuda backward kernels are deterministic", "[cuda][determinism]", float, bf16) {
   using T = TestType;
   Gpu& g = require_gpu();
-  std::mt19937 rng(7007);
-  // Heavily repeated tokens over many positions; the same gradients twice must be bit-identical.
-  const int B = 4, Tn = 300, C = 40, V = 5;
-  const size_t N = size_t(B) * Tn;
-  const auto tokens = random_tokens(N, V, rng);
-  const auto dout = random_array<T>(N * C, rng);
-  const auto dwte0 = random_array<T>(size_t(V) * C, rng);
-  const auto dwpe0 = random_array<T>(size_t(Tn) * C, rng);
-  const auto inp = random_array<T>(N * C, rng);
-  const auto weight = random_array<T>(C, rng);
-  std::vector<float> mean(N), rstd(N);
-  std::vector<T> ln_out(N * C);
-  cpu::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), weight.data(), int(N), C);
-  DeviceArray<int> d_tokens(tokens);
-  DeviceArray<T> d_dout(dout), d_inp(inp), d_weight(weight);
-  DeviceArray<float> d_mean(mean), d_rstd(rstd);
+  // The reductions whose order could hang on timing: the encoder's (uniform tokens, and one token in
+  // ~90 % of the positions), the bias and layernorm parameter gradients (many row chunks), and the
+  // sum of squares (many blocks). Each is run twice from the same inputs into the same non-zero
+  // gradients; the results must be the same bytes.
+  for (const double hot_share : {0.0, 0.9}) {
+    INFO(type_name<T>() << " hot token share " << hot_share);
+    std::mt19937 rng(7007);
+    const int B = 4, Tn = 1001, C = 40, V = 37, OC = 77;
+    const size_t N = size_t(B) * Tn;
+    const auto tokens = hot_share > 0 ? skewed_tokens(N, V, 3, hot_share, rng) : random_tokens(N, V, rng);
+    const auto dout = random_array<T>(N * C, rng);
+    const auto dout_oc = random_array<T>(N * OC, rng);
+    const auto dwte0 = random_array<T>(size_t(V) * C, rng);
+    const auto dwpe0 = random_array<T>(size_t(Tn) * C, rng);
+    const auto dbias0 = random_array<T>(size_t(OC), rng);
+    const auto inp = random_array<T>(N * C, rng);
+    const auto weight = random_array<T>(C, rng);
+    std::vector<float> mean(N), rstd(N);
+    std::vector<T> ln_out(N * C);
+    cpu::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), weight.data(), int(N),
+                           C);
+    DeviceArray<int> d_tokens(tokens);
+    DeviceArray<T> d_dout(dout), d_dout_oc(dout_oc), d_inp(inp), d_weight(weight);
+    DeviceArray<float> d_mean(mean), d_rstd(rstd);
 
-  auto run = [&] {
-    DeviceArray<T> dwte(dwte0), dwpe(dwpe0), dweight{size_t(C)}, dbias{size_t(C)};
-    gpu::encoder_backward(dwte.get(), dwpe.get(), d_dout.get(), d_tokens.get(), B, Tn, C, g.stream);
-    gpu::layernorm_backward<T>(nullptr, dweight.get(), dbias.get(), d_dout.get(), d_inp.get(), d_weight.get(),
-                               d_mean.get(), d_rstd.get(), int(N), C, g.stream);
-    std::vector<std::vector<T>> r{dwte.download(g), dwpe.download(g), dweight.download(g), dbias.download(g)};
-    return r;
-  };
-  const auto first = run();
-  const auto second = run();
-  for (size_t k = 0; k < first.size(); ++k) {
-    size_t differ = 0;
-    for (size_t i = 0; i < first[k].size(); ++i) differ += to_float(first[k][i]) != to_float(second[k][i]);
-    INFO(type_name<T>() << " result " << k << " (dwte, dwpe, ln dweight, ln dbias)");
-    CHECK(differ == 0);
+    auto run = [&] {
+      DeviceArray<T> dwte(dwte0), dwpe(dwpe0), dweight{size_t(C)}, dbias{size_t(C)}, dbias_oc(dbias0);
+      DeviceArray<float> sum{1};
+      gpu::encoder_backward(dwte.get(), dwpe.get(), d_dout.get(), d_tokens.get(), B, Tn, C, g.stream);
+      gpu::layernorm_backward<T>(nullptr, dweight.get(), dbias.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                                 d_mean.get(), d_rstd.get(), int(N), C, g.stream);
+      gpu::matmul_backward<T>(nullptr, nullptr, dbias_oc.get(), d_dout_oc.get(), nullptr, nullptr, int(N), 0, OC,
+                              g.cublas, g.stream);
+      starzero::optim::sum_of_squares_cuda(N * OC, d_dout_oc.get(), sum.get(), g.stream);
+      std::vector<std::vector<T>> r{dwte.download(g), dwpe.download(g), dweight.download(g), dbias.download(g),
+                                    dbias_oc.download(g)};
+      return std::pair{r, sum.download(g)};
+    };
+    const auto [first, first_sum] = run();
+    const auto [second, second_sum] = run();
+    const char* names[] = {"dwte", "dwpe", "layernorm dweight", "layernorm dbias", "bias gradient"};
+    for (size_t k = 0; k < first.size(); ++k) {
+      INFO(names[k]);
+      CHECK(same_bits(first[k], second[k]));
+    }
+    INFO("sum_of_squares " << first_sum[0] << " then " << second_sum[0]);
+    CHECK(same_bits(first_sum, second_sum));
   }
 }
 
