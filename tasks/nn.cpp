@@ -192,8 +192,9 @@ double attention_backward_heads_bytes(const NnArgs& a, Handles) {
   return storage_size(a) * (4.0 + 6.0 * head_share(a)) * rows(a) * a.d.C + attention_lse_bytes(a) * head_share(a);
 }
 
-// A matmul's bias on the GPU, a kernel of its own after the GEMM: out read and written (forward);
-// dout read and the bias gradient accumulated (backward). 0 without a bias.
+// A matmul's bias on the GPU, kernels of its own beside the GEMM (tasks/nn_kernels.cu): the bias
+// copied into out, which the GEMM then reads again (beta = 1) (forward); dout read by the two-stage
+// column sums and the bias gradient accumulated (backward). 0 without a bias.
 double bias_pass_bytes(const NnArgs& a) { return a.bias < 0 ? 0.0 : storage_size(a) * (2.0 * rows(a) * a.OC + a.OC); }
 double bias_gradient_pass_bytes(const NnArgs& a) {
   return a.bias < 0 ? 0.0 : storage_size(a) * (rows(a) * a.OC + 2.0 * a.OC);
@@ -274,6 +275,13 @@ constexpr auto encoder_backward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> encoder_backward(declared<ops::encoder_backward, encoder_backward_cost>({
     .name = "nn_encoder_backward",
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "tokens"}},
+    // On a GPU: wpe's kernel, cub's radix sort of the tokens (up to 6 kernels), the chunk sums and
+    // their combine: about 8 launches; its bytes at most the declared ones (a gradient row per
+    // distinct token, not per position), plus the sort's ~84 bytes per row.
+    .gpu = [](const NnArgs& a, Handles h) {
+      return sim::GpuWork{.kind = sim::GpuCostClass::streaming, .flops = row_flops<encoder_backward_cost>(a, h),
+                          .bytes = row_bytes<encoder_backward_cost>(a, h) + 84.0 * rows(a), .kernels = 8};
+    },
 }));
 
 // Layernorm: the 4-byte words are mean and rstd.
@@ -329,10 +337,11 @@ constexpr auto matmul_backward_cost = [](const NnArgs& a) {
 Codelet<NnArgs> matmul_backward(declared<ops::matmul_backward, matmul_backward_cost>({
     .name = "nn_matmul_backward",
     .buffers = {{STARPU_RW, "dinp"}, {STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}, {STARPU_R, "params"}},
-    // Two GEMMs, [N, OC]·[OC, C] and [OC, N]·[N, C]; the bias gradient: a pass over dout.
+    // Two GEMMs, [N, OC]·[OC, C] and [OC, N]·[N, C]; the bias gradient: a pass over dout (its
+    // two-stage column sums, two kernels).
     .gpu = [](const NnArgs& a, Handles h) {
       return gemm(a.d.dtype, rows(a), a.C, a.OC, row_flops<matmul_backward_cost>(a, h),
-                  row_bytes<matmul_backward_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 3 : 2);
+                  row_bytes<matmul_backward_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 4 : 2);
     },
 }));
 // The two halves of matmul_backward as tasks of their own.
@@ -359,7 +368,7 @@ Codelet<NnArgs> matmul_backward_weight(declared<ops::matmul_backward_weight, mat
     .buffers = {{STARPU_RW, "grads"}, {STARPU_R, "dout"}, {STARPU_R, "inp"}},
     .gpu = [](const NnArgs& a, Handles h) {
       return gemm(a.d.dtype, a.OC, a.C, rows(a), row_flops<matmul_backward_weight_cost>(a, h),
-                  row_bytes<matmul_backward_weight_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 2 : 1);
+                  row_bytes<matmul_backward_weight_cost>(a, h), bias_gradient_pass_bytes(a), a.bias >= 0 ? 3 : 1);
     },
 }));
 // The weight gradient cut by output channels, each cut a task writing its own piece of the
