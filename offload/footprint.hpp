@@ -68,6 +68,12 @@ struct ModelFootprint {
   // model's tasks declare them: their matmuls and attention (the element-wise tasks left out);
   // 0: unknown. What the step bound's compute time is made of (sim/step_bound.hpp).
   double training_flops = 0;
+  // One micro-batch's attention, for what a kernel needs beside its buffers (the cuDNN
+  // workspace, tasks/attention_cudnn.hpp): batch, sequence, query heads, key/value heads, head
+  // size; zeros: unknown.
+  struct AttentionShape {
+    int batch = 0, seq = 0, heads = 0, kv_heads = 0, head_size = 0;
+  } attention;
 
   NamedCount largest_layer() const {
     if (layer_kinds.empty()) return {};
