@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/bootstrap.sh), then configures and builds starzero.
-# Usage: scripts/build.sh [build-dir]   (default: build/ in the checkout)
+# Usage: scripts/build.sh [build-dir] [cmake --build args, e.g. --target starzero]   (default: build/ in the
+#   checkout, everything)
 # Environment: STARZERO_CUDA=auto|on|off (default auto), STARZERO_CUDNN=auto|on|off (default auto:
 #   cuDNN's flash attention when found; CUDNN_ROOT: a cuDNN folder other than the toolkit's), CMAKE_BUILD_TYPE (default RelWithDebInfo),
 #   STARZERO_SANITIZE=on (ASan + UBSan; scripts/sanitize.sh),
@@ -9,6 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
+shift || true
 prefix=$("$root/scripts/bootstrap.sh" | tail -n1)
 cuda=${STARZERO_CUDA:-auto}
 case $cuda in auto) cmake_cuda=AUTO ;; on) cmake_cuda=ON ;; off) cmake_cuda=OFF ;;
@@ -24,4 +26,4 @@ cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$prefix" -DSTARZERO_CUDA="$cmake_c
       -DSTARZERO_SIMGRID="$simgrid" \
       -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" > "$build.configure.log" 2>&1 \
   || { cat "$build.configure.log" >&2; echo "build: cmake configure failed" >&2; exit 1; }
-cmake --build "$build" -j"$(nproc)"
+cmake --build "$build" -j"$(nproc)" "$@"
