@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // The handle attributes of the operation graph and the plan are deprecated in cuDNN 9 (for the
@@ -113,8 +114,13 @@ class GraphBuilder {
   void* virtual_tensor(cudnnDataType_t type, const Dims& dims, const Dims& strides) {
     return tensor(next_virtual_++, type, dims, strides, true);
   }
-  // A host scalar passed by value in the variant pack.
-  void* scalar(std::int64_t uid) { return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true); }
+  // A host scalar passed by value in the variant pack; one descriptor per id however often used.
+  void* scalar(std::int64_t uid) {
+    for (const auto& [id, t] : scalars_)
+      if (id == uid) return t;
+    scalars_.emplace_back(uid, tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
+    return scalars_.back().second;
+  }
 
   // y = mode(x, b, t): b and t optional; `axis` for GEN_INDEX.
   void pointwise(cudnnPointwiseMode_t mode, void* x, void* b, void* t, void* y,
@@ -189,6 +195,7 @@ class GraphBuilder {
   }
   std::vector<Descriptor> owned_;
   std::vector<void*> operations_;
+  std::vector<std::pair<std::int64_t, void*>> scalars_;
   std::int64_t next_virtual_ = kFirstVirtual;
 };
 
