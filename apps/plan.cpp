@@ -52,8 +52,8 @@ cli::ArgParser make_parser() {
       .option("stage", "S", "ZeRO stage 0..3, or all (default all)")
       .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
       .option("attention", "auto|cudnn|own",
-              "attention kernel on the GPU: cudnn (and auto at bf16/fp16) counts cuDNN's workspace on the GPU "
-              "(an estimate; docs/manual.md, \"Attention on the GPU\"); own adds nothing")
+              "attention kernel on the GPU: cudnn counts cuDNN's workspace on the GPU (an estimate; docs/manual.md, "
+              "\"Attention on the GPU\"); auto (default) and own add nothing")
       .option("k", "BYTES", "optimizer state bytes per parameter (default 12: fp32 master + Adam m, v)")
       .flag("fp32-grad-accum", "count an fp32 gradient accumulation buffer (+4Ψ, or +4Ψ/N at stages 2-3)")
       .flag("speculative-update",
@@ -327,12 +327,14 @@ void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
   in.precision = cli::precision_option(p, "precision", in.precision, {"bf16", "fp16", "fp32"});
   if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
   in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
-  // The plan is for a GPU machine: auto is cuDNN at 2-byte precisions (as a run with a GPU and a
-  // cuDNN build resolves it); fp32 with an explicit cudnn is the run's error, reported here too.
+  // Only an explicit cudnn counts cuDNN's workspace: the plan cannot know whether the machine's
+  // build has cuDNN, so auto plans as the own kernel (whose figures the plan has always shown).
+  // fp32 with cudnn is the run's error, reported here too.
+  const tasks::AttentionRequest attention = cli::attention_option(p);
   try {
-    in.cudnn_attention = tasks::resolve_attention(cli::attention_option(p), true, in.precision != Precision::fp32,
-                                                  true)
-                             .kernel == tasks::AttentionKernel::cudnn;
+    in.cudnn_attention = attention == tasks::AttentionRequest::cudnn &&
+                         tasks::resolve_attention(attention, true, in.precision != Precision::fp32, true).kernel ==
+                             tasks::AttentionKernel::cudnn;
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
