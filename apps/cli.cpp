@@ -212,6 +212,18 @@ PriorityScheme parse_priority_scheme_flag(std::string_view flag, std::string_vie
   return *scheme;
 }
 
+tasks::AttentionRequest attention_option(const ArgParser& p) {
+  const std::string text = p.value("attention").value_or("auto");
+  const auto request = tasks::parse_attention_request(text);
+  if (!request) bad_value("--attention", text, "is not one of auto|cudnn|own");
+  return *request;
+}
+
+const char* const kAttentionHelp =
+    "attention kernel of the CUDA workers: auto (default: cuDNN's flash attention with a GPU, bf16 and a "
+    "cuDNN build, else the own kernel), cudnn (an error where it cannot run) or own (docs/manual.md, "
+    "\"Attention on the GPU\")";
+
 CpuCompute parse_cpu_compute_flag(std::string_view flag, std::string_view text) {
   const auto value = parse_cpu_compute(text);
   if (!value) bad_value(flag, text, "is not one of on|off");

@@ -25,6 +25,7 @@
 #include "offload/placement.hpp"
 #include "runtime/precision.hpp"
 #include "runtime/session.hpp"
+#include "tasks/attention_kernel.hpp"
 
 namespace starzero {
 
@@ -104,6 +105,10 @@ Precision precision_option(const ArgParser& p, std::string_view name, Precision 
 // --recompute none|selective|full, --recompute-window W (default: none, window 1) and
 // --offload-activations none|cpu; a window needs recomputation or offload (UsageError).
 ActivationPolicy activation_policy_option(const ArgParser& p);
+// --attention auto|cudnn|own (default auto; tasks/attention_kernel.hpp); anything else: UsageError.
+tasks::AttentionRequest attention_option(const ArgParser& p);
+// Its help text, the same for `starzero train` and `starzero plan`.
+extern const char* const kAttentionHelp;
 // --offload-optimizer-fraction F|auto (default 1: all of the state) for `offload`, what
 // --offload-optimizer chose: F a number in [0, 1] (no count suffix) or `auto`; given without
 // optimizer offload, UsageError.

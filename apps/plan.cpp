@@ -51,6 +51,9 @@ cli::ArgParser make_parser() {
       .option("dp", "LIST", "data-parallel degrees N, e.g. 8 or 1,8,64 (default 1)")
       .option("stage", "S", "ZeRO stage 0..3, or all (default all)")
       .option("precision", "P", "bf16|fp16 (2 bytes) or fp32 (4) for params, grads, activations (default bf16)")
+      .option("attention", "auto|cudnn|own",
+              "attention kernel on the GPU: cudnn counts cuDNN's workspace on the GPU (an estimate; docs/manual.md, "
+              "\"Attention on the GPU\"); auto (default) and own add nothing")
       .option("k", "BYTES", "optimizer state bytes per parameter (default 12: fp32 master + Adam m, v)")
       .flag("fp32-grad-accum", "count an fp32 gradient accumulation buffer (+4Ψ, or +4Ψ/N at stages 2-3)")
       .flag("speculative-update",
@@ -326,6 +329,21 @@ void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
   in.precision = cli::precision_option(p, "precision", in.precision, {"bf16", "fp16", "fp32"});
   if (auto v = p.value("k")) in.k = cli::parse_number("k", *v);
   in.fp32_grad_accum = p.flag_set("fp32-grad-accum");
+  // Only an explicit cudnn counts cuDNN's workspace: the plan cannot know whether the machine's
+  // build has cuDNN, so auto plans as the own kernel (whose figures the plan has always shown).
+  // fp32 with cudnn is the run's error, reported here too.
+  const tasks::AttentionRequest attention = cli::attention_option(p);
+  try {
+    in.cudnn_attention = attention == tasks::AttentionRequest::cudnn &&
+                         tasks::resolve_attention(attention, true, in.precision != Precision::fp32, true).kernel ==
+                             tasks::AttentionKernel::cudnn;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  // The step bound charges the attention the GPU would run: cuDNN's unless --attention own (fp32
+  // always our own: sim::with_attention).
+  in.attention = attention == tasks::AttentionRequest::own ? sim::GpuCostClass::own_attention
+                                                           : sim::GpuCostClass::cudnn_attention;
   in.offload = cli::offload_options(p);
   // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
   const bool one_rank = std::all_of(a.dps.begin(), a.dps.end(), [](std::int64_t dp) { return dp == 1; });

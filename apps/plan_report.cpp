@@ -407,6 +407,9 @@ void print_breakdown(const PlanRequest& a, const Results& r, std::string& out) {
       if (fetched && in.offload.optimizer != OptimizerOffload::none)
         line(strf("      gradients in flight (G=%lld)", (long long)in.grad_window),
              [](const MemoryPlan& m) { return gb_exact(*m.grads_in_flight); });
+      if (in.cudnn_attention)
+        line("      cuDNN attention workspace (estimate)",
+             [](const MemoryPlan& m) { return gb_exact(m.attention_workspace); });
       line("      total", [](const MemoryPlan& m) { return gb_exact(m.gpu_total()); });
     }
     if (activations_offloaded)
@@ -684,6 +687,7 @@ void json_settings(const PlanRequest& a, std::string& out) {
   out += "  \"settings\": {\"precision\": " + json_string(precision_name(in.precision)) +
          ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
          ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
+         ", \"attention\": " + json_string(in.cudnn_attention ? "cudnn" : "own") +
          ", \"offload_optimizer\": " + json_string(offload_name(in.offload.optimizer)) +
          ", \"offload_optimizer_fraction\": " +
          (in.offload.optimizer_fraction.automatic ? json_string("auto")
@@ -705,7 +709,8 @@ void json_plan_row(const Row& row, std::string& out) {
          ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
          ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
          ", \"temporaries\": " + json_number(m.temporaries) +
-         ", \"grads_in_flight\": " + json_number(m.grads_in_flight) + ", \"total\": " + json_number(m.gpu_total()) +
+         ", \"grads_in_flight\": " + json_number(m.grads_in_flight) +
+         ", \"attention_workspace\": " + json_number(m.attention_workspace) + ", \"total\": " + json_number(m.gpu_total()) +
          "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
          ", \"nvme\": " + json_split(m.nvme) +
          ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +

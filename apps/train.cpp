@@ -66,7 +66,8 @@ void add_model_and_optimizer_options(cli::ArgParser& p) {
       .option("weight-decay", "WD", "AdamW decoupled weight decay (default 0)")
       .option("grad-clip", "X", "clip the global gradient norm to X; 0: off (default 1)")
       .option("seed", "S", "initialisation and batch order (default 1337)")
-      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)");
+      .option("precision", "P", "bf16 (default: bf16 params/grads/activations, fp32 master and Adam) or fp32 (exact)")
+      .option("attention", "auto|cudnn|own", cli::kAttentionHelp);
 }
 
 // The StarPU session, ZeRO and the shape of the task graph.
@@ -312,6 +313,7 @@ RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const Mod
   o.tiling = {cli::auto_or_int_option(p, "tiles", 1), cli::auto_or_int_option(p, "head-groups", 1)};
   o.activations = cli::activation_policy_option(p);
   o.session = cli::session_options(p);
+  o.attention = cli::attention_option(p);
   if (p.given("cuda-mem-limit")) o.session.cuda_memory_limit_mib = std::size_t(int_option(p, "cuda-mem-limit", 0, 64));
   o.checkpoint_in = request.checkpoint;
   if (const auto out = p.value("checkpoint-out")) o.checkpoint_out = folder_name(*out);

@@ -234,6 +234,7 @@ ModelFootprint gpt_footprint(const GptShape& shape, int batch, const ActivationP
   const auto per_kind = layer_kind_elements(sizes);
   ModelFootprint footprint;
   footprint.params = total_params(shape, per_kind);
+  footprint.attention = {batch, shape.max_seq, shape.heads, shape.heads, shape.channels / shape.heads};
   footprint.layer_kinds = {{"embedding", per_kind[std::size_t(LlmcLayerKind::embedding)]},
                            {"block", per_kind[std::size_t(LlmcLayerKind::block)]},
                            {"final layernorm", per_kind[std::size_t(LlmcLayerKind::head)]}};

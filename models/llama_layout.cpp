@@ -291,6 +291,7 @@ ModelFootprint llama_footprint(const LlamaShape& shape, int batch, int seq, cons
   const auto per_kind = kind_elements(shape);
   ModelFootprint f;
   f.params = total_params(shape);
+  f.attention = {batch, T, shape.heads, shape.kv_heads, shape.head_size()};
   f.layer_kinds = {{"embedding", per_kind[0]}, {"block", per_kind[1]}, {"head", per_kind[2]}};
   // The engine's layers: the embedding, the blocks, the head (LlamaLayout's order).
   f.layer_params.push_back(per_kind[0]);

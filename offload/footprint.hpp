@@ -74,6 +74,12 @@ struct ModelFootprint {
   // and 4-byte (fp32) storage, attention as our own kernel (the plan picks: sim::with_attention);
   // empty: not known (the step bound then charges training_flops at one rate).
   std::vector<sim::CountedGpuWork> training_gpu_kernels_2, training_gpu_kernels_4;
+  // One micro-batch's attention, for what a kernel needs beside its buffers (the cuDNN
+  // workspace, tasks/attention_cudnn.hpp): batch, sequence, query heads, key/value heads, head
+  // size; zeros: unknown.
+  struct AttentionShape {
+    int batch = 0, seq = 0, heads = 0, kv_heads = 0, head_size = 0;
+  } attention;
 
   NamedCount largest_layer() const {
     if (layer_kinds.empty()) return {};

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "offload/layer_plan.hpp"
+#include "tasks/attention_cudnn.hpp"
 
 namespace starzero {
 namespace {
@@ -80,7 +81,8 @@ std::int64_t model_params(const PlanInput& in) {
 }
 
 double MemoryPlan::gpu_total() const {
-  return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0) + grads_in_flight.value_or(0.0);
+  return gpu.total() + activations.value_or(0.0) + temporaries.value_or(0.0) + grads_in_flight.value_or(0.0) +
+         attention_workspace;
 }
 
 namespace {
@@ -200,6 +202,15 @@ MemoryPlan plan_memory(const PlanInput& in) {
     p.host_activations =
         double(prec == 4 ? in.model->offloaded_activation_bytes_4 : in.model->offloaded_activation_bytes_2);
     p.offload_transfer_bytes += 2 * p.host_activations;  // down after the forward, up before the backward
+    const ModelFootprint::AttentionShape& a = in.model->attention;
+    if (in.cudnn_attention && a.heads > 0 && a.kv_heads > 0) {
+      const tasks::cudnn_attention::CudnnAttentionShape whole{.B = a.batch, .T = a.seq, .NH = a.heads,
+                                                              .NKV = a.kv_heads, .hs = a.head_size, .nh = a.heads,
+                                                              .ld_lse = a.heads * a.seq,
+                                                              .ld_dinp = (a.heads + 2 * a.kv_heads) * a.head_size,
+                                                              .backward = true};
+      p.attention_workspace = double(tasks::cudnn_attention::estimated_workspace_bytes(whole));
+    }
   }
   p.temporaries = zero3_temporaries(in, prec);
   return p;

@@ -98,6 +98,9 @@ struct PlanInput {
   // The GPU's attention kernel, for the step's GPU work (offload/step_work.hpp): cuDNN's flash
   // attention (bf16; fp32 stays on our own) or our own scalar kernels (--attention).
   sim::GpuCostClass attention = sim::GpuCostClass::cudnn_attention;
+  // Whether the plan counts cuDNN's workspace on the GPU beside the activations (an explicit
+  // --attention cudnn; an estimate, tasks/attention_cudnn.hpp).
+  bool cudnn_attention = false;
 };
 
 void validate(const PlanInput& input);              // throws PlanError
@@ -125,6 +128,9 @@ struct MemoryPlan {
   std::optional<double> grads_in_flight;  // dp 1 with parameters and optimizer on the host: the
                                           // streamed gradients on the GPU; 0 otherwise; unknown
                                           // without a footprint
+  // cuDNN attention's workspace during its largest call (the backward of a whole micro-batch):
+  // an estimate, 0 with the own kernel or without a footprint.
+  double attention_workspace = 0;
   double offload_transfer_bytes = 0;  // host<->GPU bytes per step per rank due to offload
   // Whose optimizer state is offloaded: none without optimizer offload, every layer at F = 1.
   OptimizerSplit optimizer_split;
@@ -132,7 +138,7 @@ struct MemoryPlan {
   // --speculative-update or a CPU AdamW; its layers are the last of optimizer_split's.
   OptimizerSplit speculative_split;
   double gpu_static() const { return gpu.total(); }
-  double gpu_total() const;  // static + activations + temporaries + gradients in flight (the known ones)
+  double gpu_total() const;  // static + activations + temporaries + gradients in flight + attention workspace
   double host_total() const { return host.total() + host_activations; }
   double nvme_total() const { return nvme.total(); }
 };

@@ -141,9 +141,17 @@ double gpu_work_us(const GpuWork& w, const GpuFigures& f) {
     case GpuCostClass::cudnn_attention: {
       // The published rate scaled by this GPU's bf16 peak against the H100's (attention is
       // compute-bound: an H200's faster HBM does not change it).
-      const double rate = cudnn_attention_rate_h100(w.attention.T, w.attention.hs, w.attention.backward) *
-                          (f.bf16_tensor_flops / kH100Bf16Flops);
+      const double scale = f.bf16_tensor_flops / kH100Bf16Flops;
+      const double rate = cudnn_attention_rate_h100(w.attention.T, w.attention.hs, w.attention.backward) * scale;
       seconds = std::max(rate > 0 ? w.flops / rate : 0.0, memory_s);
+      // Our backward codelets carry no forward output O, which cuDNN's backward needs: they run the
+      // forward graph again first (tasks/attention_cudnn.hpp), at the forward's rate.
+      if (w.attention.backward) {
+        AttentionWork forward = w.attention;
+        forward.backward = false;
+        const double forward_rate = cudnn_attention_rate_h100(forward.T, forward.hs, false) * scale;
+        if (forward_rate > 0) seconds += causal_attention_flops(forward) / forward_rate;
+      }
       break;
     }
     case GpuCostClass::own_attention: {
@@ -168,7 +176,7 @@ std::vector<CountedGpuWork> with_attention(std::vector<CountedGpuWork> kernels, 
     GpuWork& w = k.work;
     if (w.kind != GpuCostClass::cudnn_attention && w.kind != GpuCostClass::own_attention) continue;
     w.kind = kind == GpuCostClass::cudnn_attention && w.bf16 ? GpuCostClass::cudnn_attention : GpuCostClass::own_attention;
-    w.kernels = w.kind == GpuCostClass::own_attention && w.attention.backward ? 2 : 1;
+    w.kernels = !w.attention.backward ? 1 : w.kind == GpuCostClass::cudnn_attention ? 3 : 2;
   }
   return kernels;
 }

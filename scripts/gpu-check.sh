@@ -29,6 +29,9 @@
 #   CUDA_HOME              CUDA toolkit (default: the one holding `nvcc` on PATH, else /usr/local/cuda)
 #   CUDA_ARCHS             CMAKE_CUDA_ARCHITECTURES (default: the GPU's, from nvidia-smi, else the
 #                          project's default)
+#   CUDNN_ROOT             cuDNN folder with include/cudnn_graph.h and lib/libcudnn.so.9 (default: the
+#                          toolkit's, else the pip wheel nvidia-cudnn-cu13 that python3 imports as
+#                          nvidia.cudnn, as PyTorch machines carry it); none: the cuDNN steps say "not built"
 #   OUT                    when set: gpu-check.md and the logs are written there
 # Exit status: 0 when every step passed, 1 when one failed, 2 on a usage or setup error.
 set -euo pipefail
@@ -128,6 +131,14 @@ fi
 nvcc=$CUDA_HOME/bin/nvcc
 [ -x "$nvcc" ] || die "nvcc not found at $nvcc: set CUDA_HOME"
 say "CUDA toolkit $CUDA_HOME ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+# cuDNN (its flash attention, --attention): the toolkit's, else the pip wheel's.
+cudnn_root=${CUDNN_ROOT:-}
+if [ -z "$cudnn_root" ] && ! ls "$CUDA_HOME"/include/cudnn_graph.h >/dev/null 2>&1 && command -v python3 >/dev/null; then
+  cudnn_root=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
+  # A namespace package has no __file__: its __path__ then.
+  [ -n "$cudnn_root" ] || cudnn_root=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)
+fi
+[ -n "$cudnn_root" ] && say "cuDNN from $cudnn_root" || say "cuDNN from the CUDA toolkit (if it has one)"
 
 # ---- StarPU, relocatable -------------------------------------------------------------------------
 [ -n "$starpu_prefix" ] || die "no StarPU prefix: pass --starpu-prefix DIR or set STARPU_PREFIX"
@@ -150,6 +161,7 @@ done
 # ---- the unpacked Debian packages ------------------------------------------------------------------
 cmake_args=()
 ld_dirs=("$starpu_prefix/lib" "$CUDA_HOME/lib64" "$CUDA_HOME/lib")
+[ -n "$cudnn_root" ] && { ld_dirs+=("$cudnn_root/lib"); cmake_args+=("-DCUDNN_ROOT=$cudnn_root"); }
 pc_dirs=()
 if [ -n "$extra_prefix" ]; then
   [ -d "$extra_prefix/usr" ] || die "STARZERO_EXTRA_PREFIX=$extra_prefix has no usr/ folder (expected dpkg -x output)"
@@ -245,10 +257,18 @@ fi
 build_targets=(test_gpt_kernels_cuda test_llama_kernels_cuda test_host_memory test_comm_mpi starzero)
 
 built=0
+cudnn_built=0
 rm -f "$build/CMakeCache.txt"   # no stale paths from an earlier run with other prefixes
 if step "configure" "$logs/configure.log" \
      cmake -S "$root" -B "$build" -DSTARPU_PREFIX="$starpu_view" -DSTARZERO_CUDA=ON -DSTARZERO_GPU_TESTS=ON \
-       -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" "${cmake_args[@]}"; then
+       -DSTARZERO_CUDNN=AUTO -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+       "${cmake_args[@]}"; then
+  if grep -q "starzero: cuDNN ON" "$logs/configure.log"; then
+    build_targets+=(test_attention_cudnn)
+    cudnn_built=1
+  else
+    rows+=("| cuDNN | not found (set CUDNN_ROOT): cuDNN attention not built | - |")
+  fi
   step "build (${build_targets[*]}, -j$jobs)" "$logs/build.log" \
     cmake --build "$build" --target "${build_targets[@]}" -j "$jobs" && built=1
 else
@@ -268,6 +288,44 @@ if [ $built = 1 ]; then
 else
   skip "kernels_cuda (CUDA vs CPU kernels, memory-efficient attention and AdamW bit for bit included)" "not built"
   skip "kernels_llama_cuda (Llama 3 CUDA vs CPU kernels)" "not built"
+fi
+
+# 3b. cuDNN flash attention against a double reference and the own kernel, then both timed at
+#     gpt-13B's shape into $logs/attention_calibration.json (the simulator's attention rates for
+#     this GPU), and a tiny bf16 run with --attention cudnn whose losses must be --attention own's.
+cudnn_name="kernels_attention_cudnn (cuDNN vs reference and own kernel, gpt-13B timings)"
+if [ $built = 1 ] && [ $cudnn_built = 1 ]; then
+  step "$cudnn_name" "$logs/attention_cudnn.log" \
+    env OUT_DIR="$logs" ctest --test-dir "$build" -R '^kernels_attention_cudnn$' --no-tests=error --output-on-failure \
+    -V --timeout 300 || true
+  while IFS= read -r line; do rows+=("| ${line#attention } | | |"); done \
+    < <(grep -oE 'attention (cudnn|own) .*TFLOP/s' "$logs/attention_cudnn.log" 2>/dev/null)
+  if [ -f "$logs/attention_calibration.json" ]; then
+    rows+=("| attention calibration written | $logs/attention_calibration.json | |")
+  else
+    rows+=("| attention calibration written | FAILED (no attention_calibration.json) | |"); failed=1
+  fi
+  att_common=(train --preset tiny --steps 20 --precision bf16 --cuda-workers 1 --val-every 0 --sample-tokens 1 --seed 7)
+  for kernel in own cudnn; do
+    step "tiny bf16, 20 steps, --attention $kernel" "$logs/attention_train_$kernel.log" \
+      "$build/apps/starzero" "${att_common[@]}" --attention $kernel || true
+  done
+  python3 - "$logs/attention_train_own.log" "$logs/attention_train_cudnn.log" <<'EOF' \
+    && rows+=("| --attention cudnn: banner, no refusal, losses = own's within 2 % | passed | |") \
+    || { rows+=("| --attention cudnn: banner, no refusal, losses = own's within 2 % | FAILED | |"); failed=1; }
+import re, sys
+own, cudnn = (open(p, errors="replace").read().replace("\r", "\n") for p in sys.argv[1:3])
+get = lambda t: [float(x) for x in re.findall(r"loss ([0-9.]+) \|", t)]
+a, b = get(own), get(cudnn)
+print(a, b)
+ok = "attention: cudnn (cuDNN flash attention)" in cudnn and "cuDNN attention refused" not in cudnn
+ok = ok and a and len(a) == len(b) and max(abs(x - y) / max(abs(x), 1e-6) for x, y in zip(a, b)) <= 0.02
+sys.exit(0 if ok else 1)
+EOF
+elif [ $built = 1 ]; then
+  skip "$cudnn_name" "not built: no cuDNN"
+else
+  skip "$cudnn_name" "not built"
 fi
 
 # 4. Training: a few steps of the tiny model on the GPU (loss must fall), then the gpt2-124M

@@ -28,7 +28,7 @@ bool cudnn_linked() {
 #endif
 }
 
-ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two_byte, bool simulated) {
+ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two_byte, bool in_sim) {
   if (request == AttentionRequest::own) return {AttentionKernel::own, "--attention own"};
   // Why cuDNN cannot run here, or "" when it can.
   std::string refused;
@@ -36,9 +36,9 @@ ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two
     refused = "no GPU";
   else if (!two_byte)
     refused = "fp32 (cuDNN's flash attention is bf16)";
-  else if (!simulated && !cudnn_linked())
+  else if (!in_sim && !cudnn_linked())
     refused = "this build has no cuDNN";
-  if (refused.empty()) return {AttentionKernel::cudnn, simulated ? "cuDNN flash attention (charged)" : "cuDNN flash attention"};
+  if (refused.empty()) return {AttentionKernel::cudnn, in_sim ? "cuDNN flash attention (charged)" : "cuDNN flash attention"};
   if (request == AttentionRequest::cudnn) throw std::invalid_argument("--attention cudnn: " + refused);
   return {AttentionKernel::own, "own kernel: " + refused};
 }

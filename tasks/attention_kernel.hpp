@@ -28,11 +28,11 @@ struct ResolvedAttention {
 };
 
 // The kernel a run uses. `gpu`: the run has CUDA workers (in a simulation, the platform has
-// GPUs); `two_byte`: the storage type is bf16 (fp32 runs use the own kernel); `simulated`: the
+// GPUs); `two_byte`: the storage type is bf16 (fp32 runs use the own kernel); `in_sim`: the
 // run only charges the kernel's cost (starzero-sim), so cuDNN need not be linked. auto: cuDNN
 // where it can run, else the own kernel with the reason. Throws std::invalid_argument (one line)
 // for an explicit `cudnn` that cannot run here.
-ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two_byte, bool simulated);
+ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two_byte, bool in_sim);
 
 // The session's kernel: set once before the first task, read by the attention codelets.
 // Default: own.

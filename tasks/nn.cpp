@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tasks/nn_kernels.hpp"
+#include "tasks/attention_dispatch.hpp"
 #include "tasks/op_codelets.hpp"
 
 namespace starzero::tasks {
@@ -105,14 +106,14 @@ constexpr auto bias_backward = []<class T>(auto launch, const TaskBuffers& b, co
 // buffers are its blocks of columns (matrix buffers with their own leading dimension).
 constexpr auto attention_forward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   const int NH = a.d.NH;
-  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>),
+  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(attention_dispatch::forward_heads<T>),
          b.get<T>("out"), a.d.C, b.get<float>("lse"), NH * a.d.T, b.get<T>("qkv"), a.d.B, a.d.T, a.d.C, NH, 0, NH);
 };
 
 constexpr auto attention_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   const int C = a.d.C, NH = a.d.NH;
   T* dqkv = b.get<T>("dqkv");
-  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dqkv,
+  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(attention_dispatch::backward_heads<T>), dqkv,
          dqkv + C, dqkv + 2 * C, 3 * C, b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("lse"), NH * a.d.T, a.d.B,
          a.d.T, C, NH, 0, NH);
 };
@@ -121,7 +122,7 @@ constexpr auto attention_forward_heads = []<class T>(auto launch, const TaskBuff
   const int C = a.d.C, NH = a.d.NH;
   const auto [out, ld_out] = b.rows<T>("out", std::size_t(C));
   const auto [lse, ld_lse] = b.rows<float>("lse", std::size_t(NH) * a.d.T);
-  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_forward_heads<T>), out,
+  launch(kernels::attention_forward_heads<T>, STARZERO_CUDA_FUNC(attention_dispatch::forward_heads<T>), out,
          int(ld_out), lse, int(ld_lse), b.get<T>("qkv"), a.d.B, a.d.T, C, NH, a.heads.first, a.heads.count);
 };
 
@@ -133,7 +134,7 @@ constexpr auto attention_backward_heads = []<class T>(auto launch, const TaskBuf
   assert(ld_dk == ld_dq && ld_dv == ld_dq);
   (void)ld_dk, (void)ld_dv;
   const auto [lse, ld_lse] = b.rows<float>("lse", std::size_t(NH) * a.d.T);
-  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_backward_heads<T>), dq, dk,
+  launch(kernels::attention_backward_heads<T>, STARZERO_CUDA_FUNC(attention_dispatch::backward_heads<T>), dq, dk,
          dv, int(ld_dq), b.get<T>("dout"), b.get<T>("qkv"), lse, int(ld_lse), a.d.B, a.d.T, C, NH, a.heads.first,
          a.heads.count);
 };

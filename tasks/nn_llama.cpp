@@ -7,6 +7,7 @@
 
 #include "tasks/nn_llama_kernels.hpp"
 #include "tasks/nn_kernels.hpp"
+#include "tasks/attention_dispatch.hpp"
 #include "tasks/op_codelets.hpp"
 
 namespace starzero::tasks {
@@ -73,12 +74,12 @@ constexpr auto swiglu_backward = []<class T>(auto launch, const TaskBuffers& b, 
 };
 
 constexpr auto attention_gqa_forward = []<class T>(auto launch, const TaskBuffers& b, const LlamaArgs& a) {
-  launch(kernels::attention_gqa_forward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_gqa_forward<T>),
+  launch(kernels::attention_gqa_forward<T>, STARZERO_CUDA_FUNC(attention_dispatch::gqa_forward<T>),
          b.get<T>("out"), b.get<float>("lse"), b.get<T>("qkv"), a.d.B, a.d.T, a.d.NH, a.d.NKV, a.d.hs());
 };
 
 constexpr auto attention_gqa_backward = []<class T>(auto launch, const TaskBuffers& b, const LlamaArgs& a) {
-  launch(kernels::attention_gqa_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::attention_gqa_backward<T>),
+  launch(kernels::attention_gqa_backward<T>, STARZERO_CUDA_FUNC(attention_dispatch::gqa_backward<T>),
          b.get<T>("dqkv"), b.get<T>("dout"), b.get<T>("qkv"), b.get<float>("lse"), a.d.B, a.d.T, a.d.NH, a.d.NKV,
          a.d.hs());
 };

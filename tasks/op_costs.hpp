@@ -57,8 +57,9 @@ inline sim::GpuWork gemm(DType dtype, double m, double n, double k, double flops
 }
 
 // An attention task on the GPU as the session runs it (tasks/attention_kernel.hpp): cuDNN's flash
-// attention (bf16 only, one kernel) or our scalar kernels (one forward kernel; the backward's query
-// and key kernels). FLOPs: the causal ones, as the published rates count them; bytes: the task's.
+// attention (bf16 only; the backward runs the forward graph again, its own graph and the kernel
+// that adds its gradients) or our scalar kernels (one forward kernel; the backward's query and key
+// kernels). FLOPs: the causal ones, as the published rates count them; bytes: the task's.
 inline sim::GpuWork attention(DType dtype, const sim::AttentionWork& w, double bytes) {
   const bool cudnn = dtype == DType::bf16 && session_attention() == AttentionKernel::cudnn;
   return {.kind = cudnn ? sim::GpuCostClass::cudnn_attention : sim::GpuCostClass::own_attention,
@@ -66,7 +67,7 @@ inline sim::GpuWork attention(DType dtype, const sim::AttentionWork& w, double b
           .bytes = bytes,
           .attention = w,
           .bf16 = dtype == DType::bf16,
-          .kernels = cudnn || !w.backward ? 1 : 2};
+          .kernels = !w.backward ? 1 : cudnn ? 3 : 2};
 }
 
 }  // namespace starzero::tasks::op_costs

@@ -92,6 +92,8 @@ PlanInput plan_input_of(const ModelSpec& spec, const RunOptions& o, int world, i
   input.offload = o.offload;
   input.prefetch_depth = o.zero.prefetch_depth;
   input.grad_window = o.zero.grad_window;
+  // Resolved by start_session once the session runs (own until then).
+  input.cudnn_attention = tasks::session_attention() == tasks::AttentionKernel::cudnn;
   return input;
 }
 
@@ -101,7 +103,19 @@ struct RunState {
   std::optional<DiskNode> nvme;
   std::unique_ptr<Trainable> model;
   std::optional<Engine> engine;
+  tasks::ResolvedAttention attention;  // set by start_session, once
 };
+
+// The session's attention kernel from --attention: cuDNN needs CUDA workers (in a simulation,
+// GPUs on the simulated platform, where the kernel is only charged) and bf16. Throws
+// std::invalid_argument for an explicit `cudnn` that cannot run.
+tasks::ResolvedAttention resolve_session_attention(const RunOptions& o, const Session& session) {
+  const bool gpu = sim::predicts_times ? sim::machine_size().gpus > 0 : session.cuda_workers() > 0;
+  tasks::ResolvedAttention resolved =
+      tasks::resolve_attention(o.attention, gpu, o.precision != Precision::fp32, sim::predicts_times);
+  tasks::set_session_attention(resolved.kernel);
+  return resolved;
+}
 
 void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& run, const DataParallelRanks& ranks,
                   const HostPlan& host) {
@@ -125,6 +139,7 @@ void print_banner(const ModelSpec& spec, const RunOptions& o, const RunState& ru
                 ranks.size(), ranks.uses_nccl() ? "NCCL" : "MPI", o.zero.stage, run.model->micro_batch(),
                 o.zero.stage == 3 ? (", prefetch depth " + std::to_string(o.zero.prefetch_depth)).c_str() : "");
   if (const std::string data = spec.data_summary(); !data.empty()) std::printf("%s\n", data.c_str());
+  std::printf("attention: %s (%s)\n", tasks::attention_kernel_name(run.attention.kernel), run.attention.why.c_str());
   if (!o.offload.anything_offloaded()) return;
   const std::string nvme = o.offload.optimizer == OptimizerOffload::nvme
                                ? " (" + o.offload.nvme_path.string() + ", host limit " +
@@ -221,6 +236,7 @@ void check_device_fits(const MemoryPlan& memory, std::size_t device_bytes, const
 // --offload-optimizer-fraction auto in `o` from the GPU's memory.
 HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& ranks, RunState& run,
                        int micro_batch) {
+  tasks::set_session_attention(tasks::AttentionKernel::own);  // until resolved below, on the session
   SessionOptions session = o.session;
   session.trace_rank = ranks.rank();
   session.profile_workers = o.measurements != nullptr;
@@ -249,8 +265,12 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   session.cpu_workers = host.cpu_workers;
   if (o.offload.optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.offload.host_mem_limit_mib;
   run.session.emplace(session);
-  if (o.offload.optimizer_fraction.automatic) {
-    resolve_offload_fraction_auto(o, planned, run.session->cuda_memory_bytes(), ranks.leader());
+  run.attention = resolve_session_attention(o, *run.session);
+  // The memory plan again with what resolved now: the offload fraction, cuDNN's workspace.
+  const bool cudnn = run.attention.kernel == tasks::AttentionKernel::cudnn;
+  if (o.offload.optimizer_fraction.automatic || cudnn) {
+    if (o.offload.optimizer_fraction.automatic)
+      resolve_offload_fraction_auto(o, planned, run.session->cuda_memory_bytes(), ranks.leader());
     host_input.memory = plan_memory(plan_input_of(spec, o, ranks.size(), micro_batch));
   }
   const bool nccl = ranks.size() > 1 && (o.collectives == Collectives::nccl ||

@@ -21,6 +21,7 @@
 #include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 #include "runtime/task_overhead.hpp"
+#include "tasks/attention_kernel.hpp"
 #include "train/trainable.hpp"
 #include "train/trainer.hpp"
 
@@ -65,6 +66,9 @@ struct RunOptions {
   ActivationPolicy activations;
   // StarPU: policy, workers, memory limits, trace folder.
   SessionOptions session;
+  // --attention: the kernel the CUDA workers run for attention (tasks/attention_kernel.hpp),
+  // resolved once the session has started (cuDNN needs a GPU and bf16).
+  tasks::AttentionRequest attention = tasks::AttentionRequest::automatic;
   // Files.
   std::optional<std::filesystem::path> checkpoint_in, checkpoint_out;
   // Crash-safe sets of checkpoints, one folder per save (train/checkpoint_sets.hpp), of which

@@ -10,3 +10,15 @@ if(STARZERO_WITH_CUDA)
     set_tests_properties(kernels_cuda PROPERTIES TIMEOUT 300 LABELS "cuda;gpu")
   endif()
 endif()
+
+# cuDNN's flash attention (tasks/attention_cudnn.hpp) against a double-precision reference and
+# the own CUDA kernel, and both kernels' timings at gpt-13B's shape (written as
+# $OUT_DIR/attention_calibration.json). Built whenever cuDNN is found; registered with the GPU tests.
+if(STARZERO_WITH_CUDNN)
+  add_executable(test_attention_cudnn test_attention_cudnn.cpp)
+  target_link_libraries(test_attention_cudnn PRIVATE starzero_catch_main starzero_tasks CUDA::cudart)
+  if(STARZERO_GPU_TESTS)
+    add_test(NAME kernels_attention_cudnn COMMAND test_attention_cudnn)
+    set_tests_properties(kernels_attention_cudnn PROPERTIES TIMEOUT 300 LABELS "cuda;gpu")
+  endif()
+endif()

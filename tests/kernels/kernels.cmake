@@ -10,3 +10,8 @@ catch_discover_tests(test_gpt_kernels TEST_PREFIX "kernels/" PROPERTIES LABELS u
 add_executable(test_codelets test_codelets.cpp test_codelet_costs.cpp)
 target_link_libraries(test_codelets PRIVATE starzero_catch_main starzero_tasks)
 catch_discover_tests(test_codelets TEST_PREFIX "kernels/codelets/" PROPERTIES LABELS unit TIMEOUT 60)
+# tasks/attention_kernel: --attention's parsing and resolution, and cuDNN's workspace estimate in
+# the memory plan (no GPU, no cuDNN needed).
+add_executable(test_attention_kernel test_attention_kernel.cpp)
+target_link_libraries(test_attention_kernel PRIVATE starzero_catch_main starzero_tasks starzero_offload)
+catch_discover_tests(test_attention_kernel TEST_PREFIX "kernels/attention/" PROPERTIES LABELS unit TIMEOUT 60)
