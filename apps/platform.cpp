@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -25,6 +27,9 @@ cli::ArgParser make_parser() {
       .option("pcie", "RATE", "host<->GPU copy rate per GPU and direction: 55GB/s, 25GB/s")
       .option("nvlink", "RATE", "GPU<->GPU rate per GPU and direction: 450GB/s; 0 = through the host")
       .option("name", "H", "the STARPU_HOSTNAME of the files: [A-Za-z0-9_.-] (default: the machine's name)")
+      .option("attention-calibration", "FILE",
+              "attention rates measured on this GPU (scripts/gpu-check.sh's attention_calibration.json): they "
+              "replace the published cuDNN table and our kernel's counted model (docs/sim.md)")
       .flag("list", "print the named machines and their figures, and stop")
       .flag("help", "show this help");
   return p;
@@ -104,7 +109,7 @@ void print_machine(const sim::MachineSpec& m) {
 int run_list(const cli::ArgParser& p, const cli::Positionals& args) {
   if (!args.words.empty())
     throw UsageError("--list takes no machine name, got '" + cli::printable(args.words[0]) + "'");
-  for (const char* flag : {"out", "cpus", "gpus", "gpu-mem", "pcie", "nvlink", "name"})
+  for (const char* flag : {"out", "cpus", "gpus", "gpu-mem", "pcie", "nvlink", "name", "attention-calibration"})
     if (p.given(flag)) throw UsageError(std::string("--list takes no --") + flag);
   for (const std::string& name : sim::named_machines()) print_machine(*sim::named_machine(name));
   std::printf(
@@ -147,7 +152,18 @@ int run_platform(const cli::ArgParser& p, const cli::Positionals& args) {
   if (auto v = p.value("nvlink")) o.gpu_to_gpu_Bps = parse_rate("--nvlink", *v);
   if (which == "custom" && o.gpus.value_or(0) > 0 && (!o.gpu_memory_bytes || !o.pcie_Bps))
     throw UsageError("custom with --gpus needs --gpu-mem and --pcie");
-  const sim::MachineSpec machine = sim::with_overrides(*base, o);
+  sim::MachineSpec machine = sim::with_overrides(*base, o);
+  if (auto v = p.value("attention-calibration")) {
+    std::ifstream in(*v, std::ios::binary);
+    if (!in) throw UsageError("--attention-calibration: cannot read '" + cli::printable(*v) + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      machine.attention_rates = sim::attention_rates_from_calibration(text.str());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--attention-calibration " + cli::printable(*v) + ": " + e.what());
+    }
+  }
 
   const std::vector<std::filesystem::path> files = sim::write_platform(machine, out);
   const std::filesystem::path dir = std::filesystem::absolute(out);
@@ -158,6 +174,9 @@ int run_platform(const cli::ArgParser& p, const cli::Positionals& args) {
                 machine.gpu_to_gpu_Bps > 0 && machine.gpus > 1 ? si(machine.gpu_to_gpu_Bps, "B/s").c_str()
                                                                : "through the host");
   std::printf("\n");
+  if (!machine.attention_rates.empty())
+    std::printf("attention: %zu rates measured on the GPU replace the published and counted ones (docs/sim.md)\n",
+                machine.attention_rates.size());
   for (const std::filesystem::path& f : files) std::printf("wrote %s\n", f.c_str());
   std::printf("simulate it with:\n  export STARPU_PERF_MODEL_DIR=%s\n  export STARPU_HOSTNAME=%s\n", dir.c_str(),
               machine.name.c_str());
@@ -170,7 +189,8 @@ int platform_main(int argc, char** argv) {
   cli::ArgParser parser = make_parser();
   // NAME is the one argument that is neither a flag nor the value of one.
   cli::Positionals args =
-      cli::split_positionals(argc, argv, {"--out", "--cpus", "--gpus", "--gpu-mem", "--pcie", "--nvlink", "--name"});
+      cli::split_positionals(argc, argv, {"--out", "--cpus", "--gpus", "--gpu-mem", "--pcie", "--nvlink", "--name",
+                                          "--attention-calibration"});
   return run_command(kHelp, parser, int(args.flags.size()), args.flags.data(),
                      [&](const cli::ArgParser& p) { return run_platform(p, args); });
 }

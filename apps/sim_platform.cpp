@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,8 @@ sim::Roofline roofline_of(const sim::MachineSpec& m) {
   r.gpu_memory_Bps = m.gpu_memory_Bps;
   r.gpu_sm_count = m.gpu_sm_count;
   r.gpu_clock_hz = m.gpu_clock_hz;
+  if (!m.attention_rates.empty())
+    r.gpu_measured_attention = std::make_shared<const std::vector<sim::MeasuredAttentionRate>>(m.attention_rates);
   r.gemm_efficiency = m.gemm_efficiency;
   r.elementwise_efficiency = m.elementwise_efficiency;
   r.kernel_launch_s = m.kernel_launch_s;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <optional>
 
 namespace starzero::sim {
 
@@ -91,6 +92,22 @@ double sm_clocks_per_s(const GpuFigures& f) {
   return f.fp32_flops / 256.0;
 }
 
+// The measured rate for an attention task of `kind`, if the figures hold one of its direction and
+// head size: the one measured at the nearest length (log scale); a cuDNN rate moved to T along the
+// published table's shape (ours does not depend on T: its time per pair is fixed).
+std::optional<double> measured_rate(const GpuFigures& f, GpuCostClass kind, const AttentionWork& w) {
+  if (!f.measured_attention) return std::nullopt;
+  const MeasuredAttentionRate* nearest = nullptr;
+  for (const MeasuredAttentionRate& m : *f.measured_attention) {
+    if (m.kernel != kind || m.backward != w.backward || m.hs != w.hs || !(m.flops_per_s > 0)) continue;
+    if (!nearest || std::abs(std::log(m.T / w.T)) < std::abs(std::log(nearest->T / w.T))) nearest = &m;
+  }
+  if (!nearest) return std::nullopt;
+  if (kind != GpuCostClass::cudnn_attention) return nearest->flops_per_s;
+  return nearest->flops_per_s * cudnn_attention_rate_h100(w.T, w.hs, w.backward) /
+         cudnn_attention_rate_h100(nearest->T, w.hs, w.backward);
+}
+
 }  // namespace
 
 double gemm_efficiency(double m, double n, double k) {
@@ -125,6 +142,33 @@ double causal_attention_flops(const AttentionWork& w) {
   return w.backward ? 2.5 * forward : forward;
 }
 
+namespace {
+
+// cuDNN's flash attention at the published rate, scaled by this GPU's bf16 peak against the H100's
+// (attention is compute-bound: an H200's faster HBM does not change it). Our backward codelets
+// carry no forward output O, which cuDNN's backward needs: they run the forward graph again first
+// (tasks/attention_cudnn.hpp), at the forward's rate.
+double cudnn_attention_s(const GpuWork& w, const GpuFigures& f) {
+  const double scale = f.bf16_tensor_flops / kH100Bf16Flops;
+  const double rate = cudnn_attention_rate_h100(w.attention.T, w.attention.hs, w.attention.backward) * scale;
+  double seconds = rate > 0 ? w.flops / rate : 0.0;
+  if (w.attention.backward) {
+    AttentionWork forward = w.attention;
+    forward.backward = false;
+    const double forward_rate = cudnn_attention_rate_h100(forward.T, forward.hs, false) * scale;
+    if (forward_rate > 0) seconds += causal_attention_flops(forward) / forward_rate;
+  }
+  return seconds;
+}
+
+// Our scalar kernels: the slower of their instruction issue and their L1 wavefronts.
+double own_attention_s(const AttentionWork& w, const GpuFigures& f) {
+  const OwnAttentionCounts c = own_attention_counts(w, f);
+  return std::max(c.issue_s, c.l1_s);
+}
+
+}  // namespace
+
 double gpu_work_us(const GpuWork& w, const GpuFigures& f) {
   const double tensor_peak = w.bf16 ? f.bf16_tensor_flops : f.fp32_flops;  // fp32: no TF32
   // The bytes' time at the bandwidth a streaming kernel reaches. Assumed: 0.8 of HBM's data-sheet
@@ -138,25 +182,15 @@ double gpu_work_us(const GpuWork& w, const GpuFigures& f) {
       seconds = std::max(rate > 0 ? w.flops / rate : 0.0, memory_s) + streaming_s(w.pass_bytes);
       break;
     }
-    case GpuCostClass::cudnn_attention: {
-      // The published rate scaled by this GPU's bf16 peak against the H100's (attention is
-      // compute-bound: an H200's faster HBM does not change it).
-      const double scale = f.bf16_tensor_flops / kH100Bf16Flops;
-      const double rate = cudnn_attention_rate_h100(w.attention.T, w.attention.hs, w.attention.backward) * scale;
-      seconds = std::max(rate > 0 ? w.flops / rate : 0.0, memory_s);
-      // Our backward codelets carry no forward output O, which cuDNN's backward needs: they run the
-      // forward graph again first (tasks/attention_cudnn.hpp), at the forward's rate.
-      if (w.attention.backward) {
-        AttentionWork forward = w.attention;
-        forward.backward = false;
-        const double forward_rate = cudnn_attention_rate_h100(forward.T, forward.hs, false) * scale;
-        if (forward_rate > 0) seconds += causal_attention_flops(forward) / forward_rate;
-      }
-      break;
-    }
+    case GpuCostClass::cudnn_attention:
     case GpuCostClass::own_attention: {
-      const OwnAttentionCounts c = own_attention_counts(w.attention, f);
-      seconds = std::max({c.issue_s, c.l1_s, memory_s});
+      // A measured rate (its backward timed as the codelet runs it, the forward re-run included),
+      // else cuDNN's published table or our kernels' counted model.
+      const std::optional<double> measured = measured_rate(f, w.kind, w.attention);
+      seconds = std::max(measured                                      ? w.flops / *measured
+                         : w.kind == GpuCostClass::cudnn_attention ? cudnn_attention_s(w, f)
+                                                                   : own_attention_s(w.attention, f),
+                         memory_s);
       break;
     }
     case GpuCostClass::streaming:

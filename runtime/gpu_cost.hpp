@@ -9,6 +9,7 @@
 // adds up the same classes' times. Where each figure comes from (measured, published, assumed) is
 // written beside it in gpu_cost.cpp.
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,17 @@ struct GpuWork {
   int kernels = 1;   // kernel launches (each pays the launch latency)
 };
 
+// An attention kernel's rate measured on a real GPU (scripts/gpu-check.sh's
+// attention_calibration.json, `starzero platform --attention-calibration`): it replaces the
+// published table (cuDNN) or the counted model (ours) for tasks of that kernel, direction and head
+// size; FLOPs counted as causal_attention_flops.
+struct MeasuredAttentionRate {
+  GpuCostClass kernel = GpuCostClass::cudnn_attention;  // cudnn_attention or own_attention
+  bool backward = false;
+  double T = 0, hs = 0;
+  double flops_per_s = 0;
+};
+
 // The figures the classes need, per GPU (sim/platform.hpp's machines fill them in).
 struct GpuFigures {
   double bf16_tensor_flops = 0;  // dense tensor-core peak, 2-byte inputs
@@ -57,6 +69,8 @@ struct GpuFigures {
   double sm_count = 0;           // streaming multiprocessors
   double clock_hz = 0;           // their boost clock
   double launch_s = 5e-6;        // per kernel
+  // Measured attention rates, where a calibration gave them (shared: the figures are copied per task).
+  std::shared_ptr<const std::vector<MeasuredAttentionRate>> measured_attention{};
 };
 
 // Microseconds one task of `work` takes on a GPU of `figures`: its class's time plus a launch

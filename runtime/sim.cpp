@@ -75,7 +75,8 @@ GpuFigures gpu_figures() {
           .memory_Bps = r.gpu_memory_Bps,
           .sm_count = r.gpu_sm_count,
           .clock_hz = r.gpu_clock_hz,
-          .launch_s = r.kernel_launch_s};
+          .launch_s = r.kernel_launch_s,
+          .measured_attention = r.gpu_measured_attention};
 }
 
 double roofline_us(const starpu_perfmodel_arch* arch, double flops, double bytes, int cores) {

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/gpu_cost.hpp"
 
@@ -49,6 +51,7 @@ struct Roofline {
   double gpu_memory_Bps = 0;            // HBM
   double gpu_sm_count = 0;              // 0: unknown (gpu_cost.cpp derives SM clocks from the FP32 peak)
   double gpu_clock_hz = 0;
+  std::shared_ptr<const std::vector<MeasuredAttentionRate>> gpu_measured_attention{};  // a calibration's
   double gemm_efficiency = 0.75;        // fraction of the FLOP peak a CPU kernel reaches
   double elementwise_efficiency = 0.8;  // fraction of the memory bandwidth a streaming CPU kernel reaches
   double kernel_launch_s = 5e-6;        // added to every GPU kernel

@@ -302,6 +302,11 @@ if [ $built = 1 ] && [ $cudnn_built = 1 ]; then
     < <(grep -oE 'attention (cudnn|own) .*TFLOP/s' "$logs/attention_cudnn.log" 2>/dev/null)
   if [ -f "$logs/attention_calibration.json" ]; then
     rows+=("| attention calibration written | $logs/attention_calibration.json | |")
+    # The simulator's platform with these rates in place of the published table (docs/sim.md, "GPU
+    # cost classes"): h200x1's figures otherwise (an H100 SXM has the same 989 TFLOP/s peak).
+    step "simulator platform with the measured attention rates" "$logs/attention_platform.log" \
+      "$build/apps/starzero" platform h200x1 --cpus 32 --name h200x1-measured \
+      --attention-calibration "$logs/attention_calibration.json" --out "$logs/attention-platform" || true
   else
     rows+=("| attention calibration written | FAILED (no attention_calibration.json) | |"); failed=1
   fi

@@ -516,6 +516,16 @@ std::string machine_json(const MachineSpec& machine) {
   for_each_field(m, [&](const char* key, auto& value) { j[key] = value; });
   j["gpu_sm_count"] = m.gpu_sm_count;
   j["gpu_clock_hz"] = m.gpu_clock_hz;
+  if (!m.attention_rates.empty()) {
+    nlohmann::ordered_json rates = nlohmann::ordered_json::array();
+    for (const MeasuredAttentionRate& r : m.attention_rates)
+      rates.push_back({{"kernel", r.kernel == GpuCostClass::cudnn_attention ? "cudnn" : "own"},
+                       {"direction", r.backward ? "backward" : "forward"},
+                       {"T", r.T},
+                       {"hs", r.hs},
+                       {"tflops", r.flops_per_s / 1e12}});
+    j["attention_rates"] = rates;
+  }
   if (!m.cpu_task_overhead.empty()) {
     nlohmann::ordered_json overheads = nlohmann::ordered_json::object();
     for (const auto& [policy, overhead] : m.cpu_task_overhead)
@@ -555,6 +565,11 @@ MachineSpec machine_from_json(std::string_view text) {
       throw std::invalid_argument(std::string("machine file: \"") + key + "\" is not a number >= 0");
     *value = j[key].get<double>();
   }
+  // Optional: attention rates measured on the GPU, as a calibration's entries.
+  if (j.contains("attention_rates")) {
+    if (!j["attention_rates"].is_array()) throw std::invalid_argument("machine file: \"attention_rates\" is not an array");
+    m.attention_rates = attention_rates_from_calibration(nlohmann::json{{"entries", j["attention_rates"]}}.dump());
+  }
   // Optional: a file written before the overhead was measured has none.
   if (j.contains("cpu_task_overhead")) {
     const nlohmann::json& overheads = j["cpu_task_overhead"];
@@ -570,6 +585,43 @@ MachineSpec machine_from_json(std::string_view text) {
   }
   validate(m);
   return m;
+}
+
+std::vector<MeasuredAttentionRate> attention_rates_from_calibration(std::string_view text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("attention calibration is not JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
+    throw std::invalid_argument("attention calibration: no \"entries\" array");
+  std::vector<MeasuredAttentionRate> rates;
+  for (const nlohmann::json& e : j["entries"]) {
+    const std::string at = "attention calibration: entry " + std::to_string(rates.size() + 1);
+    if (!e.is_object()) throw std::invalid_argument(at + " is not an object");
+    const auto text_of = [&](const char* key) {
+      if (!e.contains(key) || !e[key].is_string()) throw std::invalid_argument(at + " has no \"" + key + "\" string");
+      return e[key].get<std::string>();
+    };
+    const auto positive = [&](const char* key) {
+      if (!e.contains(key) || !e[key].is_number() || !(e[key].get<double>() > 0) || !std::isfinite(e[key].get<double>()))
+        throw std::invalid_argument(at + " has no \"" + key + "\" number > 0");
+      return e[key].get<double>();
+    };
+    MeasuredAttentionRate r;
+    const std::string kernel = text_of("kernel"), direction = text_of("direction");
+    if (kernel != "cudnn" && kernel != "own") throw std::invalid_argument(at + ": \"kernel\" must be cudnn or own");
+    if (direction != "forward" && direction != "backward")
+      throw std::invalid_argument(at + ": \"direction\" must be forward or backward");
+    r.kernel = kernel == "cudnn" ? GpuCostClass::cudnn_attention : GpuCostClass::own_attention;
+    r.backward = direction == "backward";
+    r.T = positive("T");
+    r.hs = positive("hs");
+    r.flops_per_s = positive("tflops") * 1e12;
+    rates.push_back(r);
+  }
+  return rates;
 }
 
 MachineSpec read_machine_file(const std::filesystem::path& path) {

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/gpu_cost.hpp"
+
 namespace starzero::sim {
 
 // StarPU's compile-time limits of the SimGrid build (scripts/bootstrap.sh configures it with
@@ -72,7 +74,16 @@ struct MachineSpec {
   // (docs/sim.md, "Per-task overhead"). Empty (the named machines): not measured, none
   // charged.
   std::map<std::string, TaskOverheadRecord> cpu_task_overhead;
+  // Attention rates measured on this machine's GPU (`starzero platform --attention-calibration`,
+  // from scripts/gpu-check.sh): they replace the published and counted ones (runtime/gpu_cost.hpp).
+  // Empty (the named machines): none measured.
+  std::vector<MeasuredAttentionRate> attention_rates;
 };
+
+// The rates of an attention calibration (scripts/gpu-check.sh's attention_calibration.json:
+// {"gpu": NAME, "entries": [{"kernel": "cudnn"|"own", "direction": "forward"|"backward", "T", "hs",
+// "tflops", ...}]}). std::invalid_argument (one line) for a malformed file.
+std::vector<MeasuredAttentionRate> attention_rates_from_calibration(std::string_view text);
 
 // Adds a measurement under `policy` to the machine's: the task-weighted mean with what it holds
 // (several calibration runs into one folder add up). A measurement of no tasks changes nothing.

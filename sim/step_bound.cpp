@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 
 namespace starzero::sim {
@@ -81,7 +82,10 @@ ResourceRates rates_of_machine(const MachineSpec& m, bool two_byte, int compute_
              .memory_Bps = m.gpu_memory_Bps,
              .sm_count = m.gpu_sm_count,
              .clock_hz = m.gpu_clock_hz,
-             .launch_s = m.kernel_launch_s};
+             .launch_s = m.kernel_launch_s,
+             .measured_attention = m.attention_rates.empty()
+                                       ? nullptr
+                                       : std::make_shared<const std::vector<MeasuredAttentionRate>>(m.attention_rates)};
     r.host_to_gpu_Bps = std::min(m.host_to_gpu_Bps, m.host_memory_Bps);
     r.gpu_to_host_Bps = std::min(m.gpu_to_host_Bps, m.host_memory_Bps);
   } else {

@@ -51,6 +51,28 @@ check_platform "$work/o" c2 8 2 25769803776 12e9 12e9 10e-6 100e9 5e-6 50e9 || f
 run "custom, CPUs only" custom --out "$work/o" --cpus 4
 check_platform "$work/o" custom 4 0 0 1 1 0 0 0 50e9 || fail "custom without GPUs"
 
+# ---- measured attention rates (scripts/gpu-check.sh's attention_calibration.json) ------------------
+cat > "$work/calibration.json" <<'JSON'
+{"gpu": "NVIDIA H200", "entries": [
+ {"kernel": "cudnn", "direction": "forward", "B": 8, "T": 1024, "heads": 40, "hs": 128, "causal": true, "ms": 0.859, "tflops": 100},
+ {"kernel": "cudnn", "direction": "backward", "B": 8, "T": 1024, "heads": 40, "hs": 128, "causal": true, "ms": 4.29, "tflops": 50}]}
+JSON
+run "h200x1 --attention-calibration" h200x1 --out "$work/m" --cpus 32 --name h200-measured \
+  --attention-calibration "$work/calibration.json"
+grep -q "attention: 2 rates measured on the GPU" "$work/out" || fail "--attention-calibration: no summary line"
+python3 - "$work/m/bus/h200-measured.machine.json" <<'PY' || fail "--attention-calibration: machine file"
+import json, sys
+rates = json.load(open(sys.argv[1]))["attention_rates"]
+assert [(r["kernel"], r["direction"], r["T"], r["hs"], r["tflops"]) for r in rates] == \
+    [("cudnn", "forward", 1024, 128, 100), ("cudnn", "backward", 1024, 128, 50)], rates
+PY
+# The plan's bound charges them: gpt-13B, B=8, T=1024, no recompute, 40 layers of attention:
+# forward 40 x (8.59e10 FLOP / 100 TFLOP/s + 5 us) = 34.56 ms, backward 40 x (2.147e11 / 50e12 +
+# 3 x 5 us) = 172.40 ms: 0.2070 s.
+"$STARZERO" plan --layers 40 --hidden 5120 --heads 40 --vocab 50257 --batch 8 --seq 1024 --platform "$work/m" \
+  --attention cudnn > "$work/out" 2> "$work/err" || { cat "$work/err"; fail "plan on the measured platform"; }
+grep -q "cudnn_attention 0.2070 s" "$work/out" || { grep "cost class" "$work/out"; fail "plan: measured attention not charged"; }
+
 # ---- --list ----------------------------------------------------------------------------------------
 run "--list" --list
 for name in h200x1 h200x8 a100x1; do grep -qx "$name" "$work/out" || fail "--list: no $name"; done
@@ -75,6 +97,13 @@ expect_bad_input "no machine" "$STARZERO" platform --out "$bad"
 expect_bad_input "two machines" "$STARZERO" platform h200x1 a100x1 --out "$bad"
 expect_bad_input "--list with a machine" "$STARZERO" platform --list h200x1
 expect_bad_input "unknown flag" "$STARZERO" platform h200x1 --out "$bad" --frobnicate
+echo '{"entries": [{"kernel": "flash", "direction": "forward", "T": 1024, "hs": 128, "tflops": 1}]}' > "$work/c1.json"
+expect_bad_input "calibration of an unknown kernel" "$STARZERO" platform h200x1 --out "$bad" --attention-calibration "$work/c1.json"
+echo '{"entries": [{"kernel": "own", "direction": "forward", "T": 1024, "hs": 128, "tflops": 0}]}' > "$work/c2.json"
+expect_bad_input "calibration rate 0" "$STARZERO" platform h200x1 --out "$bad" --attention-calibration "$work/c2.json"
+printf '{"entries": [' > "$work/c3.json"
+expect_bad_input "truncated calibration" "$STARZERO" platform h200x1 --out "$bad" --attention-calibration "$work/c3.json"
+expect_bad_input "missing calibration" "$STARZERO" platform h200x1 --out "$bad" --attention-calibration "$work/none.json"
 [ ! -e "$bad" ] || fail "bad input wrote $bad"
 
 finish "platform: all checks passed"

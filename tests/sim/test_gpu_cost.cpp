@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -203,4 +204,34 @@ TEST_CASE("named machines state their SMs and clock, older machine files read wi
   std::string negative = sim::machine_json(h);
   negative.replace(negative.find("\"gpu_clock_hz\": ") + 16, 1, "-");
   CHECK_THROWS_WITH(sim::machine_from_json(negative), Catch::Contains("gpu_clock_hz"));
+}
+
+TEST_CASE("rates measured on a GPU replace the published table and the counted model", "[gpu_cost][calibration]") {
+  const std::vector<sim::MeasuredAttentionRate> measured = sim::attention_rates_from_calibration(R"({"gpu": "H200",
+    "entries": [{"kernel": "cudnn", "direction": "forward", "T": 1024, "hs": 128, "tflops": 300},
+                {"kernel": "own", "direction": "backward", "T": 1024, "hs": 128, "tflops": 0.5}]})");
+  REQUIRE(measured.size() == 2);
+  sim::GpuFigures f = h200();
+  f.measured_attention = std::make_shared<const std::vector<sim::MeasuredAttentionRate>>(measured);
+  // At the measured length: the causal FLOPs at the measured rate, plus the launch.
+  CHECK(sim::gpu_work_us(attention_work(sim::GpuCostClass::cudnn_attention, gpt13b_attention(false)), f) ==
+        Approx(8.589934592e10 / 300e12 * 1e6 + 5).epsilon(1e-9));
+  CHECK(sim::gpu_work_us(attention_work(sim::GpuCostClass::own_attention, gpt13b_attention(true)), f) ==
+        Approx(2.5 * 8.589934592e10 / 0.5e12 * 1e6 + 5).epsilon(1e-9));
+  // At T = 4096 cuDNN's rate moves along the published table: 300 × 518 / 410.
+  sim::AttentionWork longer = gpt13b_attention(false);
+  longer.T = 4096;
+  CHECK(sim::gpu_work_us(attention_work(sim::GpuCostClass::cudnn_attention, longer), f) ==
+        Approx(sim::causal_attention_flops(longer) / (300e12 * 518.0 / 410.0) * 1e6 + 5).epsilon(1e-9));
+  // What was not measured (cuDNN's backward) keeps the published table.
+  CHECK(sim::gpu_work_us(attention_work(sim::GpuCostClass::cudnn_attention, gpt13b_attention(true)), f) ==
+        Approx(sim::gpu_work_us(attention_work(sim::GpuCostClass::cudnn_attention, gpt13b_attention(true)), h200())));
+  // Malformed calibrations: one line each.
+  CHECK_THROWS_WITH(sim::attention_rates_from_calibration("{"), Catch::Contains("not JSON"));
+  CHECK_THROWS_WITH(sim::attention_rates_from_calibration(R"({"entries": [{"kernel": "cudnn", "direction": "up",
+      "T": 1, "hs": 1, "tflops": 1}]})"),
+                    Catch::Contains("direction"));
+  CHECK_THROWS_WITH(sim::attention_rates_from_calibration(R"({"entries": [{"kernel": "own", "direction": "forward",
+      "T": 1024, "hs": 128}]})"),
+                    Catch::Contains("tflops"));
 }
