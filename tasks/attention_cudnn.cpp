@@ -238,6 +238,15 @@ Views views_of(const CudnnAttentionShape& s) {
   return {s.B, s.T, s.nh, s.nh / (s.NH / s.NKV), s.hs, std::int64_t(s.NH + 2 * s.NKV) * s.hs};
 }
 
+// scale · Q·Kᵀ, fp32 scores [B, H, T, T] (virtual: never in memory).
+void* scaled_scores(GraphBuilder& g, void* q, void* kt, const Dims& sd, const Dims& ss) {
+  void* s = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
+  g.matmul(q, kt, s);
+  void* scaled = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, s, g.scalar(kScale), nullptr, scaled);
+  return scaled;
+}
+
 // Forward: O and Stats from Q, K, V. `o_ld`: O's rows apart; `stats_ld`: Stats' sequences apart.
 void build_forward(GraphBuilder& g, const Views& v, std::int64_t o_ld, std::int64_t stats_ld) {
   void* q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, v.q_dims(), v.q_strides(), false);
@@ -247,11 +256,7 @@ void build_forward(GraphBuilder& g, const Views& v, std::int64_t o_ld, std::int6
   void* stats = g.tensor(kStats, CUDNN_DATA_FLOAT, v.row_stats(), {stats_ld, v.T, 1, 1}, false);
   const Dims sd = v.scores(), ss = contiguous(sd), rd = v.row_stats(), rs = contiguous(rd);
 
-  void* s = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(q, kt, s);
-  void* scaled = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, s, g.scalar(kScale), nullptr, scaled);
-  void* masked = causal_mask(g, scaled, sd);
+  void* masked = causal_mask(g, scaled_scores(g, q, kt, sd, ss), sd);
   void* row_max = g.virtual_tensor(CUDNN_DATA_FLOAT, rd, rs);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
   void* shifted = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
@@ -305,12 +310,8 @@ void build_backward(GraphBuilder& g, const Views& v, std::int64_t dout_ld, std::
   g.pointwise(CUDNN_POINTWISE_MUL, row_dot, g.scalar(kOne), nullptr, softmax_sum);
 
   // P = exp(scale·Q·Kᵀ − Stats), causal.
-  void* s = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(q, kt, s);
-  void* scaled = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, s, g.scalar(kScale), nullptr, scaled);
   void* shifted = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_SUB, scaled, stats, nullptr, shifted);
+  g.pointwise(CUDNN_POINTWISE_SUB, scaled_scores(g, q, kt, sd, ss), stats, nullptr, shifted);
   void* masked = causal_mask(g, shifted, sd);
   void* p = g.virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
   g.pointwise(CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p);
