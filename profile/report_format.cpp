@@ -274,7 +274,9 @@ void append_bound_markdown(const TraceReport& r, const std::string& heading, std
   md += "The time each resource needs for one steady step (" + std::to_string(b->steady_steps) +
         (b->steady_steps == 1 ? " step" : " steps") +
         "; the steady window over their count is the step): compute from the " +
-        (b->compute_from == "trace" ? "tasks' declared FLOPs" : "run's plan (no task declared FLOPs)") +
+        (b->compute_from == "trace"      ? "tasks' declared FLOPs"
+         : b->bound.compute_by_class ? "run's plan (its GPU kernels by cost class)"
+                                     : "run's plan (no task declared FLOPs)") +
         ", CPU AdamW from " + (b->adam_from == "trace" ? "its tasks' buffers" : "the run's plan") +
         ", PCIe and disk from the transfers; the largest bounds the step.\n\n```\n";
   for (const std::string& line : sim::bound_lines(b->bound, b->rates, b->steady_step_s, "")) md += line + "\n";

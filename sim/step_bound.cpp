@@ -97,8 +97,8 @@ ResourceRates rates_of_machine(const MachineSpec& m, bool two_byte, int compute_
   r.adam_flops_per_s = double(adam_threads) * m.cpu_core_flops * m.gemm_efficiency;
   r.disk_read_Bps = m.disk_read_Bps;
   r.disk_write_Bps = m.disk_write_Bps;
-  r.source = m.name + "'s figures (peaks x GEMM " + printed("%.2g", m.gemm_efficiency) + ", element-wise " +
-             printed("%.2g", m.elementwise_efficiency) + ")";
+  r.source = m.name + "'s figures (" + std::string(m.gpus > 0 ? "GPU kernels by cost class; CPU: " : "") + "peaks x GEMM " +
+             printed("%.2g", m.gemm_efficiency) + ", element-wise " + printed("%.2g", m.elementwise_efficiency) + ")";
   return r;
 }
 

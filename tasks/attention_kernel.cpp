@@ -38,7 +38,7 @@ ResolvedAttention resolve_attention(AttentionRequest request, bool gpu, bool two
     refused = "fp32 (cuDNN's flash attention is bf16)";
   else if (!in_sim && !cudnn_linked())
     refused = "this build has no cuDNN";
-  if (refused.empty()) return {AttentionKernel::cudnn, in_sim ? "cuDNN flash attention (charged)" : "cuDNN flash attention"};
+  if (refused.empty()) return {AttentionKernel::cudnn, in_sim ? "cuDNN flash attention, charged by its published rates" : "cuDNN flash attention"};
   if (request == AttentionRequest::cudnn) throw std::invalid_argument("--attention cudnn: " + refused);
   return {AttentionKernel::own, "own kernel: " + refused};
 }

@@ -43,7 +43,7 @@ TEST_CASE("resolve_attention: a simulation charges cuDNN without linking it", "[
   for (const auto request : {AttentionRequest::automatic, AttentionRequest::cudnn}) {
     const auto r = tasks::resolve_attention(request, true, true, true);
     CHECK(r.kernel == AttentionKernel::cudnn);
-    CHECK(r.why == "cuDNN flash attention (charged)");
+    CHECK(r.why == "cuDNN flash attention, charged by its published rates");
   }
 }
 

@@ -365,6 +365,14 @@ run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --re
     --offload-optimizer cpu --platform "$WORK/h200x1-32"
 expect_text 'on h200x1-32: 32 CPU cores, 1 GPU(s)' "bound section on a platform folder"
 expect_line "$(bound_row 40 5120 1024 8 full 32 30 1)" "13B bound row, by hand: CPU AdamW binds"
+python3 "$here/check_plan_cli.py" gpu-classes "$WORK/out" 40 5120 1024 8 full && pass "13B GPU compute by cost class" \
+  || fail "13B GPU compute by cost class"
+expect_text "cudnn_attention" "13B: cuDNN's attention charged by default"
+run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --recompute full --stage 1 \
+    --offload-optimizer cpu --platform "$WORK/h200x1-32" --attention own
+# Our scalar attention: 40 layers x (forward, recomputation: 87.4 ms each; backward 516.6 ms) from
+# its L1 wavefronts (docs/sim.md): about 27.7 s, far above the CPU AdamW's 1.56 s.
+expect_line ' *1 +ZeRO-1 +2[0-9]\.[0-9]{4} s\* .*\(GPU compute\)$' "13B with --attention own: the GPU binds"
 run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --recompute full --stage 1 \
     --offload-optimizer cpu --platform "$WORK/h200x1-32" --adam-threads 16
 expect_line "$(bound_row 40 5120 1024 8 full 32 16 1)" "13B with --adam-threads 16"
@@ -375,10 +383,12 @@ assert d["platform"] == "h200x1"
 keys = ["compute_s", "cpu_adam_s", "pcie_to_gpu_s", "pcie_to_host_s", "disk_s", "bound_s", "binding", "steady_step_s",
         "efficiency", "compute_device", "compute_flops", "compute_flops_per_s", "adam_threads", "adam_bytes",
         "adam_bytes_per_s", "host_to_gpu_bytes", "host_to_gpu_Bps", "gpu_to_host_bytes", "gpu_to_host_Bps",
-        "disk_read_bytes", "disk_read_Bps", "disk_write_bytes", "disk_write_Bps", "rates_source"]
+        "disk_read_bytes", "disk_read_Bps", "disk_write_bytes", "disk_write_Bps", "rates_source",
+        "compute_s_by_gpu_class"]
 for p in d["plans"]:
     b = p["bound"]
     assert list(b) == keys, list(b)
+    assert abs(sum(b["compute_s_by_gpu_class"].values()) - b["compute_s"]) < 1e-9 and b["compute_s_by_gpu_class"]["gemm"] > 0
     assert b["binding"] == "cpu_adam" and b["bound_s"] == b["cpu_adam_s"] and b["efficiency"] is None
     psi = d["model"]["params"]
     assert abs(b["adam_bytes"] - 28 * psi) < 1 and abs(b["host_to_gpu_bytes"] - 2 * psi) < 1

@@ -53,7 +53,7 @@ keys = {  # docs/trace-report.md
               "steady_step_s", "efficiency", "compute_device", "compute_flops", "compute_flops_per_s", "adam_threads",
               "adam_bytes", "adam_bytes_per_s", "host_to_gpu_bytes", "host_to_gpu_Bps", "gpu_to_host_bytes",
               "gpu_to_host_Bps", "disk_read_bytes", "disk_read_Bps", "disk_write_bytes", "disk_write_Bps",
-              "rates_source", "steady_steps", "compute_from", "adam_from"],
+              "rates_source", "compute_s_by_gpu_class", "steady_steps", "compute_from", "adam_from"],
 }
 
 def close(a, b):
@@ -76,8 +76,17 @@ def check_bound(bound, ran, run_file, transfers_in_window, want, tag):
     want(bound["steady_steps"] == 2, f"{tag}steady_steps {bound['steady_steps']}")
     want(close(bound["steady_step_s"], (end - begin) / 2 / 1e3), f"{tag}steady_step_s {bound['steady_step_s']}")
     compute = sum(float(t["GFlop"]) * 1e9 for t in steady if t.get("Model") != "adamw_cpu" and "GFlop" in t) / 2
-    want(bound["compute_from"] == "trace" and close(bound["compute_flops"], compute),
-         f"{tag}compute_flops {bound['compute_flops']}, tasks.rec's GFlop give {compute}")
+    want(close(bound["compute_flops"], compute), f"{tag}compute_flops {bound['compute_flops']}, tasks.rec's GFlop give {compute}")
+    # On a simulated GPU the compute time is the plan's kernels by cost class (docs/sim.md); else the
+    # tasks' FLOPs at the run's rate.
+    by_class = run.get("planned_gpu_kernel_s")
+    if bound["compute_device"] == "GPU" and by_class:
+        want(bound["compute_from"] == "plan" and close(bound["compute_s"], sum(by_class.values())) and
+             bound["compute_s_by_gpu_class"] == by_class, f"{tag}compute by class {bound['compute_s_by_gpu_class']}, "
+             f"the run's plan gives {by_class}")
+    else:
+        want(bound["compute_from"] == "trace" and bound["compute_s_by_gpu_class"] is None,
+             f"{tag}compute_from {bound['compute_from']}")
     adam = [t for t in steady if t.get("Model") == "adamw_cpu"]
     adam_bytes = sum(int(size) * (mode.count("R") + mode.count("W"))
                      for t in adam for size, mode in zip(t["Sizes"].split(), t["Modes"].split())) / 2
