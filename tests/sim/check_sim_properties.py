@@ -54,8 +54,9 @@ def sim_ranks():
                 shard = t["sizes"][0] if kind == "all_gather" else t["sizes"][1]
                 formula = 7 * step_us + 7 * shard / bps * 1e6
                 if int(t["Iteration"]) == last: totals[kind] += 7 * shard
-            if on_cuda:  # the stream's wait comes on top
-                assert t["running_us"] >= formula - 0.01, (t["Name"], t["us"], t["running_us"], formula)
+            if on_cuda:  # the stream's wait comes on top; the previous task's end is itself recorded
+                # up to 1 us late (above), so its kernel may have run up to 1 us longer than recorded
+                assert t["running_us"] >= formula - 1.0, (t["Name"], t["us"], t["running_us"], formula)
             else:
                 assert abs(t["us"] - formula) <= 0.01, (t["Name"], t["us"], formula)
         assert totals == {"all_gather": int(sent.group(1)), "reduce_scatter": int(sent.group(2))}, (totals, sent.groups())
