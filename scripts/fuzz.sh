@@ -79,9 +79,9 @@ sources_of() {
     fuzz_state_file) echo "$common train/state_files.cpp" ;;
     fuzz_sharded_state) echo "$common train/state_files.cpp train/sharded_state.cpp" ;;
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;
-    fuzz_cli) echo "apps/cli.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
-    fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
-    fuzz_machine_json) echo "sim/platform.cpp" ;;
+    fuzz_cli) echo "apps/cli.cpp tasks/attention_kernel.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
+    fuzz_deepspeed_config) echo "apps/deepspeed_config.cpp apps/cli.cpp tasks/attention_kernel.cpp runtime/priority_names.cpp runtime/placement.cpp" ;;
+    fuzz_machine_json) echo "sim/platform.cpp runtime/gpu_cost.cpp" ;;
     fuzz_tokenizer) echo "runtime/files.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_safetensors) echo "runtime/files.cpp models/safetensors.cpp" ;;
     make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp models/safetensors.cpp" ;;
