@@ -9,6 +9,7 @@
 
 #include "models/llama.hpp"
 #include "models/llama_files.hpp"
+#include "models/llama_flops.hpp"
 #include "models/llama_layout.hpp"
 #include "models/gpt_files.hpp"
 #include "models/hf_checkpoint.hpp"
@@ -53,21 +54,20 @@ struct LlamaTraits : TransformerTypes<LlamaShape, LlamaModel, LlamaLayout, Llama
     }
     return shape;
   }
-  // An llm.c GPT-2 shard (uint16 tokens) or a Llama 3 one (uint32, inside Llama 3's vocabulary).
-  static TokenDataset read_token_shard(const fs::path& path, double validation_fraction) {
-    if (file_magic(path) == kLlmcTokenMagic) return TokenDataset::from_token_shard(path, validation_fraction);
-    const std::vector<std::uint32_t> shard = LlamaTokenShardFile::read(path);  // FileFormatError for anything else
-    if (shard.empty()) throw FileFormatError(path.string() + ": the token shard is empty");
-    std::vector<int> tokens(shard.size());
-    for (std::size_t i = 0; i < shard.size(); ++i) {
-      if (shard[i] >= std::uint32_t(kLlama3Vocab))
-        throw FileFormatError(path.string() + ": token " + std::to_string(shard[i]) + " at index " +
-                              std::to_string(i) + " is outside Llama 3's vocabulary of " + std::to_string(kLlama3Vocab));
-      tokens[i] = int(shard[i]);
-    }
-    return TokenDataset(std::move(tokens), kLlama3Vocab, validation_fraction);
+  // llm.c's GPT-2 shards (uint16 tokens) or Llama 3 ones (uint32, inside Llama 3's vocabulary),
+  // told apart by the first shard's magic.
+  static TokenShardFormat token_shard_format(const fs::path& first) {
+    if (file_magic(first) == kLlmcTokenMagic) return gpt2_token_shards();
+    return {"Llama 3", 4, kLlama3Vocab, [](const fs::path& path) { return LlamaTokenShardFile::count(path); }};
   }
-  static constexpr auto footprint = llama_footprint;
+  // The memory and FLOPs of llama_footprint, and the GPU kernels the step bound charges.
+  static ModelFootprint footprint(const LlamaShape& shape, int B, int T, const ActivationPolicy& activations) {
+    ModelFootprint footprint = llama_footprint(shape, B, T, activations);
+    const int seq = T > 0 ? T : shape.max_seq;  // llama_footprint's default
+    footprint.training_gpu_kernels_2 = llama_training_gpu_kernels(shape, DType::bf16, B, seq, activations);
+    footprint.training_gpu_kernels_4 = llama_training_gpu_kernels(shape, DType::f32, B, seq, activations);
+    return footprint;
+  }
   static constexpr auto activation_bytes = llama_activation_bytes;
   static constexpr auto offloaded_activation_bytes = llama_offloaded_activation_bytes;
   // Attention runs as one task per tile: no head groups.

@@ -291,6 +291,8 @@ class Codelet {
     if (d.sim_us) return sim::executed_us(task, arch, d.sim_us(args, task_handles()));
     const double calibrated = sim::calibrated_us(self->name(), arch, starpu_task_data_footprint(task));
     sim::count_duration_source(calibrated == calibrated);
+    // A CPU task a real run recorded needs nothing else (the common case: no handle list built).
+    if (calibrated == calibrated && !sim::is_gpu(arch)) return sim::executed_us(task, arch, calibrated);
     const std::vector<starpu_data_handle_t> handles = task_handles();
     // On a GPU: its cost class's charge (runtime/gpu_cost.hpp), or what a real run recorded.
     if (const std::optional<sim::GpuWork> work = sim::is_gpu(arch) ? self->gpu_work(args, handles) : std::nullopt) {

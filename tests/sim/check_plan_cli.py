@@ -61,16 +61,22 @@ def fit_columns():
 
 
 def gpu_classes():
-    """OUT L C T B RECOMPUTE: the bound table's GPU compute is the sum of the classes the plan prints, and its
-    GEMMs take at least the matmuls' FLOPs at the measured large-GEMM rate, 0.78 of 989 TFLOP/s."""
+    """OUT L C T B RECOMPUTE [llama NH NKV H V]: the bound table's GPU compute is the sum of the classes the
+    plan prints, and its GEMMs take at least the matmuls' FLOPs at the measured large-GEMM rate, 0.78 of
+    989 TFLOP/s (GPT, or Llama 3 with its shape's NH NKV H V)."""
     out = open(sys.argv[1]).read()
     L, C, T, B = (int(x) for x in sys.argv[2:6])
     full, Vp, N = sys.argv[6] == "full", 50304, B * T
+    matmul = L * (72 * N * C * C + (16 * N * C * C if full else 0)) + 6 * N * Vp * C
+    if len(sys.argv) > 7 and sys.argv[7] == "llama":  # docs/llama.md: forward 2·N·(C·Q + C² + 3·C·H) per block
+        NH, NKV, H, V = (int(x) for x in sys.argv[8:12])
+        Q = (NH + 2 * NKV) * (C // NH)
+        matmul = (L * 3 * 2 * N * (C * Q + C * C + 3 * C * H) + 6 * N * C * V +
+                  (L * 2 * N * (C * Q + C * C + 2 * C * H) if full else 0))
     line = re.search(r"^  GPU compute per step by cost class[^:]*: (.*)$", out, re.M).group(1)
     classes = {k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+) s", line)}
     row = re.search(r"^ *1 +ZeRO-\d +([0-9.]+) s", out, re.M)
     assert abs(float(row.group(1)) - sum(classes.values())) <= 2e-4, (row.group(0), classes)
-    matmul = L * (72 * N * C * C + (16 * N * C * C if full else 0)) + 6 * N * Vp * C
     assert classes["gemm"] >= matmul / (989e12 * 0.78) - 1e-4, (classes, matmul)
     assert set(classes) <= {"gemm", "cudnn_attention", "own_attention", "streaming", "copy"}, classes
 

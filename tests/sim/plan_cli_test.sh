@@ -376,6 +376,11 @@ expect_line ' *1 +ZeRO-1 +2[0-9]\.[0-9]{4} s\* .*\(GPU compute\)$' "13B with --a
 run --layers 40 --hidden 5120 --heads 40 --vocab 50257 --seq 1024 --batch 8 --recompute full --stage 1 \
     --offload-optimizer cpu --platform "$WORK/h200x1-32" --adam-threads 16
 expect_line "$(bound_row 40 5120 1024 8 full 32 16 1)" "13B with --adam-threads 16"
+# Llama 3 8B, T=4096 B=1: its kernels by class too (models/llama_flops.hpp), not FLOPs at 0.75.
+run --model llama3 --preset llama3-8B --seq 4096 --batch 1 --recompute selective --stage 1 \
+    --offload-optimizer cpu --platform h200x1
+python3 "$here/check_plan_cli.py" gpu-classes "$WORK/out" 32 4096 4096 1 selective llama 32 8 14336 128256 \
+  && pass "Llama 3 8B GPU compute by cost class" || fail "Llama 3 8B GPU compute by cost class"
 run --params 7e9 --dp 8
 if grep -q 'Step bound' "$WORK/out"; then fail "a bound without --platform"; else pass "no bound without --platform"; fi
 check_json "bound json" '

@@ -10,7 +10,9 @@
 
 #include "models/gpt_flops.hpp"
 #include "models/gpt_layout.hpp"
+#include "models/llama_flops.hpp"
 #include "models/llama_layout.hpp"
+#include "models/registry.hpp"
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 #include "offload/step_work.hpp"
@@ -156,6 +158,47 @@ TEST_CASE("Llama FLOPs per micro-batch, and the footprints carry them", "[step_b
         Approx(none + L * (2 * N * (C * Q + C * C + 2 * C * H) + 4 * B * T * T * C)).epsilon(1e-12));
   CHECK(llama_footprint(s, 2, 512, {Recompute::selective}).training_flops ==
         Approx(none + L * 4 * B * T * T * C).epsilon(1e-12));
+}
+
+// The kernel list's GEMM FLOPs are the matmul FLOPs of the formula above, its attention tasks the
+// attention's; the footprint the family hands the planner carries the list.
+TEST_CASE("Llama GPU kernels per micro-batch: GEMMs and attention match the FLOPs", "[step_bound][flops]") {
+  const LlamaShape s = llama_preset("llama3-1B");
+  const double B = 2, T = 512, N = B * T, L = s.layers, C = s.channels, Q = s.qkv_channels(), H = s.ffn_hidden,
+               V = s.vocab;
+  const double block = 2 * N * (C * Q + C * C + 3 * C * H);
+  struct Case {
+    Recompute recompute;
+    double recomputed_matmuls, recomputed_attention;
+  };
+  for (const Case c : {Case{Recompute::none, 0, 0}, Case{Recompute::selective, 0, 1},
+                       Case{Recompute::full, 2 * N * (C * Q + C * C + 2 * C * H), 1}}) {
+    CAPTURE(int(c.recompute));
+    const std::vector<sim::CountedGpuWork> kernels =
+        llama_training_gpu_kernels(s, DType::bf16, 2, 512, {c.recompute});
+    double gemm = 0, forward_attention = 0, backward_attention = 0, gemm_bytes = 0;
+    for (const sim::CountedGpuWork& k : kernels) {
+      if (k.work.kind == sim::GpuCostClass::gemm) {
+        gemm += k.count * k.work.flops;
+        gemm_bytes += k.count * k.work.bytes;
+      }
+      if (k.work.kind == sim::GpuCostClass::own_attention)
+        (k.work.attention.backward ? backward_attention : forward_attention) += k.count;
+      if (k.work.kind == sim::GpuCostClass::own_attention) CHECK(k.work.attention.kv_heads == s.kv_heads);
+    }
+    // nn_matmul_backward_weight counts N·OC for a bias sum, bias or not (tasks/nn.cpp).
+    const double bias_sums = N * (L * (Q + 2 * C + 2 * H) + V);
+    CHECK(gemm == Approx(L * 3 * block + 6 * N * C * V + L * c.recomputed_matmuls + bias_sums).epsilon(1e-12));
+    CHECK(forward_attention == L * (1 + c.recomputed_attention));
+    CHECK(backward_attention == L);
+    CHECK(gemm_bytes > 2 * double(s.param_count()) * 3);  // every weight read at least once per pass
+  }
+  CHECK_THROWS_AS(llama_training_gpu_kernels(s, DType::bf16, 2, 0, {}), std::invalid_argument);
+  // The registry's footprint (what `starzero plan --model llama3` uses) carries both precisions.
+  const ModelFootprint f = model_family("llama3").preset("llama3-1B").footprint(2, 512, {});
+  CHECK(f.training_gpu_kernels_2.size() == llama_training_gpu_kernels(s, DType::bf16, 2, 512, {}).size());
+  for (const sim::CountedGpuWork& k : f.training_gpu_kernels_4)
+    if (k.work.kind == sim::GpuCostClass::gemm) CHECK_FALSE(k.work.bf16);  // fp32: the CUDA cores
 }
 
 TEST_CASE("planned work per step: AdamW bytes, PCIe each way, disk", "[step_bound][plan]") {
