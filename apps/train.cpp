@@ -38,9 +38,12 @@ void add_model_and_optimizer_options(cli::ArgParser& p) {
       .option("channels", "C", "override the preset's hidden size")
       .option("heads", "NH", "override the preset's attention heads (must divide C)")
       .option("max-seq", "T", "override the preset's maximum sequence length")
-      .option("data", "FILE",
-              "training text (bytes; tokens with a tokenizer.json) or llm.c token shard (.bin); default: this "
-              "checkout's docs and sources")
+      .option("data", "PATH",
+              "training text (bytes; tokens with a tokenizer.json), or llm.c token shards (.bin): a file, a folder "
+              "of them or a glob ('fineweb_train_*.bin'), streamed; default: this checkout's docs and sources")
+      .option("val-data", "PATH", "validation token shards (file, folder or glob); default: the last --val-fraction "
+                                  "of --data")
+      .option("val-fraction", "F", "the share of --data held out for validation without --val-data, in (0, 1) (default 0.1)")
       .option("tokenizer", "FILE",
               "a token model's tokenizer: llm.c's gpt2_tokenizer.bin decodes samples; a Hugging Face tokenizer.json "
               "(byte-level BPE, GPT-2 or Llama 3) also encodes text --data and --prompt; samples start from its "
@@ -195,6 +198,17 @@ ModelRequest model_request(const cli::ArgParser& p) {
   if (p.given("max-seq")) r.max_seq = int_option(p, "max-seq", 0, 1);
   if (p.given("seq")) r.seq = int_option(p, "seq", 0, 1);
   if (const auto data = p.value("data")) r.data = *data;
+  if (const auto val = p.value("val-data")) {
+    if (!r.data) throw UsageError("--val-data goes with --data");
+    if (p.given("val-fraction")) throw UsageError("give --val-data or --val-fraction, not both");
+    r.validation_data = *val;
+  }
+  if (p.given("val-fraction")) {
+    const double f = cli::parse_number("val-fraction", *p.value("val-fraction"));
+    if (!(f > 0 && f < 1))  // 0 would be `eval`'s whole-data split; --val-every 0 skips validation
+      throw UsageError("--val-fraction must be in (0, 1), not " + *p.value("val-fraction"));
+    r.validation_fraction = f;
+  }
   if (const auto tokenizer = p.value("tokenizer")) {
     if (p.given("prompt"))
       if (const Tokenizer t = Tokenizer::load(*tokenizer); !t.can_encode())
@@ -389,7 +403,8 @@ cli::ArgParser make_eval_parser() {
   cli::ArgParser p("starzero eval");
   p.option("checkpoint", "PATH",
            "llm.c checkpoint (GPT-2 or Llama 3, version 3 fp32 or 5 bf16) or a Hugging Face folder (GPT-2, Llama 3)")
-      .option("data", "FILE", "llm.c token shard (.bin) or a text file (bytes; tokens with --tokenizer)")
+      .option("data", "PATH", "llm.c token shards (.bin: a file, a folder or a glob) or a text file (bytes; tokens "
+                              "with --tokenizer)")
       .option("tokenizer", "FILE", "a Hugging Face tokenizer.json (byte-level BPE, GPT-2 or Llama 3) that encodes a "
                                    "text --data; its vocabulary must be the checkpoint's")
       .option("batch", "B", "sequences per batch")

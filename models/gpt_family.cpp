@@ -39,9 +39,8 @@ struct GptTraits : TransformerTypes<GptShape, GptModel, GptLayout, GptLlmcCodec,
     }
     return shape;
   }
-  static TokenDataset read_token_shard(const fs::path& path, double validation_fraction) {
-    return TokenDataset::from_token_shard(path, validation_fraction);
-  }
+  // llm.c's GPT-2 token shards.
+  static TokenShardFormat token_shard_format(const fs::path&) { return gpt2_token_shards(); }
   // --head-groups: whole heads per group.
   static void check_tiling(const GptShape& shape, const Tiling& tiling) {
     if (tiling.head_groups && (*tiling.head_groups < 1 || *tiling.head_groups > shape.heads))

@@ -209,6 +209,14 @@ class LlmcTokenShardFile {
  public:
   using Token = typename Codec::Token;
 
+  // The header's token count, checked against the file's size; no token is read (FileFormatError).
+  static std::size_t count(const std::filesystem::path& path) {
+    FileReader in(path);
+    const LlmcHeaderWords header =
+        read_llmc_header(in, Codec::kIds.token_magic, std::string(Codec::kIds.name) + " token shard",
+                         Codec::kNotTokenShard);
+    return llmc_token_count(in, header, Codec::kIds.token_version, sizeof(Token));
+  }
   static std::vector<Token> read(const std::filesystem::path& path) {
     FileReader in(path);
     const LlmcHeaderWords header =

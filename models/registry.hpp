@@ -25,7 +25,8 @@ struct ModelRequest {
   std::string family = "gpt";
   std::optional<std::string> preset;
   std::optional<int> layers, channels, heads, max_seq;
-  std::optional<std::filesystem::path> data;        // training (or evaluation) data
+  std::optional<std::filesystem::path> data;        // training (or evaluation) data: a file, folder or glob
+  std::optional<std::filesystem::path> validation_data;  // --val-data: the validation split's (token shards)
   std::optional<std::filesystem::path> tokenizer;   // decodes a token model's samples (--tokenizer)
   std::optional<int> seq;                           // tokens per row
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given

@@ -79,18 +79,48 @@ const LlmcRunsFormat::Piece& LlmcRunsFormat::piece_at(std::size_t offset) const 
 // ---- the spec and prepare -----------------------------------------------------------------------
 
 std::string token_data_summary(const TokenDataset& data) {
-  return "data: " + std::to_string(data.split_size(Split::train)) + " training and " +
+  return "data: " + data.store().describe() + ": " + std::to_string(data.split_size(Split::train)) + " training and " +
          std::to_string(data.split_size(Split::validation)) + " validation tokens (vocabulary " +
          std::to_string(data.vocab()) + ")";
 }
 
+namespace {
+
+// A --data or --val-data argument's tokens: one text file (bytes), or llm.c token shards.
+std::shared_ptr<const TokenStore> open_data(const std::string& argument, const std::vector<fs::path>& files,
+                                            const std::function<TokenShardFormat(const fs::path&)>& shard_format,
+                                            int& vocab) {
+  for (const fs::path& file : files)
+    if (file.extension() != ".bin")
+      throw std::invalid_argument("'" + argument + "' names " + file.string() +
+                                  (files.size() == 1 ? "" : " among several files") +
+                                  ": several files must all be llm.c token shards (.bin)");
+  const TokenShardFormat format = shard_format(files.front());
+  vocab = format.vocab;
+  return token_shard_store(files, format);
+}
+
+}  // namespace
+
 TokenDataset load_token_data(const ModelRequest& request,
-                             const std::function<TokenDataset(const fs::path&, double)>& read_shard) {
+                             const std::function<TokenShardFormat(const fs::path&)>& shard_format) {
   if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
-  const fs::path& path = *request.data;
-  if (!fs::exists(path)) throw std::invalid_argument("--data: no such file '" + path.string() + "'");
-  return path.extension() == ".bin" ? read_shard(path, request.validation_fraction)
-                                    : TokenDataset::from_text_file(path, request.validation_fraction);
+  const std::string argument = request.data->string();
+  const std::vector<fs::path> files = data_files(argument);
+  if (files.size() == 1 && files.front().extension() != ".bin") {
+    if (request.validation_data) throw std::invalid_argument("--val-data goes with token shards, not a text --data");
+    return TokenDataset::from_text_file(files.front(), request.validation_fraction);
+  }
+  int vocab = 0, validation_vocab = 0;
+  std::shared_ptr<const TokenStore> store = open_data(argument, files, shard_format, vocab), validation;
+  if (request.validation_data) {
+    const std::string val = request.validation_data->string();
+    validation = open_data(val, data_files(val), shard_format, validation_vocab);
+    if (validation_vocab != vocab)
+      throw std::invalid_argument("--val-data's vocabulary (" + std::to_string(validation_vocab) +
+                                  ") is not --data's (" + std::to_string(vocab) + ")");
+  }
+  return TokenDataset(std::move(store), vocab, request.validation_fraction, std::move(validation));
 }
 
 void check_flag(const char* flag, const std::optional<int>& given, int from_file) {
@@ -116,7 +146,8 @@ void check_checkpoint_flags(const ModelRequest& request, int layers, int channel
 }
 
 void check_data_vocabulary(const TokenDataset& data, int vocab, bool evaluation) {
-  const int largest = *std::max_element(data.tokens().begin(), data.tokens().end());
+  // Evaluation reads every token only when the data's vocabulary is larger than the checkpoint's.
+  const int largest = evaluation && data.vocab() > vocab ? data.largest_token() : 0;
   if (evaluation && largest >= vocab)
     throw std::invalid_argument("the data holds token " + std::to_string(largest) +
                                 ", outside the checkpoint's vocabulary of " + std::to_string(vocab));

@@ -19,7 +19,7 @@
 //     static std::string preset_fields(const Shape&);         // the fields a preset fixes, for
 //                                                             // comparing with a checkpoint's
 //     static Shape shape_from_flags(const ModelRequest&, int vocab);
-//     static TokenDataset read_token_shard(const std::filesystem::path&, double validation_fraction);
+//     static TokenShardFormat token_shard_format(const std::filesystem::path& first_shard);
 //     static void check_tiling(const Shape&, const Tiling&);  // optional: the head groups
 //     static ModelFootprint footprint(const Shape&, int B, int T, const ActivationPolicy&);
 //     static std::size_t activation_bytes(const Shape&, std::size_t element, int B, int T,
@@ -171,7 +171,11 @@ template <class TokenModel>
 class TransformerTrainable final : public Trainable {
  public:
   TransformerTrainable(std::unique_ptr<TokenModel> model, const TokenDataset& data, const TransformerOptions& options)
-      : model_(std::move(model)), data_(data), seed_(options.seed), evaluation_split_(options.evaluation_split) {}
+      : model_(std::move(model)),
+        data_(data),
+        seed_(options.seed),
+        evaluation_split_(options.evaluation_split),
+        train_batches_(data, model_->seq(), options.seed) {}
 
   int layers() const override { return model_->layers(); }
   std::size_t layer_params(int layer) const override { return model_->layer_params(layer); }
@@ -188,7 +192,11 @@ class TransformerTrainable final : public Trainable {
   int micro_batch() const override { return model_->batch(); }
   int row_tokens() const override { return model_->seq(); }
   void load_train_rows(std::uint64_t step, const BatchRows& rows) override {
-    set_batch_rows(*model_, data_.train_batch(rows.global, model_->seq(), seed_, step), rows);
+    set_batch_rows(*model_, train_batches_.batch(step, rows.global), rows);
+  }
+  void resume_data(std::uint64_t step, std::uint64_t position) override { train_batches_.set_origin(step, position); }
+  std::uint64_t data_position_after(std::uint64_t step, int global_rows) const override {
+    return train_batches_.position_before(step + 1, global_rows);
   }
   std::size_t validation_batches(int global_rows) const override {
     return data_.sequential_batches(global_rows, model_->seq(), evaluation_split_);
@@ -211,6 +219,7 @@ class TransformerTrainable final : public Trainable {
   const TokenDataset& data_;
   std::uint64_t seed_;
   Split evaluation_split_;
+  TrainBatchStream train_batches_;
 };
 
 // ---- the spec -----------------------------------------------------------------------------------
@@ -267,10 +276,11 @@ class TransformerSpec final : public ModelSpec {
 
 // ---- prepare: from the command line's request to a checked spec --------------------------------
 
-// The data a request names: the checkout's text without --data, a text file, or (.bin) the token
-// shard `read_shard` reads.
+// The data a request names: the checkout's text without --data, a text file, or (.bin) llm.c token
+// shards (a file, a folder or a glob: data_files) of the format `shard_format` gives for the first,
+// with --val-data's shards as the validation split.
 TokenDataset load_token_data(const ModelRequest& request,
-                             const std::function<TokenDataset(const std::filesystem::path&, double)>& read_shard);
+                             const std::function<TokenShardFormat(const std::filesystem::path&)>& shard_format);
 // std::invalid_argument "--FLAG given contradicts the checkpoint's from_file" when given differs.
 void check_flag(const char* flag, const std::optional<int>& given, int from_file);
 // The shape flags against a checkpoint's shape: `fields` of the preset with the flags' overrides
@@ -309,7 +319,7 @@ template <class Traits>
 std::unique_ptr<ModelSpec> prepare_transformer(const ModelRequest& request) {
   if (request.checkpoint && !std::filesystem::exists(*request.checkpoint))
     throw std::invalid_argument("no such checkpoint '" + request.checkpoint->string() + "'");
-  TokenDataset data = load_token_data(request, Traits::read_token_shard);
+  TokenDataset data = load_token_data(request, Traits::token_shard_format);
   data.use_tokenizer(request.tokenizer);
   const bool evaluation = request.validation_fraction == 0;
   typename Traits::Shape shape;

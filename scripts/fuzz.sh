@@ -73,9 +73,9 @@ sources_of() {
   local llama="models/llama_files.cpp models/llama_layout.cpp models/llmc_format.cpp tasks/nn_llama_kernels_cpu.cpp"
   case $1 in
     fuzz_llmc_checkpoint) echo "$common models/gpt_files.cpp models/llmc_format.cpp" ;;
-    fuzz_token_shard) echo "$common models/gpt_files.cpp models/llmc_format.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
+    fuzz_token_shard) echo "$common models/gpt_files.cpp models/llmc_format.cpp models/data.cpp models/mask_shard.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_llama_checkpoint) echo "$common $llama" ;;
-    fuzz_llama_token_shard) echo "$common $llama models/gpt_files.cpp models/data.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
+    fuzz_llama_token_shard) echo "$common $llama models/gpt_files.cpp models/data.cpp models/mask_shard.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_state_file) echo "$common train/state_files.cpp" ;;
     fuzz_sharded_state) echo "$common train/state_files.cpp train/sharded_state.cpp" ;;
     fuzz_layer_checkpoint) echo "runtime/files.cpp models/layer_checkpoint.cpp" ;;

@@ -30,10 +30,10 @@ void remove_other_training_states(const fs::path& checkpoint, int ranks) {
 }
 
 void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
-                      std::uint64_t step) {
+                      std::uint64_t step, std::uint64_t data_position) {
   TrainingState state;
   state.step = step;
-  state.data_position = step;  // training batches are a function of (seed, step)
+  state.data_position = data_position;
   for (const LayerOptimizerState& layer : engine.optimizer_state()) {
     state.master.insert(state.master.end(), layer.master.begin(), layer.master.end());
     state.m.insert(state.m.end(), layer.m.begin(), layer.m.end());
@@ -134,25 +134,27 @@ void write_layer_by_layer(const fs::path& checkpoint, const CheckpointFormat& fo
 }  // namespace
 
 void save_checkpoint(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
-                     const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+                     const DataParallelRanks& ranks, std::uint64_t step, DType precision,
+                     std::optional<std::uint64_t> data_position) {
   engine.flush();  // a delayed update is applied first: the files hold the updated state
   if (format.writes_layers_in_order())
     write_layer_by_layer(checkpoint, format, engine, ranks, step, precision);
   else
     write_gathered(checkpoint, format, engine, ranks, step, precision);
-  write_rank_state(checkpoint, format, engine, step);
+  write_rank_state(checkpoint, format, engine, step, data_position.value_or(step));
   ranks.barrier();  // every rank's file is written
   if (ranks.leader()) remove_other_training_states(checkpoint, ranks.size());
 }
 
 void save_checkpoint_set(const CheckpointSets& sets, int keep, const CheckpointFormat& format, Engine& engine,
-                         const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
+                         const DataParallelRanks& ranks, std::uint64_t step, DType precision,
+                         std::optional<std::uint64_t> data_position) {
   fs::path model;
   try {
     if (ranks.leader()) model = sets.begin(step);
     const long leader_pid = long(ranks.from_leader(::getpid()));  // the partial folder's name; after begin
     if (!ranks.leader()) model = sets.partial_model_file(step, leader_pid);
-    save_checkpoint(model, format, engine, ranks, step, precision);  // ends once every rank's files are written
+    save_checkpoint(model, format, engine, ranks, step, precision, data_position);  // ends once every rank's files are written
     if (ranks.leader()) sets.commit(step, keep);
   } catch (...) {
     if (ranks.leader()) sets.abandon(step);

@@ -48,15 +48,18 @@ std::uint64_t apply_resume_files(const ResumeFiles& files, Engine& engine);
 
 // Writes FILE (leader) and every rank's state file after optimizer step `step`; collective.
 // Applies a pending delayed update first, so the files hold the updated state. Never writes
-// non-finite parameters: std::runtime_error naming the first layer that has one.
+// non-finite parameters: std::runtime_error naming the first layer that has one. The state files
+// record `data_position` (Trainable::data_position_after; default: the step).
 void save_checkpoint(const std::filesystem::path& checkpoint, const CheckpointFormat& format, Engine& engine,
-                     const DataParallelRanks& ranks, std::uint64_t step, DType precision);
+                     const DataParallelRanks& ranks, std::uint64_t step, DType precision,
+                     std::optional<std::uint64_t> data_position = std::nullopt);
 
 // The same files as a set in `sets` (train/checkpoint_sets.hpp): written into a partial folder,
 // which becomes step_<step> and `latest` once every rank is done; then all but the newest `keep`
 // sets go. After a failure the partial folder is removed and the error propagates. Collective.
 void save_checkpoint_set(const CheckpointSets& sets, int keep, const CheckpointFormat& format, Engine& engine,
-                         const DataParallelRanks& ranks, std::uint64_t step, DType precision);
+                         const DataParallelRanks& ranks, std::uint64_t step, DType precision,
+                         std::optional<std::uint64_t> data_position = std::nullopt);
 
 struct ConsolidateResult {
   int ranks = 0;                  // state files merged

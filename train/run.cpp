@@ -404,10 +404,13 @@ Engine& start_engine(const RunOptions& o, bool resuming, DataParallelRanks& rank
   return run.engine.emplace(*run.model, engine_options);
 }
 
-// The checkpoint's values (and optimizer state, if saved) into the engine; the step it was at.
+// The checkpoint's values (and optimizer state, if saved) into the engine, the data stream's
+// position into the model; the step it was at.
 std::uint64_t resume_engine(const ResumeFiles& resume, const RunOptions& o, Engine& engine,
-                            const DataParallelRanks& ranks) {
+                            const DataParallelRanks& ranks, Trainable& model) {
   const std::uint64_t step = apply_resume_files(resume, engine);
+  // The data stream continues where the state recorded it (any rank count: the same samples follow).
+  if (resume.state) model.resume_data(step, resume.state->data_position());
   if (ranks.leader() && resume.state)
     std::printf("resumed from %s at step %llu%s\n", o.checkpoint_in->c_str(), (unsigned long long)step,
                 resume.state->ranks() > 1
@@ -491,7 +494,7 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
                                                      RunState& run, const HostPlan& host, double start) {
   Engine& engine = start_engine(o, resume.has_value(), ranks, run, host);
   if (ranks.leader()) print_banner(spec, o, run, ranks, host);
-  const std::uint64_t first_step = resume ? resume_engine(*resume, o, engine, ranks) + 1 : 1;
+  const std::uint64_t first_step = resume ? resume_engine(*resume, o, engine, ranks, *run.model) + 1 : 1;
   const CheckpointFormat& format = spec.checkpoint_format();
   std::unique_ptr<CheckpointFormat> hf;
   const CheckpointFormat& out_format = o.checkpoint_hf ? hugging_face_format(format, hf) : format;
@@ -532,11 +535,13 @@ std::optional<sim::RunBoundFigures> train_on_session(const ModelSpec& spec, cons
   };
   const auto save = [&](std::uint64_t step) {
     const activity::Scope saving("saving step " + std::to_string(step));
+    const std::uint64_t position = run.model->data_position_after(step, o.trainer.global_batch);
     if (sets)
       save_checkpoint_set(*sets, o.keep_checkpoints, format, engine, ranks, step,
-                          storage_dtype(o.checkpoint_precision));
+                          storage_dtype(o.checkpoint_precision), position);
     if (o.checkpoint_out)
-      save_checkpoint(*o.checkpoint_out, out_format, engine, ranks, step, storage_dtype(o.checkpoint_precision));
+      save_checkpoint(*o.checkpoint_out, out_format, engine, ranks, step, storage_dtype(o.checkpoint_precision),
+                      position);
     progress("the save of step " + std::to_string(step));
   };
   if (sets || o.checkpoint_out) trainer.on_save = save;

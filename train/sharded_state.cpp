@@ -50,6 +50,7 @@ int count_state_ranks(const fs::path& checkpoint) {
 struct StateHeader {
   StateShapeFields shape_fields{};
   std::uint64_t step = 0;
+  std::uint64_t data_position = 0;
   std::uint64_t count = 0;      // elements of each of master, m, v
   std::uint64_t rng_bytes = 0;  // the RNG text between the header and the arrays
 };
@@ -69,6 +70,7 @@ StateHeader read_state_header(const fs::path& path) {
   std::array<std::uint64_t, 4> fields{};  // step, data_position, count, rng_bytes
   std::memcpy(fields.data(), bytes.data() + 32, sizeof fields);
   header.step = fields[0];
+  header.data_position = fields[1];
   header.count = fields[2];
   header.rng_bytes = fields[3];
   return header;
@@ -125,6 +127,7 @@ std::optional<ShardedTrainingState> ShardedTrainingState::find(const fs::path& c
     const bool sharded = ranks > 1 && header.count == total_shards && header.count != total;
     if (r == 0) {
       state.step_ = header.step;
+      state.data_position_ = header.data_position;
       state.sharded_ = sharded;
     } else if (header.step != state.step_ || sharded != state.sharded_) {
       throw FileFormatError(path.string() + ": step or layout differs from rank 0's file");

@@ -45,6 +45,8 @@ class ShardedTrainingState {
   int ranks() const { return int(files_.size()); }
   bool sharded() const { return sharded_; }
   std::uint64_t step() const { return step_; }
+  // The training data's stream position after step() (rank 0's file; Trainable::data_position_after).
+  std::uint64_t data_position() const { return data_position_; }
   const StateLayout& layout() const { return layout_; }
 
   // Elements [begin, begin + out.size()) of one layer's full (unpadded) array; positions past
@@ -62,7 +64,7 @@ class ShardedTrainingState {
   StateLayout layout_;
   std::vector<File> files_;
   bool sharded_ = false;
-  std::uint64_t step_ = 0;
+  std::uint64_t step_ = 0, data_position_ = 0;
   std::vector<std::size_t> layer_start_;  // per layer: first element in a rank's arrays
 };
 

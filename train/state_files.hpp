@@ -33,7 +33,7 @@ inline constexpr std::size_t kTrainingStateHeaderBytes = 64;  // the fixed part,
 
 struct TrainingState {
   std::uint64_t step = 0;           // optimizer steps done
-  std::uint64_t data_position = 0;  // next sequential batch / sample position of the data loader
+  std::uint64_t data_position = 0;  // samples of the training stream drawn up to `step` (models/data.hpp)
   std::mt19937_64 rng;              // any randomness that must continue exactly
   std::vector<float> master, m, v;  // fp32 master weights and AdamW moments, same length
 };

@@ -45,8 +45,14 @@ class Trainable : public Model {
   // Tokens per row (for tokens/s): T for a sequence model, 1 for one token per row.
   virtual int row_tokens() const = 0;
   // Submits the load of `rows` of training step `step`'s global batch (asynchronous tasks).
-  // A step's batch is a function of (seed, step) only: that is what makes resume exact.
+  // A step's batch is a function of (seed, data position) only: that is what makes resume exact.
   virtual void load_train_rows(std::uint64_t step, const BatchRows& rows) = 0;
+  // The training data's stream position (samples drawn) after step `step` with global batches of
+  // `global_rows` rows, recorded in the training state; resume_data restores it before step + 1,
+  // so that a resume with another rank count continues the stream where it stopped. A model whose
+  // batches are a function of (seed, step) alone keeps the defaults.
+  virtual std::uint64_t data_position_after(std::uint64_t step, int /*global_rows*/) const { return step; }
+  virtual void resume_data(std::uint64_t /*step*/, std::uint64_t /*position*/) {}
   // Whole validation batches of `global_rows` rows the data holds (0: no validation data).
   virtual std::size_t validation_batches(int global_rows) const = 0;
   virtual void load_validation_rows(std::size_t batch, const BatchRows& rows) = 0;

@@ -12,3 +12,7 @@ target_link_libraries(tokenizer_encode_check PRIVATE starzero_models nlohmann_js
 add_test(NAME models/tokenizer_encode
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer_encode_test.sh $<TARGET_FILE:tokenizer_encode_check>)
 set_tests_properties(models/tokenizer_encode PROPERTIES LABELS unit TIMEOUT 300)
+
+# Streamed token shards end to end: resident memory against the data's size, a folder, a glob,
+# --val-data, 1 and 2 ranks, resume mid-epoch (also from 2 ranks to 1), bad shards and flags.
+starzero_script_test(data_stream data_stream_test.sh TIMEOUT 600 LABELS mpi)
