@@ -106,7 +106,7 @@ class MemoryTokenStore final : public TokenStore {
   void read_mask(std::size_t offset, std::span<std::uint8_t> out) const override {
     std::copy_n(counted_.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
   }
-  std::string describe() const override { return std::to_string(tokens_.size()) + " tokens in memory"; }
+  std::string describe() const override { return ""; }  // text: the summary's counts say it all
 
  private:
   std::vector<int> tokens_;

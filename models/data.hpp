@@ -62,7 +62,7 @@ class TokenStore {
   // Whether a loss mask comes with the tokens, and its values (1: the token is learned as a target).
   virtual bool has_mask() const { return false; }
   virtual void read_mask(std::size_t offset, std::span<std::uint8_t> out) const;
-  // "3 token shards (300000000 tokens)" and the like, for messages.
+  // "3 GPT-2 token shards (300000000 tokens)" and the like, for messages ("": tokens in memory).
   virtual std::string describe() const = 0;
 };
 

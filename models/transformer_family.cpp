@@ -79,7 +79,8 @@ const LlmcRunsFormat::Piece& LlmcRunsFormat::piece_at(std::size_t offset) const 
 // ---- the spec and prepare -----------------------------------------------------------------------
 
 std::string token_data_summary(const TokenDataset& data) {
-  return "data: " + data.store().describe() + ": " + std::to_string(data.split_size(Split::train)) + " training and " +
+  const std::string where = data.store().describe();
+  return "data: " + (where.empty() ? "" : where + ": ") + std::to_string(data.split_size(Split::train)) + " training and " +
          std::to_string(data.split_size(Split::validation)) + " validation tokens (vocabulary " +
          std::to_string(data.vocab()) + ")";
 }
