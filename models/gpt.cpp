@@ -403,7 +403,7 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   // dloss = 1/N of the whole micro-batch, not of the tile.
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
-                                        tile_name("crossentropy_bwd", k), dims_.N());
+                                        tile_name("crossentropy_bwd", k), 1.0f / float(dims_.N()));
   submit_linear_backward("classifier", -1, groups, 0, GptParam::wte, std::nullopt, buf.dlnf, buf.dlogits, buf.lnf);
   tasks::submit_zero(top.dresidual3.handle(), "zero_" + top.dresidual3.name());
   submit_layernorm_backward("lnf", -1, groups, head, GptParam::lnfw, GptParam::lnfb, top.dresidual3, buf.dlnf,

@@ -370,7 +370,7 @@ void LlamaModel::submit_backward(int layer, const GroupHandles& groups) {
   // dloss = 1/N of the whole micro-batch, not of the tile.
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
-                                        tile_name("crossentropy_bwd", k), dims_.N());
+                                        tile_name("crossentropy_bwd", k), 1.0f / float(dims_.N()));
   submit_linear_backward("lm_head", -1, groups, layer, LlamaParam::lm_head, buf.dlnf, buf.dlogits, buf.lnf);
   tasks::submit_zero(dx.handle(), "zero_" + dx.name());
   submit_rmsnorm_backward("lnf", -1, groups, layer, LlamaParam::lnfw, dx, buf.dlnf, x, buf.rstdf);
