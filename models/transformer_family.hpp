@@ -188,15 +188,17 @@ class TransformerTrainable final : public Trainable {
   int micro_batch() const override { return model_->batch(); }
   int row_tokens() const override { return model_->seq(); }
   void load_train_rows(std::uint64_t step, const BatchRows& rows) override {
-    set_batch_rows(*model_, data_.train_batch(rows.global, model_->seq(), seed_, step), rows);
+    batch_targets_ = set_batch_rows(*model_, data_.train_batch(rows.global, model_->seq(), seed_, step), rows);
   }
   std::size_t validation_batches(int global_rows) const override {
     return data_.sequential_batches(global_rows, model_->seq(), evaluation_split_);
   }
   void load_validation_rows(std::size_t batch, const BatchRows& rows) override {
-    set_batch_rows(*model_, data_.sequential_batch(rows.global, model_->seq(), batch, evaluation_split_), rows);
+    batch_targets_ =
+        set_batch_rows(*model_, data_.sequential_batch(rows.global, model_->seq(), batch, evaluation_split_), rows);
   }
   double mean_loss() const override { return model_->mean_loss(); }
+  std::optional<TargetCount> batch_targets() const override { return batch_targets_; }
   std::optional<std::size_t> activation_bytes() const override { return model_->activation_bytes(); }
   std::optional<std::size_t> offloaded_activation_bytes() const override {
     return model_->offloaded_activation_bytes();
@@ -211,6 +213,7 @@ class TransformerTrainable final : public Trainable {
   const TokenDataset& data_;
   std::uint64_t seed_;
   Split evaluation_split_;
+  std::optional<TargetCount> batch_targets_;  // the last loaded global batch's
 };
 
 // ---- the spec -----------------------------------------------------------------------------------
