@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tasks/loss_mask.hpp"  // kMaskedTarget
+
 namespace starzero {
 
 // Byte-level tokenizer: token = byte value 0..255; every byte (0, 255, non-printable) round trips.
@@ -37,11 +39,9 @@ std::string decode_bytes(std::span<const int> tokens);
 
 enum class Split { train, validation };
 
-// A target that is not learned (a fine-tuning prompt's token): no loss, no gradient.
-inline constexpr int kMaskedTarget = -1;
-
 // B·T inputs and B·T targets, row-major [B][T]; targets[i] is the token after inputs[i], or
-// kMaskedTarget where the data's loss mask leaves that token out.
+// kMaskedTarget where that position is not learned (tasks/loss_mask.hpp: no loss, no gradient,
+// not in the mean loss).
 struct Batch {
   std::vector<int> inputs, targets;
 };

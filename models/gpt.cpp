@@ -400,10 +400,11 @@ void GptModel::submit_backward(int layer, const GroupHandles& groups) {
   if (layer <= shape_.layers) return submit_block_backward(layer - 1, groups);
   const int head = shape_.layers + 1;
   BlockActivations& top = buf.blocks[std::size_t(shape_.layers - 1)];
-  // dloss = 1/N of the whole micro-batch, not of the tile.
+  // dloss: 1/N of the whole micro-batch, not of the tile (with masked targets, its share of the
+  // global batch's mean: TokenModel::set_batch).
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
-                                        tile_name("crossentropy_bwd", k), dims_.N());
+                                        tile_name("crossentropy_bwd", k), dloss());
   submit_linear_backward("classifier", -1, groups, 0, GptParam::wte, std::nullopt, buf.dlnf, buf.dlogits, buf.lnf);
   tasks::submit_zero(top.dresidual3.handle(), "zero_" + top.dresidual3.name());
   submit_layernorm_backward("lnf", -1, groups, head, GptParam::lnfw, GptParam::lnfb, top.dresidual3, buf.dlnf,

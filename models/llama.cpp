@@ -367,10 +367,11 @@ void LlamaModel::submit_backward(int layer, const GroupHandles& groups) {
   if (kind == LlmcLayerKind::block) return submit_block_backward(layer - 1, groups);
   const Tensor& x = buf.input(shape_.layers);
   const Tensor& dx = buf.input_grad(shape_.layers);
-  // dloss = 1/N of the whole micro-batch, not of the tile.
+  // dloss: 1/N of the whole micro-batch, not of the tile (with masked targets, its share of the
+  // global batch's mean: TokenModel::set_batch).
   for (int k = 0; k < tiles(); ++k)
     tasks::submit_crossentropy_backward(tile_dims_[k], buf.dlogits.piece(k), buf.probs.piece(k), buf.targets.piece(k),
-                                        tile_name("crossentropy_bwd", k), dims_.N());
+                                        tile_name("crossentropy_bwd", k), dloss());
   submit_linear_backward("lm_head", -1, groups, layer, LlamaParam::lm_head, buf.dlnf, buf.dlogits, buf.lnf);
   tasks::submit_zero(dx.handle(), "zero_" + dx.name());
   submit_rmsnorm_backward("lnf", -1, groups, layer, LlamaParam::lnfw, dx, buf.dlnf, x, buf.rstdf);

@@ -139,7 +139,7 @@ void TokenClassifier::submit_backward(int layer, const GroupHandles& groups) {
     submit_block_backward(layer - 1, groups);
   } else {
     tasks::submit_crossentropy_backward(dims_, a.dlogits.handle(), a.probs.handle(), a.labels.handle(),
-                                        "crossentropy_bwd");
+                                        "crossentropy_bwd", 1.0f / float(dims_.N()));
     tasks::submit_matmul_backward(dims_, a.input_grad(shape_.blocks).handle(), groups.grad(layer), a.dlogits.handle(),
                                   a.input(shape_.blocks).handle(), {groups.param(layer), 0, (long long)wte},
                                   shape_.hidden, shape_.classes, "classifier_bwd");

@@ -15,19 +15,26 @@
 #include <vector>
 
 #include "models/data.hpp"
+#include "models/token_model.hpp"  // count_targets
 #include "models/tokenizer.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {
 
-// Rows [first, first + count) of a global batch of T-token rows, into the model's inputs.
+// Rows [first, first + count) of a global batch of T-token rows, into the model's inputs, with
+// the global batch's targets counted (masked ones: tasks/loss_mask.hpp): every rank builds the
+// whole global batch, so each knows how many count without communicating, and its micro-batch's
+// loss and gradient are its share of the global batch's mean (TokenModel::set_batch). Returns
+// that count.
 template <class TokenModel>
-void set_batch_rows(TokenModel& model, const Batch& global, const BatchRows& rows) {
+TargetCount set_batch_rows(TokenModel& model, const Batch& global, const BatchRows& rows) {
   const std::size_t T = std::size_t(model.seq());
   const auto begin = std::ptrdiff_t(std::size_t(rows.first) * T),
              end = begin + std::ptrdiff_t(std::size_t(rows.count) * T);
+  const TargetCount targets = count_targets(global.targets);
   model.set_batch(std::span<const int>(global.inputs.data() + begin, global.inputs.data() + end),
-                  std::span<const int>(global.targets.data() + begin, global.targets.data() + end));
+                  std::span<const int>(global.targets.data() + begin, global.targets.data() + end), targets);
+  return targets;
 }
 
 // Multinomial sampling from the softmax, with the model's B x T activations (the prompt sits in

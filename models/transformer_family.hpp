@@ -192,7 +192,7 @@ class TransformerTrainable final : public Trainable {
   int micro_batch() const override { return model_->batch(); }
   int row_tokens() const override { return model_->seq(); }
   void load_train_rows(std::uint64_t step, const BatchRows& rows) override {
-    set_batch_rows(*model_, train_batches_.batch(step, rows.global), rows);
+    batch_targets_ = set_batch_rows(*model_, train_batches_.batch(step, rows.global), rows);
   }
   void resume_data(std::uint64_t step, std::uint64_t position) override { train_batches_.set_origin(step, position); }
   std::uint64_t data_position_after(std::uint64_t step, int global_rows) const override {
@@ -202,9 +202,11 @@ class TransformerTrainable final : public Trainable {
     return data_.sequential_batches(global_rows, model_->seq(), evaluation_split_);
   }
   void load_validation_rows(std::size_t batch, const BatchRows& rows) override {
-    set_batch_rows(*model_, data_.sequential_batch(rows.global, model_->seq(), batch, evaluation_split_), rows);
+    batch_targets_ =
+        set_batch_rows(*model_, data_.sequential_batch(rows.global, model_->seq(), batch, evaluation_split_), rows);
   }
   double mean_loss() const override { return model_->mean_loss(); }
+  std::optional<TargetCount> batch_targets() const override { return batch_targets_; }
   std::optional<std::size_t> activation_bytes() const override { return model_->activation_bytes(); }
   std::optional<std::size_t> offloaded_activation_bytes() const override {
     return model_->offloaded_activation_bytes();
@@ -220,6 +222,7 @@ class TransformerTrainable final : public Trainable {
   std::uint64_t seed_;
   Split evaluation_split_;
   TrainBatchStream train_batches_;
+  std::optional<TargetCount> batch_targets_;  // the last loaded global batch's
 };
 
 // ---- the spec -----------------------------------------------------------------------------------

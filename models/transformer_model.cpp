@@ -6,15 +6,31 @@
 
 namespace starzero {
 
+namespace {
+
+void check_tokens(std::span<const int> ids, int vocab, bool targets) {
+  for (int id : ids)
+    if ((id < 0 || id >= vocab) && !(targets && id == kMaskedTarget))
+      throw std::invalid_argument("set_batch: " + std::string(targets ? "target " : "token ") + std::to_string(id) +
+                                  " outside the vocabulary 0.." + std::to_string(vocab - 1) +
+                                  (targets ? " (or " + std::to_string(kMaskedTarget) + ": masked)" : ""));
+}
+
+}  // namespace
+
 void submit_token_batch(const Tensor& tokens, const Tensor& targets, std::span<const int> inputs,
-                        std::span<const int> target_ids, std::size_t count, int vocab, const std::string& inputs_task) {
+                        std::span<const int> target_ids, const TargetCount& global, std::size_t count, int vocab,
+                        const std::string& inputs_task) {
   if (inputs.size() != count || target_ids.size() != count)
     throw std::invalid_argument("set_batch: need B*T = " + std::to_string(count) + " inputs and targets");
-  for (std::span<const int> ids : {inputs, target_ids})
-    for (int id : ids)
-      if (id < 0 || id >= vocab)
-        throw std::invalid_argument("set_batch: token " + std::to_string(id) + " outside the vocabulary 0.." +
-                                    std::to_string(vocab - 1));
+  check_tokens(inputs, vocab, false);
+  check_tokens(target_ids, vocab, true);
+  const TargetCount local = count_targets(target_ids);
+  if (global.counted > global.total || global.total < local.total || global.counted < local.counted ||
+      global.total - global.counted < local.total - local.counted)
+    throw std::invalid_argument("set_batch: the global batch's " + std::to_string(global.counted) + " of " +
+                                std::to_string(global.total) + " counted targets cannot hold this micro-batch's " +
+                                std::to_string(local.counted) + " of " + std::to_string(local.total));
   tasks::submit_load_tokens(tokens.handle(), inputs.data(), count, inputs_task);
   tasks::submit_load_tokens(targets.handle(), target_ids.data(), count, "load_targets");
 }
@@ -46,11 +62,21 @@ void submit_block_fetch(const BlockActivationStorage& storage, int block, int wi
   tasks::submit_fetch(pieces_of(fetched), pieces_of({&gate}), "activation_fetch[" + std::to_string(ahead) + "]");
 }
 
-double mean_of_losses(const Tensor& losses, std::size_t count) {
+LossWeights::LossWeights(const TargetCount& global, std::size_t rows)
+    : rows_(rows),
+      masked_(global.masked()),
+      share_(global.counted == 0 ? 0.0 : double(global.total) / (double(rows) * double(global.counted))) {}
+
+// Unmasked: 1/N, rounded as the kernels always had it.
+float LossWeights::dloss() const { return masked_ ? float(share_) : 1.0f / float(rows_); }
+
+double LossWeights::loss(double sum) const { return masked_ ? sum * share_ : sum / double(rows_); }
+
+double loss_of(const Tensor& losses, const LossWeights& weights) {
   auto view = losses.view(Access::read);
   double sum = 0;
   for (float loss : view.as<float>()) sum += loss;
-  return sum / double(count);
+  return weights.loss(sum);
 }
 
 std::vector<float> probability_row(const Tensor& probs, int b, int t, int B, int T, int width, int vocab) {

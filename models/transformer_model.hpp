@@ -26,12 +26,32 @@
 namespace starzero {
 
 // Submits the load of one micro-batch's `count` inputs and targets into `tokens` and `targets`
-// (tasks named `inputs_task` and "load_targets"); std::invalid_argument for a wrong count or a
-// token outside 0..vocab-1.
+// (tasks named `inputs_task` and "load_targets"); std::invalid_argument for a wrong count, a
+// token outside 0..vocab-1 (a target may also be kMaskedTarget), or a `global` count of the
+// global batch's targets that cannot hold these.
 void submit_token_batch(const Tensor& tokens, const Tensor& targets, std::span<const int> inputs,
-                        std::span<const int> target_ids, std::size_t count, int vocab, const std::string& inputs_task);
-// Mean of the `count` fp32 `losses` (waits for their writer).
-double mean_of_losses(const Tensor& losses, std::size_t count);
+                        std::span<const int> target_ids, const TargetCount& global, std::size_t count, int vocab,
+                        const std::string& inputs_task);
+
+// How a micro-batch's N per-target losses make its loss and gradient (TokenModel::set_batch),
+// its global batch's targets `global`: unmasked, the mean (Σ / N) and 1/N per loss, as without
+// masks; masked, the share G / (N · counted) of each loss (0 when none counts).
+class LossWeights {
+ public:
+  LossWeights(const TargetCount& global, std::size_t rows);
+  // The cross-entropy backward's dloss (tasks/nn.hpp).
+  float dloss() const;
+  // The loss from the sum of the N losses, the masked ones 0.
+  double loss(double sum) const;
+
+ private:
+  std::size_t rows_;
+  bool masked_;
+  double share_;  // masked: G / (N · counted), or 0
+};
+
+// The loss of the `losses` (fp32, waits for their writer) as `weights` makes it.
+double loss_of(const Tensor& losses, const LossWeights& weights);
 // Row (b, t) of the [B, T, width] fp32 `probs`, its first `vocab` values (waits for their
 // writer); std::out_of_range outside B x T.
 std::vector<float> probability_row(const Tensor& probs, int b, int t, int B, int T, int width, int vocab);
@@ -104,11 +124,14 @@ class TransformerModel : public TokenModel {
   }
   std::size_t offloaded_activation_bytes() const override { return token_io().storage.offloaded_bytes(); }
 
-  void set_batch(std::span<const int> inputs, std::span<const int> targets) override {
+  using TokenModel::set_batch;
+  void set_batch(std::span<const int> inputs, std::span<const int> targets, const TargetCount& global) override {
     const TokenIo io = token_io();
-    submit_token_batch(io.tokens, io.targets, inputs, targets, std::size_t(dims_.N()), shape_.vocab, load_task_);
+    submit_token_batch(io.tokens, io.targets, inputs, targets, global, std::size_t(dims_.N()), shape_.vocab,
+                       load_task_);
+    loss_weights_ = LossWeights(global, std::size_t(dims_.N()));
   }
-  double mean_loss() const override { return mean_of_losses(token_io().losses, std::size_t(dims_.N())); }
+  double mean_loss() const override { return loss_of(token_io().losses, loss_weights_); }
   std::vector<float> probabilities(int b, int t) const override {
     return probability_row(token_io().probs, b, t, dims_.B, dims_.T, dims_.Vp, dims_.V);
   }
@@ -140,13 +163,17 @@ class TransformerModel : public TokenModel {
         activations_(activations),
         tiles_(std::move(tiles)),
         dims_(dims),
-        load_task_(std::move(load_task)) {
+        load_task_(std::move(load_task)),
+        loss_weights_(TargetCount{std::size_t(dims.N()), std::size_t(dims.N())}, std::size_t(dims.N())) {
     for (int n : tiles_.sequences()) {
       tile_dims_.push_back(dims_);
       tile_dims_.back().B = n;
     }
   }
   virtual TokenIo token_io() const = 0;
+
+  // The cross-entropy backward's gradient per counted target of the micro-batch set last.
+  float dloss() const { return loss_weights_.dloss(); }
 
   // `name`, with ".t<k>" when there is more than one tile.
   std::string tile_name(const std::string& name, int tile) const {
@@ -185,6 +212,7 @@ class TransformerModel : public TokenModel {
 
  private:
   std::string load_task_;
+  LossWeights loss_weights_;  // of the micro-batch set last
 };
 
 }  // namespace starzero

@@ -167,8 +167,7 @@ constexpr auto crossentropy_forward = []<class T>(auto launch, const TaskBuffers
 
 constexpr auto crossentropy_backward = []<class T>(auto launch, const TaskBuffers& b, const NnArgs& a) {
   launch(kernels::softmax_crossentropy_backward<T>, STARZERO_CUDA_FUNC(kernels::cuda::softmax_crossentropy_backward<T>),
-         b.get<T>("dlogits"), b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp,
-         1.0f / float(a.loss_rows > 0 ? a.loss_rows : a.d.N()));
+         b.get<T>("dlogits"), b.get<float>("probs"), b.get<int>("targets"), a.d.N(), a.d.V, a.d.Vp, a.dloss);
 };
 
 }  // namespace ops
@@ -630,8 +629,8 @@ void submit_crossentropy_forward(const Dims& d, starpu_data_handle_t losses, sta
 }
 
 void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, starpu_data_handle_t probs,
-                                  starpu_data_handle_t targets, const std::string& name, int loss_rows) {
-  submit(nn::crossentropy_backward, {dlogits, probs, targets}, NnArgs{.d = d, .loss_rows = loss_rows}, name);
+                                  starpu_data_handle_t targets, const std::string& name, float dloss) {
+  submit(nn::crossentropy_backward, {dlogits, probs, targets}, NnArgs{.d = d, .dloss = dloss}, name);
 }
 
 }  // namespace starzero::tasks

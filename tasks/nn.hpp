@@ -119,9 +119,11 @@ void submit_residual_backward(const Dims& d, starpu_data_handle_t dinp1, starpu_
 
 void submit_crossentropy_forward(const Dims& d, starpu_data_handle_t losses, starpu_data_handle_t probs,
                                  starpu_data_handle_t logits, starpu_data_handle_t targets, const std::string& name);
-// loss_rows: the rows the mean loss is over, when d's rows are one tile of them (0: d.N()).
+// Targets below 0 are masked (tasks/loss_mask.hpp): loss 0, and no gradient in the backward.
+// dloss: the gradient of the loss per counted row (the mean over N rows: 1.0f / float(N), N the
+// rows of the whole micro-batch when d's rows are one tile of them).
 void submit_crossentropy_backward(const Dims& d, starpu_data_handle_t dlogits, starpu_data_handle_t probs,
-                                  starpu_data_handle_t targets, const std::string& name, int loss_rows = 0);
+                                  starpu_data_handle_t targets, const std::string& name, float dloss);
 
 // ---- the declarations, for scheduling, simulation and tests ------------------------------------
 
@@ -132,7 +134,7 @@ struct NnArgs {
   std::size_t wpe = 0;               // the encoder: offset of wpe in the embedding group
   long long bias = -1;               // offset of the bias, -1: none
   int C = 0, OC = 0;                 // matmul: input and output channels
-  int loss_rows = 0;                 // cross-entropy backward: rows of the mean loss (0: d.N())
+  float dloss = 0;                   // cross-entropy backward: the gradient of the loss per row
   int first_row = 0, row_count = 0;  // matmul weight rows: the output channels of the piece
   HeadGroup heads{};                 // attention of a head group: its heads
 };

@@ -694,8 +694,8 @@ __global__ void accumulate_kernel(D* dinp, const D* dout, size_t n) {
 constexpr int kSoftmaxBlock = 512;
 
 // One block per row: probs over the first V logits, 0 in the padding; losses[row] = -log p[target],
-// computed as log Σ exp(l - max) - (l[target] - max) so it stays finite where p underflows (NaN for
-// a target outside [0, V)).
+// computed as log Σ exp(l - max) - (l[target] - max) so it stays finite where p underflows; 0 for a
+// masked target (negative: kMaskedTarget), NaN for a target >= V.
 template <class D>
 __global__ void softmax_crossentropy_forward_kernel(float* losses, float* probs, const D* logits, const int* targets,
                                                     int V, int Vp) {
@@ -711,19 +711,24 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* probs,
   for (int i = threadIdx.x; i < Vp; i += blockDim.x) p[i] = i < V ? expf(load_f(x[i]) - maxval) / sum : 0.0f;
   if (threadIdx.x == 0 && losses != nullptr) {
     const int target = targets[row];
-    losses[row] = target >= 0 && target < V ? logf(sum) - (load_f(x[target]) - maxval) : __int_as_float(0x7fc00000);
+    losses[row] = target < 0   ? 0.0f
+                  : target < V ? logf(sum) - (load_f(x[target]) - maxval)
+                               : __int_as_float(0x7fc00000);
   }
 }
 
-// dlogits[r, i] += (probs[r, i] - [i == target[r]]) · dloss for i < V; padding untouched.
+// dlogits[r, i] += (probs[r, i] - [i == target[r]]) · dloss for i < V; padding untouched, and the
+// rows of masked targets (negative) too.
 template <class D>
 __global__ void softmax_crossentropy_backward_kernel(D* dlogits, const float* probs, const int* targets, int V, int Vp,
                                                      float dloss, size_t n) {
   for (size_t k = global_index(); k < n; k += global_stride()) {
     const size_t row = k / V;
+    const int target = targets[row];
+    if (target < 0) continue;
     const int i = int(k % V);
     const size_t at = row * Vp + i;
-    const float indicator = i == targets[row] ? 1.0f : 0.0f;
+    const float indicator = i == target ? 1.0f : 0.0f;
     add_to(&dlogits[at], (probs[at] - indicator) * dloss);
   }
 }

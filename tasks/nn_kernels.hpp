@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "runtime/dtype.hpp"
+#include "tasks/loss_mask.hpp"
 
 namespace starzero::kernels {
 
@@ -109,12 +110,15 @@ template <class T>
 void residual_backward(T* dinp1, T* dinp2, const T* dout, std::size_t n);
 
 // Softmax over the first V of Vp logits per row (padding columns get probability 0), and the
-// cross-entropy loss of the target token: losses[B*T] = -log probs[target].
+// cross-entropy loss of the target token: losses[B*T] = -log probs[target]. A masked target
+// (negative: kMaskedTarget, tasks/loss_mask.hpp) has loss 0; its row's probs are computed all the same.
 template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp);
-// dlogits[N,Vp] += (probs - onehot(target)) * dloss; padding columns get no gradient. dloss is
-// the gradient of the mean loss per row: 1/N, or 1/(all rows) when the N rows are one tile of them.
+// dlogits[N,Vp] += (probs - onehot(target)) * dloss; padding columns get no gradient, nor do the
+// rows of masked targets (left untouched). dloss is the gradient of the mean loss per counted
+// row: 1/N, or 1/(all rows) when the N rows are one tile of them, and with masks the share the
+// model computes (models/token_model.hpp).
 template <class T>
 void softmax_crossentropy_backward(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp,
                                    float dloss);

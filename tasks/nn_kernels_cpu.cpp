@@ -424,7 +424,7 @@ void residual_backward(T* dinp1, T* dinp2, const T* dout, std::size_t n) {
 template <class T>
 void softmax_crossentropy_forward(float* losses, float* probs, const T* logits, const int* targets, int N, int V,
                                   int Vp) {
-  for (int n = 0; n < N; ++n) assert(targets[n] >= 0 && targets[n] < V);
+  for (int n = 0; n < N; ++n) assert(targets[n] < V);  // negative: masked (tasks/loss_mask.hpp)
   simd::softmax_crossentropy_forward(cpu_path(), losses, probs, logits, targets, N, V, Vp);
 }
 

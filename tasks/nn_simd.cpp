@@ -17,6 +17,7 @@
 
 #include "runtime/simd_math.hpp"
 #include "tasks/float_views.hpp"
+#include "tasks/loss_mask.hpp"
 
 namespace starzero::kernels::simd {
 
@@ -249,21 +250,23 @@ struct CrossEntropyForward {
       std::fill(p + v_count, p + row, 0.0f);
       // −log softmax[ix] = log Σ exp(l − max) − (l[ix] − max): finite even where probs[ix] underflows
       const int ix = targets[n];
-      losses[n] = float(std::log(double(sum)) - double(l[ix] - maxval));
+      losses[n] = is_masked_target(ix) ? 0.0f : float(std::log(double(sum)) - double(l[ix] - maxval));
     }
   }
 };
 
-// dlogits += (probs − onehot(target)) · dloss over the first V columns of each row.
+// dlogits += (probs − onehot(target)) · dloss over the first V columns of each row; a masked
+// target's row is skipped.
 struct CrossEntropyBackward {
   template <int lanes, class T>
   static void run(T* dlogits, const float* probs, const int* targets, int N, int V, int Vp, float dloss) {
     const size_t v_count = size_t(std::max(V, 0)), row = size_t(std::max(Vp, 0));
     std::vector<float> s_d;
     for (int n = 0; n < N; ++n) {
+      const int ix = targets[n];
+      if (is_masked_target(ix)) continue;
       const float* p = probs + size_t(n) * row;
       float* d = float_accum(dlogits + size_t(n) * row, v_count, s_d);
-      const int ix = targets[n];
       const float before = d[ix];
       for_each_element<lanes>(v_count, [&](auto v, size_t i) SZ_SIMD_INLINE {
         using O = Ops<decltype(v)>;

@@ -45,11 +45,13 @@ template <class T>
 void layernorm_backward(SimdPath path, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const float* mean, const float* rstd, int N, int C);
 
-// Rows of Vp logits of which the first V are real: probs (padding 0) and losses[n] = −log p[target].
+// Rows of Vp logits of which the first V are real: probs (padding 0) and losses[n] = −log p[target],
+// 0 for a masked (negative) target.
 template <class T>
 void softmax_crossentropy_forward(SimdPath path, float* losses, float* probs, const T* logits, const int* targets,
                                   int N, int V, int Vp);
-// dlogits[n, i] += (probs[n, i] − [i = target[n]]) · dloss for i < V; the padding is untouched.
+// dlogits[n, i] += (probs[n, i] − [i = target[n]]) · dloss for i < V; the padding, and the rows of
+// masked (negative) targets, are untouched.
 template <class T>
 void softmax_crossentropy_backward(SimdPath path, T* dlogits, const float* probs, const int* targets, int N, int V,
                                    int Vp, float dloss);

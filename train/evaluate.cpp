@@ -26,13 +26,13 @@ double evaluate_checkpoint(const ModelSpec& spec, const EvaluationOptions& optio
   engine_options.initialise_params = false;  // the checkpoint's values replace them
   Engine engine(*model, engine_options);
   apply_resume_files(files, engine);
-  double sum = 0;
+  BatchLossMean loss;
   for (int b = 0; b < options.batches; ++b) {
     model->load_validation_rows(std::size_t(b), BatchRows{0, options.batch, options.batch});
     engine.submit_forward();
-    sum += model->mean_loss();
+    loss.add(model->mean_loss(), model->batch_targets());
   }
-  return sum / options.batches;
+  return loss.mean();
 }
 
 }  // namespace starzero

@@ -38,6 +38,39 @@ struct BatchRows {
   int global = 0;
 };
 
+// The targets of one global batch: all of them, and those that count towards its loss (a model
+// may mask targets: tasks/loss_mask.hpp). Its loss is the mean over the counted ones.
+struct TargetCount {
+  std::size_t total = 0, counted = 0;
+  bool masked() const { return counted != total; }
+};
+
+// The mean loss over several global batches, as validation and `eval` report it: the mean of the
+// batches' losses when nothing is masked (the expression of a run without masks), the mean over
+// all their counted targets otherwise (each batch's loss weighted by its counted targets; 0 when
+// none counts).
+class BatchLossMean {
+ public:
+  // A batch's loss (the mean over its counted targets) and its targets (nullopt: none masked).
+  void add(double loss, const std::optional<TargetCount>& targets) {
+    sum_ += loss;
+    ++batches_;
+    const double counted = targets ? double(targets->counted) : 0.0;
+    masked_ = masked_ || (targets && targets->masked());
+    weighted_ += counted > 0 ? loss * counted : 0.0;
+    counted_ += counted;
+  }
+  double mean() const {
+    if (!masked_) return sum_ / double(batches_);
+    return counted_ > 0 ? weighted_ / counted_ : 0.0;
+  }
+
+ private:
+  double sum_ = 0, weighted_ = 0, counted_ = 0;
+  std::size_t batches_ = 0;
+  bool masked_ = false;
+};
+
 class Trainable : public Model {
  public:
   // Rows of one micro-batch on this rank, fixed at construction.
@@ -56,8 +89,14 @@ class Trainable : public Model {
   // Whole validation batches of `global_rows` rows the data holds (0: no validation data).
   virtual std::size_t validation_batches(int global_rows) const = 0;
   virtual void load_validation_rows(std::size_t batch, const BatchRows& rows) = 0;
-  // Mean loss over this rank's rows of the last forward pass; waits for that pass only.
+  // Mean loss over this rank's rows of the last forward pass; waits for that pass only. With
+  // masked targets (batch_targets()), this rank's share of the global batch's mean over its
+  // counted targets, scaled so that the mean over the global batch's micro-batches and ranks is
+  // that mean; the gradients are scaled alike.
   virtual double mean_loss() const = 0;
+  // The targets of the global batch of the last load_train_rows or load_validation_rows;
+  // nullopt: the model masks none.
+  virtual std::optional<TargetCount> batch_targets() const { return std::nullopt; }
   // Fraction of this rank's rows whose most probable class is the target, in the last forward
   // pass (waits for it); nullopt: the model does not report it.
   virtual std::optional<double> accuracy() const { return std::nullopt; }

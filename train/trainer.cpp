@@ -68,7 +68,9 @@ BatchRows Trainer::rows_of_micro_batch(int micro) const {
   return BatchRows{(micro * ranks_.size() + ranks_.rank()) * b, b, options_.global_batch};
 }
 
-// Submits one optimizer step; returns its loss (mean over micro-batches and ranks).
+// Submits one optimizer step; returns its loss (mean over micro-batches and ranks: with masked
+// targets, each micro-batch's mean_loss is its share of the global batch's mean over the counted
+// targets, so this mean is that one).
 double Trainer::submit_step(std::uint64_t step, float lr) {
   double loss_sum = 0;
   {
@@ -180,18 +182,19 @@ std::optional<Trainer::Validation> Trainer::validate() {
   const int global = model_.micro_batch() * ranks_.size();
   const std::size_t n = std::min<std::size_t>(std::size_t(options_.val_batches), model_.validation_batches(global));
   if (n == 0) return std::nullopt;
-  double loss = 0, accuracy = 0;
+  BatchLossMean loss;
+  double accuracy = 0;
   bool has_accuracy = false;
   for (std::size_t b = 0; b < n; ++b) {
     model_.load_validation_rows(b, BatchRows{ranks_.rank() * model_.micro_batch(), model_.micro_batch(), global});
     engine_.submit_forward();
-    loss += ranks_.average(model_.mean_loss());
+    loss.add(ranks_.average(model_.mean_loss()), model_.batch_targets());
     if (const auto a = model_.accuracy()) {
       has_accuracy = true;
       accuracy += ranks_.average(*a);
     }
   }
-  Validation v{loss / double(n), std::nullopt};
+  Validation v{loss.mean(), std::nullopt};
   if (has_accuracy) v.accuracy = accuracy / double(n);
   return v;
 }

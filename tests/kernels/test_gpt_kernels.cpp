@@ -892,6 +892,124 @@ TEST_CASE("softmax-crossentropy on every SIMD path: double reference, the same b
   }
 }
 
+// ---- masked targets (tasks/loss_mask.hpp) -----------------------------------------------------------
+// Rows whose target is kMaskedTarget: loss 0, their dlogits rows untouched; every other row the
+// bits of the same kernel with that row's target valid, and the double reference; the gradient
+// with dloss = 1/counted is that of the mean over the counted rows.
+TEST_CASE("softmax-crossentropy with masked targets on every SIMD path: double reference, unmasked rows unchanged") {
+  constexpr int rows = 37, vocab = 53, padded = 64;
+  std::mt19937 rng(47);
+  Vec logits = normal(rng, rows * padded, 3.0f);
+  for (int r = 0; r < rows; ++r)
+    for (int i = vocab; i < padded; ++i) logits[r * padded + i] = 60.0f;  // padding ignored whatever it holds
+  const std::vector<int> valid = random_ints(rng, rows, vocab);
+  std::vector<int> masked = valid;
+  std::vector<bool> is_masked(rows, false);
+  for (int r = 0; r < rows; ++r) is_masked[r] = r == 0 || r == rows - 1 || r % 3 == 1;
+  int counted = 0;
+  for (int r = 0; r < rows; ++r) {
+    if (is_masked[r]) masked[r] = kMaskedTarget;
+    counted += is_masked[r] ? 0 : 1;
+  }
+  REQUIRE(counted > 0);
+  REQUIRE(counted < rows);
+  // The double reference: the loss of each counted row, the gradient of their mean.
+  DVec want_loss(rows, 0.0), probs_d(std::size_t(rows) * padded, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const float* l = logits.data() + r * padded;
+    const double mx = *std::max_element(l, l + vocab);
+    double z = 0;
+    for (int i = 0; i < vocab; ++i) z += std::exp(double(l[i]) - mx);
+    for (int i = 0; i < vocab; ++i) probs_d[std::size_t(r) * padded + i] = std::exp(double(l[i]) - mx) / z;
+    if (!is_masked[r]) want_loss[r] = std::log(z) - (double(l[valid[r]]) - mx);
+  }
+  const float dloss = 1.0f / float(counted);
+  const Vec pre = normal(rng, rows * padded);
+  DVec want_d(pre.size());
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < padded; ++i) {
+      const std::size_t at = std::size_t(r) * padded + i;
+      const bool learned = i < vocab && !is_masked[r];
+      want_d[at] = double(pre[at]) + (learned ? (probs_d[at] - (i == valid[r])) / counted : 0.0);
+    }
+  for (SimdPath p : available_simd_paths()) {
+    INFO("path " << simd_path_name(p));
+    Vec lm(rows), pm(rows * padded), lv(rows), pv(rows * padded);
+    k::simd::softmax_crossentropy_forward(p, lm.data(), pm.data(), logits.data(), masked.data(), rows, vocab, padded);
+    k::simd::softmax_crossentropy_forward(p, lv.data(), pv.data(), logits.data(), valid.data(), rows, vocab, padded);
+    std::size_t masked_nonzero = 0, counted_changed = 0;
+    for (int r = 0; r < rows; ++r) {
+      if (is_masked[r])
+        masked_nonzero += lm[r] != 0.0f || std::signbit(lm[r]);
+      else
+        counted_changed += std::memcmp(&lm[r], &lv[r], sizeof(float)) != 0;
+    }
+    CHECK(masked_nonzero == 0);
+    CHECK(counted_changed == 0);
+    CHECK(same_bits(pm, pv));  // the probabilities do not depend on the targets
+    check_close(lm, want_loss, 1e-5, 1e-6, "masked losses");
+    double sum = 0;
+    for (float x : lm) sum += x;
+    double want_mean = 0;
+    for (double x : want_loss) want_mean += x;
+    CHECK(std::abs(sum / counted - want_mean / counted) <= 1e-6 * (want_mean / counted));
+
+    Vec dm = pre, dv = pre;
+    k::simd::softmax_crossentropy_backward(p, dm.data(), pm.data(), masked.data(), rows, vocab, padded, dloss);
+    k::simd::softmax_crossentropy_backward(p, dv.data(), pv.data(), valid.data(), rows, vocab, padded, dloss);
+    std::size_t masked_touched = 0, counted_differ = 0;
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t at = std::size_t(r) * padded, n = padded * sizeof(float);
+      if (is_masked[r])
+        masked_touched += std::memcmp(dm.data() + at, pre.data() + at, n) != 0;
+      else
+        counted_differ += std::memcmp(dm.data() + at, dv.data() + at, n) != 0;
+    }
+    CHECK(masked_touched == 0);
+    CHECK(counted_differ == 0);
+    check_close(dm, want_d, 1e-6, 1e-7, "masked dlogits");
+  }
+  SECTION("the dispatching kernels: finite differences of the mean over the counted rows") {
+    Vec losses(rows), probs(rows * padded);
+    k::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), masked.data(), rows, vocab, padded);
+    Vec dl(rows * padded, 0.0f);
+    k::softmax_crossentropy_backward(dl.data(), probs.data(), masked.data(), rows, vocab, padded, dloss);
+    auto masked_mean = [&](const DVec& x) {
+      double total = 0;
+      for (int r = 0; r < rows; ++r) {
+        if (is_masked[r]) continue;
+        const double* l = x.data() + r * padded;
+        const double mx = *std::max_element(l, l + vocab);
+        double z = 0;
+        for (int i = 0; i < vocab; ++i) z += std::exp(l[i] - mx);
+        total += std::log(z) - (l[valid[r]] - mx);
+      }
+      return total / counted;
+    };
+    check_close(dl, fd_gradient(masked_mean, to_d(logits)), kGradRtol, kGradAtol, "dlogits of the masked mean");
+  }
+  SECTION("bf16 gradients: masked rows untouched, the others the float kernel's rounded once") {
+    const Vec prer = round_bf16(pre);
+    for (SimdPath p : available_simd_paths()) {
+      INFO("path " << simd_path_name(p));
+      Vec lf(rows), pf(rows * padded), df = prer;
+      k::simd::softmax_crossentropy_forward(p, lf.data(), pf.data(), round_bf16(logits).data(), masked.data(), rows,
+                                            vocab, padded);
+      auto db = bf(pre);
+      const auto db0 = db;
+      k::simd::softmax_crossentropy_backward(p, df.data(), pf.data(), masked.data(), rows, vocab, padded, dloss);
+      k::simd::softmax_crossentropy_backward(p, db.data(), pf.data(), masked.data(), rows, vocab, padded, dloss);
+      std::size_t mismatches = 0, masked_touched = 0;
+      for (std::size_t i = 0; i < db.size(); ++i) {
+        mismatches += db[i].bits != from_float<bf16>(df[i]).bits;
+        if (is_masked[i / padded]) masked_touched += db[i].bits != db0[i].bits;
+      }
+      CHECK(mismatches == 0);
+      CHECK(masked_touched == 0);
+    }
+  }
+}
+
 // ---- residual ---------------------------------------------------------------------------------------
 
 TEST_CASE("residual forward and backward") {

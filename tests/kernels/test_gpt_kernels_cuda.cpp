@@ -350,6 +350,49 @@ TEMPLATE_TEST_CASE("cuda softmax_crossentropy forward / backward match the CPU",
   }
 }
 
+// Masked targets (tasks/loss_mask.hpp): loss 0 and dlogits rows untouched on the GPU too, the
+// other rows as the CPU's.
+TEMPLATE_TEST_CASE("cuda softmax_crossentropy with masked targets matches the CPU", "[cuda][softmax]", float, bf16) {
+  using T = TestType;
+  Gpu& g = require_gpu();
+  const int N = 37, V = 53, Vp = 64;
+  INFO(type_name<T>());
+  std::mt19937 rng(6007);
+  const size_t n = size_t(N) * Vp;
+  const auto logits = random_array<T>(n, rng, -4.0f, 4.0f);
+  auto targets = random_tokens(N, V, rng);
+  for (int r = 0; r < N; r += 3) targets[size_t(r)] = starzero::kMaskedTarget;
+  DeviceArray<T> d_logits(logits);
+  DeviceArray<int> d_targets(targets);
+
+  std::vector<float> losses(N), probs(n);
+  cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V, Vp);
+  DeviceArray<float> d_losses(N), d_probs(n);
+  gpu::softmax_crossentropy_forward(d_losses.get(), d_probs.get(), d_logits.get(), d_targets.get(), N, V, Vp, g.stream);
+  const auto losses_gpu = d_losses.download(g);
+  check_close("masked softmax_crossentropy_forward losses", losses_gpu, losses, kTolF32);
+  size_t masked_nonzero = 0;
+  for (int r = 0; r < N; r += 3) masked_nonzero += losses_gpu[size_t(r)] != 0.0f;
+  CHECK(masked_nonzero == 0);
+
+  const auto dlogits0 = random_array<T>(n, rng);
+  auto dlogits = dlogits0;
+  DeviceArray<T> d_dlogits(dlogits0);
+  DeviceArray<float> d_probs_cpu(probs);
+  const float dloss = 1.0f / float(N - (N + 2) / 3);
+  cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), N, V, Vp, dloss);
+  gpu::softmax_crossentropy_backward(d_dlogits.get(), d_probs_cpu.get(), d_targets.get(), N, V, Vp, dloss, g.stream);
+  const auto dlogits_gpu = d_dlogits.download(g);
+  check_close("masked softmax_crossentropy_backward dlogits", dlogits_gpu, dlogits, kTol<T>);
+  size_t masked_changed = 0;
+  for (int r = 0; r < N; r += 3)
+    for (int i = 0; i < Vp; ++i) {
+      const size_t k = size_t(r) * Vp + i;
+      masked_changed += std::memcmp(&dlogits_gpu[k], &dlogits0[k], sizeof(T)) != 0;
+    }
+  CHECK(masked_changed == 0);
+}
+
 // Head groups as StarPU hands them to a CUDA task: each group's blocks of out, lse and of dinp's
 // q, k and v parts allocated alone (packed, their own leading dimension). Scattered back, the
 // groups give the whole call's bits: every warp computes one (b, h, t) row either way.

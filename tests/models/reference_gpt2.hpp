@@ -22,7 +22,8 @@
 //     x   = x + (u · fcprojwᵀ + fcprojb)
 //   y = layernorm(x; lnfw, lnfb)
 //   logits[v] = y · wte[v]  for v < V only (the Vp − V padding rows take no part in the softmax)
-//   loss = mean over the B·T positions of −log softmax(logits)[target]
+//   loss = mean over the B·T positions of −log softmax(logits)[target], a negative target (a
+//          masked one) left out of the sum and of the count
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -107,8 +108,9 @@ inline double gelu(double x) {
 
 }  // namespace detail
 
-// Mean cross-entropy loss of the B·T predictions. `params` is the flat llm.c-order vector
-// (float or double elements); inputs and targets are B·T token ids, row-major [B, T].
+// Mean cross-entropy loss of the B·T predictions whose target is not negative (masked; 0 when
+// every target is). `params` is the flat llm.c-order vector (float or double elements); inputs and
+// targets are B·T token ids, row-major [B, T].
 template <class P>
 double gpt2_loss(const std::vector<P>& params, const GptShape& shape, const std::vector<int>& inputs,
                  const std::vector<int>& targets, int B, int T) {
@@ -124,6 +126,7 @@ double gpt2_loss(const std::vector<P>& params, const GptShape& shape, const std:
   const P* p = params.data();
 
   double loss_sum = 0;
+  std::size_t counted = 0;
   for (int b = 0; b < B; ++b) {
     // Residual stream x[t][c] of this sequence.
     Rows x(Tn, std::vector<double>(C));
@@ -198,11 +201,13 @@ double gpt2_loss(const std::vector<P>& params, const GptShape& shape, const std:
       double denom = 0;
       for (double z : logits) denom += std::exp(z - maxval);
       const int target = targets[std::size_t(b) * std::size_t(T) + std::size_t(t)];
+      if (target < 0) continue;
       // −log softmax[target] = log Σ exp(z − max) − (z_target − max)
       loss_sum += std::log(denom) - (logits[std::size_t(target)] - maxval);
+      ++counted;
     }
   }
-  return loss_sum / (double(B) * double(T));
+  return counted == 0 ? 0.0 : loss_sum / double(counted);
 }
 
 }  // namespace starzero::reference

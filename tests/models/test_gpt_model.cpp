@@ -4,7 +4,10 @@
 // - bf16 storage against fp32; the initial loss of the default initialisation; overfitting one
 //   batch with AdamW; bitwise determinism across runs (lws and dmdas); bitwise identical training
 //   for every attention head-group count; updates only through AdamW; the llm.c parameter layout
-//   of the layer blocks.
+//   of the layer blocks;
+// - masked targets (tasks/loss_mask.hpp): the masked mean loss against the counted positions'
+//   losses and the reference, its gradient against finite differences, what masked positions hold
+//   changing no bit, and micro-batches giving the global batch's masked mean.
 // Every TEST_CASE starts its own StarPU Session (CTest runs each case in its own process). Shapes
 // are deliberately not multiples of 8.
 #include <catch2/catch.hpp>
@@ -16,11 +19,13 @@
 #include <iomanip>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "models/gpt.hpp"
 #include "models/gpt_files.hpp"
+#include "models/token_rows.hpp"
 #include "offload/engine.hpp"
 #include "model_test_support.hpp"
 #include "reference_gpt2.hpp"
@@ -528,4 +533,217 @@ TEST_CASE("with tiles, the gradient is cut into pieces of whole output channels"
   CHECK(engine_three.layer_plan(1).buffer(LayerBuffer::grad).home == BufferHome::device);
   CHECK(engine_one.layer_plan(1).buffer(LayerBuffer::grad).home == BufferHome::transient);
   CHECK(engine_three.layer_plan(shape.layers + 1).buffer(LayerBuffer::grad).home == BufferHome::transient);
+}
+
+// ---- masked targets (tasks/loss_mask.hpp) ------------------------------------------------------------
+
+namespace {
+
+// Sequence 0's last two targets masked (padding after a completion) and sequence 1's targets at
+// positions 1 and 2 (a prompt): `targets`; `unmasked` holds the tokens at those positions.
+struct MaskedBatch {
+  std::vector<int> inputs, targets, unmasked;
+};
+const std::vector<int> kMaskedPositions = {kT - 2, kT - 1, kT + 1, kT + 2};
+
+MaskedBatch masked_batch(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  MaskedBatch m;
+  m.inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+  m.unmasked = random_tokens(rng, kB * kT, kMicro.vocab);
+  m.targets = m.unmasked;
+  for (int i : kMaskedPositions) m.targets[std::size_t(i)] = kMaskedTarget;
+  return m;
+}
+
+struct LossAndGradient {
+  double loss;
+  std::vector<float> grad;  // llm.c's order
+};
+
+LossAndGradient loss_and_gradient(GptModel& model, Engine& engine, const std::vector<float>& params,
+                                  const std::vector<int>& inputs, const std::vector<int>& targets) {
+  engine.set_master_params(to_layers(model, params));
+  model.set_batch(inputs, targets);
+  engine.submit_gradients();
+  return {model.mean_loss(), to_flat(model, engine.gradients())};
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("masked positions: their tokens change neither the loss nor any gradient bit", "[gpt][mask]") {
+  // A masked position has no label; what else lives only there is the input of a sequence's last
+  // positions (padding after a completion): causal attention shows it to those positions alone.
+  const int tiles = GENERATE(1, 2);
+  INFO("tiles " << tiles);
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT, tiles);
+  Engine engine(model, reference_options());
+  const std::vector<float> params = random_llmc_params(kMicro, 61);
+  const MaskedBatch m = masked_batch(31);
+  std::vector<int> other = m.inputs;
+  for (int i : {kT - 2, kT - 1}) other[std::size_t(i)] = (other[std::size_t(i)] + 4) % kMicro.vocab;
+
+  const LossAndGradient a = loss_and_gradient(model, engine, params, m.inputs, m.targets);
+  const LossAndGradient b = loss_and_gradient(model, engine, params, other, m.targets);
+  INFO("losses " << std::setprecision(17) << a.loss << " and " << b.loss);
+  CHECK(same_bits(a.loss, b.loss));
+  CHECK(same_bits(a.grad, b.grad));
+  // Not vacuous: with those positions' targets counted, the same change moves the loss and the gradient.
+  const LossAndGradient c = loss_and_gradient(model, engine, params, m.inputs, m.unmasked);
+  const LossAndGradient d = loss_and_gradient(model, engine, params, other, m.unmasked);
+  CHECK(c.loss != d.loss);
+  CHECK_FALSE(same_bits(c.grad, d.grad));
+}
+
+TEST_CASE("masked mean loss: the mean of the counted positions' losses", "[gpt][mask]") {
+  const int tiles = GENERATE(1, 2);
+  INFO("tiles " << tiles);
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT, tiles);
+  Engine engine(model, reference_options());
+  const std::vector<float> params = random_llmc_params(kMicro, 62);
+  engine.set_master_params(to_layers(model, params));
+  const MaskedBatch m = masked_batch(32);
+
+  // Each position's loss in an unmasked run, −log p[target] from its probabilities, in double.
+  model.set_batch(m.inputs, m.unmasked);
+  engine.submit_forward();
+  const double unmasked = model.mean_loss();
+  double counted_sum = 0, all_sum = 0;
+  std::size_t counted = 0;
+  for (int b = 0; b < kB; ++b)
+    for (int t = 0; t < kT; ++t) {
+      const std::size_t i = std::size_t(b * kT + t);
+      const double loss = -std::log(double(model.probabilities(b, t)[std::size_t(m.unmasked[i])]));
+      all_sum += loss;
+      if (m.targets[i] == kMaskedTarget) continue;
+      counted_sum += loss;
+      ++counted;
+    }
+  REQUIRE(counted == std::size_t(kB * kT) - kMaskedPositions.size());
+  const double expected = counted_sum / double(counted);
+
+  model.set_batch(m.inputs, m.targets);
+  engine.submit_forward();
+  const double loss = model.mean_loss();
+  INFO("masked " << std::setprecision(10) << loss << ", expected " << expected << ", unmasked " << unmasked);
+  CHECK(std::abs(loss - expected) <= 1e-6 * std::abs(expected));
+  // The independent reference's masked mean, as the unmasked loss is checked against it.
+  const double reference = reference::gpt2_loss(params, kMicro, m.inputs, m.targets, kB, kT);
+  CHECK(std::abs(loss - reference) <= kLossRtol * std::abs(reference));
+  // Not vacuous: the mean over every position is another number.
+  CHECK(std::abs(unmasked - all_sum / double(kB * kT)) <= 1e-6 * unmasked);
+  CHECK(std::abs(unmasked - expected) > 1e-3 * expected);
+  // The forward of the gradients computes the same loss.
+  engine.submit_gradients();
+  CHECK(same_bits(model.mean_loss(), loss));
+}
+
+TEST_CASE("under a mask, every parameter's gradient matches finite differences of the reference", "[gpt][mask]") {
+  const int tiles = GENERATE(1, 2);
+  INFO("tiles " << tiles);
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT, tiles);
+  Engine engine(model, reference_options());
+  const std::vector<float> params = random_llmc_params(kMicro, 63);
+  const MaskedBatch m = masked_batch(33);
+  const LossAndGradient g = loss_and_gradient(model, engine, params, m.inputs, m.targets);
+  check_finite_differences(
+      g.grad, params,
+      [&](const std::vector<double>& p) { return reference::gpt2_loss(p, kMicro, m.inputs, m.targets, kB, kT); },
+      kReferenceFd.rtol, kReferenceFd.atol, kReferenceFd.step, [](std::size_t k) { return llmc_name(kMicro, k); });
+}
+
+TEST_CASE("masked micro-batches: the step's loss and gradient are the global batch's masked mean's",
+          "[gpt][mask][grad_accum]") {
+  // A global batch of 2 micro-batches of kB sequences, set as a Trainable sets them
+  // (set_batch_rows): micro-batch 0 with 8 of its 10 targets masked, micro-batch 1 with 1. The
+  // engine sums the micro-batches' gradients and AdamW divides by 2; the trainer averages their
+  // losses. Both must be those of one micro-batch holding the whole global batch.
+  Session session(cpu_session());
+  constexpr int kMicroBatches = 2;
+  const std::vector<float> params = random_llmc_params(kMicro, 64);
+  std::mt19937 rng(34);
+  Batch global{random_tokens(rng, kMicroBatches * kB * kT, kMicro.vocab),
+               random_tokens(rng, kMicroBatches * kB * kT, kMicro.vocab)};
+  for (int i = 0; i < kB * kT; ++i)
+    if (i != 3 && i != 7) global.targets[std::size_t(i)] = kMaskedTarget;
+  global.targets[std::size_t(kB * kT + 4)] = kMaskedTarget;
+  const EngineOptions opts = reference_options();
+
+  GptModel whole_model(kMicro, DType::f32, kMicroBatches * kB, kT);
+  Engine whole_engine(whole_model, opts);
+  const LossAndGradient whole = loss_and_gradient(whole_model, whole_engine, params, global.inputs, global.targets);
+  const double reference = reference::gpt2_loss(params, kMicro, global.inputs, global.targets, kMicroBatches * kB, kT);
+  CHECK(std::abs(whole.loss - reference) <= kLossRtol * std::abs(reference));
+
+  GptModel model(kMicro, DType::f32, kB, kT);
+  Engine engine(model, opts);
+  engine.set_master_params(to_layers(model, params));
+  double loss_sum = 0;
+  std::vector<TargetCount> counts;
+  engine.submit_step(0.0f, 1, kMicroBatches, [&](int micro) {  // lr 0: the step's gradient stays in the buffers
+    if (micro > 0) loss_sum += model.mean_loss();
+    counts.push_back(set_batch_rows(model, global, BatchRows{micro * kB, kB, kMicroBatches * kB}));
+  });
+  const double loss = (loss_sum + model.mean_loss()) / kMicroBatches;
+  std::vector<float> grad = to_flat(model, engine.gradients());
+  for (float& x : grad) x /= float(kMicroBatches);
+  for (const TargetCount& c : counts) {
+    CHECK(c.total == std::size_t(kMicroBatches * kB * kT));
+    CHECK(c.counted == std::size_t(kMicroBatches * kB * kT - 8 - 1));
+  }
+  INFO("micro-batches " << std::setprecision(10) << loss << ", whole " << whole.loss << ", reference " << reference);
+  CHECK(std::abs(loss - whole.loss) <= 1e-6 * std::abs(whole.loss));
+  double worst = 0, largest = 0;
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    worst = std::max(worst, std::abs(double(grad[i]) - double(whole.grad[i])));
+    largest = std::max(largest, std::abs(double(whole.grad[i])));
+  }
+  INFO("gradient: largest " << largest << ", worst difference " << worst);
+  CHECK(worst <= 1e-5 * largest);
+
+  // Not vacuous: each micro-batch's own masked mean, averaged, is another loss and gradient.
+  GptModel alone(kMicro, DType::f32, kB, kT);
+  Engine alone_engine(alone, opts);
+  double naive_loss = 0, naive_worst = 0;
+  std::vector<float> naive(grad.size(), 0.0f);
+  for (int micro = 0; micro < kMicroBatches; ++micro) {
+    const auto part = [&](const std::vector<int>& v) {
+      return std::vector<int>(v.begin() + micro * kB * kT, v.begin() + (micro + 1) * kB * kT);
+    };
+    const LossAndGradient g = loss_and_gradient(alone, alone_engine, params, part(global.inputs), part(global.targets));
+    naive_loss += g.loss / kMicroBatches;
+    for (std::size_t i = 0; i < naive.size(); ++i) naive[i] += g.grad[i] / float(kMicroBatches);
+  }
+  for (std::size_t i = 0; i < naive.size(); ++i)
+    naive_worst = std::max(naive_worst, std::abs(double(naive[i]) - double(whole.grad[i])));
+  INFO("per micro-batch means: loss " << naive_loss << ", worst gradient difference " << naive_worst);
+  CHECK(std::abs(naive_loss - whole.loss) > 1e-3 * std::abs(whole.loss));
+  CHECK(naive_worst > 1e-2 * largest);
+}
+
+TEST_CASE("set_batch takes kMaskedTarget as a target only", "[gpt][mask]") {
+  Session session(cpu_session());
+  GptModel model(kMicro, DType::f32, kB, kT);
+  std::mt19937 rng(35);
+  const std::vector<int> inputs = random_tokens(rng, kB * kT, kMicro.vocab);
+  std::vector<int> targets = random_tokens(rng, kB * kT, kMicro.vocab);
+  targets[2] = kMaskedTarget;
+  model.set_batch(inputs, targets);
+  std::vector<int> bad_inputs = inputs;
+  bad_inputs[2] = kMaskedTarget;
+  CHECK_THROWS_AS(model.set_batch(bad_inputs, targets), std::invalid_argument);
+  std::vector<int> bad_targets = targets;
+  bad_targets[3] = -2;
+  CHECK_THROWS_AS(model.set_batch(inputs, bad_targets), std::invalid_argument);
+  // A global batch's count that cannot hold this micro-batch's mask.
+  CHECK_THROWS_AS(model.set_batch(inputs, targets, TargetCount{std::size_t(kB * kT), std::size_t(kB * kT)}),
+                  std::invalid_argument);
 }

@@ -200,3 +200,25 @@ TEST_CASE("registry: unknown models and contradicting shape flags are errors nam
   gpt_request.preset = "gpt2-124M";
   CHECK_THROWS_AS(prepare_model(gpt_request), std::invalid_argument);
 }
+
+TEST_CASE("validation's mean over batches: the plain mean unmasked, over the counted targets masked", "[train]") {
+  // Unmasked: the mean of the batches' losses, the expression of a run without masks, bit for bit.
+  BatchLossMean plain;
+  plain.add(2.5, std::nullopt);
+  plain.add(0.1, TargetCount{40, 40});
+  plain.add(1.0 / 3.0, TargetCount{40, 40});
+  const double sum = 2.5 + 0.1 + 1.0 / 3.0;
+  CHECK(plain.mean() == sum / double(3));
+  // Masked: batches of 40 targets, 10, 40 and 30 counted, with those means: the mean over the 80
+  // counted targets, not the mean of the three means.
+  BatchLossMean masked;
+  masked.add(2.0, TargetCount{40, 10});
+  masked.add(1.0, TargetCount{40, 40});
+  masked.add(4.0, TargetCount{40, 30});
+  CHECK(masked.mean() == Approx((2.0 * 10 + 1.0 * 40 + 4.0 * 30) / 80.0).epsilon(1e-15));
+  CHECK(masked.mean() != Approx((2.0 + 1.0 + 4.0) / 3.0));
+  // Every target masked: no counted target, loss 0.
+  BatchLossMean none;
+  none.add(0.0, TargetCount{40, 0});
+  CHECK(none.mean() == 0.0);
+}
