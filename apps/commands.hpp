@@ -18,4 +18,5 @@ int sweep_main(int argc, char** argv);  // `starzero sweep ... -- train ...`
 int plot_main(int argc, char** argv);   // `starzero plot FILE.jsonl --out FILE.svg`
 int platform_main(int argc, char** argv);  // `starzero platform NAME --out DIR`
 int calibrate_main(int argc, char** argv);  // `starzero calibrate --out DIR [train options]`
+int tokenize_main(int argc, char** argv);   // `starzero tokenize --data FILE.jsonl --tokenizer FILE --out DIR`
 }  // namespace starzero

@@ -31,6 +31,7 @@ void print_usage(std::FILE* to) {
       "  plot    loss, validation and throughput curves of a `train --metrics` file, as SVG\n"
       "  platform  write a simulated machine's SimGrid platform files (for starzero-sim)\n"
       "  calibrate  train while StarPU records every codelet's durations, for starzero-sim\n"
+      "  tokenize  fine-tuning records (JSONL) to llm.c token shards with loss-mask shards\n"
       "\n"
       "Run `starzero <command> --help` for a command's options.\n",
       to);
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   if (command == "plot") return starzero::plot_main(argc - 1, argv + 1);
   if (command == "platform") return starzero::platform_main(argc - 1, argv + 1);
   if (command == "calibrate") return starzero::calibrate_main(argc - 1, argv + 1);
+  if (command == "tokenize") return starzero::tokenize_main(argc - 1, argv + 1);
   std::fprintf(stderr, "starzero: error: unknown command '%s' (try `starzero --help`)\n", argv[1]);
   return 2;
 }

@@ -15,6 +15,7 @@
 #include "fuzz/fuzz_llmc.hpp"
 #include "models/layer_checkpoint.hpp"
 #include "models/llama_files.hpp"
+#include "models/mask_shard.hpp"
 #include "models/gpt_files.hpp"
 #include "models/safetensors.hpp"
 #include "tasks/nn_llama_kernels.hpp"
@@ -425,6 +426,32 @@ void machine_files() {
   text("not_an_object", "[\"name\"]");
 }
 
+// fuzz_jsonl: records of both kinds (with a long one, CRLF, blank lines, escapes), one of each bad
+// record, and mask shards: valid ones and broken headers and values.
+void jsonl_files(const fs::path& tmp) {
+  const std::string h = "fuzz_jsonl";
+  const auto text = [&](const std::string& name, const std::string& lines) { save(h, name, Bytes(lines.begin(), lines.end())); };
+  text("text", "{\"text\": \"the cat\"}\n\n{\"text\": \"  the the\\n\\u00e9 <|end_of_text|>\", \"id\": 1}\r\n"
+               "{\"text\": \"a record longer than eight tokens\"}");
+  text("prompt_completion", "{\"prompt\": \"Q: 1+1?\\n\", \"completion\": \" 2\"}\n{\"prompt\": \"\", \"completion\": \"x\"}\n"
+                            "{\"completion\": \"the end\", \"prompt\": \"<|begin_of_text|>\"}\n");
+  text("bad_records", "{\"text\": \"a\"\n[1]\n{}\n{\"text\": \"a\", \"prompt\": \"b\"}\n{\"prompt\": \"a\"}\n{\"completion\": \"a\"}\n"
+                      "{\"text\": 5}\n{\"text\": \"\"}\n{\"prompt\": \"a\", \"completion\": \"\"}\n{\"text\": \"\\ud800\"}\n"
+                      "{\"text\": \"ok\"}\n{\"prompt\": \"a\", \"completion\": \"b\"}\n");
+  text("empty", "");
+  const fs::path file = tmp / "m.mask";
+  write_mask_shard(file, std::vector<std::uint8_t>{1, 0, 0, 1, 1, 1, 0});
+  const Bytes mask = read_bytes(file);
+  save(h, "mask", mask);
+  write_mask_shard(file, {});
+  save(h, "mask_empty", read_bytes(file));
+  save(h, "mask_value_2", [&] { Bytes b = mask; b[1024 + 2] = 2; return b; }());
+  save(h, "mask_count_past", patched(mask, 8, std::int32_t(8)));
+  save(h, "mask_version_2", patched(mask, 4, std::int32_t(2)));
+  save(h, "mask_token_magic", patched(mask, 0, std::int32_t(20240520)));
+  save(h, "mask_truncated", Bytes(mask.begin(), mask.begin() + 100));
+}
+
 // fuzz_safetensors: a small file of each dtype with metadata, an empty one, and broken headers.
 void safetensors_files(const fs::path& tmp) {
   const std::string h = "fuzz_safetensors";
@@ -474,6 +501,7 @@ int main(int argc, char** argv) {
   deepspeed_configs();
   machine_files();
   safetensors_files(tmp);
+  jsonl_files(tmp);
   fs::remove_all(tmp);
   return 0;
 }

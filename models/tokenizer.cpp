@@ -280,6 +280,80 @@ std::optional<BpeEncoder> read_encoder(const std::filesystem::path& path, const 
   }
 }
 
+using DocumentTemplate = Tokenizer::DocumentTemplate;
+
+// A TemplateProcessing's `single` template: the ids of its special tokens before and after $A;
+// false with `why` set for a template that is not one special-token list around $A.
+bool template_processing(const nlohmann::json& step, std::size_t vocab, DocumentTemplate& out, std::string& why) {
+  const nlohmann::json& single = step.at("single");
+  const nlohmann::json& specials = step.at("special_tokens");
+  if (!single.is_array()) {
+    why = "its TemplateProcessing's single template is not a list";
+    return false;
+  }
+  int sequences = 0;
+  for (const nlohmann::json& piece : single) {
+    if (const auto sequence = piece.find("Sequence"); sequence != piece.end()) {
+      if (sequence->at("id").get<std::string>() != "A") {
+        why = "its TemplateProcessing's single template holds a sequence other than $A";
+        return false;
+      }
+      ++sequences;
+      continue;
+    }
+    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+    const auto special = specials.find(name);
+    if (special == specials.end()) {
+      why = "its TemplateProcessing names special token '" + name + "' without its ids";
+      return false;
+    }
+    for (const nlohmann::json& id : special->at("ids")) {
+      const auto value = id.get<std::int64_t>();
+      if (value < 0 || std::uint64_t(value) >= vocab) {
+        why = "its TemplateProcessing's '" + name + "' has id " + std::to_string(value) + ", outside the vocabulary";
+        return false;
+      }
+      (sequences == 0 ? out.before : out.after).push_back(int(value));
+    }
+  }
+  if (sequences != 1) why = "its TemplateProcessing's single template holds $A " + std::to_string(sequences) + " times";
+  return sequences == 1;
+}
+
+// Wraps `t` in what one post_processor adds (a Sequence: each of its processors in turn); false
+// with `why` set for one that is not supported.
+bool add_post_processor(const nlohmann::json& p, std::size_t vocab, DocumentTemplate& t, std::string& why) {
+  const std::string type = p.at("type").get<std::string>();
+  if (type == "ByteLevel") return true;  // offsets only
+  if (type == "Sequence") {
+    for (const nlohmann::json& step : p.at("processors"))
+      if (!add_post_processor(step, vocab, t, why)) return false;
+    return true;
+  }
+  if (type != "TemplateProcessing") {
+    why = "post_processor type '" + type + "' is not supported (TemplateProcessing, ByteLevel or a Sequence of them)";
+    return false;
+  }
+  DocumentTemplate step;
+  if (!template_processing(p, vocab, step, why)) return false;
+  t.before.insert(t.before.begin(), step.before.begin(), step.before.end());
+  t.after.insert(t.after.end(), step.after.begin(), step.after.end());
+  return true;
+}
+
+// The post_processor's template (none: empty); `why` set when it is not supported.
+DocumentTemplate read_document_template(const nlohmann::json& doc, std::size_t vocab, std::string& why) {
+  DocumentTemplate t;
+  const auto p = doc.find("post_processor");
+  if (p == doc.end() || p->is_null()) return t;
+  try {
+    if (add_post_processor(*p, vocab, t, why)) return t;
+  } catch (const nlohmann::json::exception& e) {
+    why = std::string("its post_processor is malformed: ") + e.what();
+  }
+  return {};
+}
+
 // The ids of one pre-token piece: its bytes merged by rank, the lowest first, every occurrence of
 // that pair left to right (GPT-2's encoder.py).
 void bpe(const BpeEncoder& e, std::string_view piece, std::vector<int>& out) {
@@ -339,6 +413,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   t.file_ = path.string();
   if (first != std::string::npos && bytes[first] == '{') {
     const nlohmann::json doc = read_tokenizer_json(path, bytes, t.pieces_, t.end_of_text_);
+    t.template_ = read_document_template(doc, t.pieces_.size(), t.no_template_);
     if (std::optional<BpeEncoder> e = read_encoder(path, doc, t.no_encoder_))
       t.encoder_ = std::make_shared<const Encoder>(Encoder{std::move(*e)});
   } else if (bytes.size() >= 4 && u32_at(bytes, 0) == kLlmcTokenizerMagic) {
@@ -365,6 +440,25 @@ std::vector<int> Tokenizer::encode(std::string_view text) const {
     }
   encode_plain(*encoder_, text.substr(plain), out, cache);
   return out;
+}
+
+const Tokenizer::DocumentTemplate& Tokenizer::document_template() const {
+  if (!no_template_.empty()) throw std::invalid_argument("tokenizer " + file_ + " cannot post-process: " + no_template_);
+  return template_;
+}
+
+std::vector<int> Tokenizer::encode_document(std::string_view text) const {
+  const DocumentTemplate& t = document_template();
+  std::vector<int> out = t.before;
+  const std::vector<int> ids = encode(text);
+  out.insert(out.end(), ids.begin(), ids.end());
+  out.insert(out.end(), t.after.begin(), t.after.end());
+  return out;
+}
+
+std::optional<int> Tokenizer::bos() const {
+  if (!no_template_.empty() || template_.before.size() != 1) return std::nullopt;
+  return template_.before.front();
 }
 
 std::string Tokenizer::decode(std::span<const int> ids) const {

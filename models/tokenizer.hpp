@@ -14,6 +14,11 @@
 // strings or [a, b] pairs), as Hugging Face's tokenizers and tiktoken do. model.ignore_merges (Llama
 // 3) takes a piece that is itself in the vocabulary whole. An added token's lstrip, rstrip,
 // single_word and normalized attributes are not applied.
+// Post-processing (encode_document): the post_processor's special tokens around one text, as Hugging
+// Face's tokenizers add them with add_special_tokens=True: TemplateProcessing's `single` template
+// (Llama 3: <|begin_of_text|> then $A), ByteLevel (GPT-2: adds nothing, offsets only), a Sequence
+// of those (each wraps what the ones before it made), or none (null, absent, llm.c's file: adds
+// nothing). Another post_processor is an error only when post-processing is asked for.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -40,12 +45,28 @@ class Tokenizer {
   // (encoding_unavailable()).
   std::vector<int> encode(std::string_view text) const;
   bool can_encode() const { return encoder_ != nullptr; }
+
+  // The special tokens the post-processor puts before and after one text.
+  struct DocumentTemplate {
+    std::vector<int> before, after;
+  };
+  // The post-processor's template; std::invalid_argument naming the file and the reason when it is
+  // not one of the supported ones (document_template_unavailable()).
+  const DocumentTemplate& document_template() const;
+  // Empty when document_template() works; else why not.
+  const std::string& document_template_unavailable() const { return no_template_; }
+  // Post-processed encoding: before + encode(text) + after (Llama 3: <|begin_of_text|> first; GPT-2:
+  // encode(text)). std::invalid_argument as encode() and document_template().
+  std::vector<int> encode_document(std::string_view text) const;
+  // The begin-of-text id: the one token the template puts before the text; nullopt when it puts
+  // none or several, or has no supported template.
+  std::optional<int> bos() const;
   // Why this file cannot encode (llm.c's file, an unknown pre_tokenizer or a normalizer, a byte
   // without a token); empty when it can.
   const std::string& encoding_unavailable() const { return no_encoder_; }
   std::size_t vocab() const { return pieces_.size(); }
   // The end-of-text id when the file names one (llm.c version 2; "<|endoftext|>" or
-  // "<|end_of_text|>" among the added tokens).
+  // "<|end_of_text|>" among the added tokens): the end of a document (models/jsonl_data.hpp).
   std::optional<int> end_of_text() const { return end_of_text_; }
 
   // GPT-2's bytes_to_unicode: the printable character (a Unicode code point) standing for a byte.
@@ -57,6 +78,8 @@ class Tokenizer {
   struct Encoder;
   std::shared_ptr<const Encoder> encoder_;  // null when the file cannot encode
   std::string no_encoder_;                  // then why
+  DocumentTemplate template_;               // the post-processor's (empty: adds nothing)
+  std::string no_template_;                 // why the post-processor is not supported; empty when it is
   std::string file_;                        // the path, for messages
 };
 

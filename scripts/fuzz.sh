@@ -20,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-fuzz
 harnesses=(fuzz_llmc_checkpoint fuzz_token_shard fuzz_llama_checkpoint fuzz_llama_token_shard fuzz_state_file
   fuzz_sharded_state fuzz_layer_checkpoint fuzz_cli fuzz_deepspeed_config fuzz_machine_json fuzz_tokenizer
-  fuzz_safetensors)
+  fuzz_safetensors fuzz_jsonl)
 
 die() { echo "fuzz: $*" >&2; exit 2; }
 usage() { echo "usage: scripts/fuzz.sh SECONDS [HARNESS...] | --build | --make-corpus" >&2; exit 2; }
@@ -84,7 +84,8 @@ sources_of() {
     fuzz_machine_json) echo "sim/platform.cpp runtime/gpu_cost.cpp" ;;
     fuzz_tokenizer) echo "runtime/files.cpp models/pretokenize.cpp models/tokenizer.cpp" ;;
     fuzz_safetensors) echo "runtime/files.cpp models/safetensors.cpp" ;;
-    make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp models/safetensors.cpp" ;;
+    fuzz_jsonl) echo "runtime/files.cpp models/pretokenize.cpp models/tokenizer.cpp models/jsonl_data.cpp models/mask_shard.cpp models/llmc_format.cpp" ;;
+    make_corpus) echo "$common $llama models/gpt_files.cpp train/state_files.cpp train/sharded_state.cpp models/layer_checkpoint.cpp models/safetensors.cpp models/mask_shard.cpp" ;;
   esac
 }
 # Libraries beside the sources (the Llama kernels' file calls OpenBLAS).

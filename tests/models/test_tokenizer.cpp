@@ -204,3 +204,72 @@ TEST_CASE("tokenizer.json: encoding by merge rank, added tokens whole", "[tokeni
   CHECK_FALSE(llmc.can_encode());
   CHECK_THROWS_WITH(llmc.encode("a"), Contains("no BPE merges"));
 }
+
+TEST_CASE("tokenizer.json: the post-processor's template around one text (encode_document)", "[tokenizer]") {
+  TempDir dir("starzero-tokenizer");
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    const char32_t u = Tokenizer::byte_character(std::uint8_t(b));
+    vocab[u < 0x80 ? std::string(1, char(u)) : std::string{char(0xC0 | (u >> 6)), char(0x80 | (u & 0x3F))}] = b;
+  }
+  const nlohmann::json specials_json = {{{"id", 256}, {"content", "<s>"}}, {{"id", 257}, {"content", "</s>"}},
+                                        {{"id", 258}, {"content", "<|endoftext|>"}}};
+  const auto load = [&](const nlohmann::json& post) {
+    nlohmann::json doc = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+                          {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}},
+                          {"added_tokens", specials_json}};
+    if (!post.is_discarded()) doc["post_processor"] = post;
+    write_bytes(dir.path() / "t.json", doc.dump());
+    return Tokenizer::load(dir.path() / "t.json");
+  };
+  const auto special = [](const std::string& name) { return nlohmann::json{{"SpecialToken", {{"id", name}, {"type_id", 0}}}}; };
+  const nlohmann::json a = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const auto ids = [](const std::string& name, std::vector<int> i) {
+    return nlohmann::json{{"id", name}, {"ids", i}, {"tokens", nlohmann::json::array()}};
+  };
+  const nlohmann::json s_and_end = {{"<s>", ids("<s>", {256})}, {"</s>", ids("</s>", {257, 258})}};
+  const auto templ = [&](const nlohmann::json& single, const nlohmann::json& specials) {
+    return nlohmann::json{{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
+  };
+  const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", true}};
+
+  // None, null and ByteLevel add nothing.
+  for (const nlohmann::json& none : {nlohmann::json(nlohmann::json::value_t::discarded), nlohmann::json(nullptr), byte_level}) {
+    const Tokenizer t = load(none);
+    CHECK(t.encode_document("ab") == std::vector<int>{'a', 'b'});
+    CHECK_FALSE(t.bos());
+    CHECK(t.document_template_unavailable().empty());
+  }
+  // <s> $A </s>, where </s> stands for two ids: both after the text.
+  const Tokenizer wrapped = load(templ({special("<s>"), a, special("</s>")}, s_and_end));
+  CHECK(wrapped.encode_document("ab") == std::vector<int>{256, 'a', 'b', 257, 258});
+  CHECK(wrapped.encode_document("") == std::vector<int>{256, 257, 258});
+  CHECK(wrapped.bos() == 256);
+  CHECK(wrapped.document_template().after == std::vector<int>{257, 258});
+  // A Sequence: each processor wraps what the ones before made.
+  const Tokenizer sequence = load({{"type", "Sequence"},
+                                   {"processors", {byte_level, templ({special("</s>"), a}, s_and_end),
+                                                   templ({special("<s>"), a, special("<s>")}, s_and_end)}}});
+  CHECK(sequence.encode_document("x") == std::vector<int>{256, 257, 258, 'x', 256});
+  CHECK_FALSE(sequence.bos());  // three tokens before the text
+
+  // Anything else: encode works, post-processing is refused with the reason.
+  const auto refused = [&](const nlohmann::json& post, const std::string& why) {
+    const Tokenizer t = load(post);
+    CHECK(t.encode("ab") == std::vector<int>{'a', 'b'});
+    CHECK_THAT(t.document_template_unavailable(), Contains(why));
+    CHECK_THROWS_AS(t.encode_document("ab"), std::invalid_argument);
+    CHECK_THROWS_WITH(t.document_template(), Contains("t.json cannot post-process: ") && Contains(why));
+    CHECK_FALSE(t.bos());
+  };
+  refused({{"type", "RobertaProcessing"}}, "post_processor type 'RobertaProcessing' is not supported");
+  refused({{"type", "Sequence"}, {"processors", {byte_level, {{"type", "BertProcessing"}}}}}, "'BertProcessing'");
+  refused(templ(nlohmann::json::array({special("<s>")}), s_and_end), "holds $A 0 times");
+  refused(templ({a, a}, s_and_end), "holds $A 2 times");
+  refused(templ({special("<s>"), {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}, s_and_end), "other than $A");
+  refused(templ({special("<x>"), a}, s_and_end), "names special token '<x>' without its ids");
+  refused(templ({special("<s>"), a}, {{"<s>", ids("<s>", {259})}}), "'<s>' has id 259, outside the vocabulary");
+  refused(templ("<s> $A", s_and_end), "single template is not a list");
+  refused({{"type", "TemplateProcessing"}}, "its post_processor is malformed");
+  refused(templ({{{"Other", 1}}, a}, s_and_end), "its post_processor is malformed");
+}
