@@ -1,5 +1,9 @@
 #include "apps/cli.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -468,6 +472,44 @@ SessionOptions session_options(const ArgParser& p) {
   if (const auto v = p.value("cpu-compute")) options.cpu_compute = parse_cpu_compute_flag("--cpu-compute", *v);
   options.trace_dir = p.value("trace").value_or("");
   return options;
+}
+
+ArgParser& add_jsonl_options(ArgParser& p) {
+  return p
+      .option("loss-on", "WHAT",
+              "JSONL: completion (default: the prompt's tokens are not learned) or all (every token but the "
+              "begin-of-text)")
+      .option("long-records", "HOW",
+              "JSONL: a record of more than --seq + 1 tokens is split (default: kept, across training windows) or "
+              "dropped; both are counted")
+      .option("bad-records", "HOW", "JSONL: fail (default: the first one is an error) or skip (counted)");
+}
+
+JsonlOptions jsonl_options(const ArgParser& p) {
+  JsonlOptions o;
+  o.loss_on = parse_choice("--loss-on", p.value("loss-on").value_or("completion"), {"completion", "all"}) == "all"
+                  ? LossOn::all
+                  : LossOn::completion;
+  o.long_records = parse_choice("--long-records", p.value("long-records").value_or("split"), {"split", "drop"}) == "drop"
+                       ? LongRecords::drop
+                       : LongRecords::split;
+  o.bad_records = parse_choice("--bad-records", p.value("bad-records").value_or("fail"), {"fail", "skip"}) == "skip"
+                      ? BadRecords::skip
+                      : BadRecords::fail;
+  o.seq = p.given("seq") ? std::size_t(int_option(p, "seq", 0, 1)) : 0;
+  if (o.long_records == LongRecords::drop && o.seq == 0)
+    throw UsageError("--long-records drop needs --seq T (a record is long past T + 1 tokens)");
+  return o;
+}
+
+JsonlProgress jsonl_progress(const char* what) {
+  if (::isatty(STDOUT_FILENO) == 0) return {};
+  return [what](std::uint64_t done, std::uint64_t total) {
+    std::printf("\r%s: %.1f %% of %.1f MB", what, total ? 100.0 * double(done) / double(total) : 100.0,
+                double(total) / 1e6);
+    if (done >= total) std::printf("\r\033[K");
+    std::fflush(stdout);
+  };
 }
 
 }  // namespace starzero::cli

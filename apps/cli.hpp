@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/jsonl_data.hpp"
 #include "offload/footprint.hpp"
 #include "offload/placement.hpp"
 #include "runtime/precision.hpp"
@@ -123,6 +124,15 @@ OffloadOptions offload_options(const ArgParser& p);
 // Registers StarPU's options common to the sub-commands that run tasks: --sched, --cpu-workers,
 // --cuda-workers, --cpu-compute, ...
 ArgParser& add_session_options(ArgParser& p);
+// --loss-on completion|all, --long-records split|drop, --bad-records fail|skip: how JSONL records
+// become tokens and a loss mask (models/jsonl_data.hpp), for tokenize, train and eval.
+ArgParser& add_jsonl_options(ArgParser& p);
+// Those flags' values (seq: --seq when given, 0 otherwise); UsageError for a bad choice, or drop
+// without --seq.
+JsonlOptions jsonl_options(const ArgParser& p);
+// On a terminal, "WHAT: 42.0 % of 12.3 MB" rewritten in place while a JSONL file is read; nothing
+// into a file or pipe.
+JsonlProgress jsonl_progress(const char* what);
 // Reads them, and --trace when the sub-command registers it.
 SessionOptions session_options(const ArgParser& p);
 

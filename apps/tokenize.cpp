@@ -34,35 +34,6 @@ const CommandHelp kHelp = {
     "  starzero tokenize --data chat.jsonl --tokenizer gpt2/tokenizer.json --out data/ --loss-on all \\\n"
     "      --long-records drop --seq 512 --bad-records skip --shard-tokens 10M\n"};
 
-JsonlOptions jsonl_options(const cli::ArgParser& p) {
-  JsonlOptions o;
-  o.loss_on = cli::parse_choice("--loss-on", p.value("loss-on").value_or("completion"), {"completion", "all"}) == "all"
-                  ? LossOn::all
-                  : LossOn::completion;
-  o.long_records = cli::parse_choice("--long-records", p.value("long-records").value_or("split"), {"split", "drop"}) ==
-                           "drop"
-                       ? LongRecords::drop
-                       : LongRecords::split;
-  o.bad_records = cli::parse_choice("--bad-records", p.value("bad-records").value_or("fail"), {"fail", "skip"}) == "skip"
-                      ? BadRecords::skip
-                      : BadRecords::fail;
-  o.seq = p.given("seq") ? std::size_t(cli::int_option(p, "seq", 0, 1)) : 0;
-  if (o.long_records == LongRecords::drop && o.seq == 0)
-    throw UsageError("--long-records drop needs --seq T (a record is long past T + 1 tokens)");
-  return o;
-}
-
-// A line rewritten in place on a terminal; nothing in a file or pipe.
-JsonlProgress progress_line() {
-  if (::isatty(STDOUT_FILENO) == 0) return {};
-  return [](std::uint64_t done, std::uint64_t total) {
-    std::printf("\rtokenize: %.1f %% of %.1f MB", total ? 100.0 * double(done) / double(total) : 100.0,
-                double(total) / 1e6);
-    if (done >= total) std::printf("\r\033[K");
-    std::fflush(stdout);
-  };
-}
-
 void print_summary(const fs::path& data, const fs::path& out, const JsonlOptions& o, const JsonlShards& s) {
   const JsonlCounts& c = s.summary.counts;
   for (const std::string& line : s.summary.bad_lines) std::fprintf(stderr, "starzero tokenize: skipped %s\n", line.c_str());
@@ -81,14 +52,14 @@ void print_summary(const fs::path& data, const fs::path& out, const JsonlOptions
 int run_tokenize(const cli::ArgParser& p) {
   for (const char* required : {"data", "tokenizer", "out"})
     if (!p.given(required)) throw UsageError(std::string("--") + required + " is required");
-  const JsonlOptions options = jsonl_options(p);
+  const JsonlOptions options = cli::jsonl_options(p);
   JsonlShardOptions shard_options;
   shard_options.shard_tokens = std::size_t(cli::int_option(p, "shard-tokens", 100'000'000, 1, INT32_MAX));
   const fs::path data = *p.value("data"), out = *p.value("out");
   if (fs::exists(out) && !fs::is_directory(out))
     throw UsageError("--out '" + cli::printable(out.string()) + "' is not a folder");
   const Tokenizer tokenizer = Tokenizer::load(*p.value("tokenizer"));
-  const JsonlShards shards = write_jsonl_shards(data, tokenizer, options, out, shard_options, progress_line());
+  const JsonlShards shards = write_jsonl_shards(data, tokenizer, options, out, shard_options, cli::jsonl_progress("tokenize"));
   print_summary(data, out, options, shards);
   return 0;
 }
@@ -97,14 +68,11 @@ int run_tokenize(const cli::ArgParser& p) {
 
 int tokenize_main(int argc, char** argv) {
   cli::ArgParser parser("starzero tokenize");
+  cli::add_jsonl_options(parser);
   parser.option("data", "FILE", "the JSONL records (required)")
       .option("tokenizer", "FILE", "a Hugging Face tokenizer.json with a byte-level BPE (required)")
       .option("out", "DIR", "where the shards go, created when missing (required)")
       .option("seq", "T", "the training sequence length: a record of more than T + 1 tokens is long (default: none is)")
-      .option("long-records", "HOW", "split (default: kept, across training windows) or drop; both are counted")
-      .option("loss-on", "WHAT", "completion (default: the prompt's tokens are not learned) or all (every token "
-                                 "but the begin-of-text)")
-      .option("bad-records", "HOW", "fail (default: the first one is an error) or skip (counted, the first 20 printed)")
       .option("shard-tokens", "N", "tokens per shard, at most (default 100M; whole documents unless one is longer)")
       .flag("help", "show this help");
   return run_command(kHelp, parser, argc, argv, run_tokenize);

@@ -39,10 +39,11 @@ void add_model_and_optimizer_options(cli::ArgParser& p) {
       .option("heads", "NH", "override the preset's attention heads (must divide C)")
       .option("max-seq", "T", "override the preset's maximum sequence length")
       .option("data", "PATH",
-              "training text (bytes; tokens with a tokenizer.json), or llm.c token shards (.bin): a file, a folder "
-              "of them or a glob ('fineweb_train_*.bin'), streamed; default: this checkout's docs and sources")
-      .option("val-data", "PATH", "validation token shards (file, folder or glob); default: the last --val-fraction "
-                                  "of --data")
+              "training text (bytes; tokens with a tokenizer.json), fine-tuning records (.jsonl, with --tokenizer), "
+              "or llm.c token shards (.bin): a file, a folder of them or a glob ('fineweb_train_*.bin'), streamed; "
+              "default: this checkout's docs and sources")
+      .option("val-data", "PATH", "validation token shards (file, folder or glob) or .jsonl; default: the last "
+                                  "--val-fraction of --data")
       .option("val-fraction", "F", "the share of --data held out for validation without --val-data, in (0, 1) (default 0.1)")
       .option("tokenizer", "FILE",
               "a token model's tokenizer: llm.c's gpt2_tokenizer.bin decodes samples; a Hugging Face tokenizer.json "
@@ -177,6 +178,7 @@ void add_run_options(cli::ArgParser& p) {
 cli::ArgParser make_train_parser() {
   cli::ArgParser p("starzero train");
   add_model_and_optimizer_options(p);
+  cli::add_jsonl_options(p);
   add_parallelism_options(p);
   add_offload_options(p);
   add_run_options(p);
@@ -227,6 +229,8 @@ ModelRequest model_request(const cli::ArgParser& p) {
     r.checkpoint = CheckpointSets(*p.value("checkpoint-dir")).latest();  // none yet: a fresh start
   }
   r.seed = std::uint64_t(int_option(p, "seed", 1337, 0));
+  r.jsonl = cli::jsonl_options(p);
+  r.data_progress = cli::jsonl_progress("data");
   return r;
 }
 
@@ -403,14 +407,15 @@ cli::ArgParser make_eval_parser() {
   cli::ArgParser p("starzero eval");
   p.option("checkpoint", "PATH",
            "llm.c checkpoint (GPT-2 or Llama 3, version 3 fp32 or 5 bf16) or a Hugging Face folder (GPT-2, Llama 3)")
-      .option("data", "PATH", "llm.c token shards (.bin: a file, a folder or a glob) or a text file (bytes; tokens "
-                              "with --tokenizer)")
+      .option("data", "PATH", "llm.c token shards (.bin: a file, a folder or a glob), records (.jsonl, with "
+                              "--tokenizer) or a text file (bytes; tokens with --tokenizer)")
       .option("tokenizer", "FILE", "a Hugging Face tokenizer.json (byte-level BPE, GPT-2 or Llama 3) that encodes a "
                                    "text --data; its vocabulary must be the checkpoint's")
       .option("batch", "B", "sequences per batch")
       .option("seq", "T", "tokens per sequence")
       .option("batches", "K", "number of batches, read sequentially from the start (default 1)")
       .option("precision", "P", "fp32 (default) or bf16");
+  cli::add_jsonl_options(p);
   cli::add_session_options(p).flag("help", "show this help");
   return p;
 }
@@ -427,6 +432,8 @@ int run_eval(const cli::ArgParser& p) {
   if (const auto tokenizer = p.value("tokenizer")) request.tokenizer = *tokenizer;
   request.seq = int_option(p, "seq", 0, 1);
   request.validation_fraction = 0;  // the whole file is evaluation data
+  request.jsonl = cli::jsonl_options(p);
+  request.data_progress = cli::jsonl_progress("data");
   EvaluationOptions options;
   options.checkpoint = *request.checkpoint;
   options.batch = int_option(p, "batch", 0, 1);

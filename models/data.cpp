@@ -91,8 +91,8 @@ void read_joined(const TokenStore& store, std::span<const TokenStore::Piece> pie
 
 class MemoryTokenStore final : public TokenStore {
  public:
-  MemoryTokenStore(std::vector<int> tokens, std::vector<std::uint8_t> counted)
-      : tokens_(std::move(tokens)), counted_(std::move(counted)) {
+  MemoryTokenStore(std::vector<int> tokens, std::vector<std::uint8_t> counted, std::string description)
+      : tokens_(std::move(tokens)), counted_(std::move(counted)), description_(std::move(description)) {
     if (!counted_.empty() && counted_.size() != tokens_.size())
       throw std::invalid_argument("the loss mask has " + std::to_string(counted_.size()) + " values for " +
                                   std::to_string(tokens_.size()) + " tokens");
@@ -106,11 +106,12 @@ class MemoryTokenStore final : public TokenStore {
   void read_mask(std::size_t offset, std::span<std::uint8_t> out) const override {
     std::copy_n(counted_.begin() + std::ptrdiff_t(offset), out.size(), out.begin());
   }
-  std::string describe() const override { return ""; }  // text: the summary's counts say it all
+  std::string describe() const override { return description_; }
 
  private:
   std::vector<int> tokens_;
   std::vector<std::uint8_t> counted_;
+  std::string description_;  // "": text, whose summary's counts say it all
 };
 
 class ShardTokenStore final : public TokenStore {
@@ -218,8 +219,9 @@ void TokenStore::read_mask(std::size_t, std::span<std::uint8_t>) const {
   throw std::logic_error("this token store has no loss mask");
 }
 
-std::shared_ptr<const TokenStore> memory_token_store(std::vector<int> tokens, std::vector<std::uint8_t> counted) {
-  return std::make_shared<const MemoryTokenStore>(std::move(tokens), std::move(counted));
+std::shared_ptr<const TokenStore> memory_token_store(std::vector<int> tokens, std::vector<std::uint8_t> counted,
+                                                     std::string description) {
+  return std::make_shared<const MemoryTokenStore>(std::move(tokens), std::move(counted), std::move(description));
 }
 
 std::shared_ptr<const TokenStore> token_shard_store(std::vector<fs::path> paths, const TokenShardFormat& format) {

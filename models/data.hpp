@@ -66,8 +66,10 @@ class TokenStore {
   virtual std::string describe() const = 0;
 };
 
-// Tokens in memory (text, or a JSONL file's), with an optional loss mask of the same length.
-std::shared_ptr<const TokenStore> memory_token_store(std::vector<int> tokens, std::vector<std::uint8_t> counted = {});
+// Tokens in memory (text, or a JSONL file's), with an optional loss mask of the same length;
+// `description` is what describe() says.
+std::shared_ptr<const TokenStore> memory_token_store(std::vector<int> tokens, std::vector<std::uint8_t> counted = {},
+                                                     std::string description = "");
 
 // An llm.c token shard format: its token width and vocabulary, and its header check (the token
 // count, checked against the file's size; FileFormatError otherwise).

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/jsonl_data.hpp"
 #include "models/token_model.hpp"
 #include "offload/footprint.hpp"
 #include "train/trainable.hpp"
@@ -32,6 +33,10 @@ struct ModelRequest {
   std::optional<std::filesystem::path> checkpoint;  // defines the shape when given
   double validation_fraction = 0.1;                 // 0: the whole data is evaluation data (starzero eval)
   std::uint64_t seed = 1337;                        // data drawn from a seed
+  // A JSONL --data or --val-data (models/jsonl_data.hpp): how its records become tokens and a
+  // loss mask (seq: --seq when given), and what reports the reading's progress.
+  JsonlOptions jsonl;
+  JsonlProgress data_progress;
 };
 
 // A family's preset without data, for `starzero plan` and `bench step`: its shape and what it

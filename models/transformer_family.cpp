@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "models/tokenizer.hpp"
+
 namespace starzero {
 
 namespace fs = std::filesystem;
@@ -87,10 +89,40 @@ std::string token_data_summary(const TokenDataset& data) {
 
 namespace {
 
-// A --data or --val-data argument's tokens: one text file (bytes), or llm.c token shards.
+bool is_jsonl(const std::vector<fs::path>& files) { return files.size() == 1 && files.front().extension() == ".jsonl"; }
+
+// "train.jsonl: 120 prompt/completion records (2 split, 0 dropped, 1 bad skipped: FILE:LINE: ...),
+// 4500 tokens, 3000 counted".
+std::string describe_jsonl(const fs::path& file, const JsonlSummary& summary) {
+  const JsonlCounts& c = summary.counts;
+  std::string text = file.filename().string() + ": " + std::to_string(c.kept) + " " +
+                     (summary.kind == JsonlKind::prompt_completion ? "prompt/completion" : "text") + " records (" +
+                     std::to_string(c.split) + " split, " + std::to_string(c.dropped) + " dropped, " +
+                     std::to_string(c.bad) + " bad skipped";
+  if (!summary.bad_lines.empty()) text += "; the first: " + summary.bad_lines.front();
+  return text + "), " + std::to_string(c.tokens) + " tokens, " + std::to_string(c.counted) + " counted";
+}
+
+// A JSONL file's records as tokens and their loss mask, in memory (models/jsonl_data.hpp).
+std::shared_ptr<const TokenStore> open_jsonl(const fs::path& file, const ModelRequest& request, int& vocab) {
+  if (!request.tokenizer)
+    throw std::invalid_argument(file.string() + ": JSONL records need --tokenizer tokenizer.json to become tokens");
+  const Tokenizer tokenizer = Tokenizer::load(*request.tokenizer);
+  JsonlOptions options = request.jsonl;
+  if (request.seq) options.seq = std::size_t(*request.seq);
+  if (options.long_records == LongRecords::drop && options.seq == 0)
+    throw std::invalid_argument("--long-records drop needs --seq T (a record is long past T + 1 tokens)");
+  JsonlTokens read = read_jsonl(file, tokenizer, options, request.data_progress);
+  vocab = int(tokenizer.vocab());
+  return memory_token_store(std::move(read.tokens), std::move(read.counted), describe_jsonl(file, read.summary));
+}
+
+// A --data or --val-data argument's tokens: a JSONL file, or llm.c token shards.
 std::shared_ptr<const TokenStore> open_data(const std::string& argument, const std::vector<fs::path>& files,
+                                            const ModelRequest& request,
                                             const std::function<TokenShardFormat(const fs::path&)>& shard_format,
                                             int& vocab) {
+  if (is_jsonl(files)) return open_jsonl(files.front(), request, vocab);
   for (const fs::path& file : files)
     if (file.extension() != ".bin")
       throw std::invalid_argument("'" + argument + "' names " + file.string() +
@@ -108,15 +140,16 @@ TokenDataset load_token_data(const ModelRequest& request,
   if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
   const std::string argument = request.data->string();
   const std::vector<fs::path> files = data_files(argument);
-  if (files.size() == 1 && files.front().extension() != ".bin") {
-    if (request.validation_data) throw std::invalid_argument("--val-data goes with token shards, not a text --data");
+  if (files.size() == 1 && files.front().extension() != ".bin" && !is_jsonl(files)) {
+    if (request.validation_data)
+      throw std::invalid_argument("--val-data goes with token shards or JSONL, not a text --data");
     return TokenDataset::from_text_file(files.front(), request.validation_fraction);
   }
   int vocab = 0, validation_vocab = 0;
-  std::shared_ptr<const TokenStore> store = open_data(argument, files, shard_format, vocab), validation;
+  std::shared_ptr<const TokenStore> store = open_data(argument, files, request, shard_format, vocab), validation;
   if (request.validation_data) {
     const std::string val = request.validation_data->string();
-    validation = open_data(val, data_files(val), shard_format, validation_vocab);
+    validation = open_data(val, data_files(val), request, shard_format, validation_vocab);
     if (validation_vocab != vocab)
       throw std::invalid_argument("--val-data's vocabulary (" + std::to_string(validation_vocab) +
                                   ") is not --data's (" + std::to_string(vocab) + ")");
