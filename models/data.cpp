@@ -461,6 +461,8 @@ TrainBatchStream::~TrainBatchStream() {
 }
 
 void TrainBatchStream::set_origin(std::uint64_t origin_step, std::uint64_t position) {
+  if (next_.valid()) next_.wait();  // a read for the old origin's positions: dropped
+  next_ = {};
   origin_step_ = origin_step;
   origin_position_ = position;
   current_step_ = 0;

@@ -171,6 +171,11 @@ TEST_CASE("TrainBatchStream: ranks split one stream; a resume continues it at an
   CHECK(std::vector<int>(steps[5].begin(), steps[5].begin() + 4 * T) == six);
   CHECK(std::vector<int>(steps[5].begin() + 4 * T, steps[5].end()) == seven);
   CHECK(halved.position_before(8, 4) == 48);
+  // A new origin drops the batch read ahead for the old one.
+  TrainBatchStream moved(d, T, 7);
+  (void)moved.batch(1, 8);  // reads step 2's batch (samples 8..15) ahead
+  moved.set_origin(1, 40);
+  CHECK(moved.batch(2, 8).inputs == steps[5]);  // samples 40..47
   CHECK_THROWS_AS(halved.position_before(5, 4), std::invalid_argument);
 }
 
