@@ -154,8 +154,8 @@ class ShardTokenStore final : public TokenStore {
         std::memcpy(&token, bytes.data() + i * format_.token_bytes, format_.token_bytes);  // little-endian
         if (token >= std::uint32_t(format_.vocab))
           throw FileFormatError(shard.path.string() + ": token " + std::to_string(token) + " at index " +
-                                std::to_string(at + i) + " is outside the " + format_.name + " vocabulary (" +
-                                std::to_string(format_.vocab) + ")");
+                                std::to_string(at + i) + " is outside the vocabulary of the " + format_.name +
+                                " shards (" + std::to_string(format_.vocab) + ")");
         out[done + i] = int(token);
       }
     });

@@ -76,7 +76,7 @@ std::shared_ptr<const TokenStore> memory_token_store(std::vector<int> tokens, st
 struct TokenShardFormat {
   std::string name;  // "GPT-2", "Llama 3"
   std::size_t token_bytes = 2;
-  int vocab = 0;
+  int vocab = 0;  // every token read must be below it (a smaller tokenizer's shards: its vocabulary)
   std::function<std::size_t(const std::filesystem::path&)> count;
 };
 // llm.c's GPT-2 token shards: uint16 tokens, vocabulary 50257 (models/gpt_files.hpp).

@@ -128,7 +128,12 @@ std::shared_ptr<const TokenStore> open_data(const std::string& argument, const s
       throw std::invalid_argument("'" + argument + "' names " + file.string() +
                                   (files.size() == 1 ? "" : " among several files") +
                                   ": several files must all be llm.c token shards (.bin)");
-  const TokenShardFormat format = shard_format(files.front());
+  TokenShardFormat format = shard_format(files.front());
+  // A smaller tokenizer's shards (`starzero tokenize` writes GPT-2's uint16 format up to 65536
+  // tokens): its vocabulary is the data's, and every token read is checked against it.
+  if (request.tokenizer)
+    if (const std::size_t tokens = Tokenizer::load(*request.tokenizer).vocab(); tokens < std::size_t(format.vocab))
+      format.vocab = int(tokens);
   vocab = format.vocab;
   return token_shard_store(files, format);
 }

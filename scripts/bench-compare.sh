@@ -5,9 +5,12 @@
 #   - the `tiny` demo training (300 steps on this checkout's text): tokens/s, RUNS times each;
 #   - the time to the end of step 1 minus that step, from random init and from a checkpoint;
 #   - one traced gpt2-124M training of 3 steps each (on TOKENS, an llm.c token shard), read
-#     with scripts/trace-steps.py: worker busy share and task kinds of the last step.
+#     with scripts/trace-steps.py: worker busy share and task kinds of the last step;
+#   - PARTS=data (not in the default): gpt2-124M training (fp32, B=4, T=64, 12 steps) on TOKENS,
+#     the median step time of steps 2..12, RUNS times each, alternating: a binary that streams the
+#     shard against one that holds it in memory.
 # Usage: scripts/bench-compare.sh OLD NEW TOKENS [WORKDIR]   (RUNS=3, NEW_FLAGS= extra flags for NEW,
-#        PARTS="bench startup trace": which parts to run)
+#        PARTS="bench startup trace": which parts to run, of bench startup trace data)
 set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: bench-compare.sh OLD NEW TOKENS [WORKDIR]" >&2; exit 2; }
 old=$1 new=$2 tokens=$3 work=${4:-$(mktemp -d)}
@@ -35,6 +38,15 @@ for v in old new; do
   rm -rf "$work/trace-$v"
   "$bin" train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 3 --val-every 0 --sample-every 0 \
     --data "$tokens" --trace "$work/trace-$v" "${extra[@]}" > "$work/trace-$v.log" 2>&1
+done
+for i in $(seq "$runs"); do
+  [[ $parts == *" data "* ]] || break
+  for v in old new; do
+    bin=${!v}; extra=(); [ $v = new ] && extra=("${new_flags[@]}")
+    echo "bench-compare: gpt2-124M training on the token shard $v, run $i" >&2
+    "$bin" train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 12 --val-every 0 --sample-every 0 \
+      --data "$tokens" "${extra[@]}" > "$work/data-$v-$i.log" 2>&1
+  done
 done
 # Time to the end of step 1 (gpt2-124M, fp32, B=4, T=64, one step, no validation): process start
 # to the end of step 1 minus that step's own time, from random initialisation and from an llm.c
@@ -76,6 +88,16 @@ for from in init checkpoint; do
   so=$(startup old $from) sn=$(startup new $from)
   echo "| time to step 1 minus the step, from $from, s | $so | $sn | $(ratio "$so" "$sn") |"
 done
+# The median over runs of each run's median step time, steps 2..12 (ms).
+data_step() {
+  for f in "$work"/data-$1-*.log; do
+    tr '\r' '\n' < "$f" | grep -E '^step ([2-9]|1[0-2])/12 ' | grep -oE '[0-9.]+ ms' | grep -oE '[0-9.]+' | median
+  done | median
+}
+if [[ $parts == *" data "* ]]; then
+  do_=$(data_step old) dn=$(data_step new)
+  echo "| gpt2-124M training on TOKENS, median step, ms | $do_ | $dn | $(ratio "$do_" "$dn") |"
+fi
 for v in old new; do
   [ -d "$work/trace-$v" ] || continue
   echo; echo "### $v: last step of the traced gpt2-124M run"; echo '```'

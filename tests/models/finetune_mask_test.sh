@@ -91,4 +91,16 @@ for checkpoint in "$work/masked/step_30/model.bin" "$final" "$work/all.bin"; do
   done
 done
 
+# ---- training on tokenized shards of a small tokenizer ------------------------------------------
+# GPT-2's uint16 shard format holds any vocabulary up to 65536: with --tokenizer, the data's
+# vocabulary is the tokenizer's 264, and the run's loss is the JSONL run's (the same stream).
+"$bin" train --data "$work/mixed-completion" --tokenizer "$work/tok.json" --preset tiny --layers 2 --channels 32 \
+  --heads 2 --max-seq 32 --seq "$T" --batch 8 --cuda-workers 0 --precision fp32 --steps 3 --val-every 0 \
+  --sample-every 0 > "$work/shards.log" 2>&1 || { cat "$work/shards.log"; fail "training on the tokenized shards"; }
+grep -q " V=264 " "$work/shards.log" || { head -n 2 "$work/shards.log"; fail "the shards' model is not the tokenizer's vocabulary"; }
+"$bin" train --data "$work/mixed.jsonl" --tokenizer "$work/tok.json" --preset tiny --layers 2 --channels 32 \
+  --heads 2 --max-seq 32 --seq "$T" --batch 8 --cuda-workers 0 --precision fp32 --steps 3 --val-every 0 \
+  --sample-every 0 > "$work/jsonl3.log" 2>&1 || { cat "$work/jsonl3.log"; fail "training on the JSONL"; }
+[ "$(losses "$work/shards.log")" = "$(losses "$work/jsonl3.log")" ] || fail "the tokenized shards train differently from the JSONL"
+
 finish "all passed"
