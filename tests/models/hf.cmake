@@ -8,3 +8,5 @@ starzero_script_test(hf/zero hf_test.sh ARGS zero TIMEOUT 300 LABELS mpi)
 add_executable(test_safetensors test_safetensors.cpp)
 target_link_libraries(test_safetensors PRIVATE starzero_catch_main starzero_models)
 catch_discover_tests(test_safetensors TEST_PREFIX "models/" PROPERTIES LABELS unit)
+# docs/manual.md's recipe "Fine-tuning a Hugging Face Llama 3 on JSONL", run as written on the fixture folder.
+starzero_script_test(hf/finetune_recipe finetune_recipe_test.sh TIMEOUT 300)

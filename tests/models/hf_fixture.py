@@ -3,7 +3,7 @@
 struct and json only, independently of starzero's C++ (tests/models/hf_test.sh).
 
   hf_fixture.py gpt2  DIR FILE [--vocab V] [--sharded] [--prefix]
-  hf_fixture.py llama DIR FILE [--sharded] [--tied]
+  hf_fixture.py llama DIR FILE [--vocab V] [--sharded] [--tied]
 
 The values are drawn in llm.c's layout (k/1024 for |k| <= 128, layernorm weights 1 + k/128 for
 |k| <= 8: exact in fp32, bf16 and fp16), written to FILE as an llm.c fp32 checkpoint (version 3),
@@ -15,7 +15,9 @@ turn:
   - Llama 3: q_proj and k_proj rows permuted as transformers' convert_llama_weights_to_hf does:
     w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2);
     gate_proj is llm.c's c_fc2, up_proj c_fc. `--tied` leaves lm_head out (tie_word_embeddings)
-    and makes llm.c's lm_head the embedding.
+    and makes llm.c's lm_head the embedding. `--vocab V` (default 256) sizes the embedding and
+    lm_head: 128256 is Llama 3's, which a tokenizer.json of its layout needs
+    (tests/cli/check_tokenize.py tokenizers; tests/models/finetune_recipe_test.sh).
 `--sharded` splits the tensors over two files and writes model.safetensors.index.json.
 """
 import json
@@ -159,9 +161,9 @@ def gpt2(folder, llmc_file, vocab, sharded, prefix):
     write_folder(folder, hf, config, sharded)
 
 
-def llama(folder, llmc_file, sharded, tied):
+def llama(folder, llmc_file, vocab, sharded, tied):
     # llama3-tiny's width (C, NH, NKV, H), two layers.
-    L, C, NH, NKV, H, V, T = 2, 64, 4, 2, 192, 256, 64
+    L, C, NH, NKV, H, V, T = 2, 64, 4, 2, 192, vocab, 64
     hs = C // NH
     g = Values(20240803)
     wte = g.weights(V * C)
@@ -208,11 +210,11 @@ def main(argv):
     if len(argv) < 4 or argv[1] not in ("gpt2", "llama"):
         sys.exit(__doc__)
     flags = argv[4:]
+    vocab = int(flags[flags.index("--vocab") + 1]) if "--vocab" in flags else 256
     if argv[1] == "gpt2":
-        vocab = int(flags[flags.index("--vocab") + 1]) if "--vocab" in flags else 256
         gpt2(argv[2], argv[3], vocab, "--sharded" in flags, "--prefix" in flags)
     else:
-        llama(argv[2], argv[3], "--sharded" in flags, "--tied" in flags)
+        llama(argv[2], argv[3], vocab, "--sharded" in flags, "--tied" in flags)
 
 
 if __name__ == "__main__":
