@@ -7,8 +7,8 @@
 #   - one traced gpt2-124M training of 3 steps each (on TOKENS, an llm.c token shard), read
 #     with scripts/trace-steps.py: worker busy share and task kinds of the last step;
 #   - PARTS=data (not in the default): gpt2-124M training (fp32, B=4, T=64, 12 steps) on TOKENS,
-#     the median step time of steps 2..12, RUNS times each, alternating: a binary that streams the
-#     shard against one that holds it in memory.
+#     the median step time of steps 2..12, RUNS times each, alternating which goes first: a binary
+#     that streams the shard against one that holds it in memory.
 # Usage: scripts/bench-compare.sh OLD NEW TOKENS [WORKDIR]   (RUNS=3, NEW_FLAGS= extra flags for NEW,
 #        PARTS="bench startup trace": which parts to run, of bench startup trace data)
 set -uo pipefail
@@ -41,7 +41,8 @@ for v in old new; do
 done
 for i in $(seq "$runs"); do
   [[ $parts == *" data "* ]] || break
-  for v in old new; do
+  order="old new"; (( i % 2 == 0 )) && order="new old"  # ABBA: the machine's drift hits both alike
+  for v in $order; do
     bin=${!v}; extra=(); [ $v = new ] && extra=("${new_flags[@]}")
     echo "bench-compare: gpt2-124M training on the token shard $v, run $i" >&2
     "$bin" train --preset gpt2-124M --batch 4 --seq 64 --precision fp32 --steps 12 --val-every 0 --sample-every 0 \
