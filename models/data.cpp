@@ -397,9 +397,9 @@ Batch TokenDataset::stream_batch(int B, int T, std::uint64_t seed, std::uint64_t
         at += piece_windows[order[k]];
       }
     }
-    const std::size_t k = std::size_t(std::upper_bound(starts.begin(), starts.end(), j) - starts.begin()) - 1;
-    std::size_t slot = k;  // pieces without windows share a start with the next: take the one that holds j
-    while (piece_windows[order[slot]] == 0 || j - starts[slot] >= piece_windows[order[slot]]) ++slot;
+    // The last slot starting at or before j holds it: a piece without windows shares its start with
+    // the next one, which upper_bound passes, and j < W keeps it off a trailing one.
+    const std::size_t slot = std::size_t(std::upper_bound(starts.begin(), starts.end(), j) - starts.begin()) - 1;
     const std::size_t piece = order[slot];
     const std::uint64_t window = permute_index(j - starts[slot], piece_windows[piece], mix64(key ^ (piece + 1)));
     fill_window(train_, piece, std::size_t(window), T, batch, row);
@@ -436,33 +436,33 @@ Batch TokenDataset::sequential_batch(int B, int T, std::size_t b, Split split) c
   return batch;
 }
 
-void TokenDataset::use_tokenizer(const std::optional<std::filesystem::path>& path) {
-  if (!path) return;
-  auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(*path));
+void TokenDataset::use_tokenizer(std::shared_ptr<const Tokenizer> tokenizer, const std::string& file) {
   if (vocab_ == kByteVocab && tokenizer->vocab() != std::size_t(kByteVocab)) {  // text: encode it
     if (!tokenizer->can_encode())
-      throw std::invalid_argument("--tokenizer " + path->string() + " cannot encode the training text: " +
+      throw std::invalid_argument("--tokenizer " + file + " cannot encode the training text: " +
                                   tokenizer->encoding_unavailable());
     std::vector<int> bytes(store_->size());
     store_->read(0, bytes);
     *this = TokenDataset(tokenizer->encode(decode_bytes(bytes)), int(tokenizer->vocab()), validation_fraction_);
   } else if (tokenizer->vocab() < std::size_t(vocab_)) {
-    throw std::invalid_argument("--tokenizer " + path->string() + ": its " + std::to_string(tokenizer->vocab()) +
+    throw std::invalid_argument("--tokenizer " + file + ": its " + std::to_string(tokenizer->vocab()) +
                                 " tokens do not cover the data's vocabulary of " + std::to_string(vocab_));
   }
   tokenizer_ = std::move(tokenizer);
-  tokenizer_file_ = path->string();
+  tokenizer_file_ = file;
 }
 
 // ---- TrainBatchStream ---------------------------------------------------------------------------
 
-TrainBatchStream::~TrainBatchStream() {
-  if (next_.valid()) next_.wait();  // a read in flight finishes before the data it reads goes
+TrainBatchStream::~TrainBatchStream() { drop_read_ahead(); }
+
+void TrainBatchStream::drop_read_ahead() {
+  if (next_.valid()) next_.wait();  // a read in flight finishes before what it reads into goes
+  next_ = {};
 }
 
 void TrainBatchStream::set_origin(std::uint64_t origin_step, std::uint64_t position) {
-  if (next_.valid()) next_.wait();  // a read for the old origin's positions: dropped
-  next_ = {};
+  drop_read_ahead();  // read for the old origin's positions
   origin_step_ = origin_step;
   origin_position_ = position;
   current_step_ = 0;
@@ -475,18 +475,16 @@ std::uint64_t TrainBatchStream::position_before(std::uint64_t step, int G) const
 
 const Batch& TrainBatchStream::batch(std::uint64_t step, int G) {
   if (current_step_ == step && current_rows_ == G) return current_;
-  if (next_.valid() && next_step_ == step && next_rows_ == G) {
+  // The read ahead, when there is one, is for the step after the current one, of as many rows.
+  if (next_.valid() && step == current_step_ + 1 && G == current_rows_) {
     current_ = next_.get();  // rethrows what the background read threw
   } else {
-    if (next_.valid()) next_.wait();
-    next_ = {};
+    drop_read_ahead();
     current_ = data_.stream_batch(G, T_, seed_, position_before(step, G));
   }
   current_step_ = step;
   current_rows_ = G;
   // The next step's batch, read while this one trains.
-  next_step_ = step + 1;
-  next_rows_ = G;
   next_ = std::async(std::launch::async, [this, position = position_before(step + 1, G), G] {
     return data_.stream_batch(G, T_, seed_, position);
   });

@@ -116,12 +116,12 @@ class TokenDataset {
 
   int vocab() const { return vocab_; }
   const TokenStore& store() const { return *store_; }
-  // --tokenizer FILE (models/tokenizer.hpp): the decoder of these ids, for samples of a token
-  // model, and their encoder when the data is text: byte tokens (vocab 256) are replaced by the
-  // text's encoding in the tokenizer's vocabulary (the same validation fraction). FileFormatError
-  // for a bad file; std::invalid_argument when its vocabulary is smaller than a token shard's or it
-  // cannot encode text that needs it. Nothing for an empty path.
-  void use_tokenizer(const std::optional<std::filesystem::path>& path);
+  // --tokenizer FILE (models/tokenizer.hpp), loaded: the decoder of these ids, for samples of a
+  // token model, and their encoder when the data is text: byte tokens (vocab 256) are replaced by
+  // the text's encoding in the tokenizer's vocabulary (the same validation fraction).
+  // std::invalid_argument when its vocabulary is smaller than a token shard's or it
+  // cannot encode text that needs it. `file` names it in messages.
+  void use_tokenizer(std::shared_ptr<const Tokenizer> tokenizer, const std::string& file);
   // std::invalid_argument unless the tokenizer, if any, has exactly the model's vocabulary.
   void check_tokenizer_vocab(int model_vocab) const;
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
@@ -190,12 +190,13 @@ class TrainBatchStream {
   int T_;
   std::uint64_t seed_;
   std::uint64_t origin_step_ = 0, origin_position_ = 0;
+  // Waits for the read ahead, if any, and forgets it.
+  void drop_read_ahead();
+
   std::uint64_t current_step_ = 0;
   int current_rows_ = 0;
   Batch current_;
-  std::uint64_t next_step_ = 0;
-  int next_rows_ = 0;
-  std::future<Batch> next_;
+  std::future<Batch> next_;  // step current_step_ + 1's batch of current_rows_ rows, read ahead
 };
 
 }  // namespace starzero

@@ -104,25 +104,25 @@ std::string describe_jsonl(const fs::path& file, const JsonlSummary& summary) {
 }
 
 // A JSONL file's records as tokens and their loss mask, in memory (models/jsonl_data.hpp).
-std::shared_ptr<const TokenStore> open_jsonl(const fs::path& file, const ModelRequest& request, int& vocab) {
-  if (!request.tokenizer)
+std::shared_ptr<const TokenStore> open_jsonl(const fs::path& file, const ModelRequest& request,
+                                             const Tokenizer* tokenizer, int& vocab) {
+  if (!tokenizer)
     throw std::invalid_argument(file.string() + ": JSONL records need --tokenizer tokenizer.json to become tokens");
-  const Tokenizer tokenizer = Tokenizer::load(*request.tokenizer);
   JsonlOptions options = request.jsonl;
   if (request.seq) options.seq = std::size_t(*request.seq);
   if (options.long_records == LongRecords::drop && options.seq == 0)
     throw std::invalid_argument("--long-records drop needs --seq T (a record is long past T + 1 tokens)");
-  JsonlTokens read = read_jsonl(file, tokenizer, options, request.data_progress);
-  vocab = int(tokenizer.vocab());
+  JsonlTokens read = read_jsonl(file, *tokenizer, options, request.data_progress);
+  vocab = int(tokenizer->vocab());
   return memory_token_store(std::move(read.tokens), std::move(read.counted), describe_jsonl(file, read.summary));
 }
 
 // A --data or --val-data argument's tokens: a JSONL file, or llm.c token shards.
 std::shared_ptr<const TokenStore> open_data(const std::string& argument, const std::vector<fs::path>& files,
-                                            const ModelRequest& request,
+                                            const ModelRequest& request, const Tokenizer* tokenizer,
                                             const std::function<TokenShardFormat(const fs::path&)>& shard_format,
                                             int& vocab) {
-  if (is_jsonl(files)) return open_jsonl(files.front(), request, vocab);
+  if (is_jsonl(files)) return open_jsonl(files.front(), request, tokenizer, vocab);
   for (const fs::path& file : files)
     if (file.extension() != ".bin")
       throw std::invalid_argument("'" + argument + "' names " + file.string() +
@@ -131,16 +131,13 @@ std::shared_ptr<const TokenStore> open_data(const std::string& argument, const s
   TokenShardFormat format = shard_format(files.front());
   // A smaller tokenizer's shards (`starzero tokenize` writes GPT-2's uint16 format up to 65536
   // tokens): its vocabulary is the data's, and every token read is checked against it.
-  if (request.tokenizer)
-    if (const std::size_t tokens = Tokenizer::load(*request.tokenizer).vocab(); tokens < std::size_t(format.vocab))
-      format.vocab = int(tokens);
+  if (tokenizer && tokenizer->vocab() < std::size_t(format.vocab)) format.vocab = int(tokenizer->vocab());
   vocab = format.vocab;
   return token_shard_store(files, format);
 }
 
-}  // namespace
-
-TokenDataset load_token_data(const ModelRequest& request,
+// load_token_data without the tokenizer's attachment.
+TokenDataset read_token_data(const ModelRequest& request, const Tokenizer* tokenizer,
                              const std::function<TokenShardFormat(const fs::path&)>& shard_format) {
   if (!request.data) return TokenDataset::from_text_files(checkout_text_files(), request.validation_fraction);
   const std::string argument = request.data->string();
@@ -151,15 +148,27 @@ TokenDataset load_token_data(const ModelRequest& request,
     return TokenDataset::from_text_file(files.front(), request.validation_fraction);
   }
   int vocab = 0, validation_vocab = 0;
-  std::shared_ptr<const TokenStore> store = open_data(argument, files, request, shard_format, vocab), validation;
+  std::shared_ptr<const TokenStore> store = open_data(argument, files, request, tokenizer, shard_format, vocab),
+                                    validation;
   if (request.validation_data) {
     const std::string val = request.validation_data->string();
-    validation = open_data(val, data_files(val), request, shard_format, validation_vocab);
+    validation = open_data(val, data_files(val), request, tokenizer, shard_format, validation_vocab);
     if (validation_vocab != vocab)
       throw std::invalid_argument("--val-data's vocabulary (" + std::to_string(validation_vocab) +
                                   ") is not --data's (" + std::to_string(vocab) + ")");
   }
   return TokenDataset(std::move(store), vocab, request.validation_fraction, std::move(validation));
+}
+
+}  // namespace
+
+TokenDataset load_token_data(const ModelRequest& request,
+                             const std::function<TokenShardFormat(const fs::path&)>& shard_format) {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (request.tokenizer) tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(*request.tokenizer));
+  TokenDataset data = read_token_data(request, tokenizer.get(), shard_format);
+  if (tokenizer) data.use_tokenizer(std::move(tokenizer), request.tokenizer->string());
+  return data;
 }
 
 void check_flag(const char* flag, const std::optional<int>& given, int from_file) {

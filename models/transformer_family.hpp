@@ -173,7 +173,6 @@ class TransformerTrainable final : public Trainable {
   TransformerTrainable(std::unique_ptr<TokenModel> model, const TokenDataset& data, const TransformerOptions& options)
       : model_(std::move(model)),
         data_(data),
-        seed_(options.seed),
         evaluation_split_(options.evaluation_split),
         train_batches_(data, model_->seq(), options.seed) {}
 
@@ -219,7 +218,6 @@ class TransformerTrainable final : public Trainable {
  private:
   std::unique_ptr<TokenModel> model_;
   const TokenDataset& data_;
-  std::uint64_t seed_;
   Split evaluation_split_;
   TrainBatchStream train_batches_;
   std::optional<TargetCount> batch_targets_;  // the last loaded global batch's
@@ -279,9 +277,10 @@ class TransformerSpec final : public ModelSpec {
 
 // ---- prepare: from the command line's request to a checked spec --------------------------------
 
-// The data a request names: the checkout's text without --data, a text file, or (.bin) llm.c token
-// shards (a file, a folder or a glob: data_files) of the format `shard_format` gives for the first,
-// with --val-data's shards as the validation split.
+// The data a request names: the checkout's text without --data, a text file, JSONL records, or
+// (.bin) llm.c token shards (a file, a folder or a glob: data_files) of the format `shard_format`
+// gives for the first, with --val-data's as the validation split; with --tokenizer, read once and
+// used by the dataset (TokenDataset::use_tokenizer) and the JSONL reader alike.
 TokenDataset load_token_data(const ModelRequest& request,
                              const std::function<TokenShardFormat(const std::filesystem::path&)>& shard_format);
 // std::invalid_argument "--FLAG given contradicts the checkpoint's from_file" when given differs.
@@ -323,7 +322,6 @@ std::unique_ptr<ModelSpec> prepare_transformer(const ModelRequest& request) {
   if (request.checkpoint && !std::filesystem::exists(*request.checkpoint))
     throw std::invalid_argument("no such checkpoint '" + request.checkpoint->string() + "'");
   TokenDataset data = load_token_data(request, Traits::token_shard_format);
-  data.use_tokenizer(request.tokenizer);
   const bool evaluation = request.validation_fraction == 0;
   typename Traits::Shape shape;
   if (request.checkpoint) {
