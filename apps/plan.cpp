@@ -22,6 +22,7 @@
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
 #include "models/registry.hpp"
+#include "offload/engine_options.hpp"
 #include "offload/footprint.hpp"
 #include "offload/planner.hpp"
 #include "sim/platform.hpp"
@@ -345,15 +346,16 @@ void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
   in.attention = attention == tasks::AttentionRequest::own ? sim::GpuCostClass::own_attention
                                                            : sim::GpuCostClass::cudnn_attention;
   in.offload = cli::offload_options(p);
-  // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
-  const bool one_rank = std::all_of(a.dps.begin(), a.dps.end(), [](std::int64_t dp) { return dp == 1; });
-  if (in.offload.params == ParamOffload::cpu && !one_rank && !(a.stages.size() == 1 && a.stages[0] == 3)) {
-    throw UsageError("--offload-params cpu needs --stage 3 at dp > 1 (parameters are sharded only by ZeRO-3)");
-  }
   if (auto v = p.value("prefetch-depth")) in.prefetch_depth = cli::parse_count("prefetch-depth", *v);
-  if (auto v = p.value("grad-window")) {
-    in.grad_window = cli::parse_count("grad-window", *v);
-    if (in.grad_window < 1) throw UsageError("--grad-window must be >= 1");
+  if (auto v = p.value("grad-window")) in.grad_window = cli::parse_count("grad-window", *v);
+  // The run's rules, from their one home (offload/engine_options.hpp), for every row asked for.
+  try {
+    for (int stage : a.stages) {
+      check_zero_options(stage, in.prefetch_depth, in.grad_window);
+      for (std::int64_t dp : a.dps) check_param_offload_stage(in.offload, stage, dp);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
 }
 

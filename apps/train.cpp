@@ -272,25 +272,18 @@ TrainerOptions trainer_options(const cli::ArgParser& p, std::uint64_t seed) {
   return t;
 }
 
-// The offload options, read and validated here once: the run, the host plan, the engine and the
-// reports all read this object (RunOptions::offload).
+// The offload options, read here once: the run checks them (run_training), and the host plan, the
+// engine and the reports all read this object (RunOptions::offload).
 OffloadOptions train_offload_options(const cli::ArgParser& p) {
   OffloadOptions o = cli::offload_options(p);
-  if (o.optimizer == OptimizerOffload::nvme) {
-    if (p.given("nvme-path")) o.nvme_path = *p.value("nvme-path");
+  if (p.given("nvme-path")) o.nvme_path = *p.value("nvme-path");  // only for nvme: the run's check says so
+  if (o.optimizer == OptimizerOffload::nvme)
     o.host_mem_limit_mib = std::size_t(int_option(p, "host-mem-limit", 1024, 16));
-  } else {
-    if (p.given("nvme-path")) throw UsageError("--nvme-path is only for --offload-optimizer nvme");
-    if (p.given("host-mem-limit")) throw UsageError("--host-mem-limit is only for --offload-optimizer nvme");
-  }
+  else if (p.given("host-mem-limit"))
+    throw UsageError("--host-mem-limit is only for --offload-optimizer nvme");
   if (p.given("adam-threads")) o.adam_threads = int_option(p, "adam-threads", 1, 1);
   if (p.given("delayed-update")) o.delayed_update_warmup = int_option(p, "delayed-update", 0, 0);
-  try {
-    validate(o);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  return o;
+  return o;  // checked with the rest of the run (check_engine_options, by run_training)
 }
 
 RunOptions run_options(const cli::ArgParser& p, const ModelSpec& spec, const ModelRequest& request) {

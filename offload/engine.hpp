@@ -71,22 +71,27 @@
 // the gradient of step t is applied during step t+1 (its AdamW runs beside step t+1's forward and
 // backward, which still use the parameters from before that update), and published once step
 // t+1's backward is done with the parameters. flush() applies a pending update.
+//
+// The engine in parts (FSDP2 keeps the same split):
+//   offload/engine_options.hpp   the options and the rules that join them (check_engine_options);
+//   offload/layer_buffers.hpp    one layer's buffers, allocated at their planned homes;
+//   offload/step_walk.hpp        the forward and backward walks and the transitions above;
+//   offload/update_policy.hpp    the update: synchronous, delayed or speculative, and its tasks;
+//   offload/engine_state.cpp     parameters and optimizer state in and out (checkpoints).
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "offload/engine_options.hpp"
+#include "offload/layer_buffers.hpp"
 #include "offload/layer_plan.hpp"
 #include "offload/model.hpp"
 #include "offload/optimizer_split.hpp"
-#include "offload/placement.hpp"
-#include "optimizers/adamw.hpp"
-#include "optimizers/adamw_codelet.hpp"
-#include "runtime/comm.hpp"
+#include "offload/step_walk.hpp"
+#include "offload/update_policy.hpp"
 #include "runtime/ledger.hpp"
 #include "runtime/tensor.hpp"
 
@@ -95,67 +100,11 @@ namespace starzero {
 namespace tasks {
 class CollectiveOrder;
 }
-class DiskNode;
-
-// How the data-parallel ranks share the model states: the ZeRO stage and the windows that bound
-// what it holds at once. One object from the flags (RunOptions::zero) to the engine.
-struct ZeroOptions {
-  int stage = 0;           // ZeRO stage 0..3 (--stage)
-  int prefetch_depth = 1;  // ZeRO-3: layers gathered ahead of the one being computed (--prefetch-depth)
-  int grad_window = 2;     // ZeRO-2/3: a full gradient is allocated only once the one freed
-                           // grad_window reductions earlier is gone (bounds live full grads);
-                           // streamed gradients (one rank) likewise, counted per group (--grad-window)
-};
-
-struct EngineOptions {
-  optim::AdamWHyper adam;     // lr and step are set per step
-  float grad_clip = 1.0f;     // global-norm clipping threshold; <= 0: no clipping
-  std::uint64_t seed = 1337;  // parameter initialisation
-  // false: the parameters are left unset for set_master_params (a checkpoint is loaded next),
-  // which saves drawing them; the AdamW moments are zeroed either way.
-  bool initialise_params = true;
-  ZeroOptions zero;              // the ZeRO stage and its windows
-  Communicator* comm = nullptr;  // data-parallel ranks; nullptr: one rank
-  // For the engine's direct collectives on host buffers (gathering master weights for a
-  // checkpoint): an MPI communicator of the same ranks when `comm` is NCCL; nullptr: `comm`.
-  Communicator* host_comm = nullptr;
-  // Where the model states go and how the CPU AdamW runs: the run's offload options
-  // (offload/placement.hpp), the same object the planner reads. Its fractions must be resolved
-  // (no `auto`: train/run.cpp resolves them before the engine). optimizer_fraction F: the state of
-  // the last layers holding at least F·Ψ is offloaded (offload/optimizer_split.hpp; 1: every
-  // layer). params: stage 3 with several ranks; any stage with one. delayed_update_warmup >= 0:
-  // the delayed update after that many synchronous steps. speculative_update: exact clipping
-  // without the wait (optimizer cpu, grad_clip > 0): each CPU AdamW runs as soon as its gradient is
-  // reduced, from one set of optimizer state into a second, and a commit after the norm adopts
-  // it, re-runs it clipped or discards it (docs/architecture.md, "Exact clipping"); bit-identical
-  // to the synchronous update, 12 more bytes per parameter on the host. speculative_fraction: of
-  // the CPU-updated layers, the last ones holding this share are speculative, the others update
-  // after the norm. Its adam_threads and paths are the host plan's input, not read here.
-  OffloadOptions offload;
-  DiskNode* nvme = nullptr;  // the disk node for optimizer offload nvme (outlives the engine)
-  int host_numa_node = -1;   // where pinned host buffers live (-1: not bound)
-  int adam_threads = 1;      // CPU AdamW threads under optimizer offload (the host plan's)
-  // The seeds' fp32 gradient-accumulation buffer (bf16 models): micro-batch gradients are added
-  // in fp32 (full per layer at stages 0-1, the shard at 2-3) and rounded to bf16 once per step.
-  bool fp32_grad_accum = false;
-  // Testing the handling of non-finite gradients: (step, layer) pairs whose gradient is made NaN
-  // after the backward (fp32 models only).
-  std::vector<std::pair<int, int>> nan_gradients;
-  // Testing a stuck run: at this step a task on layer 0's gradient never ends (0: never).
-  int hang_at_step = 0;
-};
 
 // Optimizer state of one layer (fp32, this rank's shard), for checkpoints and exact resume.
 struct LayerOptimizerState {
   std::vector<float> master, m, v;
 };
-
-// std::invalid_argument (one line, naming the flags) for options no engine of `ranks` ranks can run:
-// the offload options' own rules (validate, offload/placement.hpp), then the ones that join them
-// with the rest: parameter offload outside ZeRO-3 with several ranks, the speculative update
-// without clipping. The run checks with it before StarPU starts (train/run.cpp), the engine again
-// when built.
-void check_engine_options(const EngineOptions& options, int ranks);
 
 class Engine {
  public:
@@ -174,18 +123,17 @@ class Engine {
   // Applies a pending delayed update (no-op otherwise). Call before reading parameters or
   // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
   void flush();
-  bool has_pending_update() const { return pending_update_.has_value(); }
+  bool has_pending_update() const { return update_->has_pending_update(); }
   // The speculative update: what every commit so far did, layer by layer: adopted (nothing to
   // do), re-run clipped, discarded (non-finite norm). All zero without it. Clipping is global: a
   // clipped step re-runs every CPU-updated layer. Waits for the commit tasks, and checks that they
   // did what the engine decided (std::logic_error otherwise).
-  struct CommitCounts {
-    std::int64_t adopted = 0, rerun = 0, discarded = 0;
-  };
-  CommitCounts commits() const;
+  // Not const, as none of the readers of parameters or optimizer state below are: the last
+  // speculative step's commit is submitted first, once its norm is known.
+  CommitCounts commits();
   // The layers whose AdamW the last step's clipping re-ran (rolled back): 0 when it was not
   // clipped, or skipped, or without the speculative update. Waits for the norm only.
-  int last_step_rollbacks() const;
+  int last_step_rollbacks();
   // Forward only (evaluation): no gradients, no update.
   void submit_forward();
   // Zeroed gradients, forward and backward of the current micro-batch: no reduction, no update.
@@ -206,10 +154,10 @@ class Engine {
 
   // Full fp32 master parameters per layer, gathered from every rank's shard (waits). Collective
   // when the optimizer state is sharded: every rank must call it.
-  std::vector<std::vector<float>> master_params() const;
+  std::vector<std::vector<float>> master_params();
   // One layer of them (collective in the same way: every rank asks for the same layers in the
   // same order), so that a writer holds one layer at a time.
-  std::vector<float> master_layer(int layer) const;
+  std::vector<float> master_layer(int layer);
   // Replaces master and model parameters from full per-layer values (every rank passes the same).
   void set_master_params(const std::vector<std::vector<float>>& layers);
   // The same, with `fill` writing each layer's values where they go, the workers asleep
@@ -219,7 +167,7 @@ class Engine {
   using LayerValues = std::function<std::span<float>(int layer, std::size_t count)>;
   void load_master_params(const std::function<void(const LayerValues& destination)>& fill);
   // This rank's optimizer state per layer (its shards), and its inverse.
-  std::vector<LayerOptimizerState> optimizer_state() const;
+  std::vector<LayerOptimizerState> optimizer_state();
   void set_optimizer_state(const std::vector<LayerOptimizerState>& state);
 
   std::size_t parameter_count() const;  // Ψ of the model
@@ -247,81 +195,30 @@ class Engine {
   DType model_dtype() const { return model_.dtype(); }
 
  private:
-  void initialise_params();  // the model's initial values into the buffers (constructor)
   // The constructor's steps, in its order (each named in engine.cpp).
   void split_optimizer(const Model& model);
-  void check_grad_window() const;
-  void find_gradient_touchers();
   void initialise_state();
-  void split_gradients();    // as Model::gradient_pieces asks, where allowed (constructor)
-  class Handles;
-  struct Layer;
-  // A layer's full values into the copies the model reads (parameter shard, full parameters).
-  void write_model_params(Layer& layer, std::span<const float> values);
-  void submit_forward_walk();
-  // speculative: the step's AdamW hyperparameters when each layer's speculative AdamW follows
-  // its reduction (the last micro-batch).
-  void submit_backward_walk(bool first_micro_batch, bool last_micro_batch,
-                            const optim::AdamWHyper* speculative = nullptr);
-  std::vector<int> uses(int layer) const;  // its own group and the groups it shares
-  void submit_window_mark(int layer, int delta, const std::string& name);
-  void gather(int layer, const char* pass);
-  void release(int layer, const char* pass);
-  void allocate_gradient(int group, bool first_micro_batch);
-  void stream_gradients_in(int layer, bool first_micro_batch);
-  void stream_gradients_out(int layer);
-  void reduce_gradient(int group, bool first_micro_batch, bool last_micro_batch);
-  void reduce_into_shard_each_micro_batch(int group, bool first_micro_batch, bool last_micro_batch);
-  void submit_grad_norm(int micro_batches);
+  void initialise_params();  // the model's initial values into the buffers
+  void split_gradients();    // as Model::gradient_pieces asks, where allowed
   void add_held_bytes_to_ledger();
   LayerPlanInput layer_plan_input(int layer) const;
-  // A tensor for one planned buffer, at its home.
-  Tensor allocate(const PlannedBuffer& buffer, const std::string& name);
+  // A layer's full values into the copies the model reads (parameter shard, full parameters).
+  void write_model_params(LayerBuffers& layer, std::span<const float> values);
+  void submit_debug_faults(int step);
   Communicator& host_comm() const { return options_.host_comm ? *options_.host_comm : *options_.comm; }
-  void submit_update(int layer, const optim::AdamWHyper& hyper, bool delayed);
-  void submit_publish(int layer, bool delayed);
-  // The pool as layer l's AdamW takes it. First the layer whose update is waited for first
-  // (docs/architecture.md, "The CPU AdamW pool"): the next forward reads the parameters from
-  // layer 0 up; a delayed update's gradients are overwritten by the backward from the top down.
-  optim::CpuAdamPool cpu_adam_pool(int layer, bool delayed = false) const {
-    const int turn = delayed ? layer : model_.layers() - 1 - layer;
-    return {cpu_adam_token_->handle(), options_.adam_threads, options_.host_numa_node, turn};
-  }
-  void submit_speculative_update(int layer, const optim::AdamWHyper& hyper);
-  void submit_commit(int layer, const optim::AdamWHyper& hyper);
-  // Once the last speculative step's norm is known (waits for it): its commits, where needed.
-  // Every reader of parameters or optimizer state and every submission calls it first.
-  void resolve_speculation() const;
-  void fetch_gradient_to_host(int group);
-  void send_update_to_device(int layer);
 
   Model& model_;
   EngineOptions options_;
   int ranks_ = 1, rank_ = 0;
   ZeroState zero_;
-  OptimizerSplit optimizer_split_;  // whose optimizer state is offloaded (before layers_: they read it)
+  OptimizerSplit optimizer_split_;    // whose optimizer state is offloaded (before layers_: they read it)
   OptimizerSplit speculative_split_;  // whose CPU AdamW is speculative (before layers_ too)
-  std::vector<Layer> layers_;
-  std::unique_ptr<Handles> handles_;
   std::unique_ptr<tasks::CollectiveOrder> order_;
-  Tensor clip_scale_, grad_norm_, grad_sumsq_total_;
-  Tensor unclipped_scale_, unclipped_norm_;             // 1/(ranks·micro-batches), no norm: grad_clip <= 0,
-                                                        // and the speculative AdamW
-  Tensor commit_counts_;                                // the speculative update's commits, by outcome
-  std::optional<Tensor> cpu_adam_token_;                // optimizer offload: one CPU AdamW at a time
-  std::optional<optim::AdamWHyper> pending_update_;     // delayed update not yet submitted
-  // A speculative step whose commit is not decided yet (its hyperparameters), what the commits
-  // decided so far, and how many layers the last step re-ran. (Mutable: the const readers of
-  // state resolve first.)
-  mutable std::optional<optim::AdamWHyper> unresolved_;
-  mutable CommitCounts decisions_;
-  mutable int last_rollbacks_ = 0;
-  std::vector<Tensor> window_slots_;                    // ZeRO-3 prefetch window tokens
-  std::uint64_t gathers_ = 0;                           // ZeRO-3 gathers submitted (selects the window slot)
-  std::vector<int> first_toucher_, last_toucher_;       // per group: backward layers touching it
-  std::vector<starpu_data_handle_t> recently_reduced_;  // ZeRO-2/3: full gradients just freed
-  std::deque<starpu_data_handle_t> streamed_out_;       // streamed gradients: the last grad_window written home
+  std::vector<LayerBuffers> layers_;
   MemoryLedger ledger_;
+  std::unique_ptr<StepWalk> walk_;            // the forward and backward walks, with their transitions
+  std::unique_ptr<UpdateTasks> update_tasks_;  // AdamW, publish, the norm
+  std::unique_ptr<UpdatePolicy> update_;      // synchronous, delayed or speculative
 };
 
 }  // namespace starzero

@@ -27,12 +27,15 @@ std::string printable(const fs::path& path) {
   return out;
 }
 
+// The offload options come checked (check_engine_options, by the run): what is left is the
+// machine's side.
 void validate(const HostPlanInput& in, const Topology& topology) {
   if (in.ranks_here < 1) throw std::invalid_argument("ranks on this machine must be >= 1");
   if (in.gpu >= int(topology.gpus.size()))
     throw std::invalid_argument("GPU " + std::to_string(in.gpu) + " is not in the topology (" +
                                 std::to_string(topology.gpus.size()) + " GPUs)");
-  validate(in.offload);
+  if (in.offload.adam_threads && *in.offload.adam_threads < 1)
+    throw std::logic_error("the host plan: unchecked offload options (CPU AdamW threads < 1)");
 }
 
 // The plan's host bytes must fit into what this machine has free, for every rank on it. Not in

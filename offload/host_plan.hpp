@@ -15,7 +15,7 @@
 namespace starzero {
 
 struct HostPlanInput {
-  // The run's offload options (validated here too): where the state goes, the CPU AdamW's
+  // The run's offload options (checked by the run): where the state goes, the CPU AdamW's
   // threads asked for (default: the cores the GPU worker leaves), the NVMe folder and host-memory
   // limit, and whether the speculative update's second state is in `memory` (named when short).
   OffloadOptions offload;

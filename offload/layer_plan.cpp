@@ -8,8 +8,9 @@
 namespace starzero {
 
 ZeroState ZeroState::of(int stage, std::int64_t ranks) {
-  if (stage < 0 || stage > 3) throw std::invalid_argument("ZeRO stage must be 0..3, got " + std::to_string(stage));
-  if (ranks < 1) throw std::invalid_argument("ranks must be >= 1, got " + std::to_string(ranks));
+  // Checked by the run or the planner (check_zero_options); here an assert.
+  if (stage < 0 || stage > 3 || ranks < 1)
+    throw std::logic_error("ZeroState: unchecked stage " + std::to_string(stage) + " or ranks " + std::to_string(ranks));
   ZeroState z;
   z.stage = stage;
   z.ranks = ranks;
@@ -37,20 +38,18 @@ std::string_view layer_buffer_name(LayerBuffer buffer) {
 
 namespace {
 
+// The input is derived by the engine and the planner from checked options (check_engine_options,
+// offload/engine_options.hpp, and validate, offload/placement.hpp): a broken rule is an assert.
 void validate(const LayerPlanInput& in) {
+  const auto unchecked = [](const std::string& what) { return std::logic_error("LayerPlanInput: " + what); };
   if (in.rank < 0 || in.rank >= in.ranks)
-    throw std::invalid_argument("rank " + std::to_string(in.rank) + " outside 0.." + std::to_string(in.ranks - 1));
-  // With several ranks only ZeRO-3 shards the parameters; with one, every stage is the same.
+    throw unchecked("rank " + std::to_string(in.rank) + " outside 0.." + std::to_string(in.ranks - 1));
   if (in.offload_params != ParamOffload::none && in.stage != 3 && in.ranks > 1)
-    throw std::invalid_argument("parameter offload needs ZeRO stage 3 with several ranks");
+    throw unchecked("parameter offload outside ZeRO-3 with several ranks");
   if (!(in.optimizer_bytes_per_param >= 0) || !std::isfinite(in.optimizer_bytes_per_param))
-    throw std::invalid_argument("optimizer bytes per parameter must be >= 0");
-  if (in.speculative_update && in.offload_optimizer == OptimizerOffload::nvme)
-    throw std::invalid_argument(
-        "the speculative update needs the optimizer state in host memory (--offload-optimizer cpu): on NVMe its commit "
-        "would read both sets of state from disk every step");
-  if (in.speculative_update && in.delayed_update)
-    throw std::invalid_argument("the speculative update and the delayed update are two answers to one question: pick one");
+    throw unchecked("optimizer bytes per parameter < 0");
+  if (in.speculative_update && (in.offload_optimizer == OptimizerOffload::nvme || in.delayed_update))
+    throw unchecked("the speculative update with NVMe offload or the delayed update");
 }
 
 MemoryPlace place_of(BufferHome home) {

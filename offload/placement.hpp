@@ -55,7 +55,7 @@ struct OffloadOptions {
 // or without what it is a share of, --adam-threads without optimizer offload or below 1, and the
 // speculative update without the CPU AdamW in host memory or beside the delayed update. The rules
 // that join it with another concern (parameter offload and the ZeRO stage, the speculative
-// update and clipping) are the engine's (offload/engine.hpp, check_engine_options).
+// update and clipping) are offload/engine_options.hpp's (check_engine_options, the run's one check).
 void validate(const OffloadOptions& options);
 
 // "none", "cpu", "nvme": the spelling of the command-line flags.

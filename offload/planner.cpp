@@ -5,6 +5,7 @@
 #include <limits>
 #include <tuple>
 
+#include "offload/engine_options.hpp"
 #include "offload/layer_plan.hpp"
 #include "tasks/attention_cudnn.hpp"
 
@@ -15,10 +16,6 @@ namespace {
 std::int64_t param_divisor(int stage, std::int64_t dp) { return stage >= 3 ? dp : 1; }
 std::int64_t grad_divisor(int stage, std::int64_t dp) { return stage >= 2 ? dp : 1; }
 std::int64_t optimizer_divisor(int stage, std::int64_t dp) { return stage >= 1 ? dp : 1; }
-
-void check_stage(int stage) {
-  if (stage < 0 || stage > 3) throw PlanError("stage must be 0..3, got " + std::to_string(stage));
-}
 
 // Seeds' static bytes, before placement. Each term is (whole bytes) / divisor.
 ByteSplit seeds_bytes(double psi, std::int64_t dp, int stage, double k, bool fp32_grad_accum, int prec) {
@@ -46,18 +43,15 @@ void validate(const PlanInput& in) {
     throw PlanError("params must be > 0, got " + std::to_string(in.params));
   }
   if (in.dp <= 0) throw PlanError("dp must be > 0, got " + std::to_string(in.dp));
-  check_stage(in.stage);
   if (!(in.k >= 0) || !std::isfinite(in.k)) {
     throw PlanError("k (optimizer bytes per parameter) must be >= 0, got " + std::to_string(in.k));
   }
-  if (in.prefetch_depth < 0) {
-    throw PlanError("prefetch depth must be >= 0, got " + std::to_string(in.prefetch_depth));
-  }
-  if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
-  // At dp 1 nothing is sharded and every stage is the same: the parameters may go to the host at any.
-  if (in.offload.params != ParamOffload::none && in.stage != 3 && in.dp > 1) {
-    throw PlanError("parameter offload needs ZeRO-3 with dp > 1 (parameters are sharded only there), got stage " +
-                    std::to_string(in.stage));
+  // The run's rules on the stage and the windows, from their one home, as the planner's errors.
+  try {
+    check_zero_options(in.stage, in.prefetch_depth, in.grad_window);
+    check_param_offload_stage(in.offload, in.stage, in.dp);
+  } catch (const std::invalid_argument& e) {
+    throw PlanError(e.what());
   }
   if (!(in.offload.optimizer_fraction.value >= 0 && in.offload.optimizer_fraction.value <= 1))
     throw PlanError("the offloaded fraction of the optimizer state must be in [0, 1], got " +
@@ -65,7 +59,6 @@ void validate(const PlanInput& in) {
   if (!(in.offload.speculative_fraction.value >= 0 && in.offload.speculative_fraction.value <= 1))
     throw PlanError("the speculative fraction must be in [0, 1], got " +
                     std::to_string(in.offload.speculative_fraction.value));
-  if (in.grad_window < 1) throw PlanError("gradient window must be >= 1, got " + std::to_string(in.grad_window));
   if (in.model && !in.model->layer_params.empty()) {
     std::int64_t sum = 0;
     for (std::int64_t count : in.model->layer_params) sum += count;

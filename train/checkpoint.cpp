@@ -29,7 +29,7 @@ void remove_other_training_states(const fs::path& checkpoint, int ranks) {
   }
 }
 
-void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+void write_rank_state(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
                       std::uint64_t step, std::uint64_t data_position) {
   TrainingState state;
   state.step = step;
@@ -91,7 +91,7 @@ void check_finite(const std::vector<float>& values, std::size_t layer, std::uint
 }
 
 // The leader writes `checkpoint` from every layer gathered at once (collective when sharded).
-void write_gathered(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+void write_gathered(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
                     const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
   const std::vector<std::vector<float>> layers = engine.master_params();  // collective when sharded
   for (std::size_t l = 0; l < layers.size(); ++l) check_finite(layers[l], l, step);
@@ -108,7 +108,7 @@ void write_gathered(const fs::path& checkpoint, const CheckpointFormat& format, 
 // The same for a format that asks for the layers in order: every rank gathers them one at a time
 // (the same collectives in the same order), and the leader's writer reads each as it asks for it.
 // A non-finite layer stops every rank at that layer, before the leader's file is complete.
-void write_layer_by_layer(const fs::path& checkpoint, const CheckpointFormat& format, const Engine& engine,
+void write_layer_by_layer(const fs::path& checkpoint, const CheckpointFormat& format, Engine& engine,
                           const DataParallelRanks& ranks, std::uint64_t step, DType precision) {
   const int layers = int(format.state_layout().layer_params.size());
   int next = 0;

@@ -45,8 +45,8 @@ std::string fixed(double value, int digits) {
 
 EngineOptions engine_options_of(const RunOptions& o);
 
-// Input that cannot work, before anything starts. The offload options' rules are the engine's
-// (check_engine_options, with offload/placement.hpp's validate): checked here before StarPU starts.
+// Input that cannot work, before anything starts: the one check of a run. The ZeRO and offload
+// rules are check_engine_options' (offload/engine_options.hpp); below this nothing checks again.
 void check_options(const RunOptions& o, int world) {
   const TrainerOptions& t = o.trainer;
   check_engine_options(engine_options_of(o), world);
@@ -262,6 +262,8 @@ HostPlan start_session(const ModelSpec& spec, RunOptions& o, DataParallelRanks& 
   }
   host_input.memory = plan_memory(planned);
   const HostPlan host = plan_host(host_input, topology);
+  // The CPU AdamW's threads, resolved as the fractions are: the engine reads them from the options.
+  if (o.offload.optimizer_offloaded()) o.offload.adam_threads = host.adam_threads;
   session.cpu_workers = host.cpu_workers;
   if (o.offload.optimizer == OptimizerOffload::nvme) session.cpu_memory_limit_mib = o.offload.host_mem_limit_mib;
   run.session.emplace(session);
@@ -337,8 +339,8 @@ void print_summary(const RunOptions& o, const TrainingSummary& s, int row_tokens
 }
 
 // The speculative update's commits as they ran (each rank's own; the same on every rank).
-void print_speculative_report(const Engine& engine, const TrainingSummary& s) {
-  const Engine::CommitCounts commits = engine.commits();
+void print_speculative_report(Engine& engine, const TrainingSummary& s) {
+  const CommitCounts commits = engine.commits();
   std::printf(
       "speculative update: %d of %d steps clipped and rolled back; commits: %lld adopted, %lld re-run clipped, "
       "%lld discarded (non-finite norm)\n",
@@ -396,7 +398,6 @@ Engine& start_engine(const RunOptions& o, bool resuming, DataParallelRanks& rank
   EngineOptions engine_options = engine_options_of(o);
   engine_options.comm = ranks.engine_comm();
   engine_options.host_comm = ranks.uses_nccl() ? ranks.host_comm() : nullptr;
-  engine_options.adam_threads = host.adam_threads;
   engine_options.host_numa_node = host.numa_node;
   engine_options.nvme = run.nvme ? &*run.nvme : nullptr;
   engine_options.initialise_params = !resuming;  // the checkpoint's values replace them

@@ -12,6 +12,7 @@
 #include "apps/cli.hpp"
 #include "models/gpt_layout.hpp"
 #include "models/llama_layout.hpp"
+#include "offload/engine_options.hpp"
 #include "offload/footprint.hpp"
 #include "offload/host_plan.hpp"
 #include "offload/layer_plan.hpp"
@@ -593,8 +594,9 @@ TEST_CASE("ZeRO state: what each stage shards on several ranks, nothing on one",
     CHECK(many.shard_grads == (stage >= 2));
     CHECK(many.shard_params == (stage == 3));
   }
-  CHECK_THROWS_AS(ZeroState::of(4, 2), std::invalid_argument);
-  CHECK_THROWS_AS(ZeroState::of(0, 0), std::invalid_argument);
+  // Checked before (check_zero_options): an assert here.
+  CHECK_THROWS_AS(ZeroState::of(4, 2), std::logic_error);
+  CHECK_THROWS_AS(ZeroState::of(0, 0), std::logic_error);
 }
 
 TEST_CASE("layer plan: buffers and operations of each stage without offload", "[planner][layer_plan]") {
@@ -711,7 +713,7 @@ TEST_CASE("layer plan: optimizer and parameter offload", "[planner][layer_plan]"
   // Several ranks: only ZeRO-3 shards the parameters.
   LayerPlanInput two = layer10(2, 2);
   two.offload_params = ParamOffload::cpu;
-  CHECK_THROWS_AS(LayerPlan(two), std::invalid_argument);
+  CHECK_THROWS_AS(LayerPlan(two), std::logic_error);  // the run's check refuses it first
   two.stage = 3;
   CHECK(LayerPlan(two).grad_access() == GradAccess::per_use);
 }
@@ -867,8 +869,61 @@ TEST_CASE("host plan: CPU AdamW threads and StarPU workers on 16 cores", "[plann
   CHECK(plan.cpu_workers == -1);
   CHECK(plan.adam_threads == 1);
   CHECK(plan.numa_node == -1);
+  // The run checks the options (check_engine_options); the host plan only asserts.
   asked.offload.adam_threads = 0;
-  CHECK_THROWS_AS(plan_host(asked, machine16(true)), std::invalid_argument);
+  CHECK_THROWS_AS(plan_host(asked, machine16(true)), std::logic_error);
+}
+
+// Each rule of a run's options has one home and one message (offload/engine_options.hpp): the
+// planner gives the same text, as a PlanError, and the layers below assert.
+TEST_CASE("a run's rules: one message each, the same from the run's check and the planner", "[planner][rules]") {
+  const auto message = [](const auto& call) -> std::string {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no throw";
+  };
+  EngineOptions run;
+  run.zero.stage = 4;
+  const std::string stage = message([&] { check_engine_options(run, 2); });
+  CHECK(stage == "--stage 4 is not a ZeRO stage (0..3)");
+  PlanInput plan = input7b(8, 4);
+  CHECK_THROWS_AS(plan_memory(plan), PlanError);
+  CHECK(message([&] { plan_memory(plan); }) == stage);
+
+  run.zero.stage = 1;
+  run.offload.params = ParamOffload::cpu;
+  const std::string params = message([&] { check_engine_options(run, 2); });
+  CHECK(params.find("--offload-params cpu needs --stage 3 with several ranks") == 0);
+  CHECK(message([&] { check_engine_options(run, 1); }) == "no throw");  // one rank: any stage
+  plan = input7b(8, 1);
+  plan.offload.params = ParamOffload::cpu;
+  CHECK(message([&] { plan_memory(plan); }) == params);
+  LayerPlanInput layer;
+  layer.stage = 1;
+  layer.ranks = 2;
+  layer.offload_params = ParamOffload::cpu;
+  layer.params = 10;
+  CHECK_THROWS_AS(LayerPlan(layer), std::logic_error);
+
+  run = EngineOptions{};
+  run.zero.grad_window = 0;
+  const std::string window = message([&] { check_engine_options(run, 1); });
+  CHECK(window == "--grad-window must be >= 1, got 0");
+  plan = input7b(8, 2);
+  plan.grad_window = 0;
+  CHECK(message([&] { plan_memory(plan); }) == window);
+
+  run = EngineOptions{};
+  run.offload.optimizer = OptimizerOffload::cpu;
+  run.offload.speculative_update = true;
+  run.grad_clip = 0;
+  CHECK(message([&] { check_engine_options(run, 1); }).find("--speculative-update needs clipping") == 0);
+  run.grad_clip = 1;
+  run.offload.adam_threads = 0;  // the offload concern's own rule, from validate
+  CHECK(message([&] { check_engine_options(run, 1); }) == "CPU Adam threads must be >= 1, got 0");
 }
 
 TEST_CASE("host plan: host memory and NVMe space are checked", "[planner][host_plan]") {
