@@ -1,4 +1,5 @@
-// The `starzero plan` report: formatting, every row computed first, then the human tables or JSON.
+// The `starzero plan` report: formatting, every row computed first, then the human tables or JSON
+// (nlohmann-json).
 #include "apps/plan_report.hpp"
 
 #include <algorithm>
@@ -8,8 +9,9 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "offload/footprint.hpp"
 #include "offload/step_work.hpp"
@@ -114,35 +116,6 @@ std::string option_name(int stage, OptimizerOffload opt, ParamOffload par) {
   if (opt != OptimizerOffload::none) s += " + offload optimizer " + std::string(offload_name(opt));
   if (par != ParamOffload::none) s += " + offload params " + std::string(offload_name(par));
   return s;
-}
-
-// ---- JSON (hand-written) -------------------------------------------------------------------------
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return strf("%.0f", v);
-  return strf("%.17g", v);
-}
-std::string json_number(std::optional<double> v) { return v ? json_number(*v) : "null"; }
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += strf("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string json_bool(bool b) { return b ? "true" : "false"; }
-
-std::string json_split(const ByteSplit& s) {
-  return "{\"params\": " + json_number(s.params) + ", \"grads\": " + json_number(s.grads) +
-         ", \"optimizer\": " + json_number(s.optimizer) + ", \"total\": " + json_number(s.total()) + "}";
 }
 
 // ---- Everything computed before anything is printed (errors leave stdout empty) --------------
@@ -641,158 +614,185 @@ void print_human(const PlanRequest& a, const Results& r, std::string& out) {
   if (!r.fits.empty()) print_fit_check(a, r, out);
 }
 
-// ---- JSON output -----------------------------------------------------------------------------------
+// ---- JSON output (nlohmann::ordered_json: keys in the order written here) -------------------------
 
-// "model": Ψ and the shape the plan was given (GPT or Llama 3).
-void json_model(const PlanRequest& a, const Results& r, std::string& out) {
-  const PlanInput& in = a.base;
-  out += "{\n  \"model\": {\"params\": " + json_number(double(r.params)) + ", \"gpt\": ";
-  if (a.gpt) {
-    const GptArgs& g = *a.gpt;
-    const NamedCount largest = in.model->largest_layer();
-    out += strf(
-        "{\"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, \"vocab\": %lld, \"padded_vocab\": %lld, "
-        "\"seq\": %lld, \"batch\": %lld, \"activation_elements\": %lld, ",
-        (long long)g.layers, (long long)g.hidden, (long long)g.heads, (long long)g.vocab, (long long)g.padded_vocab(),
-        (long long)g.seq, (long long)g.batch, (long long)in.model->activation_elements());
-    out += "\"preset\": " + (g.preset.empty() ? std::string("null") : json_string(g.preset)) +
-           ", \"largest_layer\": {\"name\": " + json_string(largest.name) +
-           ", \"params\": " + std::to_string(largest.count) + "}}";
-  } else {
-    out += "null";
-  }
-  out += ", \"llama\": ";
-  if (a.llama) {
-    const LlamaArgs& l = *a.llama;
-    const NamedCount largest = in.model->largest_layer();
-    out += "{\"preset\": " + json_string(l.preset) +
-           strf(
-               ", \"layers\": %lld, \"channels\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
-               "\"ffn_hidden\": %lld, \"vocab\": %lld, \"max_seq\": %lld, \"seq\": %lld, \"batch\": %lld, "
-               "\"activation_elements\": %lld, ",
-               (long long)l.layers, (long long)l.channels, (long long)l.heads, (long long)l.kv_heads,
-               (long long)l.ffn_hidden, (long long)l.vocab, (long long)l.max_seq, (long long)l.seq, (long long)l.batch,
-               (long long)in.model->activation_elements()) +
-           "\"largest_layer\": {\"name\": " + json_string(largest.name) +
-           ", \"params\": " + std::to_string(largest.count) + "}}";
-  } else {
-    out += "null";
-  }
-  out += "},\n";
+using Json = nlohmann::ordered_json;
+
+// A figure: null when not finite; a whole number a double holds exactly as an integer (byte
+// counts print as 26250000000, not 26250000000.0); any other value as the double.
+Json json_number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return std::int64_t(v);
+  return v;
+}
+Json json_number(std::optional<double> v) { return v ? json_number(*v) : Json(nullptr); }
+Json json_or_null(bool present, std::int64_t v) { return present ? Json(v) : Json(nullptr); }
+
+Json json_split(const ByteSplit& s) {
+  return {{"params", json_number(s.params)},
+          {"grads", json_number(s.grads)},
+          {"optimizer", json_number(s.optimizer)},
+          {"total", json_number(s.total())}};
 }
 
-// "settings": the flags that shaped every row.
-void json_settings(const PlanRequest& a, std::string& out) {
+Json json_largest_layer(const PlanInput& in) {
+  const NamedCount largest = in.model->largest_layer();
+  return {{"name", largest.name}, {"params", largest.count}};
+}
+
+// "model": Ψ and the shape the plan was given (GPT or Llama 3).
+Json json_model(const PlanRequest& a, const Results& r) {
   const PlanInput& in = a.base;
-  out += "  \"settings\": {\"precision\": " + json_string(precision_name(in.precision)) +
-         ", \"precision_bytes\": " + std::to_string(precision_bytes(in.precision)) + ", \"k\": " + json_number(in.k) +
-         ", \"fp32_grad_accum\": " + json_bool(in.fp32_grad_accum) +
-         ", \"attention\": " + json_string(in.cudnn_attention ? "cudnn" : "own") +
-         ", \"offload_optimizer\": " + json_string(offload_name(in.offload.optimizer)) +
-         ", \"offload_optimizer_fraction\": " +
-         (in.offload.optimizer_fraction.automatic ? json_string("auto")
-                                                  : json_number(in.offload.optimizer_fraction.value)) +
-         ", \"speculative_update\": " + json_bool(in.offload.speculative_update) + ", \"speculative_fraction\": " +
-         (in.offload.speculative_fraction.automatic ? json_string("auto")
-                                                    : json_number(in.offload.speculative_fraction.value)) +
-         ", \"offload_params\": " + json_string(offload_name(in.offload.params)) +
-         ", \"prefetch_depth\": " + std::to_string(in.prefetch_depth) +
-         ", \"grad_window\": " + std::to_string(in.grad_window) +
-         ", \"micro_batches\": " + std::to_string(a.micro_batches) + ", \"bytes_unit\": \"byte\"},\n";
+  Json gpt = nullptr, llama = nullptr;
+  if (a.gpt) {
+    const GptArgs& g = *a.gpt;
+    gpt = {{"layers", g.layers},
+           {"hidden", g.hidden},
+           {"heads", g.heads},
+           {"vocab", g.vocab},
+           {"padded_vocab", g.padded_vocab()},
+           {"seq", g.seq},
+           {"batch", g.batch},
+           {"activation_elements", in.model->activation_elements()},
+           {"preset", g.preset.empty() ? Json(nullptr) : Json(g.preset)},
+           {"largest_layer", json_largest_layer(in)}};
+  }
+  if (a.llama) {
+    const LlamaArgs& l = *a.llama;
+    llama = {{"preset", l.preset},
+             {"layers", l.layers},
+             {"channels", l.channels},
+             {"heads", l.heads},
+             {"kv_heads", l.kv_heads},
+             {"ffn_hidden", l.ffn_hidden},
+             {"vocab", l.vocab},
+             {"max_seq", l.max_seq},
+             {"seq", l.seq},
+             {"batch", l.batch},
+             {"activation_elements", in.model->activation_elements()},
+             {"largest_layer", json_largest_layer(in)}};
+  }
+  return {{"params", json_number(double(r.params))}, {"gpt", gpt}, {"llama", llama}};
+}
+
+// A fraction flag: "auto" or its value.
+Json json_fraction(const OffloadFraction& f) { return f.automatic ? Json("auto") : json_number(f.value); }
+
+// "settings": the flags that shaped every row.
+Json json_settings(const PlanRequest& a) {
+  const PlanInput& in = a.base;
+  return {{"precision", precision_name(in.precision)},
+          {"precision_bytes", precision_bytes(in.precision)},
+          {"k", json_number(in.k)},
+          {"fp32_grad_accum", in.fp32_grad_accum},
+          {"attention", in.cudnn_attention ? "cudnn" : "own"},
+          {"offload_optimizer", offload_name(in.offload.optimizer)},
+          {"offload_optimizer_fraction", json_fraction(in.offload.optimizer_fraction)},
+          {"speculative_update", in.offload.speculative_update},
+          {"speculative_fraction", json_fraction(in.offload.speculative_fraction)},
+          {"offload_params", offload_name(in.offload.params)},
+          {"prefetch_depth", in.prefetch_depth},
+          {"grad_window", in.grad_window},
+          {"micro_batches", a.micro_batches},
+          {"bytes_unit", "byte"}};
+}
+
+// A row's bound: sim::bound_json_fields' fields (JSON texts) as values.
+Json json_bound(const RowBound& b) {
+  Json bound = Json::object();
+  for (const auto& [key, value] : sim::bound_json_fields(b.bound, b.work, b.rates, std::nullopt))
+    bound[key] = Json::parse(value);
+  return bound;
 }
 
 // One row of "plans": a configuration's placement, communication and bound.
-void json_plan_row(const Row& row, std::string& out) {
+Json json_plan_row(const Row& row) {
   const MemoryPlan& m = row.mem;
-  out += "{\"dp\": " + std::to_string(row.dp) + ", \"stage\": " + std::to_string(row.stage) +
-         ", \"static\": " + json_split(m.seeds) + ",\n     \"gpu\": {\"params\": " + json_number(m.gpu.params) +
-         ", \"grads\": " + json_number(m.gpu.grads) + ", \"optimizer\": " + json_number(m.gpu.optimizer) +
-         ", \"static\": " + json_number(m.gpu.total()) + ", \"activations\": " + json_number(m.activations) +
-         ", \"temporaries\": " + json_number(m.temporaries) +
-         ", \"grads_in_flight\": " + json_number(m.grads_in_flight) +
-         ", \"attention_workspace\": " + json_number(m.attention_workspace) + ", \"total\": " + json_number(m.gpu_total()) +
-         "},\n     \"host\": " + json_split(m.host) + ", \"host_activations\": " + json_number(m.host_activations) +
-         ", \"nvme\": " + json_split(m.nvme) +
-         ", \"offload_transfer_bytes\": " + json_number(m.offload_transfer_bytes) +
-         ",\n     \"optimizer_split\": {\"fraction\": " + json_number(m.optimizer_split.fraction()) +
-         ", \"offloaded_params\": " + json_number(double(m.optimizer_split.offloaded_params)) +
-         ", \"device_params\": " + json_number(double(m.optimizer_split.device_params())) +
-         ", \"layers\": " + std::to_string(m.optimizer_split.layers) +
-         ", \"first_offloaded_layer\": " +
-         (m.optimizer_split.layers > 0 ? std::to_string(m.optimizer_split.first_offloaded) : std::string("null")) +
-         "}" + ",\n     \"speculative_split\": {\"fraction\": " + json_number(m.speculative_split.fraction()) +
-         ", \"speculative_params\": " + json_number(double(m.speculative_split.offloaded_params)) +
-         ", \"first_speculative_layer\": " +
-         (m.speculative_split.layers > 0 ? std::to_string(m.speculative_split.first_offloaded) : std::string("null")) +
-         "}" +
-         ",\n     \"communication\": {\"psi_multiple\": " + std::to_string(row.comm.psi_multiple) +
-         ", \"elements\": " + json_number(row.comm.elements) + ", \"bytes\": " + json_number(row.comm.bytes) +
-         ", \"ring_elements\": " + json_number(row.comm.ring_elements) +
-         ", \"ring_bytes\": " + json_number(row.comm.ring_bytes) + "},\n     \"bound\": ";
-  if (row.bound) {
-    std::string fields;
-    for (const auto& [key, value] :
-         sim::bound_json_fields(row.bound->bound, row.bound->work, row.bound->rates, std::nullopt))
-      fields += (fields.empty() ? "" : ", ") + json_string(key) + ": " + value;
-    out += "{" + fields + "}}";
-  } else {
-    out += "null}";
-  }
+  const OptimizerSplit& opt = m.optimizer_split;
+  const OptimizerSplit& spec = m.speculative_split;
+  const Json gpu = {{"params", json_number(m.gpu.params)},
+                    {"grads", json_number(m.gpu.grads)},
+                    {"optimizer", json_number(m.gpu.optimizer)},
+                    {"static", json_number(m.gpu.total())},
+                    {"activations", json_number(m.activations)},
+                    {"temporaries", json_number(m.temporaries)},
+                    {"grads_in_flight", json_number(m.grads_in_flight)},
+                    {"attention_workspace", json_number(m.attention_workspace)},
+                    {"total", json_number(m.gpu_total())}};
+  const Json optimizer_split = {{"fraction", json_number(opt.fraction())},
+                                {"offloaded_params", json_number(double(opt.offloaded_params))},
+                                {"device_params", json_number(double(opt.device_params()))},
+                                {"layers", opt.layers},
+                                {"first_offloaded_layer", json_or_null(opt.layers > 0, opt.first_offloaded)}};
+  const Json speculative_split = {{"fraction", json_number(spec.fraction())},
+                                  {"speculative_params", json_number(double(spec.offloaded_params))},
+                                  {"first_speculative_layer", json_or_null(spec.layers > 0, spec.first_offloaded)}};
+  const Json communication = {{"psi_multiple", row.comm.psi_multiple},
+                              {"elements", json_number(row.comm.elements)},
+                              {"bytes", json_number(row.comm.bytes)},
+                              {"ring_elements", json_number(row.comm.ring_elements)},
+                              {"ring_bytes", json_number(row.comm.ring_bytes)}};
+  return {{"dp", row.dp},
+          {"stage", row.stage},
+          {"static", json_split(m.seeds)},
+          {"gpu", gpu},
+          {"host", json_split(m.host)},
+          {"host_activations", json_number(m.host_activations)},
+          {"nvme", json_split(m.nvme)},
+          {"offload_transfer_bytes", json_number(m.offload_transfer_bytes)},
+          {"optimizer_split", optimizer_split},
+          {"speculative_split", speculative_split},
+          {"communication", communication},
+          {"bound", row.bound ? json_bound(*row.bound) : Json(nullptr)}};
 }
 
-// "fit": per dp, which options fit the limits, and the recommendation.
-void json_fit(const PlanRequest& a, const Results& r, std::string& out) {
-  if (r.fits.empty()) {
-    out += "null\n}\n";
-    return;
-  }
-  out += "{\"gpu_mem\": " + json_number(a.limits.gpu_bytes) + ", \"host_mem\": " + json_number(a.limits.host_bytes) +
-         ", \"per_dp\": [";
-  for (std::size_t i = 0; i < r.fits.size(); ++i) {
-    const FitReport& f = r.fits[i];
-    out += i ? ",\n    " : "\n    ";
-    out += "{\"dp\": " + std::to_string(f.dp) + ", \"options\": [";
-    for (std::size_t j = 0; j < f.options.size(); ++j) {
-      const FitOption& o = f.options[j];
-      out += j ? ",\n      " : "\n      ";
-      out += "{\"stage\": " + std::to_string(o.stage) +
-             ", \"offload_optimizer\": " + json_string(offload_name(o.offload.optimizer)) +
-             ", \"offload_params\": " + json_string(offload_name(o.offload.params)) +
-             ", \"gpu_total\": " + json_number(o.plan.gpu_total()) +
-             ", \"host_total\": " + json_number(o.plan.host_total()) +
-             ", \"nvme_total\": " + json_number(o.plan.nvme_total()) + ", \"fits_gpu\": " + json_bool(o.fits_gpu) +
-             ", \"fits_host\": " + json_bool(o.fits_host) + ", \"fits\": " + json_bool(o.fits()) + "}";
-    }
-    out += "],\n     \"recommended\": ";
-    if (f.recommended) {
-      const FitOption& o = f.options[*f.recommended];
-      out += "{\"stage\": " + std::to_string(o.stage) +
-             ", \"offload_optimizer\": " + json_string(offload_name(o.offload.optimizer)) +
-             ", \"offload_params\": " + json_string(offload_name(o.offload.params)) + "}";
-    } else {
-      out += "null";
-    }
-    out += ", \"min_dp_without_offload\": [";
-    for (int s = 0; s <= 3; ++s) {
-      const auto& m = f.min_dp_without_offload[s];
-      out += (s ? ", " : "") + (m ? std::to_string(*m) : std::string("null"));
-    }
-    out += "]}";
-  }
-  out += "\n  ]}\n}\n";
+// Where an option or the recommendation puts the state.
+Json json_placement(const FitOption& o) {
+  return {{"stage", o.stage},
+          {"offload_optimizer", offload_name(o.offload.optimizer)},
+          {"offload_params", offload_name(o.offload.params)}};
 }
 
-void print_json(const PlanRequest& a, const Results& r, std::string& out) {
-  json_model(a, r, out);
-  json_settings(a, out);
-  out += "  \"platform\": " + (a.machine ? json_string(a.machine->name) : std::string("null")) + ",\n";
-  out += "  \"plans\": [";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    out += i ? ",\n    " : "\n    ";
-    json_plan_row(r.rows[i], out);
+// One dp of "fit": which options fit the limits, and the recommendation.
+Json json_fit_report(const FitReport& f) {
+  Json options = Json::array();
+  for (const FitOption& o : f.options) {
+    Json option = json_placement(o);
+    option["gpu_total"] = json_number(o.plan.gpu_total());
+    option["host_total"] = json_number(o.plan.host_total());
+    option["nvme_total"] = json_number(o.plan.nvme_total());
+    option["fits_gpu"] = o.fits_gpu;
+    option["fits_host"] = o.fits_host;
+    option["fits"] = o.fits();
+    options.push_back(std::move(option));
   }
-  out += "\n  ],\n  \"fit\": ";
-  json_fit(a, r, out);
+  Json min_dp = Json::array();
+  for (const std::optional<std::int64_t>& m : f.min_dp_without_offload) min_dp.push_back(m ? Json(*m) : Json(nullptr));
+  return {{"dp", f.dp},
+          {"options", options},
+          {"recommended", f.recommended ? json_placement(f.options[*f.recommended]) : Json(nullptr)},
+          {"min_dp_without_offload", min_dp}};
+}
+
+Json json_fit(const PlanRequest& a, const Results& r) {
+  if (r.fits.empty()) return nullptr;
+  Json per_dp = Json::array();
+  for (const FitReport& f : r.fits) per_dp.push_back(json_fit_report(f));
+  return {{"gpu_mem", json_number(a.limits.gpu_bytes)},
+          {"host_mem", json_number(a.limits.host_bytes)},
+          {"per_dp", per_dp}};
+}
+
+std::string report_json(const PlanRequest& a, const Results& r) {
+  Json plans = Json::array();
+  for (const Row& row : r.rows) plans.push_back(json_plan_row(row));
+  const Json report = {{"model", json_model(a, r)},
+                       {"settings", json_settings(a)},
+                       {"platform", a.machine ? Json(a.machine->name) : Json(nullptr)},
+                       {"plans", plans},
+                       {"fit", json_fit(a, r)}};
+  // A name that is not UTF-8 (a --platform folder's) comes out with U+FFFD, not as an exception.
+  return report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
@@ -803,10 +803,6 @@ std::string plan_report_text(const PlanRequest& request) {
   return out;
 }
 
-std::string plan_report_json(const PlanRequest& request) {
-  std::string out;
-  print_json(request, compute(request), out);
-  return out;
-}
+std::string plan_report_json(const PlanRequest& request) { return report_json(request, compute(request)); }
 
 }  // namespace starzero

@@ -30,10 +30,22 @@ std::string model_names() {
   return names;
 }
 
+// Each family's presets, its default first: "gpt: tiny (default), gpt2-124M, ...; llama3: ...".
+std::string preset_names() {
+  std::string text;
+  for (const ModelFamily& family : model_families()) {
+    if (family.preset_names.empty()) continue;
+    text += (text.empty() ? "" : "; ") + family.name + ": ";
+    for (std::size_t i = 0; i < family.preset_names.size(); ++i)
+      text += (i == 0 ? "" : ", ") + family.preset_names[i] + (i == 0 ? " (default)" : "");
+  }
+  return text;
+}
+
 // Model, data, learning-rate schedule and AdamW.
 void add_model_and_optimizer_options(cli::ArgParser& p) {
   p.option("model", "NAME", "model family: " + model_names() + " (default gpt)")
-      .option("preset", "NAME", "model shape: tiny (default), gpt2-124M, gpt2-350M, gpt2-774M, gpt2-1558M")
+      .option("preset", "NAME", "model shape of the --model family: " + preset_names())
       .option("layers", "L", "override the preset's number of transformer blocks (mlp: residual blocks)")
       .option("channels", "C", "override the preset's hidden size")
       .option("heads", "NH", "override the preset's attention heads (must divide C)")

@@ -22,12 +22,13 @@ namespace {
 struct GptTraits : TransformerTypes<GptShape, GptModel, GptLayout, GptLlmcCodec, GptHfFolder> {
   static std::string describe(const GptShape& shape) { return shape.to_string(); }
   static GptShape preset(std::string_view name) { return gpt_preset(name); }
+  static std::vector<std::string> preset_names() { return gpt_preset_names(); }
   static std::string preset_fields(const GptShape& s) {
     return "L=" + std::to_string(s.layers) + " NH=" + std::to_string(s.heads) + " C=" + std::to_string(s.channels) +
            " maxT=" + std::to_string(s.max_seq);
   }
   static GptShape shape_from_flags(const ModelRequest& request, int vocab) {
-    GptShape shape = with_shape_flags(gpt_preset(request.preset.value_or("tiny")), request);
+    GptShape shape = with_shape_flags(gpt_preset(request.preset.value_or(preset_names().front())), request);
     if (vocab != shape.vocab) {  // the data decides the vocabulary
       shape.vocab = vocab;
       shape.padded_vocab = (vocab + 127) / 128 * 128;

@@ -38,12 +38,13 @@ void settle_ffn(LlamaShape& shape) {
 struct LlamaTraits : TransformerTypes<LlamaShape, LlamaModel, LlamaLayout, LlamaLlmcCodec, LlamaHfFolder> {
   static std::string describe(const LlamaShape& shape) { return "Llama 3 " + shape.to_string(); }
   static LlamaShape preset(std::string_view name) { return llama_preset(name); }
+  static std::vector<std::string> preset_names() { return llama_preset_names(); }
   static std::string preset_fields(const LlamaShape& s) {
     return "L=" + std::to_string(s.layers) + " C=" + std::to_string(s.channels) + " NH=" + std::to_string(s.heads) +
            " NKV=" + std::to_string(s.kv_heads) + " maxT=" + std::to_string(s.max_seq);
   }
   static LlamaShape shape_from_flags(const ModelRequest& request, int vocab) {
-    LlamaShape shape = with_shape_flags(llama_preset(request.preset.value_or("llama3-tiny")), request);
+    LlamaShape shape = with_shape_flags(llama_preset(request.preset.value_or(preset_names().front())), request);
     shape.vocab = vocab;  // the data decides the vocabulary
     try {
       if (shape.channels <= 0 || shape.heads <= 0) shape.validate();

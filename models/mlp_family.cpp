@@ -105,8 +105,12 @@ std::unique_ptr<CheckpointFormat> mlp_format_of_state(const StateShapeFields& fi
 }  // namespace
 
 ModelFamily mlp_family() {
-  return {"mlp", "a residual-MLP token classifier (--layers: blocks, default 3; --channels: hidden size, default 32)",
-          prepare_mlp, mlp_format_of_state, nullptr};  // no presets
+  ModelFamily family;  // no presets, no llm.c files, no Hugging Face folder
+  family.name = "mlp";
+  family.summary = "a residual-MLP token classifier (--layers: blocks, default 3; --channels: hidden size, default 32)";
+  family.prepare = prepare_mlp;
+  family.format_of_state = mlp_format_of_state;
+  return family;
 }
 
 }  // namespace starzero

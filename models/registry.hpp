@@ -67,6 +67,8 @@ struct ModelFamily {
   // The preset of that name (std::invalid_argument naming the family's presets when it has
   // none); empty for a family without presets.
   std::function<PresetModel(std::string_view name)> preset;
+  // Their names, the one a run takes without --preset first (for --help); empty without presets.
+  std::vector<std::string> preset_names;
   // Its checkpoints, for `starzero eval` and `starzero convert`: the model_type of their Hugging
   // Face config.json and the magic of their llm.c files (empty and 0 for a family without), and
   // the family's checkpoint format for the checkpoint at a path, a file or a Hugging Face folder

@@ -16,6 +16,7 @@
 //     // (`static constexpr auto activation_bytes = gpt_activation_bytes;`).
 //     static std::string describe(const Shape&);             // "Llama 3 L=2 C=64 ..."
 //     static Shape preset(std::string_view name);             // std::invalid_argument
+//     static std::vector<std::string> preset_names();         // the default (no --preset) first
 //     static std::string preset_fields(const Shape&);         // the fields a preset fixes, for
 //                                                             // comparing with a checkpoint's
 //     static Shape shape_from_flags(const ModelRequest&, int vocab);
@@ -372,6 +373,7 @@ ModelFamily transformer_family(std::string name, std::string summary) {
           prepare_transformer<Traits>,
           Traits::format_of_state,
           transformer_preset<Traits>,
+          Traits::preset_names(),
           Traits::HfFolder::kModelType,
           Traits::Codec::kIds.checkpoint_magic,
           transformer_format_of_checkpoint<Traits>};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -107,15 +106,6 @@ int default_adam_threads(int cores_per_rank, bool gpu) {
 int default_cpu_workers(int cores_per_rank, bool gpu, int adam_threads) {
   // The workers leave the GPU's driver core and the AdamW's extra threads their cores.
   return std::max(1, cores_per_rank - (gpu ? 1 : 0) - (adam_threads - 1));
-}
-
-std::string format_bytes(double bytes) {
-  char text[32];
-  if (bytes >= 1e9)
-    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
-  else
-    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
-  return text;
 }
 
 }  // namespace starzero

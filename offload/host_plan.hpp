@@ -49,7 +49,4 @@ int default_adam_threads(int cores_per_rank, bool gpu);
 // AdamW's extra threads (adam_threads - 1), at least 1.
 int default_cpu_workers(int cores_per_rank, bool gpu, int adam_threads);
 
-// Bytes for a message: "1.23 GB" from 1e9 bytes up, else "12.3 MB".
-std::string format_bytes(double bytes);
-
 }  // namespace starzero

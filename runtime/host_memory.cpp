@@ -54,20 +54,6 @@ std::string numa_nodes_here(hwloc_topology_t topo) {
 }
 
 // ---- messages --------------------------------------------------------------------------------
-std::string format_bytes(double bytes) {
-  static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[48];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
-  return buf;
-}
 
 std::string format_limit(rlim_t limit) {
   if (limit == RLIM_INFINITY) return "unlimited";
@@ -254,6 +240,15 @@ std::size_t available_host_memory_bytes() {
     throw std::runtime_error("/proc/meminfo: unexpected unit '" + unit + "' for MemAvailable");
   }
   throw std::runtime_error("/proc/meminfo has no readable MemAvailable line");
+}
+
+std::string format_bytes(double bytes) {
+  char text[32];
+  if (bytes >= 1e9)
+    std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  return text;
 }
 
 }  // namespace starzero

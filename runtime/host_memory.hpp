@@ -83,4 +83,9 @@ HostMemoryStats host_memory_stats();
 // before training. Throws std::runtime_error when /proc/meminfo cannot be read or lacks it.
 std::size_t available_host_memory_bytes();
 
+// Bytes for a message, in the planner's units (GB = 1e9, as `starzero plan` prints them): "1.23 GB"
+// from 1e9 bytes up, else "12.3 MB". The pin warnings, the host-memory and disk-space checks
+// before a run and its pinned-memory report all use it.
+std::string format_bytes(double bytes);
+
 }  // namespace starzero

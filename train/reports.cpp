@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "offload/host_plan.hpp"
 #include "runtime/host_memory.hpp"
 
 namespace starzero {

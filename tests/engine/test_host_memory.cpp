@@ -211,7 +211,8 @@ std::string fallback_child() {
   std::fclose(capture);
   if (!error.empty()) throw std::runtime_error(error);
   out << "warnings=" << count_of(captured, "starzero: warning: cannot pin") << "\n";
-  out << "warning_names_buffer=" << (captured.find("16.0 MiB for adam_m[3]") != std::string::npos) << "\n";
+  // 16 MiB = 16,777,216 bytes: 16.8 MB in the planner's units (format_bytes).
+  out << "warning_names_buffer=" << (captured.find("16.8 MB for adam_m[3]") != std::string::npos) << "\n";
   out << "warning_names_limit=" << (captured.find("RLIMIT_MEMLOCK is 64 KiB") != std::string::npos) << "\n";
   out << "warning_says_pageable=" << (captured.find("using pageable memory") != std::string::npos) << "\n";
   // Keep the captured text for the parent's diagnostics, newlines folded.
@@ -415,6 +416,14 @@ TEST_CASE("a NUMA node that does not exist, a negative one or zero bytes are rej
   CHECK(after.pinned_bytes == before.pinned_bytes);
   CHECK(after.pageable_bytes == before.pageable_bytes);
   CHECK(after.failed_pins == before.failed_pins);
+}
+
+TEST_CASE("messages give bytes in GB from 1e9 up, else in MB (GB = 1e9, MB = 1e6)", "[host_memory]") {
+  CHECK(format_bytes(26.25e9) == "26.25 GB");
+  CHECK(format_bytes(1e9) == "1.00 GB");
+  CHECK(format_bytes(999e6) == "999.0 MB");
+  CHECK(format_bytes(double(16 * MiB)) == "16.8 MB");
+  CHECK(format_bytes(0) == "0.0 MB");
 }
 
 TEST_CASE("an allocation the machine cannot satisfy throws std::runtime_error", "[host_memory]") {
