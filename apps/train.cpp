@@ -11,7 +11,7 @@
 #include "models/registry.hpp"
 #include "models/tokenizer.hpp"
 #include "optimizers/lr_schedule.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "runtime/sim.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/evaluate.hpp"

@@ -11,7 +11,7 @@
 
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run.hpp"

@@ -8,7 +8,7 @@
 
 #include "offload/placement.hpp"
 #include "optimizers/adamw.hpp"
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace starzero {
 

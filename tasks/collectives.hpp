@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace starzero::tasks {
 

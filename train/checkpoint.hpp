@@ -16,7 +16,7 @@
 
 #include "offload/engine.hpp"
 #include "runtime/dtype.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "offload/engine.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "train/trainer.hpp"
 
 namespace starzero {

@@ -4,8 +4,8 @@
 // engine derive placement from the same per-layer plan; the table shows they agree).
 #include "offload/engine.hpp"
 #include "offload/planner.hpp"
-#include "runtime/comm.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/comm.hpp"
+#include "comm/ranks.hpp"
 
 namespace starzero {
 

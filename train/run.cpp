@@ -18,7 +18,7 @@
 #include "runtime/disk.hpp"
 #include "runtime/files.hpp"
 #include "runtime/host_memory.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "runtime/sim.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/trace.hpp"

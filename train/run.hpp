@@ -50,7 +50,7 @@ struct RunOptions {
   // each of its threads waits on and ends the job with exit code 3 (runtime/watchdog.hpp); 0: off.
   int watchdog_seconds = 600;
   Collectives collectives = Collectives::automatic;
-  // starzero-sim: this process is rank 0 of this many simulated ranks (runtime/ranks.hpp); 0: the
+  // starzero-sim: this process is rank 0 of this many simulated ranks (comm/ranks.hpp); 0: the
   // ranks of mpirun (or one).
   int sim_ranks = 0;
   // Offload: where the model states go, the CPU AdamW, the delayed and speculative updates

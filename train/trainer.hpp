@@ -10,8 +10,8 @@
 
 #include "offload/engine.hpp"
 #include "optimizers/lr_schedule.hpp"
-#include "runtime/comm.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/comm.hpp"
+#include "comm/ranks.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {

@@ -1,7 +1,7 @@
 # Communicator tests. test_comm_mpi has its own main (it owns MPI) and runs under mpirun with 1, 2
 # and 4 ranks; it also covers SelfComm and, where GPUs exist, NcclComm.
 add_executable(test_comm_mpi test_comm_mpi.cpp)
-target_link_libraries(test_comm_mpi PRIVATE starzero_runtime Catch2::Catch2)
+target_link_libraries(test_comm_mpi PRIVATE starzero_comm Catch2::Catch2)
 
 foreach(ranks 1 2 4)
   add_test(NAME comm_mpi_np${ranks}

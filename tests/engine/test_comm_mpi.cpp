@@ -25,7 +25,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 using starzero::Communicator;
 using starzero::DType;

@@ -6,7 +6,7 @@
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
 #include "runtime/priorities.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"
 #include "train/run.hpp"

@@ -13,7 +13,7 @@
 #include "models/mlp.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "tests/temp_dir.hpp"
 #include "train/checkpoint.hpp"

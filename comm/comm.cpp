@@ -1,6 +1,6 @@
 // Communicator base: argument checks, byte/call counters, the factory and the ring-volume
 // formulas shared by the MPI and NCCL communicators.
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 #include <algorithm>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "runtime/ranks.hpp"
+#include "comm/ranks.hpp"
 
 #include <mpi.h>
 

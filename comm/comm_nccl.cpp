@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace starzero {
 

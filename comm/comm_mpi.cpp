@@ -19,7 +19,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace starzero {
 

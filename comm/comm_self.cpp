@@ -2,7 +2,7 @@
 // memmove, not memcpy: in-place use (shard aliasing full) is allowed.
 #include <cstring>
 
-#include "runtime/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace starzero {
 
