@@ -348,8 +348,10 @@ void read_state_options(const cli::ArgParser& p, PlanRequest& a) {
   in.offload = cli::offload_options(p);
   if (auto v = p.value("prefetch-depth")) in.prefetch_depth = cli::parse_count("prefetch-depth", *v);
   if (auto v = p.value("grad-window")) in.grad_window = cli::parse_count("grad-window", *v);
-  // The run's rules, from their one home (offload/engine_options.hpp), for every row asked for.
+  // The run's rules, from their one homes (offload/placement.hpp, offload/engine_options.hpp), for
+  // every row asked for.
   try {
+    validate_placement(in.offload);
     for (int stage : a.stages) {
       check_zero_options(stage, in.prefetch_depth, in.grad_window);
       for (std::int64_t dp : a.dps) check_param_offload_stage(in.offload, stage, dp);

@@ -19,6 +19,10 @@ void validate(const OffloadOptions& o) {
     throw std::invalid_argument("--offload-optimizer nvme needs --nvme-path DIR");
   if (o.optimizer != OptimizerOffload::nvme && !o.nvme_path.empty())
     throw std::invalid_argument("--nvme-path is only for --offload-optimizer nvme");
+  validate_placement(o);
+}
+
+void validate_placement(const OffloadOptions& o) {
   check_fraction(o.optimizer_fraction, "--offload-optimizer-fraction");
   if (!o.optimizer_offloaded() && (o.optimizer_fraction.automatic || o.optimizer_fraction.value != 1))
     throw std::invalid_argument(

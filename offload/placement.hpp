@@ -57,6 +57,9 @@ struct OffloadOptions {
 // that join it with another concern (parameter offload and the ZeRO stage, the speculative
 // update and clipping) are offload/engine_options.hpp's (check_engine_options, the run's one check).
 void validate(const OffloadOptions& options);
+// The same rules but the NVMe folder's (a run's: a plan has no --nvme-path): what `starzero plan`
+// checks. validate calls it.
+void validate_placement(const OffloadOptions& options);
 
 // "none", "cpu", "nvme": the spelling of the command-line flags.
 inline std::string_view offload_name(OptimizerOffload o) {

@@ -127,6 +127,7 @@ bad_cases=(
   "--params 7e9 --offload-optimizer cpu --speculative-fraction 0.5"
   "--params 7e9 --offload-optimizer cpu --speculative-update --speculative-fraction 2"
   "--params 7e9 --offload-optimizer cpu --speculative-update --speculative-fraction auto"
+  "--params 7e9 --offload-optimizer nvme --speculative-update"
   "--params 7e9 --dp 8 --offload-params cpu"
   "--params 7e9 --dp 1,8 --stage 2 --offload-params cpu"
   "--params 7e9 --grad-window 0"
