@@ -9,9 +9,9 @@
 #include <exception>
 #include <filesystem>
 
+#include "comm/ranks.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
-#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run.hpp"

@@ -79,8 +79,8 @@ void Engine::split_optimizer(const Model& model) {
                         : 0.0);
 }
 
-// The state a run starts from: parameters drawn, Adam's moments zeroed, the
-// device-side master sent up.
+// The state a run starts from: parameters drawn, Adam's moments zeroed, the device-side master
+// sent up.
 void Engine::initialise_state() {
   // A simulation runs no kernel and reads no value: drawing an 8B model's parameters on the host
   // would take minutes for nothing (the buffers are registered all the same).

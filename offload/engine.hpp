@@ -123,7 +123,6 @@ class Engine {
   // Applies a pending delayed update (no-op otherwise). Call before reading parameters or
   // optimizer state for a checkpoint; the next step then starts a new delay pipeline.
   void flush();
-  bool has_pending_update() const { return update_->has_pending_update(); }
   // The speculative update: what every commit so far did, layer by layer: adopted (nothing to
   // do), re-run clipped, discarded (non-finite norm). All zero without it. Clipping is global: a
   // clipped step re-runs every CPU-updated layer. Waits for the commit tasks, and checks that they

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "comm/comm.hpp"
 #include "offload/placement.hpp"
 #include "optimizers/adamw.hpp"
-#include "comm/comm.hpp"
 
 namespace starzero {
 

@@ -56,7 +56,6 @@ struct LayerBuffers {
   void adopt_next_state();
 
   std::size_t count() const { return plan.count(); }
-  std::size_t shard() const { return plan.shard(); }
   std::size_t padded() const { return plan.padded(); }
   std::size_t own_offset() const { return plan.own_offset(); }
 

@@ -44,10 +44,9 @@ class StepWalk {
   void unshard(int layer, const char* pass);
   void reshard(int layer, const char* pass);
 
+ private:
   // The groups a layer's tasks use: its own and those it shares (the tied embedding).
   std::vector<int> uses(int layer) const;
-
- private:
   void submit_window_mark(int layer, int delta, const std::string& name);
   void allocate_gradient(int group, bool first_micro_batch);
   void stream_gradients_in(int layer, bool first_micro_batch);

@@ -167,7 +167,6 @@ class SynchronousUpdate : public UpdatePolicy {
   void end_step(const optim::AdamWHyper& hyper, int) override { tasks_.update_in_step(hyper); }
   void settle() override {}
   void flush() override {}
-  bool has_pending_update() const override { return false; }
   CommitCounts commits() override { return {}; }
   int last_step_rollbacks() override { return 0; }
 
@@ -201,7 +200,6 @@ class DelayedUpdate final : public SynchronousUpdate {
     submit_publishes();
     pending_.reset();
   }
-  bool has_pending_update() const override { return pending_.has_value(); }
 
  private:
   void submit_updates(const optim::AdamWHyper& hyper) {

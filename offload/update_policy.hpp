@@ -92,7 +92,6 @@ class UpdatePolicy {
   virtual void settle() = 0;
   // settle, then applies a pending delayed update.
   virtual void flush() = 0;
-  virtual bool has_pending_update() const = 0;
   // The speculative update's commits so far (zeros for the others); waits for the commit tasks.
   virtual CommitCounts commits() = 0;
   // The layers whose AdamW the last step's clipping re-ran (0 for the other policies).

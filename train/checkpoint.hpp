@@ -14,9 +14,9 @@
 #include <optional>
 #include <vector>
 
+#include "comm/ranks.hpp"
 #include "offload/engine.hpp"
 #include "runtime/dtype.hpp"
-#include "comm/ranks.hpp"
 #include "train/checkpoint_sets.hpp"
 #include "train/sharded_state.hpp"
 #include "train/state_files.hpp"

@@ -18,8 +18,8 @@
 #include <optional>
 #include <string>
 
-#include "offload/engine.hpp"
 #include "comm/ranks.hpp"
+#include "offload/engine.hpp"
 #include "train/trainer.hpp"
 
 namespace starzero {

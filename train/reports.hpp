@@ -2,10 +2,10 @@
 // End-of-run tables, printed by the leader from every rank's figures: what each rank held and
 // sent next to `starzero plan`'s prediction for the same configuration (the planner and the
 // engine derive placement from the same per-layer plan; the table shows they agree).
-#include "offload/engine.hpp"
-#include "offload/planner.hpp"
 #include "comm/comm.hpp"
 #include "comm/ranks.hpp"
+#include "offload/engine.hpp"
+#include "offload/planner.hpp"
 
 namespace starzero {
 

@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "offload/engine.hpp"
-#include "optimizers/lr_schedule.hpp"
 #include "comm/comm.hpp"
 #include "comm/ranks.hpp"
+#include "offload/engine.hpp"
+#include "optimizers/lr_schedule.hpp"
 #include "train/trainable.hpp"
 
 namespace starzero {

@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "comm/ranks.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
 #include "runtime/priorities.hpp"
-#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "runtime/tensor.hpp"
 #include "train/run.hpp"

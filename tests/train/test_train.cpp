@@ -8,12 +8,12 @@
 #include <fstream>
 #include <random>
 
-#include "models/layer_checkpoint.hpp"
+#include "comm/ranks.hpp"
 #include "models/gpt_files.hpp"
+#include "models/layer_checkpoint.hpp"
 #include "models/mlp.hpp"
 #include "models/registry.hpp"
 #include "offload/engine.hpp"
-#include "comm/ranks.hpp"
 #include "runtime/session.hpp"
 #include "tests/temp_dir.hpp"
 #include "train/checkpoint.hpp"
